@@ -1,0 +1,39 @@
+# epochfs build and test entry points. Targets wrap scripts; CI calls `make ci`.
+GO      ?= go
+PATH    := $(PATH):/usr/local/go/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: build test ci vet demo bench bench-quick fuzz deps clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/epochfs ./cmd/epochfs
+
+deps:
+	bash scripts/install-deps.sh
+
+test: build
+	$(GO) test ./...
+
+vet:
+	$(GO) vet ./...
+
+# The CI suite: vet, every test under the race detector, real FUSE mounts.
+ci: deps build vet
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -race -count=1 -timeout 30m ./...
+
+# Mount a generated sample dataset, train two epochs over it, show the status.
+demo: deps build
+	bash scripts/demo.sh
+
+bench: deps build
+	bash test/bench/run.sh
+
+bench-quick: deps build
+	QUICK=1 bash test/bench/run.sh
+
+fuzz:
+	bash scripts/fuzz.sh
+
+clean:
+	rm -rf bin

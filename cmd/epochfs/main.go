@@ -1,0 +1,161 @@
+// Command epochfs mounts a dataset on a slow shared file system read-only,
+// copies it whole into local tiers in the background, and serves reads from
+// the fastest tier that holds each file.
+//
+// This is the only package that reads config files and builds the logger.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Exit codes (DESIGN.md, "CLI").
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+	exitTimeout = 3
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// exitError carries an exit code with a one-line message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+func runtimeErr(format string, a ...any) error {
+	return &exitError{code: exitRuntime, err: fmt.Errorf(format, a...)}
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"mount":      {"mount SOURCE read-only at MOUNTPOINT with local tiers", runMount},
+		"unmount":    {"unmount a mount point", runUnmount},
+		"status":     {"show what is where", runStatus},
+		"warmup":     {"copy the dataset (or some paths) into the tiers", runWarmup},
+		"model":      {"run the DSI performance model and print the cache split", runModel},
+		"preprocess": {"run the preprocessing pipeline over images into .npy files", runPreprocess},
+		"version":    {"print the version", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr, cmds)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version"
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "epochfs: unknown command %q (run 'epochfs help')\n", args[0])
+		return exitUsage
+	}
+	err := c.run(args[1:], stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "epochfs %s: %v\n", args[0], err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitRuntime
+}
+
+func printUsage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "usage: epochfs COMMAND [flags] [args]\n\ncommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun 'epochfs COMMAND -h' for a command's flags.\n")
+}
+
+// parseFlags parses flags that may appear before, between or after the
+// positional arguments, and returns the positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// newFlagSet returns a flag set that reports errors as usage errors and
+// prints its usage to stderr.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: epochfs %s\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", "version", stderr)
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "epochfs %s\n", version)
+	return nil
+}

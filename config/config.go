@@ -1,0 +1,201 @@
+// Package config is the TOML schema of epochfs, its defaults and its
+// validation. Only cmd/epochfs imports it; every other package takes a plain
+// Options struct of its own. Every validation error names the key and the
+// bad value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is one epochfs node configuration.
+type Config struct {
+	Source     string     `toml:"source"`
+	Mountpoint string     `toml:"mountpoint"`
+	StateDir   string     `toml:"state_dir"`
+	Tiers      []Tier     `toml:"tier"`
+	Placement  Placement  `toml:"placement"`
+	Log        Log        `toml:"log"`
+	Model      Model      `toml:"model"`
+	Preprocess Preprocess `toml:"preprocess"`
+}
+
+// Tier is one local storage tier; tiers are listed fastest first.
+type Tier struct {
+	Name    string    `toml:"name"`
+	Path    string    `toml:"path"`
+	Quota   Size      `toml:"quota"`
+	MinFree SizeOrPct `toml:"min_free"`
+}
+
+// Placement configures the background placer.
+type Placement struct {
+	Workers         int    `toml:"workers"`
+	SourceBandwidth Rate   `toml:"source_bandwidth"`
+	Validate        string `toml:"validate"` // "open" or "never"
+}
+
+// Log configures the daemon's logger.
+type Log struct {
+	Level  string `toml:"level"`  // debug, info, warn, error
+	Format string `toml:"format"` // console or json
+}
+
+// Default returns the configuration used when no file is given.
+func Default() Config {
+	return Config{
+		Placement: Placement{
+			Workers:         6,
+			SourceBandwidth: NewRate("0"),
+			Validate:        "open",
+		},
+		Log:        Log{Level: "info", Format: "console"},
+		Model:      DefaultModel(),
+		Preprocess: DefaultPreprocess(),
+	}
+}
+
+// Load reads a TOML file over the defaults. Unknown keys are an error.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	return Parse(cfg, string(data), path)
+}
+
+// Parse decodes TOML text over base. name is used in error messages.
+func Parse(base Config, text, name string) (Config, error) {
+	cfg := base
+	// Tiers in a file replace, not extend, the base list.
+	cfg.Tiers = nil
+	md, err := toml.Decode(text, &cfg)
+	if err != nil {
+		var perr toml.ParseError
+		if errors.As(err, &perr) {
+			return base, fmt.Errorf("config %s: line %d: %s", name, perr.Position.Line, oneLine(perr.Message))
+		}
+		return base, fmt.Errorf("config %s: %s", name, oneLine(err.Error()))
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return base, fmt.Errorf("config %s: unknown key %s", name, strings.Join(keys, ", "))
+	}
+	if !md.IsDefined("tier") {
+		cfg.Tiers = base.Tiers
+	}
+	return cfg, nil
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+var tierName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
+
+// ParseTierFlag parses --tier NAME=PATH:QUOTA.
+func ParseTierFlag(s string) (Tier, error) {
+	eq := strings.IndexByte(s, '=')
+	colon := strings.LastIndexByte(s, ':')
+	if eq <= 0 || colon < eq+2 || colon == len(s)-1 {
+		return Tier{}, fmt.Errorf("--tier %q: want NAME=PATH:QUOTA, e.g. mem=/dev/shm/epochfs:4GiB", s)
+	}
+	return Tier{Name: s[:eq], Path: s[eq+1 : colon], Quota: NewSize(s[colon+1:])}, nil
+}
+
+// ValidateMount checks the keys a mount needs. It does not touch the disk;
+// the mount command checks paths.
+func (c *Config) ValidateMount() error {
+	if c.Source == "" {
+		return fmt.Errorf("source: missing (give SOURCE or set source in the config)")
+	}
+	if c.Mountpoint == "" {
+		return fmt.Errorf("mountpoint: missing (give MOUNTPOINT or set mountpoint in the config)")
+	}
+	if len(c.Tiers) == 0 {
+		return fmt.Errorf("tier: none configured (give --tier NAME=PATH:QUOTA or a [[tier]] table)")
+	}
+	return c.Validate()
+}
+
+// Validate checks every key that is set.
+func (c *Config) Validate() error {
+	seen := map[string]bool{}
+	for i, t := range c.Tiers {
+		key := fmt.Sprintf("tier[%d]", i)
+		if t.Name != "" {
+			key = fmt.Sprintf("tier %q", t.Name)
+		}
+		if !tierName.MatchString(t.Name) {
+			return fmt.Errorf("%s: name %q: want 1-32 letters, digits, '-' or '_'", key, t.Name)
+		}
+		if t.Name == "source" {
+			return fmt.Errorf("%s: name %q is reserved", key, t.Name)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("tier %q: duplicate tier name", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Path == "" {
+			return fmt.Errorf("%s: path: missing", key)
+		}
+		if !filepath.IsAbs(t.Path) {
+			return fmt.Errorf("%s: path %q: must be absolute", key, t.Path)
+		}
+		if t.Quota.Raw == "" {
+			return fmt.Errorf("%s: quota: missing (e.g. quota = \"4GiB\")", key)
+		}
+		if err := t.Quota.Err(); err != nil {
+			return fmt.Errorf("%s: quota: %v", key, err)
+		}
+		if t.Quota.Bytes <= 0 {
+			return fmt.Errorf("%s: quota %q: must be greater than 0", key, t.Quota.Raw)
+		}
+		if t.MinFree.Raw != "" {
+			if err := t.MinFree.Err(); err != nil {
+				return fmt.Errorf("%s: min_free: %v", key, err)
+			}
+		}
+	}
+	p := c.Placement
+	if p.Workers < 1 || p.Workers > 256 {
+		return fmt.Errorf("placement.workers = %d: want 1 to 256", p.Workers)
+	}
+	if err := p.SourceBandwidth.Err(); err != nil {
+		return fmt.Errorf("placement.source_bandwidth: %v", err)
+	}
+	switch p.Validate {
+	case "open", "never":
+	default:
+		return fmt.Errorf("placement.validate = %q: want \"open\" or \"never\"", p.Validate)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level = %q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		return fmt.Errorf("log.format = %q: want \"console\" or \"json\"", c.Log.Format)
+	}
+	if err := c.Model.Validate(); err != nil {
+		return err
+	}
+	return c.Preprocess.Validate()
+}
