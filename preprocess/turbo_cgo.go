@@ -1,0 +1,177 @@
+//go:build cgo
+
+package preprocess
+
+/*
+#cgo LDFLAGS: -lturbojpeg
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#ifndef TJFLAG_LIMITSCANS
+#define TJFLAG_LIMITSCANS 0
+#endif
+
+// epochfs_tj_header reads the header. Returns 0 or -1 (error text in err).
+static int epochfs_tj_header(tjhandle h, const unsigned char *buf, unsigned long len,
+		int *w, int *hh, int *cs, char *err, int errlen) {
+	int subsamp = 0;
+	if (tjDecompressHeader3(h, buf, len, w, hh, &subsamp, cs) != 0) {
+		strncpy(err, tjGetErrorStr2(h), errlen - 1);
+		err[errlen - 1] = 0;
+		return -1;
+	}
+	return 0;
+}
+
+// epochfs_tj_decode decodes into dst (w*h*bpp bytes, w and h already
+// scaled). Returns 0 on success, 1 on a warning (err holds it), -1 on a
+// fatal error.
+static int epochfs_tj_decode(tjhandle h, const unsigned char *buf, unsigned long len,
+		unsigned char *dst, int w, int hh, int pf, char *err, int errlen) {
+	int flags = TJFLAG_LIMITSCANS;
+	if (tjDecompress2(h, buf, len, dst, w, 0, hh, pf, flags) == 0) {
+		return 0;
+	}
+	strncpy(err, tjGetErrorStr2(h), errlen - 1);
+	err[errlen - 1] = 0;
+	return tjGetErrorCode(h) == TJERR_WARNING ? 1 : -1;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+const haveTurbo = true
+
+// turboPool keeps up to cap idle decompression handles. A handle is used
+// by one goroutine at a time; extra handles made under load are destroyed
+// when returned to a full pool.
+type turboPool struct {
+	mu     sync.Mutex
+	idle   []C.tjhandle
+	max    int
+	closed bool
+}
+
+func newTurboPool(max int) *turboPool { return &turboPool{max: max} }
+
+func (p *turboPool) get() (C.tjhandle, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		h := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return h, nil
+	}
+	p.mu.Unlock()
+	h := C.tjInitDecompress()
+	if h == nil {
+		return nil, fmt.Errorf("preprocess: tjInitDecompress failed")
+	}
+	return h, nil
+}
+
+func (p *turboPool) put(h C.tjhandle) {
+	p.mu.Lock()
+	if !p.closed && len(p.idle) < p.max {
+		p.idle = append(p.idle, h)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	C.tjDestroy(h)
+}
+
+func (p *turboPool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, h := range idle {
+		C.tjDestroy(h)
+	}
+}
+
+const errLen = 200
+
+// header returns the header and the libjpeg colour space.
+func (p *turboPool) header(data []byte) (Header, int, error) {
+	h, err := p.get()
+	if err != nil {
+		return Header{Format: JPEG}, 0, err
+	}
+	defer p.put(h)
+	return headerWith(h, data)
+}
+
+func headerWith(h C.tjhandle, data []byte) (Header, int, error) {
+	var w, hh, cs C.int
+	var ebuf [errLen]C.char
+	if C.epochfs_tj_header(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
+		&w, &hh, &cs, &ebuf[0], errLen) != 0 {
+		return Header{Format: JPEG}, 0, fmt.Errorf("preprocess: jpeg header: %s: %w",
+			C.GoString(&ebuf[0]), ErrCorrupt)
+	}
+	return Header{Format: JPEG, W: int(w), H: int(hh)}, int(cs), nil
+}
+
+// decode decodes a JPEG. The header is checked against the pixel limit
+// before any pixel buffer exists.
+func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (*Image, int, error) {
+	h, err := p.get()
+	if err != nil {
+		return nil, 1, err
+	}
+	defer p.put(h)
+	hdr, cs, err := headerWith(h, data)
+	if err != nil {
+		return nil, 1, err
+	}
+	if err := d.checkSize(hdr); err != nil {
+		return nil, 1, err
+	}
+	denom := 1
+	if scale != nil {
+		denom = scale(hdr)
+		if !validDenom(denom) {
+			return nil, 1, fmt.Errorf("preprocess: jpeg scale 1/%d: %w: want 1, 2, 4 or 8", denom, ErrBadOptions)
+		}
+	}
+	w, hh := scaled(hdr.W, denom), scaled(hdr.H, denom)
+	cmyk := cs == C.TJCS_CMYK || cs == C.TJCS_YCCK
+	bpp, pf := 3, C.int(C.TJPF_RGB)
+	if cmyk {
+		bpp, pf = 4, C.TJPF_CMYK
+	}
+	buf := make([]byte, w*hh*bpp)
+	var ebuf [errLen]C.char
+	rc := C.epochfs_tj_decode(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
+		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, &ebuf[0], errLen)
+	if rc != 0 {
+		msg := C.GoString(&ebuf[0])
+		// Like PIL: a truncated file is an error, other libjpeg warnings
+		// ("extraneous bytes before marker", seen in ImageNet) are not.
+		if rc < 0 || strings.Contains(msg, "Premature end") {
+			return nil, denom, fmt.Errorf("preprocess: jpeg decode: %s: %w", msg, ErrCorrupt)
+		}
+	}
+	if !cmyk {
+		return &Image{W: w, H: hh, Stride: 3 * w, Pix: buf}, denom, nil
+	}
+	// libjpeg returns Adobe CMYK inverted (255 = no ink); cmykRow takes
+	// 0 = no ink.
+	for i := range buf {
+		buf[i] = 255 - buf[i]
+	}
+	out := NewImage(w, hh)
+	for y := 0; y < hh; y++ {
+		cmykRow(out.Row(y), buf[y*4*w:(y+1)*4*w])
+	}
+	return out, denom, nil
+}
