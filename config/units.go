@@ -88,11 +88,20 @@ func ParseRate(s string) (float64, error) {
 	if v < 0 {
 		return 0, fmt.Errorf("bad rate %q: negative", s)
 	}
-	u := strings.ToLower(strings.TrimSpace(unit))
+	raw := strings.TrimSpace(unit)
+	u := strings.ToLower(raw)
 	u = strings.TrimSuffix(u, "/s")
-	u = strings.TrimSuffix(u, "ps")
 	bits := false
 	switch {
+	case strings.HasSuffix(raw, "bps"):
+		// Mbps, Gbps: a lower-case b before "ps" is bits (MBps is bytes).
+		bits = true
+		u = strings.TrimSuffix(u, "bps")
+	case strings.HasSuffix(u, "ps"):
+		u = strings.TrimSuffix(u, "ps")
+	}
+	switch {
+	case bits:
 	case strings.HasSuffix(u, "bit"):
 		bits = true
 		u = strings.TrimSuffix(u, "bit")
@@ -121,13 +130,21 @@ func ParseRate(s string) (float64, error) {
 	return r, nil
 }
 
-// splitNumber splits "4.5GiB" into "4.5" and "GiB".
+// splitNumber splits "4.5GiB" into "4.5" and "GiB", and "1.5e-3MB" into
+// "1.5e-3" and "MB".
 func splitNumber(s string) (num, unit string) {
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.' || (i == 0 && (s[i] == '-' || s[i] == '+')) || ((s[i] == 'e' || s[i] == 'E') && i > 0 && i+1 < len(s) && (s[i+1] >= '0' && s[i+1] <= '9' || s[i+1] == '-'))) {
-		i++
+	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isDigit(c) || c == '.':
+		case (c == '-' || c == '+') && (i == 0 || s[i-1] == 'e' || s[i-1] == 'E'):
+		case (c == 'e' || c == 'E') && i > 0 && i+1 < len(s) && (isDigit(s[i+1]) || s[i+1] == '-' || s[i+1] == '+'):
+		default:
+			return s[:i], s[i:]
+		}
 	}
-	return s[:i], s[i:]
+	return s, ""
 }
 
 // NewSize parses s; a bad value is kept and reported by Validate.
