@@ -1,0 +1,69 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/epochfs/epochfs/placement"
+	"go.uber.org/zap"
+)
+
+// errInvalid marks a rejected ctl write; it becomes EINVAL.
+var errInvalid = errors.New("invalid argument")
+
+// invalidError is a rejected ctl write with its reason.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == errInvalid }
+
+// invalid returns an error that becomes EINVAL, with a reason for
+// .epochfs/errors.
+func invalid(format string, a ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, a...)}
+}
+
+// toErrno maps an error from the layers below to the errno the kernel
+// gets. It is the only place errors become errnos. Never hand a wrapped
+// error to go-fuse's ToErrno: it does not unwrap.
+func (fsys *FS) toErrno(err error) syscall.Errno {
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errInvalid):
+		return syscall.EINVAL
+	case errors.Is(err, placement.ErrNoEntry):
+		return syscall.ENOENT
+	case errors.Is(err, placement.ErrVanished):
+		return syscall.EIO
+	case errors.Is(err, placement.ErrNotFile):
+		return syscall.EISDIR
+	case errors.Is(err, placement.ErrClosed):
+		return syscall.EIO
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return syscall.EINTR
+	case errors.Is(err, os.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, os.ErrPermission):
+		return syscall.EACCES
+	case errors.As(err, &errno):
+		return errno
+	}
+	fsys.logOnce(err)
+	return syscall.EIO
+}
+
+// logOnce logs an unexpected error the first time its text is seen.
+func (fsys *FS) logOnce(err error) {
+	msg := err.Error()
+	if _, loaded := fsys.seenErrs.LoadOrStore(msg, struct{}{}); !loaded {
+		fsys.log.Error("unexpected error; answering EIO", zap.Error(err))
+	}
+}
+
+var _ sync.Locker = (*sync.Mutex)(nil)

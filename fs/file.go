@@ -1,0 +1,112 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/epochfs/epochfs/placement"
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Open picks the inode's I/O mode. A resident file opens in passthrough
+// when the mount has it and no cached-mode handle of the inode is live;
+// otherwise the file opens in cached mode. If a passthrough handle is live
+// and the file is not resident (its copy was dropped because the source
+// changed), the open uses direct I/O, which the kernel lets coexist with
+// passthrough.
+func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	if n.e.Kind != placement.KindFile {
+		return nil, 0, syscall.EISDIR
+	}
+	r, err := n.fsys.p.Open(reqCtx(ctx), n.e)
+	if err != nil {
+		return nil, 0, n.fsys.toErrno(err)
+	}
+	keep := uint32(fuse.FOPEN_KEEP_CACHE)
+	if r.Changed() {
+		// Drop the kernel's cached attributes and pages of the old content
+		// (outside this request: the kernel may wait on it).
+		keep = 0
+		go n.NotifyContent(0, 0)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if r.ResidentFile() != nil && n.fsys.passthrough.Load() && n.cached == 0 {
+		n.pt++
+		return &ptHandle{n: n, r: r}, 0, 0
+	}
+	if n.pt > 0 {
+		return &cachedHandle{n: n, r: r, direct: true}, fuse.FOPEN_DIRECT_IO, 0
+	}
+	n.cached++
+	return &cachedHandle{n: n, r: r}, keep, 0
+}
+
+// ptHandle is a passthrough open: the kernel reads the tier file itself.
+type ptHandle struct {
+	n *node
+	r *placement.Reader
+}
+
+var (
+	_ fusefs.FilePassthroughFder = (*ptHandle)(nil)
+	_ fusefs.FileReader          = (*ptHandle)(nil)
+	_ fusefs.FileReleaser        = (*ptHandle)(nil)
+)
+
+func (h *ptHandle) PassthroughFd() (int, bool) {
+	return int(h.r.ResidentFile().Fd()), true
+}
+
+// Read is used only if the kernel does not pass the read through.
+func (h *ptHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.r.ReadAt(reqCtx(ctx), dest, off)
+	if err != nil {
+		return nil, h.n.fsys.toErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
+	h.n.mu.Lock()
+	h.n.pt--
+	h.n.mu.Unlock()
+	return h.n.fsys.toErrno(h.r.Close())
+}
+
+// cachedHandle is a cached-mode (or direct I/O) open served by the daemon.
+type cachedHandle struct {
+	n      *node
+	r      *placement.Reader
+	direct bool
+}
+
+var (
+	_ fusefs.FileReader   = (*cachedHandle)(nil)
+	_ fusefs.FileReleaser = (*cachedHandle)(nil)
+)
+
+func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if rf := h.r.ResidentFile(); rf != nil {
+		// Zero-copy: go-fuse splices from the tier file.
+		return fuse.ReadResultFd(rf.Fd(), off, len(dest)), 0
+	}
+	n, err := h.r.ReadAt(reqCtx(ctx), dest, off)
+	if err != nil {
+		return nil, h.n.fsys.toErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *cachedHandle) Release(ctx context.Context) syscall.Errno {
+	if !h.direct {
+		h.n.mu.Lock()
+		h.n.cached--
+		h.n.mu.Unlock()
+	}
+	return h.n.fsys.toErrno(h.r.Close())
+}

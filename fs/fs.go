@@ -1,0 +1,142 @@
+// Package fs is the FUSE face of epochfs: it translates kernel requests
+// into calls on the placement layer and serves the control files under
+// .epochfs/. Policy lives below; this package only translates.
+//
+// Node types: node (a dataset file, directory or symlink, backed by a
+// placement.Entry), ctlDir and ctlFile (the control surface). Open of a
+// resident file hands the kernel the tier file's descriptor (passthrough)
+// when the mount supports it; otherwise the file is served in cached mode
+// with FOPEN_KEEP_CACHE. The kernel refuses a passthrough open while a
+// cached-mode open of the same inode is live (and the reverse) with EIO, so
+// each inode counts its open handles by mode and a new open joins the mode
+// already in use.
+package fs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/epochfs/epochfs/placement"
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
+)
+
+// Options configure a mount.
+type Options struct {
+	Placer     *placement.Placer
+	Source     string // shown in status
+	Mountpoint string
+	Version    string
+	Logger     *zap.Logger
+	// Timeout is the kernel entry and attribute cache time for dataset
+	// files (the dataset is read-only). Default one hour.
+	Timeout time.Duration
+	// NoPassthrough disables FUSE passthrough even if the kernel has it.
+	NoPassthrough bool
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// FS is one mounted dataset.
+type FS struct {
+	o      Options
+	p      *placement.Placer
+	log    *zap.Logger
+	server *fuse.Server
+	root   *node
+
+	passthrough atomic.Bool
+	seenErrs    sync.Map
+	errs        errorRing
+	start       time.Time
+}
+
+// Mount mounts the dataset at o.Mountpoint and returns once the kernel
+// answers requests on it.
+func Mount(o Options) (*FS, error) {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = time.Hour
+	}
+	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now()}
+	fsys.root = &node{fsys: fsys, e: o.Placer.Catalog().Root()}
+	neg := o.Timeout
+	fo := &fusefs.Options{
+		EntryTimeout:    &o.Timeout,
+		AttrTimeout:     &o.Timeout,
+		NegativeTimeout: &neg,
+		MountOptions: fuse.MountOptions{
+			AllowOther:   os.Geteuid() == 0,
+			Options:      []string{"default_permissions"},
+			FsName:       o.Source,
+			Name:         "epochfs",
+			DirectMount:  true,
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			// Many readers of small files: let the kernel keep many reads
+			// in flight.
+			MaxBackground: 64,
+			Debug:         o.Debug,
+		},
+		RootStableAttr: &fusefs.StableAttr{Ino: 1},
+	}
+	server, err := fusefs.Mount(o.Mountpoint, fsys.root, fo)
+	if err != nil {
+		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
+	}
+	fsys.server = server
+	if !o.NoPassthrough {
+		fsys.passthrough.Store(fsys.probePassthrough())
+	}
+	return fsys, nil
+}
+
+// probePassthrough registers a tier file with the kernel once. go-fuse
+// turns passthrough off for the whole mount after the first failed
+// registration, so the mount finds out here, not at a user's open.
+func (fsys *FS) probePassthrough() bool {
+	tiers := fsys.p.Tiers()
+	if len(tiers) == 0 {
+		return false
+	}
+	f, err := os.CreateTemp(tiers[0].Dir()+"/.tmp", "probe-*")
+	if err != nil {
+		fsys.log.Warn("passthrough probe: cannot create a tier file", zap.Error(err))
+		return false
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	id, errno := fsys.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+	if errno != 0 {
+		fsys.log.Info("passthrough off", zap.String("reason", errno.Error()))
+		return false
+	}
+	fsys.server.UnregisterBackingFd(id)
+	fsys.log.Info("passthrough on")
+	return true
+}
+
+// Passthrough reports whether resident files are served by passthrough.
+func (fsys *FS) Passthrough() bool { return fsys.passthrough.Load() }
+
+// Unmount unmounts; Wait returns when the server has stopped.
+func (fsys *FS) Unmount() error { return fsys.server.Unmount() }
+
+// Wait blocks until the mount is gone (unmounted here or from outside).
+func (fsys *FS) Wait() { fsys.server.Wait() }
+
+// ctx helper: go-fuse passes a context that ends when the request is
+// interrupted.
+func reqCtx(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}

@@ -1,0 +1,167 @@
+package fs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/epochfs/epochfs/placement"
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// xattrTier names the tier that holds a dataset file ("source" if none).
+const xattrTier = "user.epochfs.tier"
+
+// ctlName is the hidden control directory in the mount root.
+const ctlName = ".epochfs"
+
+// node is a dataset file, directory or symlink.
+type node struct {
+	fusefs.Inode
+	fsys *FS
+	e    *placement.Entry
+
+	mu     sync.Mutex // guards the open counts
+	pt     int        // live passthrough opens
+	cached int        // live cached-mode opens
+}
+
+var (
+	_ fusefs.NodeLookuper      = (*node)(nil)
+	_ fusefs.NodeReaddirer     = (*node)(nil)
+	_ fusefs.NodeGetattrer     = (*node)(nil)
+	_ fusefs.NodeOpener        = (*node)(nil)
+	_ fusefs.NodeReadlinker    = (*node)(nil)
+	_ fusefs.NodeGetxattrer    = (*node)(nil)
+	_ fusefs.NodeListxattrer   = (*node)(nil)
+	_ fusefs.NodeSetattrer     = (*node)(nil)
+	_ fusefs.NodeCreater       = (*node)(nil)
+	_ fusefs.NodeMkdirer       = (*node)(nil)
+	_ fusefs.NodeMknoder       = (*node)(nil)
+	_ fusefs.NodeUnlinker      = (*node)(nil)
+	_ fusefs.NodeRmdirer       = (*node)(nil)
+	_ fusefs.NodeRenamer       = (*node)(nil)
+	_ fusefs.NodeSymlinker     = (*node)(nil)
+	_ fusefs.NodeLinker        = (*node)(nil)
+	_ fusefs.NodeSetxattrer    = (*node)(nil)
+	_ fusefs.NodeRemovexattrer = (*node)(nil)
+)
+
+func modeType(k placement.Kind) uint32 {
+	switch k {
+	case placement.KindDir:
+		return syscall.S_IFDIR
+	case placement.KindSymlink:
+		return syscall.S_IFLNK
+	default:
+		return syscall.S_IFREG
+	}
+}
+
+func fillAttr(e *placement.Entry, out *fuse.Attr) {
+	a := e.Attr()
+	out.Ino = e.ID
+	out.Mode = a.Mode
+	out.Size = uint64(a.Size)
+	out.Blocks = (uint64(a.Size) + 511) / 512
+	out.Blksize = 4096
+	out.Uid, out.Gid = a.UID, a.GID
+	sec, nsec := uint64(a.Mtime/1e9), uint32(a.Mtime%1e9)
+	out.Mtime, out.Mtimensec = sec, nsec
+	out.Ctime, out.Ctimensec = sec, nsec
+	out.Atime, out.Atimensec = sec, nsec
+	out.Nlink = 1
+	if e.Kind == placement.KindDir {
+		out.Nlink = 2
+	}
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if n.e.Path == "" && name == ctlName {
+		return n.fsys.ctlLookup(ctx, &n.Inode, out)
+	}
+	c := n.e.Lookup(name)
+	if c == nil {
+		return nil, syscall.ENOENT
+	}
+	fillAttr(c, &out.Attr)
+	out.SetEntryTimeout(n.fsys.o.Timeout)
+	out.SetAttrTimeout(n.fsys.o.Timeout)
+	ch := &node{fsys: n.fsys, e: c}
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: c.ID}), 0
+}
+
+func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	kids := n.e.Children()
+	list := make([]fuse.DirEntry, len(kids))
+	for i, c := range kids {
+		list[i] = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: c.ID}
+	}
+	return fusefs.NewListDirStream(list), 0
+}
+
+func (n *node) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fillAttr(n.e, &out.Attr)
+	out.SetTimeout(n.fsys.o.Timeout)
+	return 0
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	if n.e.Kind != placement.KindSymlink {
+		return nil, syscall.EINVAL
+	}
+	return []byte(n.e.Target), 0
+}
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr != xattrTier || n.e.Kind != placement.KindFile {
+		return 0, syscall.ENODATA
+	}
+	v := n.fsys.p.Catalog().TierName(n.e.Tier())
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if n.e.Kind != placement.KindFile {
+		return 0, 0
+	}
+	v := xattrTier + "\x00"
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// The dataset is read-only: every write-type operation answers EROFS.
+
+func (n *node) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
+func (n *node) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno { return syscall.EROFS }

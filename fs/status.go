@@ -1,0 +1,164 @@
+package fs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/epochfs/epochfs/placement"
+)
+
+// kv is one status line. Numeric values are rendered as JSON numbers.
+type kv struct {
+	k   string
+	v   string
+	num bool
+}
+
+func i64(k string, v int64) kv { return kv{k, strconv.FormatInt(v, 10), true} }
+
+// status returns the status keys in a stable order (docs/ctl.md lists them).
+func (fsys *FS) status() []kv {
+	p := fsys.p
+	cat := p.Catalog()
+	ps := p.Stats()
+	ss := p.Source().Stats()
+	var filesRes, bytesRes int64
+	for _, t := range p.Tiers() {
+		filesRes += t.Files()
+		bytesRes += t.Used()
+	}
+	pct := 100.0
+	if cat.Bytes() > 0 {
+		pct = float64(bytesRes) * 100 / float64(cat.Bytes())
+		if bytesRes < cat.Bytes() && pct > 99.99 {
+			pct = 99.99 // never round a partial residency up to 100
+		}
+	}
+	pt := "off"
+	if fsys.passthrough.Load() {
+		pt = "on"
+	}
+	out := []kv{
+		{"version", fsys.o.Version, false},
+		{"source", fsys.o.Source, false},
+		{"mountpoint", fsys.o.Mountpoint, false},
+		i64("pid", int64(os.Getpid())),
+		{"passthrough", pt, false},
+		i64("files_total", cat.Files()),
+		i64("bytes_total", cat.Bytes()),
+		i64("files_resident", filesRes),
+		i64("bytes_resident", bytesRes),
+		{"resident_pct", strconv.FormatFloat(pct, 'f', 2, 64), true},
+		i64("source_opens", ss.Opens),
+		i64("source_reads", ss.Reads),
+		i64("source_bytes", ss.Bytes),
+		i64("source_stats", ss.Stats),
+		i64("placements_queued", ps.Queued),
+		i64("placements_done", ps.Done),
+		i64("placements_failed", ps.Failed),
+		i64("placements_skipped_nospace", ps.SkippedNoSpace),
+		i64("placements_bytes", ps.BytesPlaced),
+	}
+	for _, t := range p.Tiers() {
+		pre := "tier." + t.Name() + "."
+		healthy := "yes"
+		if !t.Healthy() {
+			healthy = "no"
+		}
+		out = append(out,
+			kv{pre + "path", t.Dir(), false},
+			i64(pre+"quota", t.Quota()),
+			i64(pre+"used", t.Used()),
+			i64(pre+"files", t.Files()),
+			i64(pre+"errors", t.Errors()),
+			kv{pre + "healthy", healthy, false},
+		)
+	}
+	return out
+}
+
+func (fsys *FS) statusText() []byte {
+	var b bytes.Buffer
+	for _, e := range fsys.status() {
+		fmt.Fprintf(&b, "%s=%s\n", e.k, e.v)
+	}
+	return b.Bytes()
+}
+
+func (fsys *FS) statsJSON() []byte {
+	var b bytes.Buffer
+	b.WriteString("{")
+	for i, e := range fsys.status() {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		k, _ := json.Marshal(e.k)
+		b.Write(k)
+		b.WriteString(":")
+		if e.num {
+			b.WriteString(e.v)
+		} else {
+			v, _ := json.Marshal(e.v)
+			b.Write(v)
+		}
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+func (fsys *FS) warmupText() []byte {
+	w := fsys.p.WarmupProgress()
+	return []byte(fmt.Sprintf("queued=%d\ndone=%d\nskipped=%d\nbytes_done=%d\nbytes_total=%d\npct=%.2f\n",
+		w.Files, w.Done, w.Skipped, w.BytesDone, w.BytesTotal, w.Pct))
+}
+
+// parseWarmup parses a write to .epochfs/warmup: "all", or dataset paths
+// one per line. Blank lines and lines starting with '#' are ignored.
+func parseWarmup(data []byte) (all bool, paths []string, err error) {
+	if bytes.IndexByte(data, 0) >= 0 {
+		return false, nil, invalid("NUL byte in input")
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if line == "all" {
+			all = true
+			continue
+		}
+		paths = append(paths, line)
+	}
+	if all && len(paths) > 0 {
+		return false, nil, invalid("\"all\" cannot be combined with paths")
+	}
+	if !all && len(paths) == 0 {
+		return false, nil, invalid("empty write (write \"all\" or dataset paths, one per line)")
+	}
+	return all, paths, nil
+}
+
+func (fsys *FS) warmupWrite(data []byte) error {
+	all, paths, err := parseWarmup(data)
+	if err != nil {
+		return err
+	}
+	if all {
+		fsys.p.WarmupAll()
+		return nil
+	}
+	files, err := fsys.p.ResolvePaths(paths)
+	if err != nil {
+		if errors.Is(err, placement.ErrNoEntry) {
+			return invalid("%v", err)
+		}
+		return err
+	}
+	fsys.p.Warmup(files)
+	return nil
+}

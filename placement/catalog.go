@@ -1,0 +1,553 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// Attr is what the source said about an entry when it was last looked at.
+type Attr struct {
+	Size  int64
+	Mtime int64 // nanoseconds since the epoch
+	Mode  uint32
+	UID   uint32
+	GID   uint32
+}
+
+// Entry is one file, directory or symlink of the dataset. The tree of
+// entries is built once at mount and not changed while serving; only an
+// entry's attributes and residency change.
+type Entry struct {
+	ID     uint64 // stable for the life of the mount; the root is 1
+	Path   string // relative to the source root; "" for the root
+	Kind   Kind
+	Target string // symlink target
+
+	children []*Entry // sorted by name
+	attr     atomic.Pointer[Attr]
+	tier     atomic.Int32 // index of the tier holding a copy, or -1
+	nospace  atomic.Bool  // did not fit any tier this mount
+}
+
+// Name is the entry's last path element ("" for the root).
+func (e *Entry) Name() string { return e.Path[strings.LastIndexByte(e.Path, '/')+1:] }
+
+// Attr returns the entry's attributes.
+func (e *Entry) Attr() Attr { return *e.attr.Load() }
+
+// Tier is the index of the tier that holds the entry's copy, or -1.
+func (e *Entry) Tier() int { return int(e.tier.Load()) }
+
+// Children returns a directory's entries sorted by name. Do not modify.
+func (e *Entry) Children() []*Entry { return e.children }
+
+// Lookup finds a child by name.
+func (e *Entry) Lookup(name string) *Entry {
+	c := e.children
+	i := sort.Search(len(c), func(i int) bool { return c[i].Name() >= name })
+	if i < len(c) && c[i].Name() == name {
+		return c[i]
+	}
+	return nil
+}
+
+// CatalogOptions configure OpenCatalog.
+type CatalogOptions struct {
+	StateDir string   // badger lives in StateDir/catalog
+	Source   string   // absolute source root
+	Tiers    []string // tier names, fastest first; copies in other tiers are forgotten
+	Rescan   bool     // walk the source even when a complete catalog exists
+	Workers  int      // parallel directory reads during a walk
+	Logger   *zap.Logger
+	// Progress, if set, is called during a walk with the entries seen.
+	Progress func(entries int64)
+}
+
+// StaleCopy is a tier copy a rescan found out of date; the caller removes it.
+type StaleCopy struct {
+	Tier string
+	Path string
+	Size int64
+}
+
+// Catalog is the persistent record of the source tree and of where each
+// file lives.
+type Catalog struct {
+	db     *badger.DB
+	log    *zap.Logger
+	root   *Entry
+	tiers  []string
+	files  int64
+	bytes  int64
+	walked bool
+	stale  []StaleCopy
+	mu     sync.Mutex // serialises persisted updates of one entry
+}
+
+// ErrOtherSource means the state directory belongs to another source.
+var ErrOtherSource = errors.New("placement: state directory holds the catalog of another source")
+
+var (
+	keyFilePrefix = []byte("f")
+	keySource     = []byte("m/source")
+	keyComplete   = []byte("m/complete")
+)
+
+// OpenCatalog opens (or creates) the catalog in the state directory. A
+// complete catalog of the same source is loaded without touching the
+// source; otherwise, or with Rescan, the source is walked.
+func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	dir := filepath.Join(o.StateDir, "catalog")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("placement: catalog: %w", err)
+	}
+	bo := badger.DefaultOptions(dir).
+		WithLogger(nil).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		WithSyncWrites(false)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("placement: open catalog in %s: %w", dir, err)
+	}
+	c := &Catalog{db: db, log: o.Logger, tiers: o.Tiers}
+	if err := c.init(ctx, o); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
+	var src, complete []byte
+	err := c.db.View(func(txn *badger.Txn) error {
+		src = getValue(txn, keySource)
+		complete = getValue(txn, keyComplete)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("placement: read catalog: %w", err)
+	}
+	if src != nil && string(src) != o.Source {
+		return fmt.Errorf("%w: %s (use another state directory)", ErrOtherSource, src)
+	}
+	var old *Entry
+	if complete != nil {
+		start := time.Now()
+		old, err = c.load()
+		if err != nil {
+			return err
+		}
+		if !o.Rescan {
+			c.setRoot(old)
+			c.log.Info("catalog loaded", zap.Int64("files", c.files), zap.Int64("bytes", c.bytes), zap.Duration("took", time.Since(start)))
+			return nil
+		}
+	}
+	start := time.Now()
+	root, err := walk(ctx, o.Source, o.Workers, c.log, o.Progress)
+	if err != nil {
+		return err
+	}
+	c.walked = true
+	if old != nil {
+		c.stale = carryOver(old, root, c.tiers)
+	}
+	if err := c.store(root, o.Source); err != nil {
+		return err
+	}
+	c.setRoot(root)
+	c.log.Info("source walked", zap.Int64("files", c.files), zap.Int64("bytes", c.bytes), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+func getValue(txn *badger.Txn, key []byte) []byte {
+	it, err := txn.Get(key)
+	if err != nil {
+		return nil
+	}
+	v, err := it.ValueCopy(nil)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// setRoot installs the tree, numbers it and counts its files.
+func (c *Catalog) setRoot(root *Entry) {
+	c.root = root
+	var id uint64
+	c.files, c.bytes = 0, 0
+	var number func(e *Entry)
+	number = func(e *Entry) {
+		id++
+		e.ID = id
+		if e.Kind == KindFile {
+			c.files++
+			c.bytes += e.Attr().Size
+		}
+		for _, ch := range e.children {
+			number(ch)
+		}
+	}
+	number(root)
+}
+
+// load reads every record into a tree.
+func (c *Catalog) load() (*Entry, error) {
+	dirs := map[string]*Entry{}
+	var root *Entry
+	err := c.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = keyFilePrefix
+		opts.PrefetchSize = 1000
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			p := string(item.Key()[len(keyFilePrefix):])
+			var rec record
+			err := item.Value(func(v []byte) error {
+				var derr error
+				rec, derr = decodeRecord(v)
+				return derr
+			})
+			if err != nil {
+				return fmt.Errorf("placement: catalog entry %q: %w", p, err)
+			}
+			e := c.newEntry(p, rec)
+			if p == "" {
+				if e.Kind != KindDir {
+					return fmt.Errorf("%w: root is not a directory", ErrBadRecord)
+				}
+				root = e
+				dirs[""] = e
+				continue
+			}
+			parentPath := path.Dir(p)
+			if parentPath == "." {
+				parentPath = ""
+			}
+			parent := dirs[parentPath]
+			if parent == nil {
+				return fmt.Errorf("%w: %q has no parent", ErrBadRecord, p)
+			}
+			parent.children = append(parent.children, e)
+			if e.Kind == KindDir {
+				dirs[p] = e
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if root == nil {
+		return nil, fmt.Errorf("%w: no root", ErrBadRecord)
+	}
+	return root, nil
+}
+
+func (c *Catalog) newEntry(p string, rec record) *Entry {
+	e := &Entry{Path: p, Kind: rec.Kind, Target: rec.Target}
+	e.attr.Store(&Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID})
+	e.tier.Store(-1)
+	if rec.Tier != "" {
+		for i, t := range c.tiers {
+			if t == rec.Tier {
+				e.tier.Store(int32(i))
+			}
+		}
+	}
+	return e
+}
+
+// carryOver keeps the residency of files whose size and mtime did not
+// change and returns the copies that are out of date.
+func carryOver(old, cur *Entry, tiers []string) []StaleCopy {
+	var stale []StaleCopy
+	var visit func(o *Entry)
+	visit = func(o *Entry) {
+		if o.Kind == KindFile && o.Tier() >= 0 {
+			n := find(cur, o.Path)
+			oa := o.Attr()
+			if n != nil && n.Kind == KindFile && n.Attr().Size == oa.Size && n.Attr().Mtime == oa.Mtime {
+				n.tier.Store(o.tier.Load())
+			} else {
+				stale = append(stale, StaleCopy{Path: o.Path, Size: oa.Size, Tier: tiers[o.Tier()]})
+			}
+		}
+		for _, ch := range o.children {
+			visit(ch)
+		}
+	}
+	visit(old)
+	return stale
+}
+
+func find(root *Entry, p string) *Entry {
+	e := root
+	if p == "" {
+		return e
+	}
+	for _, name := range strings.Split(p, "/") {
+		if e = e.Lookup(name); e == nil {
+			return nil
+		}
+	}
+	return e
+}
+
+// store replaces the persisted tree with root.
+func (c *Catalog) store(root *Entry, source string) error {
+	if err := c.db.DropPrefix(keyFilePrefix, keyComplete); err != nil {
+		return fmt.Errorf("placement: clear catalog: %w", err)
+	}
+	wb := c.db.NewWriteBatch()
+	defer wb.Cancel()
+	var err error
+	var put func(e *Entry)
+	put = func(e *Entry) {
+		if err != nil {
+			return
+		}
+		if err = wb.Set(fileKey(e.Path), c.recordOf(e).encode(nil)); err != nil {
+			return
+		}
+		for _, ch := range e.children {
+			put(ch)
+		}
+	}
+	put(root)
+	if err == nil {
+		err = wb.Set(keySource, []byte(source))
+	}
+	if err == nil {
+		err = wb.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("placement: write catalog: %w", err)
+	}
+	// Written last: a walk cut short is redone at the next mount.
+	if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(keyComplete, []byte("1")) }); err != nil {
+		return fmt.Errorf("placement: write catalog: %w", err)
+	}
+	return c.db.Sync()
+}
+
+func fileKey(p string) []byte {
+	return append(append(make([]byte, 0, len(keyFilePrefix)+len(p)), keyFilePrefix...), p...)
+}
+
+func (c *Catalog) recordOf(e *Entry) *record {
+	a := e.Attr()
+	r := &record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target}
+	if t := e.Tier(); t >= 0 && t < len(c.tiers) {
+		r.Tier = c.tiers[t]
+	}
+	return r
+}
+
+// persist writes e's current record.
+func (c *Catalog) persist(e *Entry) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.recordOf(e).encode(nil)
+	if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(fileKey(e.Path), rec) }); err != nil {
+		return fmt.Errorf("placement: catalog update %s: %w", e.Path, err)
+	}
+	return nil
+}
+
+// Root is the dataset's root directory.
+func (c *Catalog) Root() *Entry { return c.root }
+
+// Find returns the entry at the dataset-relative path p, or nil.
+func (c *Catalog) Find(p string) *Entry {
+	p = strings.Trim(path.Clean("/"+p), "/")
+	return find(c.root, p)
+}
+
+// Files and Bytes count the dataset's regular files.
+func (c *Catalog) Files() int64 { return c.files }
+func (c *Catalog) Bytes() int64 { return c.bytes }
+
+// Walked reports whether this open walked the source.
+func (c *Catalog) Walked() bool { return c.walked }
+
+// Stale returns the out-of-date copies a rescan found.
+func (c *Catalog) Stale() []StaleCopy { return c.stale }
+
+// TierName is the name of tier index i.
+func (c *Catalog) TierName(i int) string {
+	if i < 0 || i >= len(c.tiers) {
+		return "source"
+	}
+	return c.tiers[i]
+}
+
+// Files calls fn for every regular file under e, in path order.
+func (e *Entry) Files(fn func(*Entry) bool) bool {
+	if e.Kind == KindFile {
+		return fn(e)
+	}
+	for _, ch := range e.children {
+		if !ch.Files(fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// Close flushes and closes the catalog.
+func (c *Catalog) Close() error {
+	if err := c.db.Sync(); err != nil {
+		c.db.Close()
+		return fmt.Errorf("placement: catalog sync: %w", err)
+	}
+	if err := c.db.Close(); err != nil {
+		return fmt.Errorf("placement: catalog close: %w", err)
+	}
+	return nil
+}
+
+// walk reads the source tree in parallel.
+func walk(ctx context.Context, src string, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return nil, fmt.Errorf("placement: walk: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("placement: walk: %s is not a directory", src)
+	}
+	root := entryFromInfo("", st)
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	var seen atomic.Int64
+	var firstErr error
+	var errMu sync.Mutex
+	var visit func(d *Entry)
+	visit = func(d *Entry) {
+		defer wg.Done()
+		if ctx.Err() != nil {
+			return
+		}
+		sem <- struct{}{}
+		des, err := os.ReadDir(filepath.Join(src, d.Path))
+		var kids []*Entry
+		for _, de := range des {
+			p := de.Name()
+			if d.Path != "" {
+				p = d.Path + "/" + de.Name()
+			}
+			info, ierr := de.Info()
+			if ierr != nil {
+				log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
+				continue
+			}
+			e := entryFromInfo(p, info)
+			if e == nil {
+				log.Debug("walk: skipping special file", zap.String("path", p))
+				continue
+			}
+			if e.Kind == KindSymlink {
+				t, lerr := os.Readlink(filepath.Join(src, p))
+				if lerr != nil {
+					log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
+					continue
+				}
+				e.Target = t
+			}
+			kids = append(kids, e)
+		}
+		<-sem
+		if err != nil {
+			if d.Path == "" {
+				errMu.Lock()
+				firstErr = fmt.Errorf("placement: walk %s: %w", src, err)
+				errMu.Unlock()
+				return
+			}
+			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
+		}
+		d.children = kids
+		if n := seen.Add(int64(len(kids))); progress != nil {
+			progress(n)
+		}
+		for _, k := range kids {
+			if k.Kind == KindDir {
+				wg.Add(1)
+				go visit(k)
+			}
+		}
+	}
+	wg.Add(1)
+	visit(root)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("placement: walk: %w", err)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return root, nil
+}
+
+func entryFromInfo(p string, info fs.FileInfo) *Entry {
+	e := &Entry{Path: p}
+	switch {
+	case info.Mode().IsRegular():
+		e.Kind = KindFile
+	case info.IsDir():
+		e.Kind = KindDir
+	case info.Mode()&fs.ModeSymlink != 0:
+		e.Kind = KindSymlink
+	default:
+		return nil
+	}
+	a := &Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.Mode = st.Mode
+		a.UID = st.Uid
+		a.GID = st.Gid
+	}
+	if e.Kind != KindFile {
+		a.Size = info.Size()
+	}
+	e.attr.Store(a)
+	e.tier.Store(-1)
+	return e
+}
+
+// attrFromInfo converts a fresh stat of a source file.
+func attrFromInfo(info fs.FileInfo) Attr {
+	a := Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.Mode, a.UID, a.GID = st.Mode, st.Uid, st.Gid
+	}
+	return a
+}

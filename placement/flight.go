@@ -1,0 +1,280 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/epochfs/epochfs/tier"
+	"go.uber.org/zap"
+)
+
+const (
+	copyChunk = 1 << 20
+	// A reader asking for data this far past what a copy has written reads
+	// the source directly instead of waiting (random access to a large file).
+	farAhead = 64 << 20
+)
+
+// errNoTier means no tier had room (or none was healthy) for a copy.
+var errNoTier = errors.New("placement: no tier has room")
+
+// flight is one whole-file copy in progress, shared by every reader of the
+// file. Its temp file stays open until the last reader lets go; after the
+// install it is the tier file itself.
+type flight struct {
+	e    *Entry
+	size int64
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at every progress step
+	copied  int64
+	done    bool
+	err     error
+	file    *os.File // temp (then installed) file; nil until created
+	temp    *tier.Temp
+	refs    int
+	closed  bool
+}
+
+func newFlight(e *Entry) *flight {
+	return &flight{e: e, size: e.Attr().Size, changed: make(chan struct{}), refs: 1}
+}
+
+// acquire takes a reference; false if the flight is already closed.
+func (f *flight) acquire() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.refs++
+	return true
+}
+
+// release drops a reference; the last one closes the file.
+func (f *flight) release() {
+	f.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	if last {
+		f.closed = true
+	}
+	temp := f.temp
+	f.mu.Unlock()
+	if last && temp != nil {
+		temp.Close()
+	}
+}
+
+func (f *flight) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *flight) setTemp(t *tier.Temp) {
+	f.mu.Lock()
+	f.temp, f.file = t, t.File()
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+func (f *flight) progress(n int64) {
+	f.mu.Lock()
+	f.copied = n
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+func (f *flight) finish(err error) {
+	f.mu.Lock()
+	f.done, f.err = true, err
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+// readAt serves a read from the copy. ok is false when the caller should
+// read the source instead: the copy failed, or the range is far ahead of it.
+func (f *flight) readAt(ctx context.Context, buf []byte, off int64) (n int, ok bool, err error) {
+	want := off + int64(len(buf))
+	if want > f.size {
+		want = f.size
+	}
+	for {
+		f.mu.Lock()
+		done, ferr, copied, file, ch := f.done, f.err, f.copied, f.file, f.changed
+		f.mu.Unlock()
+		if done && ferr != nil {
+			return 0, false, nil
+		}
+		if done || copied >= want {
+			if off >= f.size {
+				return 0, true, nil
+			}
+			n, err := file.ReadAt(buf[:want-off], off)
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			if err != nil {
+				return n, false, nil
+			}
+			return n, true, nil
+		}
+		if off > copied+farAhead {
+			return 0, false, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, true, ctx.Err()
+		}
+	}
+}
+
+// startFlight returns the flight of e, creating it if none is running.
+// started tells the caller it must run the new flight. The caller holds one
+// reference on the returned flight.
+func (p *Placer) startFlight(e *Entry) (f *flight, started bool) {
+	for {
+		nf := newFlight(e)
+		f, loaded := p.flights.LoadOrStore(e, nf)
+		if !loaded {
+			return nf, true
+		}
+		if f.acquire() {
+			return f, false
+		}
+		// Closed but not yet removed: the copy just ended. Retry, unless
+		// it succeeded.
+		if e.Tier() >= 0 {
+			return nil, false
+		}
+		p.flights.Compute(e, func(old *flight, ok bool) (*flight, bool) { return old, ok && old == f })
+	}
+}
+
+// run copies the file of f whole into the fastest tier with room.
+func (p *Placer) run(f *flight) {
+	err := p.copy(f)
+	f.finish(err)
+	p.flights.Delete(f.e)
+	if err == nil {
+		return
+	}
+	switch {
+	case errors.Is(err, errNoTier), errors.Is(err, context.Canceled):
+	default:
+		p.failed.Add(1)
+		p.log.Warn("placement failed", zap.String("path", f.e.Path), zap.Error(err))
+	}
+}
+
+func (p *Placer) copy(f *flight) error {
+	e := f.e
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	var (
+		t       *tier.Tier
+		idx     int
+		res     *tier.Reservation
+		allFull = true
+	)
+	for i, cand := range p.o.Tiers {
+		r, err := cand.Reserve(f.size)
+		if err == nil {
+			t, idx, res = cand, i, r
+			break
+		}
+		if !errors.Is(err, tier.ErrNoSpace) {
+			allFull = false
+		}
+	}
+	if t == nil {
+		// No eviction: a file every tier refused for space will not fit
+		// later this mount. Unhealthy tiers may take it later.
+		if allFull && !e.nospace.Swap(true) {
+			p.nospace.Add(1)
+		}
+		return errNoTier
+	}
+	sf, err := p.src.Open(e.Path)
+	if err != nil {
+		res.Release()
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s", ErrVanished, e.Path)
+		}
+		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+	}
+	defer sf.Close()
+	before, err := sf.Stat()
+	if err != nil {
+		res.Release()
+		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+	}
+	if a := attrFromInfo(before); a.Size != f.size || a.Mtime != e.Attr().Mtime {
+		res.Release()
+		p.refresh(e, a)
+		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
+	}
+	tmp, err := t.Create(e.Path, res)
+	if err != nil {
+		res.Release()
+		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+	}
+	f.setTemp(tmp)
+	bp := p.bufs.Get().(*[]byte)
+	n, err := sf.CopyTo(p.ctx, tmp, *bp, f.progress)
+	p.bufs.Put(bp)
+	if err == nil && n != f.size {
+		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, f.size)
+	}
+	if err == nil {
+		if after, serr := sf.Stat(); serr != nil || attrFromInfo(after).Mtime != e.Attr().Mtime || after.Size() != f.size {
+			err = tier.ErrSourceChanged
+		}
+	}
+	if err == nil {
+		err = tmp.Install(f.size)
+	} else {
+		tmp.Abort()
+	}
+	if err != nil {
+		if errors.Is(err, tier.ErrSourceChanged) {
+			if st, serr := p.src.Stat(e.Path); serr == nil {
+				p.refresh(e, attrFromInfo(st))
+			}
+		}
+		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+	}
+	e.tier.Store(int32(idx))
+	if err := p.cat.persist(e); err != nil {
+		// Served from the tier this mount; copied again after a remount.
+		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+	}
+	p.done.Add(1)
+	p.placedBytes.Add(f.size)
+	return nil
+}
+
+// refresh records new source attributes of e and drops its tier copy.
+func (p *Placer) refresh(e *Entry, a Attr) {
+	old := e.Attr()
+	if old == a {
+		return
+	}
+	if i := e.Tier(); i >= 0 && (a.Size != old.Size || a.Mtime != old.Mtime) {
+		e.tier.Store(-1)
+		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
+			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
+		}
+	}
+	e.nospace.Store(false)
+	e.attr.Store(&a)
+	if err := p.cat.persist(e); err != nil {
+		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+	}
+}

@@ -1,0 +1,222 @@
+// Package placement is the metadata container of epochfs: the persistent
+// catalog of the source tree and of where each file lives, and the placer
+// that copies whole files into the local tiers in the background.
+//
+// A file read from the source starts a "flight": one whole-file copy into
+// the fastest tier with room, shared by every reader of that file. Readers
+// of a file in flight read what has been copied so far from the temp file
+// (so a file crosses the source once, not once for the reader and once for
+// the copy), and keep that descriptor once the copy is installed: the fd
+// switch of Monarch without reopening. Nothing is evicted: a file that does
+// not fit any tier is skipped and counted while smaller files keep being
+// placed. Reads never fail because a tier is full, slow or broken: they fall
+// back to the source.
+//
+// Lock order: flight.mu is the only lock held while another is taken
+// (Catalog.mu, inside SetResident). Placer holds no lock of its own on the
+// read path.
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/epochfs/epochfs/tier"
+	"github.com/puzpuzpuz/xsync/v3"
+	"go.uber.org/zap"
+)
+
+// Errors the fs layer maps to errnos.
+var (
+	// ErrVanished means the source file is gone.
+	ErrVanished = errors.New("placement: source file vanished")
+	// ErrNotFile means the entry is not a regular file.
+	ErrNotFile = errors.New("placement: not a regular file")
+	// ErrClosed means the placer is shutting down.
+	ErrClosed = errors.New("placement: closed")
+)
+
+// Options configure a Placer.
+type Options struct {
+	Catalog *Catalog
+	Source  *tier.Source
+	Tiers   []*tier.Tier // fastest first; same order as the catalog's names
+	Workers int          // background copy workers
+	// ValidateOpen stats the source at every open and drops a copy whose
+	// source changed.
+	ValidateOpen bool
+	// MaxDemandCopies bounds copies started by reads (default 64); beyond
+	// it readers read the source directly and the file is queued.
+	MaxDemandCopies int
+	// QueueSize bounds the background queue (default 4096).
+	QueueSize int
+	Logger    *zap.Logger
+}
+
+// Stats are the placer's counters.
+type Stats struct {
+	Queued          int64 // copies waiting or running now
+	Done            int64 // copies installed
+	Failed          int64 // copies that failed (source error, tier error)
+	SkippedNoSpace  int64 // files that fit no tier
+	BytesPlaced     int64
+	DemandFallbacks int64 // reads served from the source because no copy could start
+}
+
+// Placer copies files into tiers and opens readers on them.
+type Placer struct {
+	o    Options
+	cat  *Catalog
+	src  *tier.Source
+	log  *zap.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	flights *xsync.MapOf[*Entry, *flight]
+	queue   chan *Entry
+	demand  chan struct{} // semaphore of demand copies
+	bufs    sync.Pool
+
+	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
+
+	warm warmup
+}
+
+// New starts a placer: it accounts the resident copies the catalog
+// records, removes stale copies a rescan found, and starts the workers.
+func New(o Options) (*Placer, error) {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.MaxDemandCopies <= 0 {
+		o.MaxDemandCopies = 64
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if len(o.Tiers) != len(o.Catalog.tiers) {
+		return nil, fmt.Errorf("placement: %d tiers but the catalog knows %d", len(o.Tiers), len(o.Catalog.tiers))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Placer{
+		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
+		flights: xsync.NewMapOf[*Entry, *flight](),
+		queue:   make(chan *Entry, o.QueueSize),
+		demand:  make(chan struct{}, o.MaxDemandCopies),
+	}
+	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
+	for _, s := range p.cat.Stale() {
+		for _, t := range o.Tiers {
+			if t.Name() == s.Tier {
+				os.Remove(t.Path(s.Path))
+			}
+		}
+	}
+	p.cat.Root().Files(func(e *Entry) bool {
+		if i := e.Tier(); i >= 0 {
+			o.Tiers[i].Account(e.Attr().Size)
+		}
+		return true
+	})
+	for i := 0; i < o.Workers; i++ {
+		p.wg.Add(1)
+		go p.worker()
+	}
+	return p, nil
+}
+
+// Close stops the workers, cancels copies in progress (their temp files
+// are removed) and waits for them.
+func (p *Placer) Close() {
+	p.stop()
+	p.wg.Wait()
+}
+
+// Catalog returns the placer's catalog.
+func (p *Placer) Catalog() *Catalog { return p.cat }
+
+// Tiers returns the tiers, fastest first.
+func (p *Placer) Tiers() []*tier.Tier { return p.o.Tiers }
+
+// Source returns the source.
+func (p *Placer) Source() *tier.Source { return p.src }
+
+// Stats returns the counters.
+func (p *Placer) Stats() Stats {
+	return Stats{
+		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
+		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
+		DemandFallbacks: p.fallbacks.Load(),
+	}
+}
+
+// Enqueue asks for a background copy of e; it never blocks. It reports
+// whether e was queued.
+func (p *Placer) Enqueue(e *Entry) bool {
+	if !p.wants(e) {
+		return false
+	}
+	select {
+	case p.queue <- e:
+		p.queued.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// enqueueWait queues e, waiting for room; warmup uses it.
+func (p *Placer) enqueueWait(ctx context.Context, e *Entry) error {
+	if !p.wants(e) {
+		return nil
+	}
+	select {
+	case p.queue <- e:
+		p.queued.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// wants reports whether e still needs a copy.
+func (p *Placer) wants(e *Entry) bool {
+	if e.Kind != KindFile || e.Tier() >= 0 || e.nospace.Load() {
+		return false
+	}
+	_, busy := p.flights.Load(e)
+	return !busy
+}
+
+func (p *Placer) worker() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case e := <-p.queue:
+			p.queued.Add(-1)
+			if !p.wants(e) {
+				continue
+			}
+			if f, started := p.startFlight(e); f != nil && started {
+				p.queued.Add(1)
+				p.run(f)
+				p.queued.Add(-1)
+				f.release()
+			} else if f != nil {
+				f.release()
+			}
+		}
+	}
+}

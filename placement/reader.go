@@ -1,0 +1,205 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/epochfs/epochfs/tier"
+	"go.uber.org/zap"
+)
+
+// Reader is one open dataset file. It reads the installed tier copy when
+// the file is resident, the copy in flight while it is being placed, and
+// the source otherwise or when a tier fails.
+type Reader struct {
+	p *Placer
+	e *Entry
+
+	tierFile *os.File // installed copy opened at Open
+	tierIdx  int
+	fl       *flight // copy in flight, attached at Open
+	changed  bool    // Open found the source changed
+
+	mu  sync.Mutex // guards src and the fallback switches
+	src *tier.SourceFile
+}
+
+// Open opens e for reading. With ValidateOpen it stats the source first
+// and drops a copy whose source changed. A resident file is opened on its
+// tier copy; otherwise a whole-file copy starts (or is joined) and the
+// reader follows it.
+func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
+	if e.Kind != KindFile {
+		return nil, ErrNotFile
+	}
+	if p.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	r := &Reader{p: p, e: e, tierIdx: -1}
+	if p.o.ValidateOpen {
+		st, err := p.src.Stat(e.Path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+			}
+			return nil, fmt.Errorf("placement: stat %s: %w", e.Path, err)
+		}
+		a := attrFromInfo(st)
+		if old := e.Attr(); a != old {
+			r.changed = a.Size != old.Size || a.Mtime != old.Mtime
+			p.refresh(e, a)
+		}
+	}
+	if i := e.Tier(); i >= 0 {
+		t := p.o.Tiers[i]
+		f, err := t.OpenFile(e.Path)
+		if err == nil {
+			if st, serr := f.Stat(); serr == nil && st.Size() == e.Attr().Size {
+				r.tierFile, r.tierIdx = f, i
+				return r, nil
+			}
+			f.Close()
+			err = fmt.Errorf("placement: tier copy of %s has the wrong size", e.Path)
+		}
+		p.log.Warn("tier copy unusable; reading the source", zap.String("path", e.Path), zap.Error(err))
+		p.dropCopy(e, i)
+	}
+	p.attach(r)
+	return r, nil
+}
+
+func (p *Placer) attach(r *Reader) {
+	e := r.e
+	if e.nospace.Load() {
+		return
+	}
+	if f, ok := p.flights.Load(e); ok && f.acquire() {
+		r.fl = f
+		return
+	}
+	select {
+	case p.demand <- struct{}{}:
+	default:
+		// Too many copies started by reads: read the source and let a
+		// worker copy it.
+		p.fallbacks.Add(1)
+		p.Enqueue(e)
+		return
+	}
+	f, started := p.startFlight(e)
+	if f == nil {
+		<-p.demand
+		return
+	}
+	if started {
+		f.acquire() // the copier's reference
+		p.queued.Add(1)
+		go func() {
+			p.run(f)
+			p.queued.Add(-1)
+			f.release()
+			<-p.demand
+		}()
+	} else {
+		<-p.demand
+	}
+	r.fl = f
+}
+
+// dropCopy forgets an unusable tier copy of e.
+func (p *Placer) dropCopy(e *Entry, i int) {
+	if !e.tier.CompareAndSwap(int32(i), -1) {
+		return
+	}
+	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
+		p.log.Warn("remove tier copy", zap.String("path", e.Path), zap.Error(err))
+	}
+	if err := p.cat.persist(e); err != nil {
+		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+	}
+}
+
+// Entry is the file being read.
+func (r *Reader) Entry() *Entry { return r.e }
+
+// ResidentFile is the installed tier copy the reader was opened on, or nil.
+// The fs layer hands it to the kernel for passthrough reads.
+func (r *Reader) ResidentFile() *os.File { return r.tierFile }
+
+// TierIndex is the tier the reader was opened on, or -1.
+func (r *Reader) TierIndex() int { return r.tierIdx }
+
+// Changed reports that Open found the source file changed; cached pages of
+// the file are stale.
+func (r *Reader) Changed() bool { return r.changed }
+
+// ReadAt fills buf from off. It returns fewer bytes only at the end of the
+// file. It never fails because of a tier: it falls back to the source.
+func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
+	if tf := r.tierFile; tf != nil {
+		n, err := tf.ReadAt(buf, off)
+		if err == nil || errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		r.p.o.Tiers[r.tierIdx].NoteError(err)
+		r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path), zap.Error(err))
+	} else if fl := r.fl; fl != nil {
+		n, ok, err := fl.readAt(ctx, buf, off)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return n, nil
+		}
+	}
+	return r.readSource(ctx, buf, off)
+}
+
+func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, error) {
+	r.mu.Lock()
+	if r.src == nil {
+		sf, err := r.p.src.Open(r.e.Path)
+		if err != nil {
+			r.mu.Unlock()
+			if errors.Is(err, os.ErrNotExist) {
+				return 0, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)
+			}
+			return 0, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+		}
+		r.src = sf
+	}
+	sf := r.src
+	r.mu.Unlock()
+	n, err := sf.ReadAt(ctx, buf, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err != nil {
+		return n, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+	}
+	return n, nil
+}
+
+// Close releases the reader's files.
+func (r *Reader) Close() error {
+	var err error
+	if r.tierFile != nil {
+		err = r.tierFile.Close()
+	}
+	if r.fl != nil {
+		r.fl.release()
+	}
+	r.mu.Lock()
+	if r.src != nil {
+		if cerr := r.src.Close(); err == nil {
+			err = cerr
+		}
+		r.src = nil
+	}
+	r.mu.Unlock()
+	return err
+}

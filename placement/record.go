@@ -1,0 +1,128 @@
+package placement
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Kind is what a catalog entry is.
+type Kind uint8
+
+// Entry kinds.
+const (
+	KindFile Kind = iota + 1
+	KindDir
+	KindSymlink
+)
+
+// ErrBadRecord means a persisted catalog record could not be decoded.
+var ErrBadRecord = errors.New("placement: bad catalog record")
+
+const recordVersion = 1
+
+// maxTarget bounds a symlink target and a tier name in a record.
+const (
+	maxTarget   = 4096
+	maxTierName = 64
+)
+
+// record is the persisted form of an entry: what the source looked like
+// when it was walked, and which tier holds a copy.
+type record struct {
+	Kind   Kind
+	Mode   uint32 // full st_mode (type and permission bits)
+	UID    uint32
+	GID    uint32
+	Size   int64
+	Mtime  int64 // nanoseconds since the epoch
+	Tier   string
+	Target string // symlink target
+}
+
+// encode appends the record's binary form to b:
+// version, kind, uvarint mode, uid, gid, varint size, mtime,
+// uvarint len + tier name, uvarint len + target.
+func (r *record) encode(b []byte) []byte {
+	b = append(b, recordVersion, byte(r.Kind))
+	b = binary.AppendUvarint(b, uint64(r.Mode))
+	b = binary.AppendUvarint(b, uint64(r.UID))
+	b = binary.AppendUvarint(b, uint64(r.GID))
+	b = binary.AppendVarint(b, r.Size)
+	b = binary.AppendVarint(b, r.Mtime)
+	b = binary.AppendUvarint(b, uint64(len(r.Tier)))
+	b = append(b, r.Tier...)
+	b = binary.AppendUvarint(b, uint64(len(r.Target)))
+	b = append(b, r.Target...)
+	return b
+}
+
+// decodeRecord parses a record, rejecting anything malformed.
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < 2 {
+		return r, fmt.Errorf("%w: %d bytes", ErrBadRecord, len(b))
+	}
+	if b[0] != recordVersion {
+		return r, fmt.Errorf("%w: version %d", ErrBadRecord, b[0])
+	}
+	r.Kind = Kind(b[1])
+	if r.Kind < KindFile || r.Kind > KindSymlink {
+		return r, fmt.Errorf("%w: kind %d", ErrBadRecord, b[1])
+	}
+	b = b[2:]
+	u32 := func(name string) (uint32, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > 1<<32-1 {
+			return 0, fmt.Errorf("%w: %s", ErrBadRecord, name)
+		}
+		b = b[n:]
+		return uint32(v), nil
+	}
+	i64 := func(name string) (int64, error) {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, fmt.Errorf("%w: %s", ErrBadRecord, name)
+		}
+		b = b[n:]
+		return v, nil
+	}
+	str := func(name string, max uint64) (string, error) {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > max || l > uint64(len(b)-n) {
+			return "", fmt.Errorf("%w: %s", ErrBadRecord, name)
+		}
+		s := string(b[n : n+int(l)])
+		b = b[n+int(l):]
+		return s, nil
+	}
+	var err error
+	if r.Mode, err = u32("mode"); err != nil {
+		return r, err
+	}
+	if r.UID, err = u32("uid"); err != nil {
+		return r, err
+	}
+	if r.GID, err = u32("gid"); err != nil {
+		return r, err
+	}
+	if r.Size, err = i64("size"); err != nil {
+		return r, err
+	}
+	if r.Size < 0 {
+		return r, fmt.Errorf("%w: negative size", ErrBadRecord)
+	}
+	if r.Mtime, err = i64("mtime"); err != nil {
+		return r, err
+	}
+	if r.Tier, err = str("tier", maxTierName); err != nil {
+		return r, err
+	}
+	if r.Target, err = str("target", maxTarget); err != nil {
+		return r, err
+	}
+	if len(b) != 0 {
+		return r, fmt.Errorf("%w: %d trailing bytes", ErrBadRecord, len(b))
+	}
+	return r, nil
+}

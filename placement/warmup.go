@@ -1,0 +1,149 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+)
+
+// ErrNoEntry means a path names nothing in the dataset.
+var ErrNoEntry = errors.New("no such file or directory in the dataset")
+
+// warmup is the set of files a user asked to have placed ahead of reads.
+type warmup struct {
+	mu    sync.Mutex
+	all   bool
+	files []*Entry
+	set   map[*Entry]struct{}
+}
+
+// WarmupProgress reports how much of the warmup set is resident.
+type WarmupProgress struct {
+	Files      int64 // files in the warmup set
+	Done       int64 // of them resident
+	Skipped    int64 // of them that fit no tier
+	BytesDone  int64
+	BytesTotal int64
+	Pct        float64 // BytesDone / BytesTotal × 100 (100 when empty)
+}
+
+// ResolvePaths turns dataset-relative paths (files or directories) into
+// the files they name, or an error naming the first that does not exist.
+func (p *Placer) ResolvePaths(paths []string) ([]*Entry, error) {
+	var out []*Entry
+	for _, raw := range paths {
+		rel := strings.Trim(path.Clean("/"+strings.TrimSpace(raw)), "/")
+		e := p.cat.Find(rel)
+		if e == nil {
+			return nil, fmt.Errorf("%w: %q", ErrNoEntry, raw)
+		}
+		e.Files(func(f *Entry) bool { out = append(out, f); return true })
+	}
+	return out, nil
+}
+
+// WarmupAll queues every file of the dataset, in path order.
+func (p *Placer) WarmupAll() {
+	p.warm.mu.Lock()
+	p.warm.all = true
+	p.warm.mu.Unlock()
+	p.feed(nil)
+}
+
+// Warmup queues the given files, in the given order.
+func (p *Placer) Warmup(files []*Entry) {
+	p.warm.mu.Lock()
+	if p.warm.set == nil {
+		p.warm.set = map[*Entry]struct{}{}
+	}
+	var fresh []*Entry
+	for _, f := range files {
+		if _, ok := p.warm.set[f]; !ok {
+			p.warm.set[f] = struct{}{}
+			p.warm.files = append(p.warm.files, f)
+			fresh = append(fresh, f)
+		}
+	}
+	p.warm.mu.Unlock()
+	p.feed(fresh)
+}
+
+// feed queues files (nil: the whole dataset) from a goroutine.
+func (p *Placer) feed(files []*Entry) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if files == nil {
+			p.cat.Root().Files(func(e *Entry) bool { return p.enqueueWait(p.ctx, e) == nil })
+			return
+		}
+		for _, e := range files {
+			if p.enqueueWait(p.ctx, e) != nil {
+				return
+			}
+		}
+	}()
+}
+
+// WarmupProgress counts the warmup set's resident files and bytes.
+func (p *Placer) WarmupProgress() WarmupProgress {
+	var w WarmupProgress
+	add := func(e *Entry) bool {
+		size := e.Attr().Size
+		w.Files++
+		w.BytesTotal += size
+		switch {
+		case e.Tier() >= 0:
+			w.Done++
+			w.BytesDone += size
+		case e.nospace.Load():
+			w.Skipped++
+		}
+		return true
+	}
+	p.warm.mu.Lock()
+	if p.warm.all {
+		p.warm.mu.Unlock()
+		p.cat.Root().Files(add)
+	} else {
+		files := p.warm.files
+		p.warm.mu.Unlock()
+		for _, e := range files {
+			add(e)
+		}
+	}
+	w.Pct = pct(w.BytesDone, w.BytesTotal, w.Done, w.Files)
+
+	return w
+}
+
+// Residency counts the dataset's resident files and bytes.
+func (p *Placer) Residency() (files, bytes int64) {
+	p.cat.Root().Files(func(e *Entry) bool {
+		if e.Tier() >= 0 {
+			files++
+			bytes += e.Attr().Size
+		}
+		return true
+	})
+	return files, bytes
+}
+
+// pct is the resident share by bytes (by files when there are no bytes),
+// never rounded up to 100 while something is missing.
+func pct(bytesDone, bytesTotal, filesDone, files int64) float64 {
+	done, total := bytesDone, bytesTotal
+	if total == 0 {
+		done, total = filesDone, files
+	}
+	if total == 0 {
+		return 100
+	}
+	p := float64(done) * 100 / float64(total)
+	if (done < total || filesDone < files) && p > 99.99 {
+		p = 99.99
+	}
+	return p
+}

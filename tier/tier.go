@@ -1,0 +1,404 @@
+// Package tier holds the storage drivers of epochfs: a local tier (a
+// directory with a byte quota and a free-space floor, on tmpfs or a local
+// NVMe/SSD) and the read-only source.
+//
+// A tier file is installed atomically: it is written to a temp file under
+// DIR/.tmp, fsynced, renamed to DIR/data/PATH and the directory fsynced, so a
+// partial copy never has a name a reader could open. Leftover temp files are
+// removed when the tier opens. A tier never evicts: space is reserved before a
+// copy starts and released only when a copy fails or its file is removed.
+//
+// A tier tracks its health from its errors: after a run of I/O errors it
+// stops taking copies for a while and callers fall back to the source.
+package tier
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Errors returned by a Tier. Callers match them with errors.Is.
+var (
+	// ErrNoSpace means the quota or the free-space floor leaves no room.
+	ErrNoSpace = errors.New("tier: no space")
+	// ErrUnhealthy means the tier failed recently and takes no copies for now.
+	ErrUnhealthy = errors.New("tier: unhealthy")
+	// ErrShortCopy means the source gave fewer or more bytes than expected.
+	ErrShortCopy = errors.New("tier: size changed during copy")
+)
+
+// Options describe one tier.
+type Options struct {
+	Name         string
+	Dir          string  // root directory; created 0700
+	Quota        int64   // bytes of file data the tier may hold
+	MinFreeBytes int64   // keep at least this many bytes free on the file system
+	MinFreePct   float64 // or this percentage of it (the larger floor wins)
+	// Statfs reports the file system's free and total bytes; nil means
+	// statfs(2) on Dir. Tests set it to simulate a filling disk.
+	Statfs func(dir string) (free, total uint64, err error)
+}
+
+const (
+	dataDir = "data"
+	tmpDir  = ".tmp"
+	// after this many consecutive I/O errors the tier rests for coolDown.
+	maxErrors = 3
+	coolDown  = 30 * time.Second
+)
+
+// Tier is a local directory that holds whole-file copies.
+type Tier struct {
+	opts Options
+
+	used     atomic.Int64 // bytes of installed files
+	files    atomic.Int64 // installed files
+	reserved atomic.Int64 // bytes reserved by copies in progress
+
+	mu        sync.Mutex // serialises Reserve's check-and-add
+	errRun    atomic.Int32
+	restUntil atomic.Int64 // unix nanos; 0 = healthy
+	errTotal  atomic.Int64
+}
+
+// Open creates the tier's directories (0700), removes leftover temp files
+// and checks that the directory is writable.
+func Open(o Options) (*Tier, error) {
+	if o.Name == "" || o.Dir == "" {
+		return nil, fmt.Errorf("tier: name and directory are required")
+	}
+	if o.Quota <= 0 {
+		return nil, fmt.Errorf("tier %s: quota must be positive", o.Name)
+	}
+	t := &Tier{opts: o}
+	if t.opts.Statfs == nil {
+		t.opts.Statfs = statfs
+	}
+	for _, d := range []string{o.Dir, filepath.Join(o.Dir, dataDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
+	}
+	tmp := filepath.Join(o.Dir, tmpDir)
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("tier %s: remove leftover temp files: %w", o.Name, err)
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+	}
+	probe, err := os.CreateTemp(tmp, "probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("tier %s: %s is not writable: %w", o.Name, o.Dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return t, nil
+}
+
+// Name is the tier's name.
+func (t *Tier) Name() string { return t.opts.Name }
+
+// Dir is the tier's root directory.
+func (t *Tier) Dir() string { return t.opts.Dir }
+
+// Quota is the tier's byte quota.
+func (t *Tier) Quota() int64 { return t.opts.Quota }
+
+// Used is the bytes of installed files.
+func (t *Tier) Used() int64 { return t.used.Load() }
+
+// Files is the number of installed files.
+func (t *Tier) Files() int64 { return t.files.Load() }
+
+// Reserved is the bytes held by copies in progress.
+func (t *Tier) Reserved() int64 { return t.reserved.Load() }
+
+// Errors is the number of I/O errors the tier has seen.
+func (t *Tier) Errors() int64 { return t.errTotal.Load() }
+
+// Path is where the installed copy of the dataset file rel lives.
+func (t *Tier) Path(rel string) string {
+	return filepath.Join(t.opts.Dir, dataDir, rel)
+}
+
+// Account records an installed file found at start (from the catalog).
+func (t *Tier) Account(size int64) {
+	t.used.Add(size)
+	t.files.Add(1)
+}
+
+// Healthy reports whether the tier takes copies now.
+func (t *Tier) Healthy() bool {
+	until := t.restUntil.Load()
+	return until == 0 || time.Now().UnixNano() >= until
+}
+
+// Reservation holds space for one copy until it is installed or dropped.
+type Reservation struct {
+	t    *Tier
+	size int64
+	done atomic.Bool
+}
+
+// Reserve holds size bytes for a copy, or returns ErrNoSpace when the quota
+// or the free-space floor has no room, or ErrUnhealthy.
+func (t *Tier) Reserve(size int64) (*Reservation, error) {
+	if !t.Healthy() {
+		return nil, ErrUnhealthy
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.used.Load()+t.reserved.Load()+size > t.opts.Quota {
+		return nil, ErrNoSpace
+	}
+	if free, total, err := t.opts.Statfs(t.opts.Dir); err == nil {
+		floor := uint64(t.opts.MinFreeBytes)
+		if p := uint64(t.opts.MinFreePct / 100 * float64(total)); p > floor {
+			floor = p
+		}
+		// Bytes reserved by copies in progress are not yet written.
+		need := uint64(size) + uint64(t.reserved.Load()) + floor
+		if free < need {
+			return nil, ErrNoSpace
+		}
+	} else {
+		t.noteError(err)
+		return nil, fmt.Errorf("%w: statfs: %v", ErrUnhealthy, err)
+	}
+	t.reserved.Add(size)
+	return &Reservation{t: t, size: size}, nil
+}
+
+// Release gives the space back (the copy failed).
+func (r *Reservation) Release() {
+	if r.done.CompareAndSwap(false, true) {
+		r.t.reserved.Add(-r.size)
+	}
+}
+
+// commit turns the reservation into installed bytes.
+func (r *Reservation) commit() {
+	if r.done.CompareAndSwap(false, true) {
+		r.t.reserved.Add(-r.size)
+		r.t.used.Add(r.size)
+		r.t.files.Add(1)
+	}
+}
+
+// Temp is a copy in progress: write it, then Install or Abort it.
+type Temp struct {
+	t   *Tier
+	res *Reservation
+	f   *os.File
+	rel string
+}
+
+// Create starts a copy of the dataset file rel under a reservation.
+func (t *Tier) Create(rel string, res *Reservation) (*Temp, error) {
+	f, err := os.CreateTemp(filepath.Join(t.opts.Dir, tmpDir), "copy-*")
+	if err != nil {
+		t.noteError(err)
+		return nil, t.wrap("create temp", rel, err)
+	}
+	return &Temp{t: t, res: res, f: f, rel: rel}, nil
+}
+
+// File is the temp file; readers may pread what has been written so far.
+// It stays open and valid after Install (it then is the installed file).
+func (tp *Temp) File() *os.File { return tp.f }
+
+// Write appends to the temp file.
+func (tp *Temp) Write(p []byte) (int, error) {
+	n, err := tp.f.Write(p)
+	if err != nil {
+		tp.t.noteError(err)
+		return n, tp.t.wrap("write", tp.rel, err)
+	}
+	return n, nil
+}
+
+// Install fsyncs the temp file, checks it holds size bytes, renames it into
+// place and fsyncs the directory. On error the temp file is removed.
+func (tp *Temp) Install(size int64) (err error) {
+	defer func() {
+		if err != nil {
+			tp.Abort()
+		}
+	}()
+	st, err := tp.f.Stat()
+	if err != nil {
+		tp.t.noteError(err)
+		return tp.t.wrap("stat temp", tp.rel, err)
+	}
+	if st.Size() != size {
+		return fmt.Errorf("%w: %s: wrote %d bytes, expected %d", ErrShortCopy, tp.rel, st.Size(), size)
+	}
+	if err := tp.f.Sync(); err != nil {
+		tp.t.noteError(err)
+		return tp.t.wrap("fsync", tp.rel, err)
+	}
+	dst := tp.t.Path(tp.rel)
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tp.t.noteError(err)
+		return tp.t.wrap("mkdir", tp.rel, err)
+	}
+	if err := os.Rename(tp.f.Name(), dst); err != nil {
+		tp.t.noteError(err)
+		return tp.t.wrap("rename", tp.rel, err)
+	}
+	if err := syncDir(dir); err != nil {
+		// The data is in place; only its durability across a crash is in
+		// doubt. Report it so the caller does not record it as resident.
+		os.Remove(dst)
+		tp.t.noteError(err)
+		return tp.t.wrap("fsync dir", tp.rel, err)
+	}
+	tp.res.commit()
+	tp.t.errRun.Store(0)
+	return nil
+}
+
+// Abort removes the temp file and releases the reservation. The file
+// descriptor stays open for readers still using it; call Close after.
+func (tp *Temp) Abort() {
+	os.Remove(tp.f.Name())
+	tp.res.Release()
+}
+
+// Close closes the temp (or installed) file's descriptor.
+func (tp *Temp) Close() error { return tp.f.Close() }
+
+// Remove deletes the installed copy of rel (size bytes), e.g. when the
+// source changed.
+func (t *Tier) Remove(rel string, size int64) error {
+	err := os.Remove(t.Path(rel))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return t.wrap("remove", rel, err)
+	}
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		t.used.Add(-size)
+		t.files.Add(-1)
+	}
+	return nil
+}
+
+// OpenFile opens the installed copy of rel for reading.
+func (t *Tier) OpenFile(rel string) (*os.File, error) {
+	f, err := os.Open(t.Path(rel))
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			t.noteError(err)
+		}
+		return nil, t.wrap("open", rel, err)
+	}
+	return f, nil
+}
+
+// NoteError lets callers report an I/O error on a tier file (e.g. a failed
+// read) so the tier's health reflects it.
+func (t *Tier) NoteError(err error) { t.noteError(err) }
+
+func (t *Tier) noteError(err error) {
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	t.errTotal.Add(1)
+	if isNoSpace(err) {
+		return
+	}
+	if t.errRun.Add(1) >= maxErrors {
+		t.restUntil.Store(time.Now().Add(coolDown).UnixNano())
+		t.errRun.Store(0)
+	}
+}
+
+func (t *Tier) wrap(op, rel string, err error) error {
+	if isNoSpace(err) {
+		return fmt.Errorf("tier %s: %s %s: %w (%v)", t.opts.Name, op, rel, ErrNoSpace, err)
+	}
+	return fmt.Errorf("tier %s: %s %s: %w", t.opts.Name, op, rel, err)
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+func statfs(dir string) (free, total uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	// Some file systems (tmpfs) do not support fsync on directories.
+	if errors.Is(err, syscall.EINVAL) {
+		return nil
+	}
+	return err
+}
+
+// CheckPaths reports an error when dir lies inside src or src inside dir.
+func CheckPaths(src, dir string) error {
+	s, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		s = filepath.Clean(src)
+	}
+	d := filepath.Clean(dir)
+	if r, err := filepath.EvalSymlinks(existingPrefix(d)); err == nil {
+		d = filepath.Join(r, strings.TrimPrefix(d, existingPrefix(d)))
+	}
+	if within(d, s) {
+		return fmt.Errorf("%s lies inside the source %s", dir, src)
+	}
+	if within(s, d) {
+		return fmt.Errorf("the source %s lies inside %s", src, dir)
+	}
+	return nil
+}
+
+func existingPrefix(p string) string {
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}
+
+func within(p, root string) bool {
+	if p == root {
+		return true
+	}
+	if root == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, root+string(filepath.Separator))
+}
+
+var _ io.Writer = (*Temp)(nil)
