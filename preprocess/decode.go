@@ -55,6 +55,7 @@ type Decoder struct {
 	maxPixels int64
 	stdlib    bool
 	tj        *turboPool
+	bufs      *bufPool
 }
 
 // NewDecoder returns a Decoder.
@@ -68,7 +69,7 @@ func NewDecoder(opts DecoderOptions) (*Decoder, error) {
 	if opts.Handles <= 0 {
 		opts.Handles = 16
 	}
-	d := &Decoder{maxPixels: opts.MaxPixels, stdlib: opts.ForceStdlib || !haveTurbo}
+	d := &Decoder{maxPixels: opts.MaxPixels, stdlib: opts.ForceStdlib || !haveTurbo, bufs: &bufPool{}}
 	if !d.stdlib {
 		d.tj = newTurboPool(opts.Handles)
 	}
@@ -265,8 +266,8 @@ func cmykRow(dst, src []byte) {
 	for x := 0; x < n; x++ {
 		c, m, y, k := uint32(src[4*x]), uint32(src[4*x+1]), uint32(src[4*x+2]), uint32(src[4*x+3])
 		w := 255 - k
-		dst[3*x] = uint8(((255 - c) * w + 127) / 255)
-		dst[3*x+1] = uint8(((255 - m) * w + 127) / 255)
-		dst[3*x+2] = uint8(((255 - y) * w + 127) / 255)
+		dst[3*x] = uint8(((255-c)*w + 127) / 255)
+		dst[3*x+1] = uint8(((255-m)*w + 127) / 255)
+		dst[3*x+2] = uint8(((255-y)*w + 127) / 255)
 	}
 }

@@ -107,7 +107,12 @@ type State struct {
 	// Value is free for steps that are not image steps.
 	Value any
 
-	denom        int // the image is decoded at 1/denom of fullW×fullH
+	// Keep asks EncodedSteps to set Decoded (for a caller that caches
+	// the decoded form); otherwise its buffer is recycled.
+	Keep bool
+
+	scratch      []byte // pooled buffer behind Img, recycled when Img is replaced
+	denom        int    // the image is decoded at 1/denom of fullW×fullH
 	fullW, fullH int
 	crop         *Crop // drawn before the decode when the crop drives DCT scaling
 }
@@ -124,8 +129,18 @@ func (p *Pipeline) EncodedSteps() []Step {
 	for _, st := range p.static {
 		steps = append(steps, p.imageStep(st))
 	}
-	steps = append(steps, markDecoded)
+	steps = append(steps, p.markDecoded(false))
 	return append(steps, p.AugmentSteps()...)
+}
+
+// replace sets the image a step produced and recycles the buffer of the
+// one it replaced, unless the decoded form is being kept.
+func (p *Pipeline) replace(s *State, img *Image) {
+	if s.scratch != nil && s.Decoded == nil && img != s.Img {
+		p.dec.bufs.put(s.scratch)
+	}
+	s.scratch = nil
+	s.Img, s.Owned = img, true
 }
 
 // DecodedSteps returns the steps from encoded bytes to the decoded form
@@ -135,7 +150,7 @@ func (p *Pipeline) DecodedSteps() []Step {
 	for _, st := range p.static {
 		steps = append(steps, p.imageStep(st))
 	}
-	return append(steps, markDecoded)
+	return append(steps, p.markDecoded(true))
 }
 
 // AugmentSteps returns the steps from the decoded form (State.Img, not
@@ -148,16 +163,26 @@ func (p *Pipeline) AugmentSteps() []Step {
 	return append(steps, p.outputStep)
 }
 
-func markDecoded(_ context.Context, s *State) error {
-	s.Img = s.Img.Compact()
-	s.Owned = false // the decoded form may be cached and shared
-	s.Decoded = s.Img
-	if s.denom != 1 {
-		// Decoded small for a crop drawn in advance: not the canonical
-		// decoded form, so not cacheable.
-		s.Decoded = nil
+// markDecoded ends the static steps: with keep (or State.Keep) the image
+// becomes the decoded form, compact and shared from then on.
+func (p *Pipeline) markDecoded(keep bool) Step {
+	return func(_ context.Context, s *State) error {
+		if !keep && !s.Keep {
+			return nil
+		}
+		if c := s.Img.Compact(); c != s.Img {
+			p.replace(s, c)
+		}
+		s.scratch = nil // owned by the decoded form now
+		s.Owned = false // the decoded form may be cached and shared
+		s.Decoded = s.Img
+		if s.denom != 1 {
+			// Decoded small for a crop drawn in advance: not the
+			// canonical decoded form, so not cacheable.
+			s.Decoded = nil
+		}
+		return nil
 	}
-	return nil
 }
 
 func (p *Pipeline) decodeStep(_ context.Context, s *State) error {
@@ -179,7 +204,7 @@ func (p *Pipeline) decodeStep(_ context.Context, s *State) error {
 	if denom == 1 {
 		s.fullW, s.fullH = img.W, img.H
 	}
-	s.Img, s.Owned, s.denom = img, true, denom
+	s.Img, s.Owned, s.denom, s.scratch = img, true, denom, img.Pix
 	return nil
 }
 
@@ -246,19 +271,24 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 				// is the full image in scaled coordinates.
 				ow, oh := resizeSize(st, s.fullW, s.fullH)
 				d := float64(s.denom)
-				s.Img = resample(s.Img, [4]float64{0, 0, float64(s.fullW) / d, float64(s.fullH) / d}, ow, oh)
-				s.Owned, s.denom = true, 1
+				p.replace(s, resample(s.Img, [4]float64{0, 0, float64(s.fullW) / d, float64(s.fullH) / d}, ow, oh, p.dec.bufs))
+				s.denom = 1
 				return nil
 			}
-			out := doResize(s.Img, st)
-			if out != s.Img {
-				s.Img, s.Owned = out, true
+			if out := doResize(s.Img, st, p.dec.bufs); out != s.Img {
+				p.replace(s, out)
 			}
 			return nil
 		}
 	case spec.CenterCrop:
 		return func(_ context.Context, s *State) error {
-			s.Img = doCenterCrop(s.Img, st)
+			// A view keeps the scratch buffer alive; a padded crop
+			// replaces it.
+			if out, fresh := doCenterCrop(s.Img, st); fresh {
+				p.replace(s, out)
+			} else {
+				s.Img = out
+			}
 			s.denom = 1
 			return nil
 		}
@@ -275,7 +305,8 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 			} else {
 				c = RandomResizedCropParams(s.RNG, s.Img.W, s.Img.H, st.Scale, st.Ratio)
 			}
-			s.Img, s.Owned, s.denom = resizedCrop(s.Img, denom, c, st.W, st.H), true, 1
+			p.replace(s, resizedCrop(s.Img, denom, c, st.W, st.H, p.dec.bufs))
+			s.denom = 1
 			return nil
 		}
 	case spec.HFlip:
@@ -309,6 +340,7 @@ func copyImage(m *Image) *Image {
 func (p *Pipeline) outputStep(_ context.Context, s *State) error {
 	if p.float {
 		s.Out = toFloatCHW(s.Img, p.lut)
+		p.replace(s, nil)
 		return nil
 	}
 	img := s.Img

@@ -93,7 +93,7 @@ func clip8(v int32) byte {
 // resample resizes the box (x0, y0, x1, y1), in src's pixel coordinates,
 // to outW×outH. The filter never reads outside src, so pass the crop as a
 // view to get torchvision's crop-then-resize.
-func resample(src *Image, box [4]float64, outW, outH int) *Image {
+func resample(src *Image, box [4]float64, outW, outH int, bufs *bufPool) *Image {
 	needH := outW != src.W || box[0] != 0 || box[2] != float64(outW)
 	needV := outH != src.H || box[1] != 0 || box[3] != float64(outH)
 	if !needH && !needV {
@@ -109,7 +109,7 @@ func resample(src *Image, box [4]float64, outW, outH int) *Image {
 	cur := src
 	if needH {
 		ch := precompute(src.W, box[0], box[2], outW)
-		tmp := NewImage(outW, last-first)
+		tmp := &Image{W: outW, H: last - first, Stride: 3 * outW, Pix: bufs.get(3 * outW * (last - first))}
 		resampleH(tmp, src, first, ch)
 		for i := 0; i < outH; i++ {
 			cv.bounds[2*i] -= int32(first)
@@ -127,10 +127,15 @@ func resample(src *Image, box [4]float64, outW, outH int) *Image {
 	}
 	out := NewImage(outW, outH)
 	resampleV(out, cur, cv)
+	if needH {
+		bufs.put(cur.Pix)
+	}
 	return out
 }
 
-func resampleH(dst, src *Image, yOff int, c coeffs) {
+// resampleHGo is the horizontal pass in Go (the !cgo build and the
+// tests' oracle).
+func resampleHGo(dst, src *Image, yOff int, c coeffs) {
 	ks := c.ksize
 	for y := 0; y < dst.H; y++ {
 		srow := src.Row(y + yOff)
@@ -153,7 +158,8 @@ func resampleH(dst, src *Image, yOff int, c coeffs) {
 	}
 }
 
-func resampleV(dst, src *Image, c coeffs) {
+// resampleVGo is the vertical pass in Go.
+func resampleVGo(dst, src *Image, c coeffs) {
 	ks := c.ksize
 	n3 := 3 * dst.W
 	acc := make([]int32, n3)

@@ -24,25 +24,25 @@ func resizeSize(s spec.Step, w, h int) (ow, oh int) {
 }
 
 // doResize resizes img (bilinear, antialiased like PIL).
-func doResize(img *Image, s spec.Step) *Image {
+func doResize(img *Image, s spec.Step, bufs *bufPool) *Image {
 	ow, oh := resizeSize(s, img.W, img.H)
 	if ow == img.W && oh == img.H {
 		return img
 	}
-	return resample(img, [4]float64{0, 0, float64(img.W), float64(img.H)}, ow, oh)
+	return resample(img, [4]float64{0, 0, float64(img.W), float64(img.H)}, ow, oh, bufs)
 }
 
 // roundHalfEven is Python 3's round().
 func roundHalfEven(x float64) int { return int(math.RoundToEven(x)) }
 
 // doCenterCrop is torchvision's center_crop: a view when the crop fits,
-// zero padding around the image when it does not.
-func doCenterCrop(img *Image, s spec.Step) *Image {
+// a fresh zero-padded image (fresh = true) when it does not.
+func doCenterCrop(img *Image, s spec.Step) (out *Image, fresh bool) {
 	cw, ch := s.W, s.H
 	if cw <= img.W && ch <= img.H {
 		top := roundHalfEven(float64(img.H-ch) / 2)
 		left := roundHalfEven(float64(img.W-cw) / 2)
-		return img.Sub(left, top, cw, ch)
+		return img.Sub(left, top, cw, ch), false
 	}
 	// Pad to at least the crop size (left/top get the smaller half), then
 	// crop the centre of the padded image.
@@ -58,7 +58,7 @@ func doCenterCrop(img *Image, s spec.Step) *Image {
 	}
 	top := roundHalfEven(float64(ph-ch) / 2)
 	left := roundHalfEven(float64(pw-cw) / 2)
-	out := NewImage(cw, ch)
+	out = NewImage(cw, ch)
 	// Source pixel (x, y) lands at (x+padL-left, y+padT-top).
 	for y := 0; y < img.H; y++ {
 		oy := y + padT - top
@@ -77,7 +77,7 @@ func doCenterCrop(img *Image, s spec.Step) *Image {
 		}
 		copy(out.Row(oy)[3*(x0+padL-left):], img.Row(y)[3*x0:3*x1])
 	}
-	return out
+	return out, true
 }
 
 // Crop is a RandomResizedCrop draw: the rectangle (Left, Top, W, H).
@@ -112,10 +112,10 @@ func RandomResizedCropParams(rng *rand.Rand, w, h int, scale, ratio [2]float64) 
 
 // resizedCrop crops c (in full-size coordinates) out of img, which was
 // decoded at 1/denom of the full size, and resizes it to outW×outH.
-func resizedCrop(img *Image, denom int, c Crop, outW, outH int) *Image {
+func resizedCrop(img *Image, denom int, c Crop, outW, outH int, bufs *bufPool) *Image {
 	if denom == 1 {
 		return resample(img.Sub(c.Left, c.Top, c.W, c.H),
-			[4]float64{0, 0, float64(c.W), float64(c.H)}, outW, outH)
+			[4]float64{0, 0, float64(c.W), float64(c.H)}, outW, outH, bufs)
 	}
 	d := float64(denom)
 	bx0, by0 := float64(c.Left)/d, float64(c.Top)/d
@@ -123,7 +123,7 @@ func resizedCrop(img *Image, denom int, c Crop, outW, outH int) *Image {
 	x0, y0 := int(bx0), int(by0)
 	x1, y1 := min(int(math.Ceil(bx1)), img.W), min(int(math.Ceil(by1)), img.H)
 	view := img.Sub(x0, y0, x1-x0, y1-y0)
-	return resample(view, [4]float64{bx0 - float64(x0), by0 - float64(y0), bx1 - float64(x0), by1 - float64(y0)}, outW, outH)
+	return resample(view, [4]float64{bx0 - float64(x0), by0 - float64(y0), bx1 - float64(x0), by1 - float64(y0)}, outW, outH, bufs)
 }
 
 // flipInPlace mirrors img left to right.

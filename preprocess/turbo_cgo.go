@@ -149,7 +149,7 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (*Image, in
 	if cmyk {
 		bpp, pf = 4, C.TJPF_CMYK
 	}
-	buf := make([]byte, w*hh*bpp)
+	buf := d.bufs.get(w * hh * bpp)
 	var ebuf [errLen]C.char
 	rc := C.epochfs_tj_decode(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
 		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, &ebuf[0], errLen)
@@ -158,6 +158,7 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (*Image, in
 		// Like PIL: a truncated file is an error, other libjpeg warnings
 		// ("extraneous bytes before marker", seen in ImageNet) are not.
 		if rc < 0 || strings.Contains(msg, "Premature end") {
+			d.bufs.put(buf)
 			return nil, denom, fmt.Errorf("preprocess: jpeg decode: %s: %w", msg, ErrCorrupt)
 		}
 	}
@@ -173,5 +174,6 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (*Image, in
 	for y := 0; y < hh; y++ {
 		cmykRow(out.Row(y), buf[y*4*w:(y+1)*4*w])
 	}
+	d.bufs.put(buf)
 	return out, denom, nil
 }

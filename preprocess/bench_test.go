@@ -1,0 +1,110 @@
+package preprocess
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+)
+
+// benchSet returns n ImageNet-like JPEGs (500×375, quality 90, cropped from
+// real photographs).
+func benchSet(b *testing.B, n int) [][]byte {
+	b.Helper()
+	var out [][]byte
+	for i := 0; i < n; i++ {
+		w, h := 500, 375
+		if i%3 == 2 {
+			w, h = 375, 500
+		}
+		out = append(out, cropJPEG(b, i, w, h, uint64(100+i)))
+	}
+	return out
+}
+
+func reportPerSec(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "img/s")
+}
+
+// BenchmarkDecode: libjpeg-turbo decode only, one goroutine (per core).
+func BenchmarkDecode(b *testing.B) {
+	set := benchSet(b, 16)
+	d, _ := NewDecoder(DecoderOptions{})
+	defer d.Close()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, _, err := d.Decode(set[i%len(set)], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSec(b)
+}
+
+// BenchmarkDecodeStdlib: Go's image/jpeg, for comparison.
+func BenchmarkDecodeStdlib(b *testing.B) {
+	set := benchSet(b, 16)
+	d, _ := NewDecoder(DecoderOptions{ForceStdlib: true})
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, _, err := d.Decode(set[i%len(set)], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSec(b)
+}
+
+func trainPipeline(b *testing.B) *Pipeline {
+	p, err := New(Options{Augment: []string{"random_resized_crop:224", "hflip:0.5"}, Output: "float32_chw"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkTrainPipeline: decode + RandomResizedCrop(224) + flip +
+// ToTensor (float32 CHW), one goroutine.
+func BenchmarkTrainPipeline(b *testing.B) {
+	set := benchSet(b, 16)
+	p := trainPipeline(b)
+	defer p.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := p.Run(set[i%len(set)], rng); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSec(b)
+}
+
+// BenchmarkEvalPipeline: decode + Resize(256) + CenterCrop(224) + ToTensor.
+func BenchmarkEvalPipeline(b *testing.B) {
+	set := benchSet(b, 16)
+	p, err := New(Options{Static: []string{"resize:256", "center_crop:224"}, Output: "float32_chw"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := p.Run(set[i%len(set)], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSec(b)
+}
+
+// BenchmarkNPYEncode: encoding a 3×224×224 float32 tensor as .npy.
+func BenchmarkNPYEncode(b *testing.B) {
+	t := &Tensor{DType: Float32, Shape: []int{3, 224, 224}, F32: make([]float32, 3*224*224)}
+	buf := make([]byte, 0, NPYSize(t))
+	b.SetBytes(NPYSize(t))
+	b.ResetTimer()
+	for b.Loop() {
+		buf = AppendNPY(buf[:0], t)
+	}
+	reportPerSec(b)
+}
+
+var _ = context.Background
+var _ atomic.Int64

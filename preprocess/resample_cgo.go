@@ -1,0 +1,90 @@
+//go:build cgo
+
+package preprocess
+
+/*
+#cgo CFLAGS: -O3
+#include <stdint.h>
+#include <stddef.h>
+
+#define PRECISION_BITS (32 - 8 - 2)
+
+static inline unsigned char epochfs_clip8(int32_t v) {
+	v >>= PRECISION_BITS;
+	return v < 0 ? 0 : (v > 255 ? 255 : (unsigned char)v);
+}
+
+// Horizontal pass of Pillow's ImagingResampleHorizontal_8bpc on packed RGB.
+static void epochfs_resample_h(unsigned char *dst, int dst_stride, int out_w, int rows,
+		const unsigned char *src, int src_stride, int ksize,
+		const int32_t *bounds, const int32_t *kk) {
+	for (int y = 0; y < rows; y++) {
+		const unsigned char *s = src + (size_t)y * src_stride;
+		unsigned char *d = dst + (size_t)y * dst_stride;
+		for (int x = 0; x < out_w; x++) {
+			int xmin = bounds[2 * x], n = bounds[2 * x + 1];
+			const int32_t *k = kk + (size_t)x * ksize;
+			const unsigned char *p = s + 3 * xmin;
+			int32_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
+			for (int i = 0; i < n; i++) {
+				r += p[3 * i] * k[i];
+				g += p[3 * i + 1] * k[i];
+				b += p[3 * i + 2] * k[i];
+			}
+			d[3 * x] = epochfs_clip8(r);
+			d[3 * x + 1] = epochfs_clip8(g);
+			d[3 * x + 2] = epochfs_clip8(b);
+		}
+	}
+}
+
+// Vertical pass (Pillow's ImagingResampleVertical_8bpc), accumulating
+// whole rows so the inner loop vectorises. acc holds n3 int32.
+static void epochfs_resample_v(unsigned char *dst, int dst_stride, int n3, int out_h,
+		const unsigned char *src, int src_stride, int ksize,
+		const int32_t *bounds, const int32_t *kk, int32_t *acc) {
+	for (int y = 0; y < out_h; y++) {
+		int ymin = bounds[2 * y], n = bounds[2 * y + 1];
+		const int32_t *k = kk + (size_t)y * ksize;
+		for (int x = 0; x < n3; x++) acc[x] = 1 << (PRECISION_BITS - 1);
+		for (int i = 0; i < n; i++) {
+			const unsigned char *row = src + (size_t)(ymin + i) * src_stride;
+			int32_t w = k[i];
+			for (int x = 0; x < n3; x++) acc[x] += row[x] * w;
+		}
+		unsigned char *d = dst + (size_t)y * dst_stride;
+		for (int x = 0; x < n3; x++) d[x] = epochfs_clip8(acc[x]);
+	}
+}
+*/
+import "C"
+
+import "unsafe"
+
+// The passes run in C (the same arithmetic as resampleHGo/resampleVGo,
+// which the tests compare byte for byte): Go's compiler neither
+// vectorises nor drops the bounds checks of these loops, and they are
+// most of the time of a resize.
+
+func resampleH(dst, src *Image, yOff int, c coeffs) {
+	if dst.H == 0 || dst.W == 0 {
+		return
+	}
+	// Bounds are checked by precompute (xmin+n <= src.W) and by the
+	// callers (rows yOff..yOff+dst.H exist in src).
+	_ = src.Row(yOff + dst.H - 1)
+	C.epochfs_resample_h((*C.uchar)(unsafe.Pointer(&dst.Pix[0])), C.int(dst.Stride), C.int(dst.W), C.int(dst.H),
+		(*C.uchar)(unsafe.Pointer(&src.Row(yOff)[0])), C.int(src.Stride), C.int(c.ksize),
+		(*C.int32_t)(unsafe.Pointer(&c.bounds[0])), (*C.int32_t)(unsafe.Pointer(&c.kk[0])))
+}
+
+func resampleV(dst, src *Image, c coeffs) {
+	if dst.H == 0 || dst.W == 0 {
+		return
+	}
+	acc := make([]int32, 3*dst.W)
+	C.epochfs_resample_v((*C.uchar)(unsafe.Pointer(&dst.Pix[0])), C.int(dst.Stride), C.int(3*dst.W), C.int(dst.H),
+		(*C.uchar)(unsafe.Pointer(&src.Pix[0])), C.int(src.Stride), C.int(c.ksize),
+		(*C.int32_t)(unsafe.Pointer(&c.bounds[0])), (*C.int32_t)(unsafe.Pointer(&c.kk[0])),
+		(*C.int32_t)(unsafe.Pointer(&acc[0])))
+}
