@@ -140,9 +140,9 @@ func TestRingAllReduceBytes(t *testing.T) {
 		bytes float64
 		want  float64
 	}{
-		{1, 100e6, 0},        // one peer: nothing to exchange
-		{2, 100e6, 100e6},    // 2·1/2
-		{4, 100e6, 150e6},    // 2·3/4
+		{1, 100e6, 0},     // one peer: nothing to exchange
+		{2, 100e6, 100e6}, // 2·1/2
+		{4, 100e6, 150e6}, // 2·3/4
 		{8, 98e6, 2 * 7 / 8.0 * 98e6},
 	} {
 		if got := RingAllReduceBytes(c.n, c.bytes); !near(got, c.want) {

@@ -13,6 +13,15 @@ var Unbounded = math.Inf(1)
 // ErrInvalid is wrapped by every error of [Params.Validate] and [ParseSplit].
 var ErrInvalid = errors.New("invalid model input")
 
+// inputError is a bad input: its message names the field, and it is
+// ErrInvalid for errors.Is.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string        { return e.msg }
+func (e *inputError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(format string, a ...any) error { return &inputError{fmt.Sprintf(format, a...)} }
+
 // Params are the inputs of the DSI model, in Table 3's notation and units:
 // throughputs in samples/s, bandwidths in bytes/s, sizes in bytes. Per-node
 // values are multiplied by Nodes (the paper's n) where the paper does.
@@ -93,22 +102,22 @@ func (p Params) Validate() error {
 	rate := func(name string, v float64) error {
 		switch {
 		case math.IsNaN(v):
-			return fmt.Errorf("model: %s is NaN: %w", name, ErrInvalid)
+			return invalid("model: %s is NaN", name)
 		case v <= 0:
-			return fmt.Errorf("model: %s = %g: must be > 0 (use +Inf for unbounded): %w", name, v, ErrInvalid)
+			return invalid("model: %s = %g: must be > 0 (use +Inf for unbounded)", name, v)
 		}
 		return nil
 	}
 	finite := func(name string, v float64, min float64, strict bool) error {
 		switch {
 		case math.IsNaN(v):
-			return fmt.Errorf("model: %s is NaN: %w", name, ErrInvalid)
+			return invalid("model: %s is NaN", name)
 		case math.IsInf(v, 0):
-			return fmt.Errorf("model: %s = %g: must be finite: %w", name, v, ErrInvalid)
+			return invalid("model: %s = %g: must be finite", name, v)
 		case strict && v <= min:
-			return fmt.Errorf("model: %s = %g: must be > %g: %w", name, v, min, ErrInvalid)
+			return invalid("model: %s = %g: must be > %g", name, v, min)
 		case !strict && v < min:
-			return fmt.Errorf("model: %s = %g: must be ≥ %g: %w", name, v, min, ErrInvalid)
+			return invalid("model: %s = %g: must be ≥ %g", name, v, min)
 		}
 		return nil
 	}
@@ -146,14 +155,14 @@ func (p Params) Validate() error {
 		return err
 	}
 	if p.Nodes < 1 {
-		return fmt.Errorf("model: n = %d: must be ≥ 1: %w", p.Nodes, ErrInvalid)
+		return invalid("model: n = %d: must be ≥ 1", p.Nodes)
 	}
 	// Every path must have a finite bound, or the optimum is infinite. The
 	// storage path's always has B_storage unless that is unbounded too.
 	paths := Paths(p)
 	for _, path := range []Path{paths.Augmented, paths.Decoded, paths.Encoded, paths.NVMe, paths.Storage} {
 		if math.IsInf(path.Rate, 1) {
-			return fmt.Errorf("model: the %s path is unbounded: give T_GPU, B_PCIe or B_cache (or B_storage for the source path): %w", path.Name, ErrInvalid)
+			return invalid("model: the %s path is unbounded: give T_GPU, B_PCIe or B_cache", path.Name)
 		}
 	}
 	return nil

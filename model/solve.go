@@ -1,7 +1,6 @@
 package model
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -17,7 +16,7 @@ func BruteForce(p Params, steps int) (Result, error) {
 		return Result{}, err
 	}
 	if steps < 1 || steps > 100000 {
-		return Result{}, fmt.Errorf("model: brute force steps = %d: want 1 to 100000: %w", steps, ErrInvalid)
+		return Result{}, invalid("model: brute force steps = %d: want 1 to 100000", steps)
 	}
 	ps := Paths(p)
 	var best Result
@@ -64,11 +63,11 @@ func Solve(p Params) (Result, error) {
 	// Planes a·N = b.
 	planes := make([][4]float64, 0, 6)
 	planes = append(planes,
-		[4]float64{1, 0, 0, 0},                  // N_A = 0
-		[4]float64{0, 1, 0, 0},                  // N_D = 0
-		[4]float64{0, 0, 1, 0},                  // N_E = 0
-		[4]float64{1, 1, 1, nt},                 // all samples in memory
-		[4]float64{ms, ms, p.SData, p.SCache},   // memory full
+		[4]float64{1, 0, 0, 0},                // N_A = 0
+		[4]float64{0, 1, 0, 0},                // N_D = 0
+		[4]float64{0, 0, 1, 0},                // N_E = 0
+		[4]float64{1, 1, 1, nt},               // all samples in memory
+		[4]float64{ms, ms, p.SData, p.SCache}, // memory full
 	)
 	if kink := nt - p.SNVMe/p.SData; kink > 0 && kink < nt {
 		planes = append(planes, [4]float64{1, 1, 1, kink}) // NVMe tier just full

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -76,11 +75,11 @@ func (s Split) Validate() error {
 		v    float64
 	}{{"x_E", s.E}, {"x_D", s.D}, {"x_A", s.A}} {
 		if math.IsNaN(c.v) || c.v < 0 || c.v > 1 {
-			return fmt.Errorf("model: split %s = %g: want 0 to 1: %w", c.name, c.v, ErrInvalid)
+			return invalid("model: split %s = %g: want 0 to 1", c.name, c.v)
 		}
 	}
 	if sum := s.E + s.D + s.A; math.Abs(sum-1) > 1e-9 {
-		return fmt.Errorf("model: split sums to %g: want 1: %w", sum, ErrInvalid)
+		return invalid("model: split sums to %g: want 1", sum)
 	}
 	return nil
 }
@@ -92,7 +91,7 @@ func (s Split) Validate() error {
 func ParseSplit(text string) (Split, error) {
 	parts := strings.Split(strings.TrimSpace(text), "-")
 	if len(parts) != 3 {
-		return Split{}, fmt.Errorf("split %q: want ENCODED-DECODED-AUGMENTED percentages, e.g. 58-42-0: %w", text, ErrInvalid)
+		return Split{}, invalid("split %q: want ENCODED-DECODED-AUGMENTED percentages, e.g. 58-42-0", text)
 	}
 	names := [3]string{"encoded", "decoded", "augmented"}
 	var v [3]float64
@@ -101,16 +100,16 @@ func ParseSplit(text string) (Split, error) {
 		p = strings.TrimSpace(p)
 		f, err := strconv.ParseFloat(p, 64)
 		if err != nil || p == "" || strings.ContainsAny(p, "+xXpP_") {
-			return Split{}, fmt.Errorf("split %q: %s percentage %q is not a number: %w", text, names[i], p, ErrInvalid)
+			return Split{}, invalid("split %q: %s percentage %q is not a number", text, names[i], p)
 		}
 		if math.IsNaN(f) || f < 0 || f > 100 {
-			return Split{}, fmt.Errorf("split %q: %s percentage %s: want 0 to 100: %w", text, names[i], p, ErrInvalid)
+			return Split{}, invalid("split %q: %s percentage %s: want 0 to 100", text, names[i], p)
 		}
 		v[i] = f
 		sum += f
 	}
 	if math.Abs(sum-100) > 1e-6 {
-		return Split{}, fmt.Errorf("split %q: percentages sum to %g, want 100: %w", text, sum, ErrInvalid)
+		return Split{}, invalid("split %q: percentages sum to %g, want 100", text, sum)
 	}
 	return Split{E: v[0] / sum, D: v[1] / sum, A: v[2] / sum}, nil
 }
