@@ -1,0 +1,347 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func writeSource(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	root := t.TempDir()
+	for rel, data := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+func TestSourceCopyToCountsExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size, buf int
+		wantReads int64
+	}{
+		// os.File.ReadAt fills the buffer or returns io.EOF, so a file
+		// whose size is a multiple of the buffer takes one more (empty)
+		// read to see the end.
+		{"partial last chunk", 10, 4, 3},
+		{"exact multiple", 8, 4, 3},
+		{"one short chunk", 3, 4, 1},
+		{"empty", 0, 4, 1},
+		{"one byte buffer", 5, 1, 6},
+		{"larger file", 100_000, 4096, 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := pattern(tc.size)
+			src := NewSource(writeSource(t, map[string][]byte{"d/f.bin": data}), 0)
+			sf, err := src.Open("d/f.bin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sf.Close()
+			var out bytes.Buffer
+			var progress []int64
+			n, err := sf.CopyTo(context.Background(), &out, make([]byte, tc.buf), func(n int64) { progress = append(progress, n) })
+			if err != nil {
+				t.Fatalf("CopyTo: %v", err)
+			}
+			if n != int64(tc.size) || !bytes.Equal(out.Bytes(), data) {
+				t.Fatalf("CopyTo copied %d bytes (%d in the writer), want %d identical bytes", n, out.Len(), tc.size)
+			}
+			want := SourceStats{Opens: 1, Reads: tc.wantReads, Bytes: int64(tc.size)}
+			if got := src.Stats(); got != want {
+				t.Errorf("Stats() = %+v, want %+v", got, want)
+			}
+			// progress reports the running total after every non-empty chunk.
+			var chunks []int64
+			for off := tc.buf; off < tc.size; off += tc.buf {
+				chunks = append(chunks, int64(off))
+			}
+			if tc.size > 0 {
+				chunks = append(chunks, int64(tc.size))
+			}
+			if len(progress) != len(chunks) {
+				t.Fatalf("progress called %d times (%v), want %d (%v)", len(progress), progress, len(chunks), chunks)
+			}
+			for i := range chunks {
+				if progress[i] != chunks[i] {
+					t.Errorf("progress[%d] = %d, want %d", i, progress[i], chunks[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSourceCountersAccumulate(t *testing.T) {
+	src := NewSource(writeSource(t, map[string][]byte{"a": pattern(10), "b": pattern(20)}), 0)
+	for _, rel := range []string{"a", "b", "a"} {
+		sf, err := src.Open(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sf.CopyTo(context.Background(), &bytes.Buffer{}, make([]byte, 8), nil); err != nil {
+			t.Fatal(err)
+		}
+		sf.Close()
+	}
+	if _, err := src.Stat("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Stat("missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Stat(missing) = %v, want ErrNotExist", err)
+	}
+	// a: 10 bytes in reads of 8 -> 2 reads; b: 20 bytes -> 3 reads.
+	want := SourceStats{Opens: 3, Reads: 2 + 3 + 2, Bytes: 10 + 20 + 10, Stats: 2}
+	if got := src.Stats(); got != want {
+		t.Errorf("Stats() = %+v, want %+v", got, want)
+	}
+}
+
+func TestSourceReadAtCounts(t *testing.T) {
+	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
+	sf, err := src.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	buf := make([]byte, 30)
+	n, err := sf.ReadAt(context.Background(), buf, 50)
+	if err != nil || n != 30 || !bytes.Equal(buf, pattern(100)[50:80]) {
+		t.Fatalf("ReadAt(30 @ 50) = %d, %v", n, err)
+	}
+	n, err = sf.ReadAt(context.Background(), buf, 90)
+	if n != 10 || err == nil {
+		t.Fatalf("ReadAt(30 @ 90) of a 100-byte file = %d, %v; want 10, io.EOF", n, err)
+	}
+	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 2, Bytes: 40}); got != want {
+		t.Errorf("Stats() = %+v, want %+v", got, want)
+	}
+	if st, err := sf.Stat(); err != nil || st.Size() != 100 {
+		t.Errorf("Stat() = %v, %v", st, err)
+	}
+	if got := src.Stats().Stats; got != 0 {
+		t.Errorf("an open file's Stat counted as a source metadata call: %d", got)
+	}
+}
+
+func TestSourceOpenMissing(t *testing.T) {
+	root := writeSource(t, nil)
+	src := NewSource(root, 0)
+	if src.Root() != root || src.Path("a/b") != filepath.Join(root, "a", "b") {
+		t.Errorf("Root/Path = %q %q", src.Root(), src.Path("a/b"))
+	}
+	_, err := src.Open("nope")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open(nope) = %v, want ErrNotExist", err)
+	}
+	if st := src.Stats(); st.Reads != 0 || st.Bytes != 0 {
+		t.Errorf("Stats() after a failed open = %+v", st)
+	}
+}
+
+func TestSourceCopyToCanceled(t *testing.T) {
+	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
+	sf, err := src.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n, err := sf.CopyTo(ctx, &bytes.Buffer{}, make([]byte, 8), nil)
+	if !errors.Is(err, context.Canceled) || n != 0 {
+		t.Fatalf("CopyTo with a canceled context = %d, %v; want 0, context.Canceled", n, err)
+	}
+	if st := src.Stats(); st.Reads != 0 || st.Bytes != 0 {
+		t.Errorf("a canceled copy read from the source: %+v", st)
+	}
+}
+
+type failWriter struct{ after int }
+
+var errWrite = errors.New("write failed")
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if w.after <= 0 {
+		return 0, errWrite
+	}
+	w.after--
+	return len(p), nil
+}
+
+func TestSourceCopyToWriterError(t *testing.T) {
+	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
+	sf, err := src.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	n, err := sf.CopyTo(context.Background(), &failWriter{after: 2}, make([]byte, 10), nil)
+	if !errors.Is(err, errWrite) {
+		t.Fatalf("CopyTo = %v, want the writer's error", err)
+	}
+	if n != 20 {
+		t.Errorf("CopyTo reported %d bytes copied, want 20 (two chunks written)", n)
+	}
+	if got := src.Stats().Reads; got != 3 {
+		t.Errorf("Reads = %d, want 3 (stop at the first failed write)", got)
+	}
+}
+
+func TestSourceCopyToWritesIntoTier(t *testing.T) {
+	data := pattern(10_000)
+	src := NewSource(writeSource(t, map[string][]byte{"x/y.bin": data}), 0)
+	tr := openTier(t, Options{Quota: 1 << 20})
+	sf, err := src.Open("x/y.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	st, err := sf.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tr.Reserve(st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := tr.Create("x/y.bin", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	if _, err := sf.CopyTo(context.Background(), tp, make([]byte, 1000), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Install(st.Size()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(tr.Path("x/y.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("tier copy: %d bytes, %v", len(got), err)
+	}
+	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 11, Bytes: 10_000}); got != want {
+		t.Errorf("Stats() = %+v, want %+v", got, want)
+	}
+}
+
+func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
+	// With a negligible rate only the burst (1 MiB) may be read; the copy
+	// then waits until its context ends.
+	data := pattern(1<<20 + 1)
+	src := NewSource(writeSource(t, map[string][]byte{"f": data}), 1e-3)
+	sf, err := src.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	n, err := sf.CopyTo(ctx, &out, make([]byte, 64<<10), nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("capped CopyTo = %d, %v; want context.DeadlineExceeded", n, err)
+	}
+	if n != 1<<20 || !bytes.Equal(out.Bytes(), data[:1<<20]) {
+		t.Errorf("capped CopyTo copied %d bytes, want exactly the 1 MiB burst", n)
+	}
+	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 16, Bytes: 1 << 20}); got != want {
+		t.Errorf("Stats() = %+v, want %+v (a read that waits is not counted)", got, want)
+	}
+}
+
+func canceledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+func TestLimiterZeroRateNeverBlocks(t *testing.T) {
+	for _, rate := range []float64{0, -1, math.Inf(-1)} {
+		l := NewLimiter(rate)
+		// A limiter that waited would see the canceled context and fail.
+		for i := 0; i < 3; i++ {
+			if err := l.Wait(canceledContext(), 1<<40); err != nil {
+				t.Fatalf("NewLimiter(%v).Wait = %v, want nil", rate, err)
+			}
+		}
+	}
+}
+
+func TestLimiterBlocksAfterBurst(t *testing.T) {
+	l := NewLimiter(1e-3) // burst is the 1 MiB minimum
+	if err := l.Wait(canceledContext(), 1<<20); err != nil {
+		t.Fatalf("Wait within the burst = %v, want nil without waiting", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait after the burst is spent = %v, want context.DeadlineExceeded", err)
+	}
+	// A wait that gave up returns its tokens.
+	l.mu.Lock()
+	tokens := l.tokens
+	l.mu.Unlock()
+	if tokens < -0.5 {
+		t.Errorf("tokens = %v after an abandoned wait, want the 1 byte given back", tokens)
+	}
+	if err := l.Wait(canceledContext(), 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a canceled context after the burst = %v, want context.Canceled", err)
+	}
+	// Zero-byte waits never block.
+	if err := l.Wait(canceledContext(), 0); err != nil {
+		t.Fatalf("Wait(0) = %v", err)
+	}
+}
+
+func TestLimiterBurstIsQuarterSecondOfTraffic(t *testing.T) {
+	const rate = 1 << 30 // burst: 256 MiB
+	l := NewLimiter(rate)
+	if err := l.Wait(canceledContext(), rate/4); err != nil {
+		t.Fatalf("Wait(rate/4) on a fresh limiter = %v, want nil", err)
+	}
+	// Another quarter second of traffic needs a quarter second of refill.
+	if err := l.Wait(canceledContext(), rate/4); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second Wait(rate/4) = %v, want it to wait (context.Canceled)", err)
+	}
+}
+
+func TestLimiterConcurrentWaitersShareTheCap(t *testing.T) {
+	l := NewLimiter(1e-3)
+	ctx := canceledContext()
+	// 16 waiters of 64 KiB fit in the 1 MiB burst; every later one waits.
+	var ok, waited int
+	for i := 0; i < 20; i++ {
+		switch err := l.Wait(ctx, 64<<10); {
+		case err == nil:
+			ok++
+		case errors.Is(err, context.Canceled):
+			waited++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if ok != 16 || waited != 4 {
+		t.Errorf("%d waits passed and %d blocked, want 16 and 4", ok, waited)
+	}
+}
