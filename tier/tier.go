@@ -63,7 +63,7 @@ type Tier struct {
 	files    atomic.Int64 // installed files
 	reserved atomic.Int64 // bytes reserved by copies in progress
 
-	mu        sync.Mutex // serialises Reserve's check-and-add
+	mu        sync.Mutex // serialises Reserve's check-and-add with commit
 	errRun    atomic.Int32
 	restUntil atomic.Int64 // unix nanos; 0 = healthy
 	errTotal  atomic.Int64
@@ -187,8 +187,12 @@ func (r *Reservation) Release() {
 	}
 }
 
-// commit turns the reservation into installed bytes.
+// commit turns the reservation into installed bytes. It holds the tier's
+// lock: Reserve reads used and reserved one after the other and must not
+// see the bytes in neither.
 func (r *Reservation) commit() {
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
 	if r.done.CompareAndSwap(false, true) {
 		r.t.reserved.Add(-r.size)
 		r.t.used.Add(r.size)
