@@ -255,12 +255,19 @@ func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sf.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// The context ends shortly after the burst has been copied, however
+	// long that took: without a cap the last byte would be copied at once.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	progress := func(off int64) {
+		if off == 1<<20 {
+			time.AfterFunc(20*time.Millisecond, cancel)
+		}
+	}
 	var out bytes.Buffer
-	n, err := sf.CopyTo(ctx, &out, make([]byte, 64<<10), nil)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("capped CopyTo = %d, %v; want context.DeadlineExceeded", n, err)
+	n, err := sf.CopyTo(ctx, &out, make([]byte, 64<<10), progress)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("capped CopyTo = %d, %v; want it to wait past the burst until canceled", n, err)
 	}
 	if n != 1<<20 || !bytes.Equal(out.Bytes(), data[:1<<20]) {
 		t.Errorf("capped CopyTo copied %d bytes, want exactly the 1 MiB burst", n)
@@ -316,13 +323,17 @@ func TestLimiterBlocksAfterBurst(t *testing.T) {
 
 func TestLimiterBurstIsQuarterSecondOfTraffic(t *testing.T) {
 	const rate = 1 << 30 // burst: 256 MiB
+	// The bucket never holds more than the burst, however long it idles,
+	// so a wait for more than the burst always blocks.
+	if err := NewLimiter(rate).Wait(canceledContext(), rate/4+rate/100); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait(burst + 1%%) on a fresh limiter = %v, want it to wait (context.Canceled)", err)
+	}
 	l := NewLimiter(rate)
 	if err := l.Wait(canceledContext(), rate/4); err != nil {
 		t.Fatalf("Wait(rate/4) on a fresh limiter = %v, want nil", err)
 	}
-	// Another quarter second of traffic needs a quarter second of refill.
-	if err := l.Wait(canceledContext(), rate/4); !errors.Is(err, context.Canceled) {
-		t.Fatalf("second Wait(rate/4) = %v, want it to wait (context.Canceled)", err)
+	if err := l.Wait(canceledContext(), rate/2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait(rate/2) after the burst = %v, want it to wait (context.Canceled)", err)
 	}
 }
 
