@@ -106,8 +106,20 @@ func (p *turboPool) header(data []byte) (Header, int, error) {
 	if err != nil {
 		return Header{Format: JPEG}, 0, err
 	}
-	defer p.put(h)
-	return headerWith(h, data)
+	hdr, cs, err := headerWith(h, data)
+	p.release(h, err)
+	return hdr, cs, err
+}
+
+// release returns h to the pool, or destroys it after an error: TurboJPEG
+// 2.x leaves a handle that failed in the middle of a header in a state
+// where the next image's header fails too.
+func (p *turboPool) release(h C.tjhandle, err error) {
+	if err != nil {
+		C.tjDestroy(h)
+		return
+	}
+	p.put(h)
 }
 
 func headerWith(h C.tjhandle, data []byte) (Header, int, error) {
@@ -123,12 +135,12 @@ func headerWith(h C.tjhandle, data []byte) (Header, int, error) {
 
 // decode decodes a JPEG. The header is checked against the pixel limit
 // before any pixel buffer exists.
-func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (*Image, int, error) {
+func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (img *Image, denom int, err error) {
 	h, err := p.get()
 	if err != nil {
 		return nil, 1, err
 	}
-	defer p.put(h)
+	defer func() { p.release(h, err) }()
 	hdr, cs, err := headerWith(h, data)
 	if err != nil {
 		return nil, 1, err
@@ -136,7 +148,7 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (*Image, in
 	if err := d.checkSize(hdr); err != nil {
 		return nil, 1, err
 	}
-	denom := 1
+	denom = 1
 	if scale != nil {
 		denom = scale(hdr)
 		if !validDenom(denom) {
