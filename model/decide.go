@@ -54,7 +54,7 @@ func (d Decision) Why() []string {
 	ps := d.Chosen.Paths
 	var out []string
 	enc := p.NTotal * p.SData
-	out = append(out, fmt.Sprintf("dataset: %.0f samples × %s = %s encoded, %s preprocessed (M = %g); memory budget %s",
+	out = append(out, fmt.Sprintf("dataset: %.0f samples × %s = %s encoded, %s preprocessed (M = %.3g); memory budget %s",
 		p.NTotal, bytesStr(p.SData), bytesStr(enc), bytesStr(enc*p.M), p.M, bytesStr(p.SCache)))
 	switch {
 	case enc*p.M <= p.SCache:

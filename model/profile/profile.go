@@ -384,7 +384,7 @@ func TierBandwidth(ctx context.Context, t Tier, size int64) (TierReport, error) 
 	if dir != filepath.Clean(t.Path) {
 		where = dir + " (nearest existing directory above " + t.Path + ")"
 	}
-	kind := "page cache dropped first"
+	kind := "page cache drop requested first (posix_fadvise DONTNEED)"
 	if memFS {
 		kind = "tmpfs: memory speed"
 	}

@@ -57,7 +57,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		keep(err)
 		return rep, firstErr
 	}
-	walk := time.Since(start).Round(time.Millisecond)
+	walk := time.Since(start).Round(100 * time.Microsecond)
 	switch {
 	case ds.Files == 0:
 		err := fmt.Errorf("profile: %s has no sample files", opts.Source)
@@ -79,7 +79,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	n, d, files, err := ReadFiles(ctx, ds.Sample, 1, opts.MaxBytes)
 	keep(err)
 	if err == nil {
-		rep.StorageSequential = measured(rate(n, d), "read %d sample files (%s) whole in directory order, 1 reader, page cache dropped first, in %v",
+		rep.StorageSequential = measured(rate(n, d), "read %d sample files (%s) whole in directory order, 1 reader, page cache drop requested first (posix_fadvise DONTNEED), in %v",
 			files, sizeStr(n), d.Round(time.Millisecond))
 	} else {
 		rep.StorageSequential = notMeasured("%v", err)
@@ -91,7 +91,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	n, d, files, err = ReadFiles(ctx, shuffled, opts.Readers, opts.MaxBytes)
 	keep(err)
 	if err == nil {
-		rep.StorageRandom = measured(rate(n, d), "read %d sample files (%s) whole in random order, %d readers, page cache dropped first, in %v",
+		rep.StorageRandom = measured(rate(n, d), "read %d sample files (%s) whole in random order, %d readers, page cache drop requested first (posix_fadvise DONTNEED), in %v",
 			files, sizeStr(n), opts.Readers, d.Round(time.Millisecond))
 	} else {
 		rep.StorageRandom = notMeasured("%v", err)
