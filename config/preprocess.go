@@ -1,11 +1,81 @@
 package config
 
-// Preprocess is the [preprocess] section: the decode and augment pipeline.
-// (Filled in by the preprocessing issue.)
-type Preprocess struct{}
+import (
+	"fmt"
 
-// DefaultPreprocess returns the [preprocess] defaults.
-func DefaultPreprocess() Preprocess { return Preprocess{} }
+	"github.com/epochfs/epochfs/preprocess/spec"
+)
 
-// Validate checks the [preprocess] section.
-func (p *Preprocess) Validate() error { return nil }
+// Preprocess is the [preprocess] section: the decode and augment pipeline
+// behind the preprocessed views and `epochfs preprocess`. Step syntax is
+// in preprocess/spec ("resize:256", "center_crop:224",
+// "random_resized_crop:224", "hflip:0.5").
+type Preprocess struct {
+	// Static steps are deterministic (the cacheable "decoded" form).
+	Static []string `toml:"static"`
+	// Augment steps are random (the "augmented" form).
+	Augment []string `toml:"augment"`
+	// Normalize is [[mean_r, mean_g, mean_b], [std_r, std_g, std_b]] or
+	// empty; it needs output = "float32_chw".
+	Normalize [][]float64 `toml:"normalize"`
+	// Output is "uint8_hwc" (also when empty) or "float32_chw" (ToTensor:
+	// [0, 1], then Normalize).
+	Output string `toml:"output"`
+	// Workers is the number of preprocessing workers, 0 = one per core.
+	Workers int `toml:"workers"`
+	// MaxPixels: images declaring more pixels are refused before
+	// decoding; 0 means DefaultMaxPixels.
+	MaxPixels int64 `toml:"max_pixels"`
+}
+
+// DefaultMaxPixels is PIL's Image.MAX_IMAGE_PIXELS.
+const DefaultMaxPixels = 89478485
+
+// DefaultPreprocess returns the [preprocess] defaults: torchvision's
+// ImageNet training augmentation on the full decoded image.
+func DefaultPreprocess() Preprocess {
+	return Preprocess{
+		Static:    []string{},
+		Augment:   []string{"random_resized_crop:224", "hflip:0.5"},
+		Output:    spec.OutputUint8HWC,
+		Workers:   0,
+		MaxPixels: DefaultMaxPixels,
+	}
+}
+
+// Validate checks the [preprocess] section. Errors name the key and the
+// bad step or value.
+func (p *Preprocess) Validate() error {
+	if _, err := spec.ParseList("preprocess.static", p.Static, false); err != nil {
+		return err
+	}
+	if _, err := spec.ParseList("preprocess.augment", p.Augment, true); err != nil {
+		return err
+	}
+	switch p.Output {
+	case "", spec.OutputUint8HWC, spec.OutputFloat32CHW:
+	default:
+		return fmt.Errorf("preprocess.output = %q: want %q or %q", p.Output, spec.OutputUint8HWC, spec.OutputFloat32CHW)
+	}
+	if err := spec.CheckNormalize(p.Normalize); err != nil {
+		return fmt.Errorf("preprocess.normalize = %v: %v", p.Normalize, err)
+	}
+	if len(p.Normalize) > 0 && p.Output != spec.OutputFloat32CHW {
+		return fmt.Errorf("preprocess.normalize: needs output = %q (output is %q)", spec.OutputFloat32CHW, p.OutputOrDefault())
+	}
+	if p.Workers < 0 || p.Workers > 1024 {
+		return fmt.Errorf("preprocess.workers = %d: want 0 (one per core) to 1024", p.Workers)
+	}
+	if p.MaxPixels < 0 {
+		return fmt.Errorf("preprocess.max_pixels = %d: want a number of pixels, or 0 for the default %d", p.MaxPixels, DefaultMaxPixels)
+	}
+	return nil
+}
+
+// OutputOrDefault is Output, or "uint8_hwc" when it is empty.
+func (p *Preprocess) OutputOrDefault() string {
+	if p.Output == "" {
+		return spec.OutputUint8HWC
+	}
+	return p.Output
+}
