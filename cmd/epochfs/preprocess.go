@@ -1,8 +1,148 @@
 package main
 
-import "io"
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
-// runPreprocess is built by the preprocessing issue.
+	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/preprocess"
+)
+
+// runPreprocess runs the configured pipeline (static then augment steps)
+// over image files and writes DIR/<name>.npy for each. A failing image
+// gets a one-line error naming it; the others are still written; the
+// exit code is 1 if any failed.
 func runPreprocess(args []string, stdout, stderr io.Writer) error {
-	return runtimeErr("not built yet")
+	fs := newFlagSet("preprocess", "preprocess [--config FILE] [--seed N] [--workers N] --out DIR IMAGE...", stderr)
+	cfgPath := fs.String("config", "", "config file (TOML); its [preprocess] section sets the pipeline")
+	seed := fs.Uint64("seed", 0, "seed of the random augment steps (each image's draws depend only on the seed and its file name)")
+	workers := fs.Int("workers", -1, "preprocessing workers (default: preprocess.workers; 0 = one per core)")
+	out := fs.String("out", "", "output directory for the .npy files (created if missing)")
+	images, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return usageErr("--out DIR is required")
+	}
+	if len(images) == 0 {
+		return usageErr("no IMAGE given")
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	pc := cfg.Preprocess
+	if err := pc.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	if *workers < -1 || *workers > 1024 {
+		return usageErr("--workers %d: want 0 (one per core) to 1024", *workers)
+	}
+	if *workers >= 0 {
+		pc.Workers = *workers
+	}
+	// Output names must be unique: two inputs named a.jpg and a.png
+	// would overwrite each other.
+	names := map[string]string{}
+	for _, img := range images {
+		name := strings.TrimSuffix(filepath.Base(img), filepath.Ext(img)) + ".npy"
+		if prev, dup := names[name]; dup {
+			return usageErr("%s and %s would both write %s", prev, img, name)
+		}
+		names[name] = img
+	}
+	p, err := preprocess.New(preprocess.Options{
+		Static: pc.Static, Augment: pc.Augment, Normalize: pc.Normalize,
+		Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels,
+	})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer p.Close()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return runtimeErr("%v", err)
+	}
+	pool, err := preprocess.NewPool(preprocess.PoolOptions{Workers: pc.Workers})
+	if err != nil {
+		return runtimeErr("%v", err)
+	}
+	defer pool.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	steps := append([]preprocess.Step{readStep}, p.EncodedSteps()...)
+	go func() {
+		for i, img := range images {
+			st := &preprocess.State{Key: img, RNG: preprocess.SampleRNG(*seed, filepath.Base(img))}
+			if err := pool.Submit(ctx, preprocess.Task{Key: strconv.Itoa(i), State: st, Steps: steps}); err != nil {
+				return // cancelled: the main loop has returned
+			}
+		}
+	}()
+	failed := 0
+	for range images {
+		r, err := pool.Next(ctx)
+		if err != nil {
+			return runtimeErr("%v", err)
+		}
+		img := r.State.Key
+		if r.Err == nil {
+			r.Err = writeNPY(filepath.Join(*out, strings.TrimSuffix(filepath.Base(img), filepath.Ext(img))+".npy"), r.State.Out)
+		}
+		if r.Err != nil {
+			failed++
+			fmt.Fprintf(stderr, "epochfs preprocess: %s: %v\n", img, r.Err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s -> %s %s %v\n", img,
+			filepath.Join(*out, strings.TrimSuffix(filepath.Base(img), filepath.Ext(img))+".npy"), r.State.Out.DType, r.State.Out.Shape)
+	}
+	if failed > 0 {
+		return runtimeErr("%d of %d images failed", failed, len(images))
+	}
+	return nil
+}
+
+// readStep reads the image file named by the sample's key.
+func readStep(_ context.Context, s *preprocess.State) error {
+	data, err := os.ReadFile(s.Key)
+	if err != nil {
+		return err
+	}
+	s.Data = data
+	return nil
+}
+
+// writeNPY writes t to path atomically (temp file in the same directory,
+// then rename), so a reader never sees a partial file.
+func writeNPY(path string, t *preprocess.Tensor) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.npy")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	if err := preprocess.WriteNPY(f, t); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
