@@ -26,14 +26,17 @@ func roundingBound(p Params, steps int) float64 {
 
 func TestExactSolverBeatsBruteForceWithinItsStep(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	stepsChoices := []int{10, 20, 50, 100}
+	stepsChoices := []int{10, 20, 50}
 	n := 3000
 	if testing.Short() {
 		n = 500
 	}
 	for i := 0; i < n; i++ {
 		p := randParams(r)
-		steps := stepsChoices[i%len(stepsChoices)]
+		steps := stepsChoices[i%3] // 10, 20, 50 %; the paper's 1 % every 15th set
+		if i%15 == 0 {
+			steps = DefaultSteps
+		}
 		exact, err := Solve(p)
 		if err != nil {
 			t.Fatal(err)
