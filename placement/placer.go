@@ -12,9 +12,10 @@
 // placed. Reads never fail because a tier is full, slow or broken: they fall
 // back to the source.
 //
-// Lock order: flight.mu is the only lock held while another is taken
-// (Catalog.mu, inside SetResident). Placer holds no lock of its own on the
-// read path.
+// Lock order: Placer.refreshMu, then Catalog.mu (refresh persists the new
+// attributes). flight.mu is never held while another lock is taken. Placer
+// holds no lock of its own on the read path: refreshMu is taken only when
+// a source file changed.
 package placement
 
 import (
@@ -77,12 +78,16 @@ type Placer struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
+	closeOnce sync.Once
+	refreshMu sync.Mutex // serialises refresh
+
 	flights *xsync.MapOf[*Entry, *flight]
 	queue   chan *Entry
 	demand  chan struct{} // semaphore of demand copies
 	bufs    sync.Pool
 
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
+	feeding                                               atomic.Int64 // warmup files not yet queued
 
 	warm warmup
 }
@@ -136,8 +141,15 @@ func New(o Options) (*Placer, error) {
 // Close stops the workers, cancels copies in progress (their temp files
 // are removed) and waits for them.
 func (p *Placer) Close() {
-	p.stop()
-	p.wg.Wait()
+	p.closeOnce.Do(func() {
+		p.stop()
+		p.wg.Wait()
+		// Copies started by reads are not in wg: taking every demand slot
+		// waits for them, and keeps new ones from starting.
+		for i := 0; i < cap(p.demand); i++ {
+			p.demand <- struct{}{}
+		}
+	})
 }
 
 // Catalog returns the placer's catalog.
@@ -152,7 +164,7 @@ func (p *Placer) Source() *tier.Source { return p.src }
 // Stats returns the counters.
 func (p *Placer) Stats() Stats {
 	return Stats{
-		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
+		Queued: p.queued.Load() + p.feeding.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
 		DemandFallbacks: p.fallbacks.Load(),
 	}

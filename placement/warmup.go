@@ -67,23 +67,38 @@ func (p *Placer) Warmup(files []*Entry) {
 		}
 	}
 	p.warm.mu.Unlock()
-	p.feed(fresh)
+	if len(fresh) > 0 { // feed(nil) would queue the whole dataset
+		p.feed(fresh)
+	}
 }
 
-// feed queues files (nil: the whole dataset) from a goroutine.
+// feed queues files (nil: the whole dataset) from a goroutine. The files
+// not yet handed to the queue count as queued in Stats.
 func (p *Placer) feed(files []*Entry) {
+	n := int64(len(files))
+	if files == nil {
+		n = p.cat.Files()
+	}
+	p.feeding.Add(n)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		if files == nil {
-			p.cat.Root().Files(func(e *Entry) bool { return p.enqueueWait(p.ctx, e) == nil })
-			return
+		put := func(e *Entry) bool {
+			err := p.enqueueWait(p.ctx, e)
+			n--
+			p.feeding.Add(-1)
+			return err == nil
 		}
-		for _, e := range files {
-			if p.enqueueWait(p.ctx, e) != nil {
-				return
+		if files == nil {
+			p.cat.Root().Files(put)
+		} else {
+			for _, e := range files {
+				if !put(e) {
+					break
+				}
 			}
 		}
+		p.feeding.Add(-n) // what a shutdown left unqueued
 	}()
 }
 

@@ -82,13 +82,18 @@ func Open(o Options) (*Tier, error) {
 	if t.opts.Statfs == nil {
 		t.opts.Statfs = statfs
 	}
-	for _, d := range []string{o.Dir, filepath.Join(o.Dir, dataDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
-		}
-		if err := os.Chmod(d, 0o700); err != nil {
-			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
-		}
+	// Directories the tier creates are 0700; an existing root (say
+	// /dev/shm) keeps its mode, only the tier's own subdirectories are
+	// closed.
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+	}
+	data := filepath.Join(o.Dir, dataDir)
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+	}
+	if err := os.Chmod(data, 0o700); err != nil {
+		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
 	}
 	tmp := filepath.Join(o.Dir, tmpDir)
 	if err := os.RemoveAll(tmp); err != nil {

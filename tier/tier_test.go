@@ -122,9 +122,16 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 func TestOpenCreatesDirectories0700(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "a", "tier")
-	// An existing root with looser permissions is tightened too.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// An existing root (say /dev/shm) keeps its mode; what the tier
+	// creates below it is 0700.
+	shared := filepath.Join(root, "shared")
+	if err := os.MkdirAll(shared, 0o1777); err != nil {
 		t.Fatal(err)
+	}
+	os.Chmod(shared, 0o1777)
+	openTier(t, Options{Dir: shared, Quota: 1 << 20})
+	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o777 || st.Mode()&os.ModeSticky == 0 {
+		t.Errorf("an existing tier root changed mode to %v", st.Mode())
 	}
 	tr := openTier(t, Options{Dir: dir, Quota: 1 << 20})
 	install(t, tr, "class1/sub/img.jpg", []byte("jpeg"))

@@ -1,0 +1,271 @@
+// Package mount holds the end-to-end tests that run epochfs on a real FUSE
+// mount: in-process mounts of the fs package, and the epochfs binary.
+package mount
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/tier"
+)
+
+var binPath string // the epochfs binary, built by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "epochfs-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "epochfs")
+	out, err := exec.Command("go", "build", "-o", binPath, "github.com/epochfs/epochfs/cmd/epochfs").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build epochfs: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	before := ourMounts()
+	code := m.Run()
+	os.RemoveAll(dir)
+	// A test run fails on a mount left behind.
+	if left := ourMounts(); len(left) > len(before) {
+		fmt.Fprintf(os.Stderr, "FAIL: mounts left behind: %v\n", left)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// ourMounts lists epochfs mounts in /proc/mounts.
+func ourMounts() []string {
+	data, _ := os.ReadFile("/proc/mounts")
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 2 && strings.HasPrefix(f[2], "fuse") && strings.Contains(l, "epochfs") {
+			out = append(out, f[1])
+		}
+	}
+	return out
+}
+
+func mounted(dir string) bool {
+	for _, m := range ourMounts() {
+		if m == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// requireFUSE skips without /dev/fuse, and fails instead when
+// EPOCHFS_REQUIRE_FUSE=1 (CI).
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
+			t.Fatalf("/dev/fuse is missing and EPOCHFS_REQUIRE_FUSE=1: %v", err)
+		}
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
+			t.Fatal("mount tests need root and EPOCHFS_REQUIRE_FUSE=1")
+		}
+		t.Skip("mount tests need root")
+	}
+}
+
+// env is one in-process mount of a source tree.
+type env struct {
+	t     *testing.T
+	src   string
+	mnt   string
+	state string
+	tiers []tierSpec
+	cat   *placement.Catalog
+	p     *placement.Placer
+	fsys  *fs.FS
+	srcd  *tier.Source
+	opts  envOpts
+}
+
+type tierSpec struct {
+	name  string
+	dir   string
+	quota int64
+}
+
+type envOpts struct {
+	validate      bool
+	noPassthrough bool
+	statfs        func(string) (uint64, uint64, error)
+}
+
+// newEnv prepares directories; call mount to mount.
+func newEnv(t *testing.T, src string, quotas ...int64) *env {
+	t.Helper()
+	requireFUSE(t)
+	base := t.TempDir()
+	e := &env{t: t, src: src, mnt: filepath.Join(base, "mnt"), state: filepath.Join(base, "state")}
+	if err := os.Mkdir(e.mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range quotas {
+		e.tiers = append(e.tiers, tierSpec{name: fmt.Sprintf("t%d", i), dir: filepath.Join(base, fmt.Sprintf("tier%d", i)), quota: q})
+	}
+	return e
+}
+
+// mount mounts the env and registers its unmount.
+func (e *env) mount() {
+	t := e.t
+	t.Helper()
+	var tiers []*tier.Tier
+	var names []string
+	for _, ts := range e.tiers {
+		tr, err := tier.Open(tier.Options{Name: ts.name, Dir: ts.dir, Quota: ts.quota, Statfs: e.opts.statfs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tiers = append(tiers, tr)
+		names = append(names, ts.name)
+	}
+	cat, err := placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: e.state, Source: e.src, Tiers: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srcd = tier.NewSource(e.src, 0)
+	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, ValidateOpen: e.opts.validate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Mount(fs.Options{Placer: p, Source: e.src, Mountpoint: e.mnt, Version: "test", NoPassthrough: e.opts.noPassthrough})
+	if err != nil {
+		p.Close()
+		cat.Close()
+		t.Fatal(err)
+	}
+	e.cat, e.p, e.fsys = cat, p, fsys
+	t.Cleanup(e.unmount)
+}
+
+// unmount unmounts (idempotent) and checks the mount is gone.
+func (e *env) unmount() {
+	if e.fsys == nil {
+		return
+	}
+	if err := e.fsys.Unmount(); err != nil {
+		e.t.Errorf("unmount: %v", err)
+	}
+	e.fsys.Wait()
+	e.p.Close()
+	if err := e.cat.Close(); err != nil {
+		e.t.Errorf("catalog close: %v", err)
+	}
+	e.fsys = nil
+	if mounted(e.mnt) {
+		e.t.Errorf("%s still mounted", e.mnt)
+	}
+}
+
+// status reads .epochfs/status into a map.
+func (e *env) status() map[string]string {
+	e.t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs", "status"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func (e *env) num(key string) int64 {
+	e.t.Helper()
+	v, err := strconv.ParseInt(e.status()[key], 10, 64)
+	if err != nil {
+		e.t.Fatalf("status %s: %v", key, err)
+	}
+	return v
+}
+
+// settle waits until no placement is queued or running. The deadline is a
+// liveness bound, not a speed assertion.
+func (e *env) settle() {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for e.p.Stats().Queued > 0 {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("placements still queued after 60s: %+v", e.p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// makeTree writes the standard test tree and returns the file paths.
+func makeTree(t *testing.T, big int64) (string, []string) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "src")
+	files := map[string]int64{
+		"a/b/c/deep.bin":     4097,
+		"a/small.txt":        5,
+		"empty":              0,
+		"big.bin":            big,
+		"ünïcødé ñame.dat":   1000,
+		"class1/img001.jpg":  110 << 10,
+		"class1/img002.jpg":  90 << 10,
+		"class2/img003.jpg":  130 << 10,
+		"class2/img004.jpg":  1 << 20,
+		"class2/sub/odd.bin": 65537,
+	}
+	var paths []string
+	for p, n := range files {
+		full := filepath.Join(src, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, n)
+		rand.Read(data)
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	if err := os.Symlink("a/small.txt", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	return src, paths
+}
+
+// checkAll reads every file through the mount and compares it with the
+// source.
+func checkAll(t *testing.T, src, mnt string, paths []string) {
+	t.Helper()
+	for _, p := range paths {
+		want, err := os.ReadFile(filepath.Join(src, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(mnt, p))
+		if err != nil {
+			t.Fatalf("read %s through the mount: %v", p, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes through the mount differ from the source's %d", p, len(got), len(want))
+		}
+	}
+}
