@@ -128,7 +128,7 @@ func TestOpenCreatesDirectories0700(t *testing.T) {
 	if err := os.MkdirAll(shared, 0o1777); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(shared, 0o1777)
+	os.Chmod(shared, 0o777|os.ModeSticky)
 	openTier(t, Options{Dir: shared, Quota: 1 << 20})
 	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o777 || st.Mode()&os.ModeSticky == 0 {
 		t.Errorf("an existing tier root changed mode to %v", st.Mode())
