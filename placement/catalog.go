@@ -73,7 +73,8 @@ type CatalogOptions struct {
 	Rescan   bool     // walk the source even when a complete catalog exists
 	Workers  int      // parallel directory reads during a walk
 	Logger   *zap.Logger
-	// Progress, if set, is called during a walk with the entries seen.
+	// Progress, if set, is called during a walk with the entries seen;
+	// calls do not overlap.
 	Progress func(entries int64)
 }
 
@@ -448,6 +449,7 @@ func walk(ctx context.Context, src string, workers int, log *zap.Logger, progres
 	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	var seen atomic.Int64
+	var progMu sync.Mutex
 	var firstErr error
 	var errMu sync.Mutex
 	var visit func(d *Entry)
@@ -495,9 +497,13 @@ func walk(ctx context.Context, src string, workers int, log *zap.Logger, progres
 			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
 		}
 		d.children = kids
+		// One call at a time, with a count that only grows: the callback
+		// need not be safe for concurrent use.
+		progMu.Lock()
 		if n := seen.Add(int64(len(kids))); progress != nil {
 			progress(n)
 		}
+		progMu.Unlock()
 		for _, k := range kids {
 			if k.Kind == KindDir {
 				wg.Add(1)
