@@ -71,9 +71,11 @@ func decodeRecord(b []byte) (record, error) {
 		return r, fmt.Errorf("%w: kind %d", ErrBadRecord, b[1])
 	}
 	b = b[2:]
+	// Every number must be in its shortest form, so that a record has one
+	// encoding (a decoded record re-encodes to the same bytes).
 	u32 := func(name string) (uint32, error) {
 		v, n := binary.Uvarint(b)
-		if n <= 0 || v > 1<<32-1 {
+		if n <= 0 || v > 1<<32-1 || n != uvarintLen(v) {
 			return 0, fmt.Errorf("%w: %s", ErrBadRecord, name)
 		}
 		b = b[n:]
@@ -81,7 +83,7 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	i64 := func(name string) (int64, error) {
 		v, n := binary.Varint(b)
-		if n <= 0 {
+		if n <= 0 || n != varintLen(v) {
 			return 0, fmt.Errorf("%w: %s", ErrBadRecord, name)
 		}
 		b = b[n:]
@@ -89,7 +91,7 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	str := func(name string, max uint64) (string, error) {
 		l, n := binary.Uvarint(b)
-		if n <= 0 || l > max || l > uint64(len(b)-n) {
+		if n <= 0 || n != uvarintLen(l) || l > max || l > uint64(len(b)-n) {
 			return "", fmt.Errorf("%w: %s", ErrBadRecord, name)
 		}
 		s := string(b[n : n+int(l)])
@@ -125,4 +127,14 @@ func decodeRecord(b []byte) (record, error) {
 		return r, fmt.Errorf("%w: %d trailing bytes", ErrBadRecord, len(b))
 	}
 	return r, nil
+}
+
+func uvarintLen(v uint64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], v)
+}
+
+func varintLen(v int64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutVarint(buf[:], v)
 }
