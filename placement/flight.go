@@ -22,6 +22,11 @@ const (
 // errNoTier means no tier had room (or none was healthy) for a copy.
 var errNoTier = errors.New("placement: no tier has room")
 
+// errResident means the file became resident between the caller's check
+// and the start of its copy (another copy installed it and left the
+// flight map): it is not copied again.
+var errResident = errors.New("placement: already resident")
+
 // flight is one whole-file copy in progress, shared by every reader of the
 // file. Its temp file stays open until the last reader lets go; after the
 // install it is the tier file itself.
@@ -165,7 +170,7 @@ func (p *Placer) run(f *flight) {
 		return
 	}
 	switch {
-	case errors.Is(err, errNoTier), errors.Is(err, context.Canceled):
+	case errors.Is(err, errNoTier), errors.Is(err, errResident), errors.Is(err, context.Canceled):
 	default:
 		p.failed.Add(1)
 		p.log.Warn("placement failed", zap.String("path", f.e.Path), zap.Error(err))
@@ -176,6 +181,11 @@ func (p *Placer) copy(f *flight) error {
 	e := f.e
 	if err := p.ctx.Err(); err != nil {
 		return err
+	}
+	// A flight is stored only once the previous one left the map, after it
+	// recorded the residency: this check sees it.
+	if e.Tier() >= 0 {
+		return errResident
 	}
 	var (
 		t       *tier.Tier
