@@ -271,7 +271,12 @@ func (p *Placer) copy(f *flight) error {
 }
 
 // refresh records new source attributes of e and drops its tier copy.
+// Calls are serialised: a caller that compared stale attributes must not
+// drop the copy another caller's refresh has since placed again (nor drop
+// one copy twice).
 func (p *Placer) refresh(e *Entry, a Attr) {
+	p.refreshMu.Lock()
+	defer p.refreshMu.Unlock()
 	old := e.Attr()
 	if old == a {
 		return
