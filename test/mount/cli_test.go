@@ -1,0 +1,365 @@
+package mount
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cli runs the epochfs binary and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
+
+// binMount mounts src with the binary and registers a lazy unmount.
+func binMount(t *testing.T, src, mnt, state string, extra ...string) {
+	t.Helper()
+	args := append([]string{"mount", "--state", state}, extra...)
+	args = append(args, src, mnt)
+	code, out := cli(t, args...)
+	if code != 0 {
+		log, _ := os.ReadFile(filepath.Join(state, "epochfs.log"))
+		t.Fatalf("mount: exit %d: %s\nlog:\n%s", code, out, log)
+	}
+	t.Cleanup(func() {
+		if mounted(mnt) {
+			cli(t, "unmount", "--lazy", mnt)
+		}
+	})
+}
+
+func TestBadInputExitsTwoWithOneLine(t *testing.T) {
+	requireFUSE(t)
+	src, _ := makeTree(t, 1<<10)
+	base := t.TempDir()
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	full := filepath.Join(base, "full")
+	os.Mkdir(full, 0o755)
+	os.WriteFile(filepath.Join(full, "x"), nil, 0o644)
+	file := filepath.Join(base, "file")
+	os.WriteFile(file, nil, 0o644)
+	busy := filepath.Join(base, "busy")
+	os.Mkdir(busy, 0o755)
+	if err := syscall.Mount("tmpfs", busy, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(busy, syscall.MNT_DETACH)
+	cfg := func(body string) string {
+		p := filepath.Join(t.TempDir(), "c.toml")
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	tier := "--tier=mem=" + filepath.Join(base, "tier") + ":1GiB"
+	state := "--state=" + filepath.Join(base, "state")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing source", []string{"mount", tier, state, filepath.Join(base, "nope"), mnt}, "no such file"},
+		{"source not a directory", []string{"mount", tier, state, file, mnt}, "not a directory"},
+		{"missing mount point", []string{"mount", tier, state, src, filepath.Join(base, "nomnt")}, "mount point"},
+		{"non-empty mount point", []string{"mount", tier, state, src, full}, "not empty"},
+		{"mount point already a mount", []string{"mount", tier, state, src, busy}, "already a mount"},
+		{"tier not writable", []string{"mount", "--tier=mem=" + file + "/tier:1GiB", state, src, mnt}, "tier"},
+		{"tier inside source", []string{"mount", "--tier=mem=" + filepath.Join(src, "cache") + ":1GiB", state, src, mnt}, "inside the source"},
+		{"source inside tier", []string{"mount", "--tier=mem=" + filepath.Dir(src) + ":1GiB", state, src, mnt}, "lies inside"},
+		{"malformed quota", []string{"mount", "--tier=mem=" + filepath.Join(base, "t") + ":4GB?", state, src, mnt}, `"4GB?"`},
+		{"duplicate tier names", []string{"mount", tier, "--tier=mem=" + filepath.Join(base, "t2") + ":1GiB", state, src, mnt}, "duplicate"},
+		{"unknown config key", []string{"mount", "--config", cfg("[placement]\nwrokers = 3\n"), tier, state, src, mnt}, "wrokers"},
+		{"no tier", []string{"mount", state, src, mnt}, "tier"},
+		{"one argument", []string{"mount", tier, state, src}, "SOURCE and MOUNTPOINT"},
+		{"unknown flag", []string{"mount", "--bogus", src, mnt}, "bogus"},
+		{"unknown command", []string{"mounty"}, "unknown command"},
+	}
+	for _, c := range cases {
+		code, out := cli(t, c.args...)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2: %s", c.name, code, out)
+			continue
+		}
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%s: output %q lacks %q", c.name, out, c.want)
+		}
+		if c.name != "unknown flag" && strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Errorf("%s: want one line, got:\n%s", c.name, out)
+		}
+	}
+	if mounted(mnt) {
+		t.Fatal("a failed mount left a mount behind")
+	}
+}
+
+// A tier on a tiny file system fills; every read still succeeds from the
+// source, and a vanished source file fails alone.
+func TestFullTierAndVanishedSourceFile(t *testing.T) {
+	requireFUSE(t)
+	src, paths := makeTree(t, 4<<20)
+	base := t.TempDir()
+	tierDir := filepath.Join(base, "tier")
+	os.Mkdir(tierDir, 0o755)
+	// 1 MiB of real disk under a 1 GiB quota: copies fail with ENOSPC.
+	if err := syscall.Mount("tmpfs", tierDir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(tierDir, syscall.MNT_DETACH) })
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=small="+tierDir+":1GiB")
+	for pass := 0; pass < 2; pass++ {
+		checkAll(t, src, mnt, paths)
+	}
+	if err := os.Remove(filepath.Join(src, "a/small.txt")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := os.ReadFile(filepath.Join(mnt, "a/small.txt"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read of a vanished source file: %v, want EIO", err)
+	}
+	rest := paths[:0:0]
+	for _, p := range paths {
+		if p != "a/small.txt" {
+			rest = append(rest, p)
+		}
+	}
+	checkAll(t, src, mnt, rest)
+	if code, out := cli(t, "status", mnt); code != 0 || !strings.Contains(out, "files_total=10") {
+		t.Fatalf("status after errors: exit %d\n%s", code, out)
+	}
+}
+
+func TestSIGKILLThenLazyUnmountThenRemountReusesCopies(t *testing.T) {
+	requireFUSE(t)
+	src, paths := makeTree(t, 48<<20)
+	base := t.TempDir()
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	state := filepath.Join(base, "state")
+	tierDir := filepath.Join(base, "tier")
+	cfg := filepath.Join(base, "c.toml")
+	// A slow source so the big copy is still in flight at the kill.
+	os.WriteFile(cfg, []byte("[placement]\nsource_bandwidth = \"8MiB/s\"\n"), 0o644)
+	binMount(t, src, mnt, state, "--config", cfg, "--tier=disk="+tierDir+":1GiB")
+	small := []string{}
+	for _, p := range paths {
+		if p != "big.bin" {
+			small = append(small, p)
+		}
+	}
+	checkAll(t, src, mnt, small)
+	waitFor(t, func() bool { return statusOf(t, mnt)["files_resident"] == strconv.Itoa(len(small)) })
+	// Start the big copy, then kill the daemon in the middle of it.
+	f, err := os.Open(filepath.Join(mnt, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Read(make([]byte, 4096))
+	f.Close()
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	if pid <= 0 {
+		t.Fatal("no pid in status")
+	}
+	if statusOf(t, mnt)["placements_queued"] == "0" {
+		t.Fatal("big copy not in flight")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, func() bool { return !processAlive(pid) })
+	if code, out := cli(t, "unmount", "--lazy", mnt); code != 0 {
+		t.Fatalf("unmount --lazy of a dead mount: exit %d: %s", code, out)
+	}
+	if mounted(mnt) {
+		t.Fatal("dead mount still there")
+	}
+	binMount(t, src, mnt, state, "--tier=disk="+tierDir+":1GiB")
+	st := statusOf(t, mnt)
+	if st["files_resident"] != strconv.Itoa(len(small)) || tierOf(t, filepath.Join(mnt, "big.bin")) != "source" {
+		t.Fatalf("after the kill: %s files resident (want %d), big.bin in %s", st["files_resident"], len(small), tierOf(t, filepath.Join(mnt, "big.bin")))
+	}
+	entries, _ := os.ReadDir(filepath.Join(tierDir, ".tmp"))
+	if len(entries) != 0 {
+		t.Fatalf("partial copies left in the tier: %v", entries)
+	}
+	checkAll(t, src, mnt, paths)
+	if st := statusOf(t, mnt); st["source_opens"] != "1" {
+		t.Fatalf("remount read %s files from the source, want only big.bin", st["source_opens"])
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatalf("unmount: %d %s", code, out)
+	}
+}
+
+func TestSIGTERMUnmountsCleanly(t *testing.T) {
+	requireFUSE(t)
+	src, _ := makeTree(t, 1<<10)
+	base := t.TempDir()
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	cmd := exec.Command(binPath, "mount", "--foreground", "--state", filepath.Join(base, "state"),
+		"--tier=mem="+filepath.Join(base, "tier")+":1GiB", src, mnt)
+	var out bytes.Buffer
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	waitFor(t, func() bool { return mounted(mnt) })
+	if _, err := os.ReadFile(filepath.Join(mnt, "a/small.txt")); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, out.String())
+	}
+	if mounted(mnt) {
+		t.Fatal("still mounted after SIGTERM")
+	}
+}
+
+func TestUnprivilegedUserSeesSourcePermissions(t *testing.T) {
+	requireFUSE(t)
+	src, _ := makeTree(t, 1<<10)
+	os.WriteFile(filepath.Join(src, "secret"), []byte("root only"), 0o600)
+	base := t.TempDir()
+	// Let others reach the mount point inside the test's private temp dir.
+	for d := base; d != "/" && d != "/tmp"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	uid, gid := testUser(t)
+	run := func(file string) error {
+		cmd := exec.Command("cat", filepath.Join(mnt, file))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return errors.New(strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if err := run("a/small.txt"); err != nil {
+		t.Fatalf("user cannot read a 0644 file: %v", err)
+	}
+	err := run("secret")
+	if err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("user read a 0600 root file: %v", err)
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
+	}
+}
+
+// testUser creates (once) an unprivileged user for the permission test.
+func testUser(t *testing.T) (uint32, uint32) {
+	t.Helper()
+	const name = "epochfs-test"
+	if _, err := user.Lookup(name); err != nil {
+		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+			t.Fatalf("useradd: %v: %s", err, out)
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return uint32(uid), uint32(gid)
+}
+
+func TestWarmupCLI(t *testing.T) {
+	requireFUSE(t)
+	src, _ := makeTree(t, 16<<20)
+	base := t.TempDir()
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	cfg := filepath.Join(base, "c.toml")
+	os.WriteFile(cfg, []byte("[placement]\nsource_bandwidth = \"4MiB/s\"\nworkers = 1\n"), 0o644)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+
+	code, out := cli(t, "warmup", "--dry-run", mnt, "class1")
+	if code != 0 || !strings.Contains(out, "files:        2") || !strings.Contains(out, "fits") {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	if st := statusOf(t, mnt); st["placements_queued"] != "0" {
+		t.Fatal("a dry run queued files")
+	}
+	code, out = cli(t, "warmup", mnt, "no/such")
+	if code != 2 || !strings.Contains(out, "no/such") {
+		t.Fatalf("bad path: exit %d: %s", code, out)
+	}
+	// The 16 MiB file at 4 MiB/s cannot be done in 1 s: exit 3.
+	code, out = cli(t, "warmup", "--wait", "100", "--timeout", "1s", mnt)
+	if code != 3 || !strings.Contains(out, "timed out") {
+		t.Fatalf("timeout: exit %d: %s", code, out)
+	}
+	code, out = cli(t, "warmup", "--wait", "100", "--timeout", "2m", mnt)
+	if code != 0 || !strings.Contains(out, "100.0%") {
+		t.Fatalf("wait: exit %d: %s", code, out)
+	}
+	if st := statusOf(t, mnt); st["files_resident"] != st["files_total"] {
+		t.Fatalf("after warmup: %s of %s resident", st["files_resident"], st["files_total"])
+	}
+}
+
+func statusOf(t *testing.T, mnt string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(mnt, ".epochfs", "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// waitFor polls cond; the deadline is a liveness bound, not a speed test.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func processAlive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
