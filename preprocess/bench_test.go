@@ -108,3 +108,43 @@ func BenchmarkNPYEncode(b *testing.B) {
 
 var _ = context.Background
 var _ atomic.Int64
+
+// BenchmarkAugmentFromDecoded: RandomResizedCrop(224) + flip + float32
+// CHW on an already decoded 500×375 image (the pipeline minus decode).
+func BenchmarkAugmentFromDecoded(b *testing.B) {
+	set := benchSet(b, 1)
+	p := trainPipeline(b)
+	defer p.Close()
+	img, _, err := p.Decoder().Decode(set[0], nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := p.Augment(img, rng); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSec(b)
+}
+
+// BenchmarkDecodeRRCRegion: decoding only RandomResizedCrop's crop (what
+// the training pipeline does), to compare with BenchmarkDecode.
+func BenchmarkDecodeRRCRegion(b *testing.B) {
+	set := benchSet(b, 16)
+	d, _ := NewDecoder(DecoderOptions{})
+	defer d.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		_, _, err := d.DecodeRegion(set[i%len(set)], func(h Header) (int, Rect) {
+			c := RandomResizedCropParams(rng, h.W, h.H, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3})
+			return 1, Rect{X: c.Left, Y: c.Top, W: c.W, H: c.H}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSec(b)
+}

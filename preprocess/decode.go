@@ -26,6 +26,9 @@ const (
 type Header struct {
 	Format Format
 	W, H   int
+	// Scalable: the decoder can scale this image by 1/2, 1/4 or 1/8 in
+	// the DCT domain (libjpeg-turbo JPEGs).
+	Scalable bool
 }
 
 // ScaleFunc chooses the DCT-domain scale for a JPEG from its header: it
@@ -112,6 +115,7 @@ func (d *Decoder) DecodeHeader(data []byte) (Header, error) {
 	var h Header
 	if f == JPEG && !d.stdlib {
 		h, _, err = d.tj.header(data)
+		h.Scalable = true
 	} else {
 		h, err = stdHeader(f, data)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"image/png"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -132,3 +133,5 @@ func runPython(t testing.TB, script string, args ...string) []byte {
 	}
 	return out
 }
+
+func encodePNG(w *bytes.Buffer, im image.Image) error { return png.Encode(w, im) }

@@ -210,6 +210,27 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("header %dx%d at 1/%d, image %dx%d", h.W, h.H, got, img.W, img.H)
 			}
 		}
+		// The region decoder (skip and crop scanlines) on the same bytes.
+		for _, denom := range []int{1, 2} {
+			var want Rect
+			img, _, err := d.DecodeRegion(data, func(h Header) (int, Rect) {
+				if !h.Scalable {
+					denom = 1
+				}
+				sw, sh := scaled(h.W, denom), scaled(h.H, denom)
+				want = Rect{X: sw / 4, Y: sh / 3, W: max(1, sw/2), H: max(1, sh/2)}
+				return denom, want
+			})
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsupported) {
+					t.Fatalf("region: error wraps no sentinel: %v", err)
+				}
+				continue
+			}
+			if img.W != want.W || img.H != want.H || len(img.Pix) < 3*img.W {
+				t.Fatalf("region %+v decoded as %dx%d", want, img.W, img.H)
+			}
+		}
 	})
 }
 

@@ -83,14 +83,14 @@ func TestNPYLoadsInNumpyAndTorchWithoutCopy(t *testing.T) {
 	i := 0
 	for ; sc.Scan(); i++ {
 		var r struct {
-			DType                    string
-			Shape                    []int
-			CContiguous              bool `json:"c_contiguous"`
-			Aligned                  bool
-			TorchShares              bool    `json:"torch_shares"`
-			MmapTorchShares          bool    `json:"mmap_torch_shares"`
-			MmapOffset               int     `json:"mmap_offset"`
-			Sum, First, Last         float64 // as numpy sees them
+			DType            string
+			Shape            []int
+			CContiguous      bool `json:"c_contiguous"`
+			Aligned          bool
+			TorchShares      bool    `json:"torch_shares"`
+			MmapTorchShares  bool    `json:"mmap_torch_shares"`
+			MmapOffset       int     `json:"mmap_offset"`
+			Sum, First, Last float64 // as numpy sees them
 		}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%q: %v", sc.Text(), err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 
 	"github.com/epochfs/epochfs/preprocess/spec"
@@ -114,7 +115,8 @@ type State struct {
 	scratch      []byte // pooled buffer behind Img, recycled when Img is replaced
 	denom        int    // the image is decoded at 1/denom of fullW×fullH
 	fullW, fullH int
-	crop         *Crop // drawn before the decode when the crop drives DCT scaling
+	crop         *Crop      // drawn before a fused decode
+	box          [4]float64 // the crop in the coordinates of the decoded region // drawn before the decode when the crop drives DCT scaling
 }
 
 // Step is one unit of work on a sample. The pool times samples between
@@ -186,6 +188,9 @@ func (p *Pipeline) markDecoded(keep bool) Step {
 }
 
 func (p *Pipeline) decodeStep(_ context.Context, s *State) error {
+	if p.fusedCrop(s) {
+		return p.decodeCrop(s)
+	}
 	var pick ScaleFunc
 	if p.dct {
 		pick = p.scaleFor(s)
@@ -208,41 +213,60 @@ func (p *Pipeline) decodeStep(_ context.Context, s *State) error {
 	return nil
 }
 
-// scaleFor picks the DCT scale from the first geometric step, like PIL's
-// draft(): the largest 1/2, 1/4 or 1/8 that keeps the image at least
-// dctMargin times as large as that step needs. When there are no static steps and the first
-// augment step is a RandomResizedCrop, its crop is drawn here (from the
-// full-size header, as torchvision would) and drives the scale.
+// scaleFor picks the DCT scale from the first static step when it is a
+// Resize, like PIL's draft(): the largest 1/2, 1/4 or 1/8 that keeps the
+// image at least dctMargin times as large as the resize's output.
 func (p *Pipeline) scaleFor(s *State) ScaleFunc {
-	var first *spec.Step
-	if len(p.static) > 0 {
-		first = &p.static[0]
-	} else if len(p.augment) > 0 && p.augment[0].Kind == spec.RandomResizedCrop && s.RNG != nil {
-		first = &p.augment[0]
-	}
-	if first == nil {
+	if len(p.static) == 0 || p.static[0].Kind != spec.Resize {
 		return nil
 	}
+	first := p.static[0]
 	return func(h Header) int {
-		switch first.Kind {
-		case spec.Resize:
-			ow, oh := resizeSize(*first, h.W, h.H)
-			return bestDenom(h.W, h.H, float64(ow), float64(oh))
-		case spec.RandomResizedCrop:
-			c := RandomResizedCropParams(s.RNG, h.W, h.H, first.Scale, first.Ratio)
-			s.crop = &c
-			// The crop, scaled by 1/d, must stay at least the output size.
-			d := 1
+		ow, oh := resizeSize(first, h.W, h.H)
+		return bestDenom(h.W, h.H, float64(ow), float64(oh))
+	}
+}
+
+// fusedCrop reports whether the decode can be fused with a leading
+// RandomResizedCrop: no static steps, and the full decoded form is not
+// wanted.
+func (p *Pipeline) fusedCrop(s *State) bool {
+	return len(p.static) == 0 && len(p.augment) > 0 && p.augment[0].Kind == spec.RandomResizedCrop &&
+		s.RNG != nil && !s.Keep
+}
+
+// decodeCrop draws the RandomResizedCrop from the header (as torchvision
+// draws it from the full image), picks the DCT scale that keeps the crop
+// at least dctMargin times the output size, and decodes only the crop.
+func (p *Pipeline) decodeCrop(s *State) error {
+	st := p.augment[0]
+	img, denom, err := p.dec.DecodeRegion(s.Data, func(h Header) (int, Rect) {
+		s.fullW, s.fullH = h.W, h.H
+		c := RandomResizedCropParams(s.RNG, h.W, h.H, st.Scale, st.Ratio)
+		d := 1
+		if p.dct && h.Scalable {
 			for _, cand := range []int{8, 4, 2} {
-				if float64(c.W)/float64(cand) >= dctMargin*float64(first.W) && float64(c.H)/float64(cand) >= dctMargin*float64(first.H) {
+				if float64(c.W)/float64(cand) >= dctMargin*float64(st.W) && float64(c.H)/float64(cand) >= dctMargin*float64(st.H) {
 					d = cand
 					break
 				}
 			}
-			return d
 		}
-		return 1
+		df := float64(d)
+		bx0, by0 := float64(c.Left)/df, float64(c.Top)/df
+		bx1, by1 := float64(c.Left+c.W)/df, float64(c.Top+c.H)/df
+		x0, y0 := int(bx0), int(by0)
+		x1 := min(int(math.Ceil(bx1)), scaled(h.W, d))
+		y1 := min(int(math.Ceil(by1)), scaled(h.H, d))
+		s.box = [4]float64{bx0 - float64(x0), by0 - float64(y0), bx1 - float64(x0), by1 - float64(y0)}
+		s.crop = &c
+		return d, Rect{X: x0, Y: y0, W: x1 - x0, H: y1 - y0}
+	})
+	if err != nil {
+		return err
 	}
+	s.Img, s.Owned, s.denom, s.scratch = img, true, denom, img.Pix
+	return nil
 }
 
 // dctMargin: a DCT-scaled image must stay this much larger than the next
@@ -297,16 +321,16 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 			if s.RNG == nil {
 				return fmt.Errorf("preprocess: %s: no random source: %w", st.Text, ErrBadOptions)
 			}
-			var c Crop
-			denom := 1
 			if s.crop != nil {
-				c, denom = *s.crop, s.denom
+				// Drawn before the decode, which decoded only the crop.
 				s.crop = nil
-			} else {
-				c = RandomResizedCropParams(s.RNG, s.Img.W, s.Img.H, st.Scale, st.Ratio)
+				p.replace(s, resample(s.Img, s.box, st.W, st.H, p.dec.bufs))
+				s.denom = 1
+				return nil
 			}
-			p.replace(s, resizedCrop(s.Img, denom, c, st.W, st.H, p.dec.bufs))
-			s.denom = 1
+			c := RandomResizedCropParams(s.RNG, s.Img.W, s.Img.H, st.Scale, st.Ratio)
+			p.replace(s, resample(s.Img.Sub(c.Left, c.Top, c.W, c.H),
+				[4]float64{0, 0, float64(c.W), float64(c.H)}, st.W, st.H, p.dec.bufs))
 			return nil
 		}
 	case spec.HFlip:

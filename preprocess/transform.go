@@ -110,22 +110,6 @@ func RandomResizedCropParams(rng *rand.Rand, w, h int, scale, ratio [2]float64) 
 	return Crop{Top: (h - ch) / 2, Left: (w - cw) / 2, H: ch, W: cw}
 }
 
-// resizedCrop crops c (in full-size coordinates) out of img, which was
-// decoded at 1/denom of the full size, and resizes it to outW×outH.
-func resizedCrop(img *Image, denom int, c Crop, outW, outH int, bufs *bufPool) *Image {
-	if denom == 1 {
-		return resample(img.Sub(c.Left, c.Top, c.W, c.H),
-			[4]float64{0, 0, float64(c.W), float64(c.H)}, outW, outH, bufs)
-	}
-	d := float64(denom)
-	bx0, by0 := float64(c.Left)/d, float64(c.Top)/d
-	bx1, by1 := float64(c.Left+c.W)/d, float64(c.Top+c.H)/d
-	x0, y0 := int(bx0), int(by0)
-	x1, y1 := min(int(math.Ceil(bx1)), img.W), min(int(math.Ceil(by1)), img.H)
-	view := img.Sub(x0, y0, x1-x0, y1-y0)
-	return resample(view, [4]float64{bx0 - float64(x0), by0 - float64(y0), bx1 - float64(x0), by1 - float64(y0)}, outW, outH, bufs)
-}
-
 // flipInPlace mirrors img left to right.
 func flipInPlace(img *Image) {
 	for y := 0; y < img.H; y++ {

@@ -130,7 +130,7 @@ func headerWith(h C.tjhandle, data []byte) (Header, int, error) {
 		return Header{Format: JPEG}, 0, fmt.Errorf("preprocess: jpeg header: %s: %w",
 			C.GoString(&ebuf[0]), ErrCorrupt)
 	}
-	return Header{Format: JPEG, W: int(w), H: int(hh)}, int(cs), nil
+	return Header{Format: JPEG, W: int(w), H: int(hh), Scalable: true}, int(cs), nil
 }
 
 // decode decodes a JPEG. The header is checked against the pixel limit
