@@ -20,6 +20,7 @@ const (
 	inoStatsJSON
 	inoWarmup
 	inoErrors
+	inoModel
 )
 
 // ctlSpec describes one control file.
@@ -32,12 +33,16 @@ type ctlSpec struct {
 }
 
 func (fsys *FS) ctlSpecs() []ctlSpec {
-	return []ctlSpec{
+	specs := []ctlSpec{
 		{name: "errors", ino: inoErrors, mode: 0o444, read: fsys.errs.render},
 		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
 		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
 		{name: "warmup", ino: inoWarmup, mode: 0o666, read: fsys.warmupText, write: fsys.warmupWrite},
 	}
+	if fsys.o.Model != nil {
+		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: fsys.o.Model})
+	}
+	return specs
 }
 
 // ctlDir is .epochfs/.

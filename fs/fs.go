@@ -38,6 +38,9 @@ type Options struct {
 	Timeout time.Duration
 	// NoPassthrough disables FUSE passthrough even if the kernel has it.
 	NoPassthrough bool
+	// Model renders .epochfs/model (the DSI model's inputs and split);
+	// nil leaves the file out.
+	Model func() []byte
 	// Debug logs every FUSE request.
 	Debug bool
 }

@@ -405,3 +405,31 @@ func fmtUnit(v float64, unit string) string {
 		return fmt.Sprintf("%.6g", v)
 	}
 }
+
+// mountModelText renders the model's decision for .epochfs/model from the
+// config and the catalog's dataset counts (no profiling at mount time). A
+// model that cannot decide (inputs missing) says why on an error= line.
+func mountModelText(ctx context.Context, cfg config.Config, files, bytes int64) []byte {
+	prof := &profile.Report{}
+	if files > 0 {
+		prof.Samples = profile.Measurement{Value: float64(files), How: "catalog: files in the dataset", OK: true}
+		prof.SampleBytes = profile.Measurement{Value: float64(bytes) / float64(files), How: "catalog: mean file size", OK: true}
+		prof.DatasetBytes = profile.Measurement{Value: float64(bytes), How: "catalog: bytes in the dataset", OK: true}
+	}
+	_, memory := profile.Host(ctx)
+	inputs, params, warnings, err := resolveInputs(cfg, prof, memory)
+	if err != nil {
+		return []byte("error=" + oneLineErr(err) + "\n")
+	}
+	forced, err := cfg.Model.ParsedSplit()
+	if err != nil {
+		return []byte("error=" + oneLineErr(err) + "\n")
+	}
+	d, err := model.Decide(params, forced)
+	if err != nil {
+		return []byte("error=" + oneLineErr(err) + "\n")
+	}
+	return []byte(model.NewReport(d, inputs, warnings).KeyValues())
+}
+
+func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }

@@ -340,6 +340,9 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	fsys, err := fs.Mount(fs.Options{
 		Placer: p, Source: cfg.Source, Mountpoint: cfg.Mountpoint, Version: version,
 		Logger: log, NoPassthrough: ma.noPassthrough,
+		Model: func() []byte {
+			return mountModelText(context.Background(), *cfg, cat.Files(), cat.Bytes())
+		},
 	})
 	if err != nil {
 		return runtimeErr("%v", err)
