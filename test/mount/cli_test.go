@@ -363,3 +363,29 @@ func processAlive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+func TestModelCtlFileShowsTheSplit(t *testing.T) {
+	requireFUSE(t)
+	src, _ := makeTree(t, 1<<10)
+	base := t.TempDir()
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	cfg := filepath.Join(base, "c.toml")
+	os.WriteFile(cfg, []byte("[model]\nmemory_budget = \"1GiB\"\nt_decode_augment = 500\nt_augment = 1500\nb_storage = \"100MB/s\"\nt_gpu = 2000\n"), 0o644)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	data, err := os.ReadFile(filepath.Join(mnt, ".epochfs", "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[k] = v
+		}
+	}
+	// The whole tiny dataset fits the budget augmented: all augmented.
+	if kv["split_augmented_pct"] != "100" || kv["split_encoded_pct"] != "0" || kv["predicted_samples_per_s"] == "" {
+		t.Fatalf(".epochfs/model:\n%s", data)
+	}
+	cli(t, "unmount", mnt)
+}
