@@ -35,14 +35,35 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	before := ourMounts()
+	fdsBefore := openFDs()
 	code := m.Run()
 	os.RemoveAll(dir)
+	// ... and on file descriptors left open by the in-process mounts.
+	if fds := openFDs(); len(fds) > len(fdsBefore) {
+		fmt.Fprintf(os.Stderr, "FAIL: %d file descriptors open at start, %d at the end: %v\n", len(fdsBefore), len(fds), fds)
+		code = 1
+	}
 	// A test run fails on a mount left behind.
 	if left := ourMounts(); len(left) > len(before) {
 		fmt.Fprintf(os.Stderr, "FAIL: mounts left behind: %v\n", left)
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// openFDs lists this process's descriptors of files and directories (tier
+// copies, source files, the catalog). Pipes are left out: go-fuse keeps a
+// pool of splice pipes for the life of the process.
+func openFDs() []string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/") && !strings.HasPrefix(target, "/sys/") && !strings.HasPrefix(target, "/proc/") {
+			out = append(out, e.Name()+"->"+target)
+		}
+	}
+	return out
 }
 
 // ourMounts lists epochfs mounts in /proc/mounts.
