@@ -1,0 +1,5 @@
+//go:build !race
+
+package datagen
+
+const raceEnabled = false
