@@ -1,0 +1,330 @@
+package sampler
+
+import (
+	"slices"
+	"sort"
+)
+
+// The per-sample status byte: the low 2 bits are the buffer state, the high
+// 6 bits the reference count, valid while the state is not stNone: the
+// number of live jobs whose subset holds the sample and that have not been
+// served it this epoch (planned counts as not served). An entry whose count
+// reaches 0 is released: every live job consumed it.
+const (
+	stNone      = 0 // not in the shared buffer
+	stRequested = 1 // handed out by Prefetch or kept by Installed, fetch in flight
+	stBuffered  = 2 // installed in the buffer
+	stateMask   = 3
+	maxRef      = 63
+)
+
+// Stats are the shared buffer's counters.
+type Stats struct {
+	Slots       int // Options.BufferSlots
+	Buffered    int // installed entries
+	Requested   int // entries being fetched
+	Prefetched  int // samples handed out by Prefetch, total
+	Kept        int // demand reads kept by Installed, total
+	Released    int // entries released because every live job consumed them
+	Evicted     int // entries released for room for an entry more jobs want
+	Failed      int // prefetches reported failed
+	Substituted int // draws replaced by buffered samples, all jobs
+}
+
+func (s *Sampler) state(e int32) uint8 { return s.status[e] & stateMask }
+func (s *Sampler) ref(e int32) int     { return int(s.status[e] >> 2) }
+func (s *Sampler) setRef(e int32, r int) {
+	s.status[e] = s.status[e]&stateMask | uint8(min(r, maxRef))<<2
+}
+
+// wantCount is the number of live jobs that still want e this epoch.
+func (s *Sampler) wantCount(e int32) int {
+	c := 0
+	for _, j := range s.order {
+		if j.wants(e) {
+			c++
+		}
+	}
+	return c
+}
+
+func (s *Sampler) bufAdd(e int32, st uint8, ref int) {
+	s.status[e] = st
+	s.setRef(e, ref)
+	s.bufPos[e] = len(s.buf)
+	s.buf = append(s.buf, e)
+}
+
+// bufRemove forgets e; release says whether the buffer holds bytes to drop.
+func (s *Sampler) bufRemove(e int32, release bool) {
+	p := s.bufPos[e]
+	last := s.buf[len(s.buf)-1]
+	s.buf[p] = last
+	s.bufPos[last] = p
+	s.buf = s.buf[:len(s.buf)-1]
+	delete(s.bufPos, e)
+	s.status[e] = stNone
+	if release {
+		s.releases = append(s.releases, int(e))
+	}
+}
+
+// bufAdjust adds delta to the count of every entry that job j wants (after a
+// join or an epoch start: +1; before it leaves: -1), releasing entries that
+// nobody wants any more.
+func (s *Sampler) bufAdjust(j *job, delta int) {
+	for _, e := range slices.Clone(s.buf) {
+		if !j.wants(e) {
+			continue
+		}
+		r := s.ref(e) + delta
+		s.setRef(e, max(r, 0))
+		if r <= 0 && s.state(e) == stBuffered {
+			s.bufRemove(e, true)
+			s.stats.Released++
+		}
+	}
+}
+
+// serve accounts for job j reading e (e has left j's plan already).
+func (s *Sampler) serve(j *job, e int32) {
+	switch st := s.state(e); {
+	case st != stNone:
+		j.st.BufferReads++
+		r := s.ref(e) - 1
+		s.setRef(e, max(r, 0))
+		if r <= 0 && st == stBuffered {
+			s.bufRemove(e, true)
+			s.stats.Released++
+		}
+	case s.res.Resident(int(e)):
+		j.st.ResidentReads++
+	default:
+		j.st.SourceReads++
+	}
+}
+
+// substitutable reports whether the planned sample e of job j may be
+// replaced: nobody holds or fetches it, it is not resident, and no other job
+// has it planned (a DSA draw shared with another job is kept).
+func (s *Sampler) substitutable(j *job, e int32) bool {
+	if s.state(e) != stNone || s.res.Resident(int(e)) {
+		return false
+	}
+	for _, o := range s.order {
+		if o != j {
+			if _, ok := o.planned[e]; ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// substitute replaces the substitutable samples among the first k of j's
+// plan by buffered (or in-flight) samples that j has not had this epoch,
+// earliest positions first. Displaced draws return to j's unseen set, so the
+// epoch still covers them. Buffered candidates are taken in buffer order.
+func (s *Sampler) substitute(j *job, k int) {
+	if s.opt.NoSubstitution || len(s.buf) == 0 {
+		return
+	}
+	var pos []int
+	for p := 0; p < k && p < len(j.plan); p++ {
+		if s.substitutable(j, j.plan[p]) {
+			pos = append(pos, p)
+		}
+	}
+	if len(pos) == 0 {
+		return
+	}
+	var subs []int32
+	for _, e := range s.buf {
+		if len(subs) == len(pos) {
+			break
+		}
+		if j.free(e) {
+			subs = append(subs, e)
+		}
+	}
+	for i, e := range subs {
+		p := pos[i]
+		s.untake(j, j.plan[p])
+		s.take(j, e)
+		j.plan[p] = e
+		j.st.Substitutions++
+		s.stats.Substituted++
+	}
+}
+
+// Prefetch returns up to max samples that the buffer should fetch now, best
+// first, and marks them as being fetched: the caller must report each one
+// with Installed or Failed. Candidates are the non-resident samples in the
+// live jobs' lookahead windows (ODS jobs first take what the buffer already
+// holds), ordered by the number of live jobs that still want them, then by
+// how soon they are read. When the buffer is full, an installed entry wanted
+// by fewer jobs than a candidate is evicted for it (see Releases).
+func (s *Sampler) Prefetch(max int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reap(s.opt.Now())
+	if s.opt.BufferSlots == 0 || max <= 0 {
+		return nil
+	}
+	type cand struct {
+		e     int32
+		want  int
+		first int
+	}
+	var cands []cand
+	idx := map[int32]int{}
+	for _, j := range s.order {
+		if j.served < j.set.n {
+			s.fill(j)
+		}
+		if j.cfg.Kind == KindODS {
+			s.substitute(j, len(j.plan))
+		}
+		for p, e := range j.plan {
+			if s.state(e) != stNone || s.res.Resident(int(e)) {
+				continue
+			}
+			if c, ok := idx[e]; ok {
+				cands[c].first = min(cands[c].first, p)
+				continue
+			}
+			idx[e] = len(cands)
+			cands = append(cands, cand{e: e, want: s.wantCount(e), first: p})
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool {
+		ca, cb := cands[a], cands[b]
+		if ca.want != cb.want {
+			return ca.want > cb.want
+		}
+		if ca.first != cb.first {
+			return ca.first < cb.first
+		}
+		return ca.e < cb.e
+	})
+	var out []int
+	for _, c := range cands {
+		if len(out) == max {
+			break
+		}
+		if !s.room(c.want) {
+			break
+		}
+		s.bufAdd(c.e, stRequested, c.want)
+		s.stats.Prefetched++
+		out = append(out, int(c.e))
+	}
+	return out
+}
+
+// room makes room for one entry wanted by want jobs, evicting the installed
+// entry with the lowest count if that count is lower. It reports whether
+// there is room.
+func (s *Sampler) room(want int) bool {
+	if len(s.buf) < s.opt.BufferSlots {
+		return true
+	}
+	victim, vref := int32(-1), want
+	for _, e := range s.buf {
+		if s.state(e) == stBuffered && s.ref(e) < vref {
+			victim, vref = e, s.ref(e)
+		}
+	}
+	if victim < 0 {
+		return false
+	}
+	s.bufRemove(victim, true)
+	s.stats.Evicted++
+	return true
+}
+
+// Installed reports that the buffer now holds sample i's bytes, fetched for
+// Prefetch or by a demand read from the source, and returns whether to keep
+// them: true while some live job still wants i this epoch and there is room
+// (possibly after evicting an entry fewer jobs want; see Releases). On false
+// the caller drops the bytes; the sampler holds no reference.
+func (s *Sampler) Installed(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reap(s.opt.Now())
+	if i < 0 || i >= s.n {
+		return false
+	}
+	e := int32(i)
+	switch s.state(e) {
+	case stBuffered:
+		return true
+	case stRequested:
+		w := s.wantCount(e)
+		if w == 0 || s.res.Resident(i) {
+			s.bufRemove(e, false)
+			s.stats.Released++
+			return false
+		}
+		s.status[e] = stBuffered
+		s.setRef(e, w)
+		return true
+	}
+	if s.opt.BufferSlots == 0 || s.res.Resident(i) {
+		return false
+	}
+	w := s.wantCount(e)
+	if w == 0 || !s.room(w) {
+		return false
+	}
+	s.bufAdd(e, stBuffered, w)
+	s.stats.Kept++
+	return true
+}
+
+// Failed reports that a prefetch of sample i failed; the sample is no longer
+// counted as being fetched (readers fetch it on demand).
+func (s *Sampler) Failed(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= 0 && i < s.n && s.state(int32(i)) == stRequested {
+		s.bufRemove(int32(i), false)
+		s.stats.Failed++
+	}
+}
+
+// Releases appends to dst the installed samples the buffer should drop now
+// (consumed by every live job, evicted for room, or left by ended and expired
+// jobs) and forgets them.
+func (s *Sampler) Releases(dst []int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reap(s.opt.Now())
+	dst = append(dst, s.releases...)
+	s.releases = s.releases[:0]
+	return dst
+}
+
+// Buffered reports whether sample i is installed in (or being fetched into)
+// the shared buffer as the sampler sees it.
+func (s *Sampler) Buffered(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return i >= 0 && i < s.n && s.state(int32(i)) != stNone
+}
+
+// Stats returns the buffer's counters.
+func (s *Sampler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Slots = s.opt.BufferSlots
+	for _, e := range s.buf {
+		if s.state(e) == stBuffered {
+			st.Buffered++
+		} else {
+			st.Requested++
+		}
+	}
+	return st
+}
