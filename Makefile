@@ -37,3 +37,9 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# Read path overhead of resident data: mount vs native reads of the tier
+# (docs/benchmarks.md, "Read path overhead"). Needs root; ~5-10 minutes.
+.PHONY: bench-readpath
+bench-readpath: build
+	bash test/bench/readpath.sh
