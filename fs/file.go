@@ -35,15 +35,17 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if r.ResidentFile() != nil && n.fsys.passthrough.Load() && n.cached == 0 {
+	// The dataset is read-only: no FLUSH round trip at close.
+	const noflush = fuse.FOPEN_NOFLUSH
+	if r.ResidentFD() >= 0 && n.fsys.passthroughTier(r.TierIndex()) && n.cached == 0 {
 		n.pt++
-		return &ptHandle{n: n, r: r}, 0, 0
+		return &ptHandle{n: n, r: r}, noflush, 0
 	}
 	if n.pt > 0 {
-		return &cachedHandle{n: n, r: r, direct: true}, fuse.FOPEN_DIRECT_IO, 0
+		return &cachedHandle{n: n, r: r, direct: true}, fuse.FOPEN_DIRECT_IO | noflush, 0
 	}
 	n.cached++
-	return &cachedHandle{n: n, r: r}, keep, 0
+	return &cachedHandle{n: n, r: r}, keep | noflush, 0
 }
 
 // ptHandle is a passthrough open: the kernel reads the tier file itself.
@@ -59,7 +61,7 @@ var (
 )
 
 func (h *ptHandle) PassthroughFd() (int, bool) {
-	return int(h.r.ResidentFile().Fd()), true
+	return h.r.ResidentFD(), true
 }
 
 // Read is used only if the kernel does not pass the read through.
@@ -91,9 +93,9 @@ var (
 )
 
 func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if rf := h.r.ResidentFile(); rf != nil {
+	if fd := h.r.ResidentFD(); fd >= 0 {
 		// Zero-copy: go-fuse splices from the tier file.
-		return fuse.ReadResultFd(rf.Fd(), off, len(dest)), 0
+		return fuse.ReadResultFd(uintptr(fd), off, len(dest)), 0
 	}
 	n, err := h.r.ReadAt(reqCtx(ctx), dest, off)
 	if err != nil {

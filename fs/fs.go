@@ -53,7 +53,8 @@ type FS struct {
 	server *fuse.Server
 	root   *node
 
-	passthrough atomic.Bool
+	passthrough atomic.Bool   // some tier's files go through passthrough
+	ptTiers     []atomic.Bool // per tier: its files may be passed through
 	seenErrs    sync.Map
 	errs        errorRing
 	start       time.Time
@@ -69,6 +70,7 @@ func Mount(o Options) (*FS, error) {
 		o.Timeout = time.Hour
 	}
 	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now()}
+	fsys.ptTiers = make([]atomic.Bool, len(o.Placer.Tiers()))
 	fsys.root = &node{fsys: fsys, e: o.Placer.Catalog().Root()}
 	neg := o.Timeout
 	fo := &fusefs.Options{
@@ -101,29 +103,50 @@ func Mount(o Options) (*FS, error) {
 	return fsys, nil
 }
 
-// probePassthrough registers a tier file with the kernel once. go-fuse
-// turns passthrough off for the whole mount after the first failed
-// registration, so the mount finds out here, not at a user's open.
+// probePassthrough registers a file of each tier with the kernel once.
+// go-fuse turns passthrough off for the whole mount after the first failed
+// registration, so the mount finds out here, not at a user's open, and
+// never hands the kernel a file of a tier that failed the probe.
 func (fsys *FS) probePassthrough() bool {
-	tiers := fsys.p.Tiers()
-	if len(tiers) == 0 {
-		return false
+	on := false
+	for i, t := range fsys.p.Tiers() {
+		ok, why := fsys.probeTier(t.Dir())
+		fsys.ptTiers[i].Store(ok)
+		on = on || ok
+		if ok {
+			fsys.log.Info("passthrough on", zap.String("tier", t.Name()))
+		} else {
+			fsys.log.Info("passthrough off", zap.String("tier", t.Name()), zap.String("reason", why))
+		}
+		if !ok && why == "registration refused" {
+			// A refusal may have turned go-fuse's passthrough off for good.
+			for j := range fsys.ptTiers {
+				fsys.ptTiers[j].Store(false)
+			}
+			return false
+		}
 	}
-	f, err := os.CreateTemp(tiers[0].Dir()+"/.tmp", "probe-*")
+	return on
+}
+
+func (fsys *FS) probeTier(dir string) (bool, string) {
+	f, err := os.CreateTemp(dir+"/.tmp", "probe-*")
 	if err != nil {
-		fsys.log.Warn("passthrough probe: cannot create a tier file", zap.Error(err))
-		return false
+		return false, "cannot create a tier file: " + err.Error()
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
 	id, errno := fsys.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
 	if errno != 0 {
-		fsys.log.Info("passthrough off", zap.String("reason", errno.Error()))
-		return false
+		return false, "registration refused"
 	}
 	fsys.server.UnregisterBackingFd(id)
-	fsys.log.Info("passthrough on")
-	return true
+	return true, ""
+}
+
+// passthroughTier reports whether files of tier i go through passthrough.
+func (fsys *FS) passthroughTier(i int) bool {
+	return i >= 0 && i < len(fsys.ptTiers) && fsys.ptTiers[i].Load()
 }
 
 // Passthrough reports whether resident files are served by passthrough.

@@ -64,8 +64,12 @@ func (fsys *FS) status() []kv {
 		i64("placements_skipped_nospace", ps.SkippedNoSpace),
 		i64("placements_bytes", ps.BytesPlaced),
 	}
-	for _, t := range p.Tiers() {
+	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."
+		tpt := "off"
+		if fsys.passthroughTier(i) {
+			tpt = "on"
+		}
 		healthy := "yes"
 		if !t.Healthy() {
 			healthy = "no"
@@ -77,6 +81,7 @@ func (fsys *FS) status() []kv {
 			i64(pre+"files", t.Files()),
 			i64(pre+"errors", t.Errors()),
 			kv{pre + "healthy", healthy, false},
+			kv{pre + "passthrough", tpt, false},
 		)
 	}
 	return out

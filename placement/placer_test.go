@@ -48,7 +48,7 @@ func TestEveryFileReadsByteIdenticalBeforeDuringAndAfterPlacement(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.TierIndex() != 0 || r.ResidentFile() == nil {
+		if r.TierIndex() != 0 || r.ResidentFD() < 0 {
 			t.Errorf("%s: resident file opened on tier %d", p, r.TierIndex())
 		}
 		r.Close()
@@ -368,7 +368,7 @@ func TestValidateOpenDropsTheCopyOfAChangedFile(t *testing.T) {
 		if !r.Changed() {
 			t.Errorf("%s: Open did not report the change", p)
 		}
-		if r.ResidentFile() != nil || r.TierIndex() >= 0 {
+		if r.ResidentFD() >= 0 || r.TierIndex() >= 0 {
 			t.Errorf("%s: opened on the stale tier copy", p)
 		}
 		if en.Attr().Size != int64(len(want)) {

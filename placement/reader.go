@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
@@ -19,10 +20,10 @@ type Reader struct {
 	p *Placer
 	e *Entry
 
-	tierFile *os.File // installed copy opened at Open
-	tierIdx  int
-	fl       *flight // copy in flight, attached at Open
-	changed  bool    // Open found the source changed
+	tierFD  int // installed copy opened at Open, or -1
+	tierIdx int
+	fl      *flight // copy in flight, attached at Open
+	changed bool    // Open found the source changed
 
 	mu  sync.Mutex // guards src and the fallback switches
 	src *tier.SourceFile
@@ -39,7 +40,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	if p.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	r := &Reader{p: p, e: e, tierIdx: -1}
+	r := &Reader{p: p, e: e, tierIdx: -1, tierFD: -1}
 	if p.o.ValidateOpen {
 		st, err := p.src.Stat(e.Path)
 		if err != nil {
@@ -56,13 +57,13 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	}
 	if i := e.Tier(); i >= 0 {
 		t := p.o.Tiers[i]
-		f, err := t.OpenFile(e.Path)
+		fd, size, err := t.OpenFD(e.Path)
 		if err == nil {
-			if st, serr := f.Stat(); serr == nil && st.Size() == e.Attr().Size {
-				r.tierFile, r.tierIdx = f, i
+			if size == e.Attr().Size {
+				r.tierFD, r.tierIdx = fd, i
 				return r, nil
 			}
-			f.Close()
+			syscall.Close(fd)
 			err = fmt.Errorf("placement: tier copy of %s has the wrong size", e.Path)
 		}
 		p.log.Warn("tier copy unusable; reading the source", zap.String("path", e.Path), zap.Error(err))
@@ -126,9 +127,10 @@ func (p *Placer) dropCopy(e *Entry, i int) {
 // Entry is the file being read.
 func (r *Reader) Entry() *Entry { return r.e }
 
-// ResidentFile is the installed tier copy the reader was opened on, or nil.
-// The fs layer hands it to the kernel for passthrough reads.
-func (r *Reader) ResidentFile() *os.File { return r.tierFile }
+// ResidentFD is the descriptor of the installed tier copy the reader was
+// opened on, or -1. The fs layer hands it to the kernel for passthrough
+// reads or splices from it.
+func (r *Reader) ResidentFD() int { return r.tierFD }
 
 // TierIndex is the tier the reader was opened on, or -1.
 func (r *Reader) TierIndex() int { return r.tierIdx }
@@ -140,9 +142,9 @@ func (r *Reader) Changed() bool { return r.changed }
 // ReadAt fills buf from off. It returns fewer bytes only at the end of the
 // file. It never fails because of a tier: it falls back to the source.
 func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
-	if tf := r.tierFile; tf != nil {
-		n, err := tf.ReadAt(buf, off)
-		if err == nil || errors.Is(err, io.EOF) {
+	if r.tierFD >= 0 {
+		n, err := preadFull(r.tierFD, buf, off)
+		if err == nil {
 			return n, nil
 		}
 		r.p.o.Tiers[r.tierIdx].NoteError(err)
@@ -187,8 +189,9 @@ func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, er
 // Close releases the reader's files.
 func (r *Reader) Close() error {
 	var err error
-	if r.tierFile != nil {
-		err = r.tierFile.Close()
+	if r.tierFD >= 0 {
+		err = syscall.Close(r.tierFD)
+		r.tierFD = -1
 	}
 	if r.fl != nil {
 		r.fl.release()
@@ -202,4 +205,23 @@ func (r *Reader) Close() error {
 	}
 	r.mu.Unlock()
 	return err
+}
+
+// preadFull reads until buf is full or the file ends.
+func preadFull(fd int, buf []byte, off int64) (int, error) {
+	done := 0
+	for done < len(buf) {
+		n, err := syscall.Pread(fd, buf[done:], off+int64(done))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		if n == 0 {
+			break
+		}
+		done += n
+	}
+	return done, nil
 }
