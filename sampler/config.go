@@ -3,6 +3,7 @@ package sampler
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -125,11 +126,11 @@ func ParseJobConfig(b []byte) (JobConfig, error) {
 			}
 			cfg.Kind = k
 		case "subset":
-			p := strings.Trim(val, "/")
+			p := cleanPrefix(val)
 			switch {
-			case val == "" || val == "all" || p == "" || p == ".":
+			case val == "all" || p == "" || p == ".":
 				all = true
-			case strings.ContainsRune(p, 0) || hasDotDot(p):
+			case strings.ContainsRune(val, 0) || hasDotDot(val):
 				return JobConfig{}, fmt.Errorf("%w: line %d: subset=%q: want a dataset-relative path without .. or NUL", ErrBadConfig, lineNo, clip(val))
 			default:
 				cfg.SubsetPrefixes = append(cfg.SubsetPrefixes, p)
@@ -165,9 +166,24 @@ func MatchPrefix(prefix, p string) bool {
 	return p == prefix || (strings.HasPrefix(p, prefix) && p[len(prefix)] == '/')
 }
 
+// cleanPrefix normalises a subset prefix: no leading, trailing or double
+// slashes, no surrounding spaces.
+func cleanPrefix(v string) string {
+	for {
+		p := strings.TrimSpace(strings.Trim(v, "/"))
+		if p != "" {
+			p = strings.TrimPrefix(path.Clean("/"+p), "/")
+		}
+		if p == v {
+			return p
+		}
+		v = p
+	}
+}
+
 func hasDotDot(p string) bool {
 	for _, c := range strings.Split(p, "/") {
-		if c == ".." {
+		if strings.TrimSpace(c) == ".." {
 			return true
 		}
 	}
