@@ -33,7 +33,7 @@ func TestDecodeRegionEqualsCropOfFullDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if name == "png" && denom != 1 {
+			if (name == "png" || !d.UsesTurbo()) && denom != 1 {
 				continue
 			}
 			if got != denom {

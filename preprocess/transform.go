@@ -123,9 +123,10 @@ func flipInPlace(img *Image) {
 	}
 }
 
-// toFloatCHW is ToTensor (x/255 as float32) followed by Normalize when
-// lut holds the per-channel (x/255 - mean)/std table.
-func toFloatCHW(img *Image, lut *[3][256]float32) *Tensor {
+// toFloatCHWGo is ToTensor (x/255 as float32) followed by Normalize when
+// lut holds the per-channel (x/255 - mean)/std table (the !cgo build and
+// the tests' oracle for the C version).
+func toFloatCHWGo(img *Image, lut *[3][256]float32) *Tensor {
 	n := img.W * img.H
 	out := make([]float32, 3*n)
 	r, g, b := out[:n], out[n:2*n], out[2*n:]
