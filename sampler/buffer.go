@@ -223,15 +223,17 @@ func (s *Sampler) Prefetch(max int) []int {
 }
 
 // room makes room for one entry wanted by want jobs, evicting the installed
-// entry with the lowest count if that count is lower. It reports whether
-// there is room.
+// entry with the lowest count if that count is lower. An entry in a job's
+// lookahead window is never evicted: it is about to be read (Joader: data
+// sampled earlier and not yet consumed cannot be evicted). It reports
+// whether there is room.
 func (s *Sampler) room(want int) bool {
 	if len(s.buf) < s.opt.BufferSlots {
 		return true
 	}
 	victim, vref := int32(-1), want
 	for _, e := range s.buf {
-		if s.state(e) == stBuffered && s.ref(e) < vref {
+		if s.state(e) == stBuffered && s.ref(e) < vref && !s.plannedByAny(e) {
 			victim, vref = e, s.ref(e)
 		}
 	}
@@ -327,4 +329,13 @@ func (s *Sampler) Stats() Stats {
 		}
 	}
 	return st
+}
+
+func (s *Sampler) plannedByAny(e int32) bool {
+	for _, j := range s.order {
+		if _, ok := j.planned[e]; ok {
+			return true
+		}
+	}
+	return false
 }
