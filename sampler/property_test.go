@@ -263,8 +263,8 @@ func (w *workload) step() {
 
 func TestEverySampleExactlyOncePerEpochUnderRandomWorkloads(t *testing.T) {
 	runs := 300
-	if testing.Short() {
-		runs = 60
+	if testing.Short() || raceEnabled {
+		runs = 80
 	}
 	epochs := 0
 	for seed := range runs {
