@@ -4,7 +4,7 @@ PATH    := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build test ci vet demo bench bench-quick fuzz deps clean
+.PHONY: build test ci vet demo bench bench-quick bench-deps fuzz deps clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/epochfs ./cmd/epochfs
@@ -26,10 +26,16 @@ ci: deps build vet
 demo: deps build
 	bash scripts/demo.sh
 
-bench: deps build
+# Benchmarks (docs/benchmarks.md): epochs over an emulated slow PFS against
+# sshfs, rclone and a local copy, then read path and preprocessing. Needs
+# root; ~60 min. bench-quick: a few minutes. Not part of CI (needs sshd).
+bench-deps: deps
+	bash test/bench/deps.sh
+
+bench: bench-deps build
 	bash test/bench/run.sh
 
-bench-quick: deps build
+bench-quick: bench-deps build
 	QUICK=1 bash test/bench/run.sh
 
 fuzz:
