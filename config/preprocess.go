@@ -23,6 +23,10 @@ type Preprocess struct {
 	Output string `toml:"output"`
 	// Workers is the number of preprocessing workers, 0 = one per core.
 	Workers int `toml:"workers"`
+	// FastUpsample turns off libjpeg's fancy chroma upsampling: JPEG
+	// decoding gets about 13 % faster, and pixels differ from PIL's by a
+	// mean of under 1 (uint8) instead of not at all.
+	FastUpsample bool `toml:"fast_upsample"`
 	// MaxPixels: images declaring more pixels are refused before
 	// decoding; 0 means DefaultMaxPixels.
 	MaxPixels int64 `toml:"max_pixels"`

@@ -15,6 +15,7 @@ normalize = [[0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]
 output = "float32_chw"
 workers = 3
 max_pixels = 1000000
+fast_upsample = true
 `, "test.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +25,7 @@ max_pixels = 1000000
 		t.Errorf("steps %v %v", p.Static, p.Augment)
 	}
 	if fmt.Sprint(p.Normalize) != "[[0.485 0.456 0.406] [0.229 0.224 0.225]]" || p.Output != "float32_chw" ||
-		p.Workers != 3 || p.MaxPixels != 1000000 {
+		p.Workers != 3 || p.MaxPixels != 1000000 || !p.FastUpsample {
 		t.Errorf("parsed %+v", p)
 	}
 	if err := p.Validate(); err != nil {

@@ -132,8 +132,18 @@ func BenchmarkAugmentFromDecoded(b *testing.B) {
 // BenchmarkDecodeRRCRegion: decoding only RandomResizedCrop's crop (what
 // the training pipeline does), to compare with BenchmarkDecode.
 func BenchmarkDecodeRRCRegion(b *testing.B) {
+	benchRegion(b, false)
+}
+
+// BenchmarkDecodeRRCRegionFastUpsample: the same without fancy
+// upsampling.
+func BenchmarkDecodeRRCRegionFastUpsample(b *testing.B) {
+	benchRegion(b, true)
+}
+
+func benchRegion(b *testing.B, fast bool) {
 	set := benchSet(b, 16)
-	d, _ := NewDecoder(DecoderOptions{})
+	d, _ := NewDecoder(DecoderOptions{FastUpsample: fast})
 	defer d.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()

@@ -49,6 +49,10 @@ type DecoderOptions struct {
 	// libjpeg-turbo (about 4× slower; for comparison and as the fallback
 	// in builds without cgo).
 	ForceStdlib bool
+	// FastUpsample turns off libjpeg's "fancy" (triangle) chroma
+	// upsampling: region decodes get about 13 % faster, but the pixels
+	// then differ slightly from PIL's, which upsamples fancily.
+	FastUpsample bool
 }
 
 // Decoder decodes JPEG (libjpeg-turbo through cgo, with DCT-domain
@@ -59,6 +63,8 @@ type Decoder struct {
 	stdlib    bool
 	tj        *turboPool
 	bufs      *bufPool
+
+	fastUpsample bool
 }
 
 // NewDecoder returns a Decoder.
@@ -72,7 +78,7 @@ func NewDecoder(opts DecoderOptions) (*Decoder, error) {
 	if opts.Handles <= 0 {
 		opts.Handles = 16
 	}
-	d := &Decoder{maxPixels: opts.MaxPixels, stdlib: opts.ForceStdlib || !haveTurbo, bufs: &bufPool{}}
+	d := &Decoder{maxPixels: opts.MaxPixels, stdlib: opts.ForceStdlib || !haveTurbo, bufs: &bufPool{}, fastUpsample: opts.FastUpsample}
 	if !d.stdlib {
 		d.tj = newTurboPool(opts.Handles)
 	}

@@ -30,6 +30,8 @@ type Options struct {
 	NoDCTScaling bool
 	// ForceStdlib decodes JPEGs with Go's image/jpeg.
 	ForceStdlib bool
+	// FastUpsample: see DecoderOptions.FastUpsample.
+	FastUpsample bool
 }
 
 // Pipeline is a parsed, validated preprocessing pipeline. It is safe for
@@ -68,7 +70,7 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, fmt.Errorf("preprocess: output %q: %w: want %q or %q", opts.Output, ErrBadOptions,
 			spec.OutputUint8HWC, spec.OutputFloat32CHW)
 	}
-	p.dec, err = NewDecoder(DecoderOptions{MaxPixels: opts.MaxPixels, ForceStdlib: opts.ForceStdlib})
+	p.dec, err = NewDecoder(DecoderOptions{MaxPixels: opts.MaxPixels, ForceStdlib: opts.ForceStdlib, FastUpsample: opts.FastUpsample})
 	if err != nil {
 		return nil, err
 	}

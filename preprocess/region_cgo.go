@@ -41,7 +41,7 @@ static void epochfs_output_message(j_common_ptr c) { (void)c; }
 // exp_w × exp_h (checked against the pixel limit by the caller); returns
 // 0, or -1 with msg set.
 static int epochfs_decode_region(const unsigned char *buf, unsigned long len, int denom,
-		int exp_w, int exp_h, int x0, int y0, int w, int h,
+		int exp_w, int exp_h, int fast, int x0, int y0, int w, int h,
 		unsigned char *dst, unsigned char *rowbuf, int rowbuf_len, char *msg, int msglen) {
 	struct jpeg_decompress_struct cinfo;
 	epochfs_jerr jerr;
@@ -74,6 +74,9 @@ static int epochfs_decode_region(const unsigned char *buf, unsigned long len, in
 	cinfo.out_color_space = JCS_RGB;
 	cinfo.scale_num = 1;
 	cinfo.scale_denom = denom;
+	if (fast) {
+		cinfo.do_fancy_upsampling = FALSE;
+	}
 	jpeg_start_decompress(&cinfo);
 	if (x0 < 0 || y0 < 0 || w <= 0 || h <= 0 || x0 + w > (int)cinfo.output_width ||
 			y0 + h > (int)cinfo.output_height || (int)cinfo.output_width * 3 > rowbuf_len ||
@@ -131,7 +134,7 @@ func (d *Decoder) decodeRegionTurbo(data []byte, hdr Header, denom int, r Rect) 
 	defer d.bufs.put(row)
 	var msg [errLen]C.char
 	rc := C.epochfs_decode_region((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
-		C.int(hdr.W), C.int(hdr.H), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H),
+		C.int(hdr.W), C.int(hdr.H), C.int(b2i(d.fastUpsample)), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H),
 		(*C.uchar)(unsafe.Pointer(&out[0])), (*C.uchar)(unsafe.Pointer(&row[0])), C.int(len(row)),
 		&msg[0], errLen)
 	switch rc {
@@ -143,4 +146,11 @@ func (d *Decoder) decodeRegionTurbo(data []byte, hdr Header, denom int, r Rect) 
 	}
 	d.bufs.put(out)
 	return nil, true, fmt.Errorf("preprocess: jpeg decode: %s: %w", C.GoString(&msg[0]), ErrCorrupt)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

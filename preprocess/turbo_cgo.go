@@ -28,8 +28,8 @@ static int epochfs_tj_header(tjhandle h, const unsigned char *buf, unsigned long
 // scaled). Returns 0 on success, 1 on a warning (err holds it), -1 on a
 // fatal error.
 static int epochfs_tj_decode(tjhandle h, const unsigned char *buf, unsigned long len,
-		unsigned char *dst, int w, int hh, int pf, char *err, int errlen) {
-	int flags = TJFLAG_LIMITSCANS;
+		unsigned char *dst, int w, int hh, int pf, int fast, char *err, int errlen) {
+	int flags = TJFLAG_LIMITSCANS | (fast ? TJFLAG_FASTUPSAMPLE : 0);
 	if (tjDecompress2(h, buf, len, dst, w, 0, hh, pf, flags) == 0) {
 		return 0;
 	}
@@ -164,7 +164,7 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (img *Image
 	buf := d.bufs.get(w * hh * bpp)
 	var ebuf [errLen]C.char
 	rc := C.epochfs_tj_decode(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
-		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, &ebuf[0], errLen)
+		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, C.int(b2i(d.fastUpsample)), &ebuf[0], errLen)
 	if rc != 0 {
 		msg := C.GoString(&ebuf[0])
 		// Like PIL: a truncated file is an error, other libjpeg warnings

@@ -61,7 +61,7 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 	}
 	p, err := preprocess.New(preprocess.Options{
 		Static: pc.Static, Augment: pc.Augment, Normalize: pc.Normalize,
-		Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels,
+		Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels, FastUpsample: pc.FastUpsample,
 	})
 	if err != nil {
 		return usageErr("%v", err)

@@ -7,6 +7,7 @@
 //	  decode    libjpeg-turbo decode to RGB, one core
 //	  stdlib    Go image/jpeg decode, one core
 //	  pipeline  decode + RandomResizedCrop(224) + hflip + float32 CHW, one core
+//	  pipeline_fast  the same with fast (non-fancy) chroma upsampling
 //	  pool      the same through the fast/slow Pool on all cores
 //	  npy       .npy encoding of the 3×224×224 float32 output, one core
 package main
@@ -107,8 +108,8 @@ func measure(mode string, set [][]byte, d time.Duration) (int, time.Duration, er
 			_, _, err := dec.Decode(set[i%len(set)], nil)
 			return err
 		})
-	case "pipeline":
-		p, err := preprocess.New(preprocess.Options{Augment: augment, Output: "float32_chw"})
+	case "pipeline", "pipeline_fast":
+		p, err := preprocess.New(preprocess.Options{Augment: augment, Output: "float32_chw", FastUpsample: mode == "pipeline_fast"})
 		if err != nil {
 			return 0, 0, err
 		}

@@ -35,6 +35,7 @@ for r in $(seq "$REPEATS"); do
   $PY preprocess/bench/pil_bench.py "$set_dir" decode "$SECONDS_EACH" >>"$out"
   "$work/bench" -dir "$set_dir" -mode pipeline -seconds "$SECONDS_EACH" >>"$out"
   $PY preprocess/bench/pil_bench.py "$set_dir" pipeline "$SECONDS_EACH" >>"$out"
+  "$work/bench" -dir "$set_dir" -mode pipeline_fast -seconds "$SECONDS_EACH" >>"$out"
   "$work/bench" -dir "$set_dir" -mode pool -seconds "$SECONDS_EACH" >>"$out"
   $PY preprocess/bench/pil_bench.py "$set_dir" dataloader "$SECONDS_EACH" >>"$out"
   "$work/bench" -dir "$set_dir" -mode npy -seconds "$SECONDS_EACH" >>"$out"

@@ -16,6 +16,7 @@ print("| implementation | measurement | cores | median /s | min–max /s | per c
 print("|---|---|---|---|---|---|")
 names = {"decode": "decode only", "stdlib": "decode only, Go image/jpeg",
          "pipeline": "decode + RandomResizedCrop(224) + flip + float32 CHW",
+         "pipeline_fast": "same, fast_upsample = true",
          "pool": "same, Pool on all cores", "dataloader": "same, DataLoader(num_workers=2)",
          "npy": ".npy encoding of 3×224×224 float32"}
 cores = {(r["impl"], r["mode"]): r["cores"] for r in rows}
@@ -23,7 +24,8 @@ for (impl, mode), v in sorted(by.items(), key=lambda kv: (list(names).index(kv[0
     c = cores[(impl, mode)]
     print(f"| {impl} | {names.get(mode, mode)} | {c} | {med[(impl, mode)]:.0f} | {min(v):.0f}–{max(v):.0f} | {med[(impl, mode)] / c:.0f} |")
 print()
-for mode, other in (("decode", "decode"), ("pipeline", "pipeline"), ("pool", "dataloader")):
+for mode, other in (("decode", "decode"), ("pipeline", "pipeline"), ("pipeline_fast", "pipeline"),
+                    ("pool", "dataloader")):
     a, b = med.get(("epochfs", mode)), med.get(("pil+torchvision", other))
     if a and b:
         print(f"- epochfs {mode} / torchvision {other}: {a / b:.2f}×")
