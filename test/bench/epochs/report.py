@@ -209,7 +209,8 @@ def section(meta, end, calib, runs, command, png_names):
              "for that epoch (10^6 bytes); reads = sftp read requests; opens = sftp opens; stats = "
              "sftp metadata requests (stat, lstat, fstat, opendir, readdir, statvfs); "
              "CPU = user+system seconds of the setup's daemon (epochfs; rclone; sshfs + ssh) summed over "
-             "the epochs (for epochfs, + the sshfs below it in parentheses).\n")
+             "the epochs (for epochfs, + the sshfs below it in parentheses); load = the machine's 1-minute "
+             "load average at the ends of the epochs (2 cores: above 2 means other work competed).\n")
 
     target_rows = []
     for reader, rate in groups:
@@ -217,8 +218,8 @@ def section(meta, end, calib, runs, command, png_names):
         L.append(f"### {reader}, source limited to {rate} MB/s"
                  f"{f' (measured {eff:.0f} MB/s single stream)' if eff else ''}\n")
         L.append("| case | setup | runs | epoch 1 s | epoch 2 s | epoch 3 s | source MB e1 / e2 / e3 | "
-                 "source reads e1 / e2 / e3 | source opens e1 / e2 / e3 | source stats e1 / e2 / e3 | resident after e1 | CPU s | copy s |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "source reads e1 / e2 / e3 | source opens e1 / e2 / e3 | source stats e1 / e2 / e3 | resident after e1 | CPU s | copy s | load |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for case in ("fits", "half"):
             for setup in SETUP_ORDER:
                 rs = g.get((reader, rate, case, setup))
@@ -241,9 +242,11 @@ def section(meta, end, calib, runs, command, png_names):
                 aux = median([sum(x["cpu_aux"] or 0 for x in p) for p in per])
                 cpu_s = "–" if setup == "local" else f"{cpu:.1f}" + (f" (+{aux:.1f})" if setup.startswith("epochfs") else "")
                 copy = med_spread([r.get("copy_s") for r in rs]) if setup == "local" else ""
+                loads = [median([num(x, "loadavg") for x in (r.get("run") or {}).get("snapshots", [])[1:]]) for r in rs]
+                load = med_spread(loads)
                 L.append(f"| {case} | {SETUP_LABEL[setup]} | {len(rs)} | {cells[0]} | {cells[1]} | {cells[2]} | "
                          f"{triple('bytes', 1e-6)} | {triple('reads')} | {triple('opens')} | {triple('meta')} | "
-                         f"{'' if res is None else f'{res * 100:.0f} %'} | {cpu_s} | {copy} |")
+                         f"{'' if res is None else f'{res * 100:.0f} %'} | {cpu_s} | {copy} | {load} |")
         L.append("")
         target_rows += targets(g, reader, rate)
 
@@ -387,9 +390,28 @@ def plots(runs, png_dir, quick):
                     labels.append(f"{SETUP_LABEL[setup]}\n[{case}]")
                     x += 1
                 x += 0.4
+            loc = g.get((reader, rate, "fits", "local"))
+            if kind == "seconds" and loc:
+                ref = median([p[i]["seconds"] for p in map(epoch_rows, loc) for i in (1, 2) if i < len(p)])
+                if ref:
+                    ax.axhline(ref, color=COLORS["local"], ls="--", lw=1, label="local copy, epochs ≥ 2 (median)")
+                    ax.legend(fontsize=7, loc="upper right")
+            anyrun = next((rs[0] for (rd, rt, _c, _s), rs in g.items() if rd == reader and rt == rate), None)
+            if kind == "bytes" and anyrun:
+                dsm = anyrun["dataset_bytes"] / 1e6
+                ax.axhline(dsm, color="black", ls=":", lw=1, label="dataset size")
+                ax.axhline(dsm / 2, color="black", ls="-.", lw=0.7, label="50 % of the dataset")
+                ax.legend(fontsize=7, loc="upper right")
             ax.set_xticks(xt)
             ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
-            ax.set_ylabel(ylabel, fontsize=9)
+            if kind == "seconds" and reader == "shards":
+                ax.set_yscale("log")
+                ylabel_here = ylabel + ", log scale"
+            else:
+                ylabel_here = ylabel
+            ax.set_ylabel(ylabel_here, fontsize=9)
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo, hi * (4 if ax.get_yscale() == "log" else 1.22))  # room for the legend
             ax.set_title(f"{reader} reader, source {rate} MB/s\n(bars per setup: epoch 1, 2, 3 left to right)",
                          fontsize=10)
             ax.grid(axis="y", alpha=0.3)

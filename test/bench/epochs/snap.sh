@@ -10,6 +10,7 @@
 #            setup's daemon: epochfs, rclone, or sshfs + its ssh)
 # cpu_aux_s  the same for the other PIDs (the sshfs under epochfs)
 # rss_kb     resident memory of the first PID
+# loadavg    the 1-minute load average (the machine may be shared)
 # epochfs.*  the mount's .epochfs/status lines, when STATUS_FILE is given
 set -euo pipefail
 PFS_DIR=$1 STATUS=$2
@@ -37,6 +38,7 @@ awk -v m="$main" -v a="$aux" -v hz="$hz" 'BEGIN { printf "cpu_s=%.2f\ncpu_aux_s=
 if [ $# -gt 0 ] && [ -r /proc/"$1"/status ]; then
   awk '/^VmRSS:/ { print "rss_kb=" $2 }' /proc/"$1"/status
 fi
+echo "loadavg=$(cut -d' ' -f1 /proc/loadavg)"
 if [ "$STATUS" != - ]; then
   sed 's/^/epochfs./' "$STATUS"
 fi
