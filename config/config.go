@@ -25,6 +25,7 @@ type Config struct {
 	Log        Log        `toml:"log"`
 	Model      Model      `toml:"model"`
 	Preprocess Preprocess `toml:"preprocess"`
+	Sampler    Sampler    `toml:"sampler"`
 }
 
 // Tier is one local storage tier; tiers are listed fastest first.
@@ -59,6 +60,7 @@ func Default() Config {
 		Log:        Log{Level: "info", Format: "console"},
 		Model:      DefaultModel(),
 		Preprocess: DefaultPreprocess(),
+		Sampler:    DefaultSampler(),
 	}
 }
 
@@ -197,5 +199,8 @@ func (c *Config) Validate() error {
 	if err := c.Model.Validate(); err != nil {
 		return err
 	}
-	return c.Preprocess.Validate()
+	if err := c.Preprocess.Validate(); err != nil {
+		return err
+	}
+	return c.Sampler.Validate()
 }

@@ -381,3 +381,36 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestSamplerSectionDefaultsAndErrorsNameTheKey(t *testing.T) {
+	cfg, err := Parse(Default(), "[sampler]\nbuffer = \"2GiB\"\nlease = \"90s\"\nlookahead = 3\n", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sampler.Buffer.Bytes != 2<<30 || cfg.Sampler.LeaseDuration().Seconds() != 90 || cfg.Sampler.Lookahead != 3 {
+		t.Fatalf("parsed %+v", cfg.Sampler)
+	}
+	d := Default()
+	if d.Sampler.Buffer.Bytes != 1<<30 || d.Sampler.Lease != "2m" || d.Sampler.Lookahead != 2 {
+		t.Fatalf("defaults %+v", d.Sampler)
+	}
+	for text, key := range map[string]string{
+		"buffer = \"lots\"": "sampler.buffer",
+		"buffer = \"-1\"":   "sampler.buffer",
+		"lease = \"soon\"":  "sampler.lease",
+		"lease = \"0s\"":    "sampler.lease",
+		"lookahead = -1":    "sampler.lookahead",
+		"lookahead = 1000":  "sampler.lookahead",
+	} {
+		cfg, err := Parse(Default(), "[sampler]\n"+text+"\n", "t")
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: got %v, want an error naming %s", text, err, key)
+		}
+	}
+}

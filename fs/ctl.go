@@ -21,6 +21,7 @@ const (
 	inoWarmup
 	inoErrors
 	inoModel
+	inoJobsDir
 )
 
 // ctlSpec describes one control file.
@@ -77,6 +78,9 @@ func (d *ctlDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 }
 
 func (d *ctlDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if name == "jobs" && d.fsys.o.Jobs != nil {
+		return d.fsys.jobsLookup(ctx, &d.Inode, out), 0
+	}
 	for _, s := range d.fsys.ctlSpecs() {
 		if s.name == name {
 			f := &ctlFile{fsys: d.fsys, spec: s}
@@ -93,6 +97,9 @@ func (d *ctlDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) 
 	var list []fuse.DirEntry
 	for _, s := range d.fsys.ctlSpecs() {
 		list = append(list, fuse.DirEntry{Name: s.name, Mode: syscall.S_IFREG, Ino: s.ino})
+	}
+	if d.fsys.o.Jobs != nil {
+		list = append(list, fuse.DirEntry{Name: "jobs", Mode: syscall.S_IFDIR, Ino: inoJobsDir})
 	}
 	return fusefs.NewListDirStream(list), 0
 }

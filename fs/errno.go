@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	"go.uber.org/zap"
 )
@@ -35,8 +36,14 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, errInvalid):
+	case errors.Is(err, errInvalid), errors.Is(err, jobs.ErrInvalid):
 		return syscall.EINVAL
+	case errors.Is(err, jobs.ErrExists):
+		return syscall.EEXIST
+	case errors.Is(err, jobs.ErrNoJob):
+		return syscall.ENOENT
+	case errors.Is(err, jobs.ErrTooMany):
+		return syscall.ENOSPC
 	case errors.Is(err, placement.ErrNoEntry):
 		return syscall.ENOENT
 	case errors.Is(err, placement.ErrVanished):

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -41,6 +42,9 @@ type Options struct {
 	// Model renders .epochfs/model (the DSI model's inputs and split);
 	// nil leaves the file out.
 	Model func() []byte
+	// Jobs serves .epochfs/jobs/ (training jobs and their sample order);
+	// nil leaves the directory out.
+	Jobs *jobs.Manager
 	// Debug logs every FUSE request.
 	Debug bool
 }

@@ -64,6 +64,19 @@ func (fsys *FS) status() []kv {
 		i64("placements_skipped_nospace", ps.SkippedNoSpace),
 		i64("placements_bytes", ps.BytesPlaced),
 	}
+	njobs := 0
+	if fsys.o.Jobs != nil {
+		njobs = len(fsys.o.Jobs.Jobs())
+	}
+	bs := p.BufferStats()
+	out = append(out,
+		i64("jobs", int64(njobs)),
+		i64("buffer_budget", bs.Budget),
+		i64("buffer_bytes", bs.Bytes),
+		i64("buffer_entries", bs.Entries),
+		i64("buffer_fetches", bs.Fetches),
+		i64("buffer_hits", bs.Hits),
+	)
 	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."
 		tpt := "off"

@@ -36,6 +36,10 @@ type Entry struct {
 	Path   string // relative to the source root; "" for the root
 	Kind   Kind
 	Target string // symlink target
+	// Index numbers the regular files 0..Files()-1 in path order (the
+	// order of Files); -1 for directories and symlinks. The sampler's
+	// sample indices are these.
+	Index int32
 
 	children []*Entry // sorted by name
 	attr     atomic.Pointer[Attr]
@@ -207,7 +211,9 @@ func (c *Catalog) setRoot(root *Entry) {
 	number = func(e *Entry) {
 		id++
 		e.ID = id
+		e.Index = -1
 		if e.Kind == KindFile {
+			e.Index = int32(c.files)
 			c.files++
 			c.bytes += e.Attr().Size
 		}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/epochfs/epochfs/tier"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -55,7 +56,13 @@ type Options struct {
 	MaxDemandCopies int
 	// QueueSize bounds the background queue (default 4096).
 	QueueSize int
-	Logger    *zap.Logger
+	// BufferBytes is the shared RAM buffer's budget (buffer.go); 0 means
+	// no buffer.
+	BufferBytes int64
+	// BufferGrace is how long a released buffer entry is kept at most
+	// (default DefaultBufferGrace).
+	BufferGrace time.Duration
+	Logger      *zap.Logger
 }
 
 // Stats are the placer's counters.
@@ -90,6 +97,12 @@ type Placer struct {
 	feeding                                               atomic.Int64 // warmup files not yet queued
 
 	warm warmup
+
+	buf       *buffer // nil without a buffer
+	onFetched atomic.Pointer[func(*Entry) bool]
+	fetchMu   sync.Mutex // guards fetchDone and fetchWG.Add
+	fetchDone bool
+	fetchWG   sync.WaitGroup // background buffer fetches
 }
 
 // New starts a placer: it accounts the resident copies the catalog
@@ -116,6 +129,9 @@ func New(o Options) (*Placer, error) {
 		flights: xsync.NewMapOf[*Entry, *flight](),
 		queue:   make(chan *Entry, o.QueueSize),
 		demand:  make(chan struct{}, o.MaxDemandCopies),
+	}
+	if o.BufferBytes > 0 {
+		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
 	}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	for _, s := range p.cat.Stale() {
@@ -144,6 +160,10 @@ func (p *Placer) Close() {
 	p.closeOnce.Do(func() {
 		p.stop()
 		p.wg.Wait()
+		p.fetchMu.Lock()
+		p.fetchDone = true
+		p.fetchMu.Unlock()
+		p.fetchWG.Wait()
 		// Copies started by reads are not in wg: taking every demand slot
 		// waits for them, and keeps new ones from starting.
 		for i := 0; i < cap(p.demand); i++ {

@@ -23,6 +23,7 @@ type Reader struct {
 	tierFD  int // installed copy opened at Open, or -1
 	tierIdx int
 	fl      *flight // copy in flight, attached at Open
+	bent    *bufEntry // shared buffer entry, attached at Open
 	changed bool    // Open found the source changed
 
 	mu  sync.Mutex // guards src and the fallback switches
@@ -68,6 +69,9 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 		}
 		p.log.Warn("tier copy unusable; reading the source", zap.String("path", e.Path), zap.Error(err))
 		p.dropCopy(e, i)
+	}
+	if p.demandBuffer(r) {
+		return r, nil
 	}
 	p.attach(r)
 	return r, nil
@@ -149,6 +153,14 @@ func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error)
 		}
 		r.p.o.Tiers[r.tierIdx].NoteError(err)
 		r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path), zap.Error(err))
+	} else if be := r.bent; be != nil {
+		ok, err := be.wait(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return be.readAt(buf, off), nil
+		}
 	} else if fl := r.fl; fl != nil {
 		n, ok, err := fl.readAt(ctx, buf, off)
 		if err != nil {
@@ -195,6 +207,10 @@ func (r *Reader) Close() error {
 	}
 	if r.fl != nil {
 		r.fl.release()
+	}
+	if r.bent != nil {
+		r.p.buf.unref(r.bent)
+		r.bent = nil
 	}
 	r.mu.Lock()
 	if r.src != nil {

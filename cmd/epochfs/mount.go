@@ -19,6 +19,7 @@ import (
 
 	"github.com/epochfs/epochfs/config"
 	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/tier"
 )
@@ -332,14 +333,23 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	p, err := placement.New(placement.Options{
 		Catalog: cat, Source: src, Tiers: tiers, Workers: cfg.Placement.Workers,
 		ValidateOpen: cfg.Placement.Validate == "open", Logger: log,
+		BufferBytes: cfg.Sampler.Buffer.Bytes,
 	})
 	if err != nil {
 		return runtimeErr("%v", err)
 	}
 	defer p.Close()
+	jm, err := jobs.New(jobs.Options{
+		Placer: p, BufferBytes: cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead,
+		Lease: cfg.Sampler.LeaseDuration(), Logger: log,
+	})
+	if err != nil {
+		return runtimeErr("%v", err)
+	}
+	defer jm.Close()
 	fsys, err := fs.Mount(fs.Options{
 		Placer: p, Source: cfg.Source, Mountpoint: cfg.Mountpoint, Version: version,
-		Logger: log, NoPassthrough: ma.noPassthrough,
+		Logger: log, NoPassthrough: ma.noPassthrough, Jobs: jm,
 		Model: func() []byte {
 			return mountModelText(context.Background(), *cfg, cat.Files(), cat.Bytes())
 		},

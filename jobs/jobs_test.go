@@ -1,0 +1,272 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/tier"
+)
+
+// newManager builds a source of n small files under two classes, a
+// catalog, a placer and a manager over them.
+func newManager(t testing.TB, n int) (*Manager, []string) {
+	t.Helper()
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	var paths []string
+	for i := 0; i < n; i++ {
+		p := fmt.Sprintf("c%d/img%03d.jpg", i%2, i)
+		full := filepath.Join(src, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(strings.Repeat("x", 100+i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	cat, err := placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: filepath.Join(base, "state"), Source: src, Tiers: []string{"mem"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tier.Open(tier.Options{Name: "mem", Dir: filepath.Join(base, "tier"), Quota: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := placement.New(placement.Options{Catalog: cat, Source: tier.NewSource(src, 0), Tiers: []*tier.Tier{tr}, Workers: 1, BufferBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Placer: p, BufferBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		p.Close()
+		cat.Close()
+	})
+	slices.Sort(paths)
+	return m, paths
+}
+
+// epoch reads batches until the end of the epoch and returns the paths.
+func epoch(t testing.TB, m *Manager, name string) []string {
+	t.Helper()
+	var out []string
+	for i := 0; ; i++ {
+		b, end, err := m.Next(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end {
+			if len(b) != 0 {
+				t.Fatal("end of epoch with paths")
+			}
+			return out
+		}
+		if len(b) == 0 || b[len(b)-1] != '\n' {
+			t.Fatalf("batch %q: want newline-terminated paths", b)
+		}
+		out = append(out, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")...)
+		if i > 10000 {
+			t.Fatal("epoch does not end")
+		}
+	}
+}
+
+func sortedEqual(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func TestBadJobNamesAreRejected(t *testing.T) {
+	m, _ := newManager(t, 4)
+	for _, n := range []string{"", ".", "..", "a/b", "../x", "a b", "ü", strings.Repeat("x", 65), "a\x00"} {
+		if err := m.Register(n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Register(%q) = %v, want ErrInvalid", n, err)
+		}
+	}
+	if len(m.Jobs()) != 0 {
+		t.Fatalf("jobs %v after rejected names", m.Jobs())
+	}
+	for _, n := range []string{"a", "resnet-50_v1.2", strings.Repeat("x", 64)} {
+		if err := m.Register(n); err != nil {
+			t.Errorf("Register(%q): %v", n, err)
+		}
+	}
+	if err := m.Register("a"); !errors.Is(err, ErrExists) {
+		t.Fatalf("second Register: %v, want ErrExists", err)
+	}
+	if err := m.End("nope"); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("End of unknown: %v", err)
+	}
+}
+
+func TestBadConfigChangesNothing(t *testing.T) {
+	m, _ := newManager(t, 10)
+	if err := m.Register("j"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Configure("j", []byte("batch_size=3\nseed=5\nsampler=random\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Next("j"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := m.Config("j")
+	stBefore, _ := m.Status("j")
+	for _, bad := range []string{
+		"batch_size=0", "batch_size=-1", "batch_size=x", "colour=blue", "sampler=lru",
+		"subset=nothing/here", "subset=c0\nsubset=nope", "seed=-3", "novalue", "subset=../c0",
+	} {
+		if err := m.Configure("j", []byte(bad+"\n")); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Configure(%q) = %v, want ErrInvalid", bad, err)
+		}
+		after, _ := m.Config("j")
+		stAfter, _ := m.Status("j")
+		if string(after) != string(before) || string(stAfter) != string(stBefore) {
+			t.Fatalf("Configure(%q) changed the job:\n%s\n%s", bad, after, stAfter)
+		}
+	}
+	if err := m.Configure("nope", []byte("batch_size=1\n")); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("Configure of unknown job: %v", err)
+	}
+}
+
+func TestSubsetPrefixesResolveToTheirFiles(t *testing.T) {
+	m, paths := newManager(t, 12)
+	if err := m.Register("j"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Configure("j", []byte("batch_size=4\nsubset=c1\nsubset=/c0/img000.jpg/\n")); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, p := range paths {
+		if strings.HasPrefix(p, "c1/") || p == "c0/img000.jpg" {
+			want = append(want, p)
+		}
+	}
+	got := epoch(t, m, "j")
+	if !sortedEqual(got, want) {
+		t.Fatalf("subset epoch %v, want %v", got, want)
+	}
+	// "c" is not a path component prefix of "c0".
+	if err := m.Configure("j", []byte("subset=c\n")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("subset=c: %v, want ErrInvalid", err)
+	}
+	cfg, _ := m.Config("j")
+	if !strings.Contains(string(cfg), "subset=c1\n") {
+		t.Fatalf("config %q lost its subset", cfg)
+	}
+}
+
+func TestEveryPathExactlyOncePerEpochAndEndOfEpochOnce(t *testing.T) {
+	m, paths := newManager(t, 37)
+	for _, kind := range []string{"ods", "random", "sequential"} {
+		name := "j-" + kind
+		if err := m.Register(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Configure(name, []byte("batch_size=5\nseed=9\nsampler="+kind+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		var prev []string
+		for ep := 1; ep <= 3; ep++ {
+			got := epoch(t, m, name)
+			if len(got) != len(paths) || !sortedEqual(got, paths) {
+				t.Fatalf("%s epoch %d: %d paths, not a permutation of the %d files", kind, ep, len(got), len(paths))
+			}
+			if kind != "sequential" && prev != nil && slices.Equal(prev, got) {
+				t.Fatalf("%s: epoch %d repeats the previous order", kind, ep)
+			}
+			if kind == "sequential" && !slices.Equal(got, paths) {
+				t.Fatalf("sequential epoch not in path order: %v", got)
+			}
+			prev = got
+			st, _ := m.Status(name)
+			if !strings.Contains(string(st), fmt.Sprintf("epoch=%d\n", ep)) {
+				t.Fatalf("status after epoch %d:\n%s", ep, st)
+			}
+		}
+	}
+}
+
+func TestDefaultsAndEnd(t *testing.T) {
+	m, paths := newManager(t, 40)
+	if err := m.Register("j"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := m.Config("j")
+	if !strings.Contains(string(cfg), fmt.Sprintf("batch_size=%d\n", DefaultBatchSize)) || !strings.Contains(string(cfg), "sampler=ods\n") {
+		t.Fatalf("default config %q", cfg)
+	}
+	if err := m.Configure("j", []byte("seed=3\n")); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := m.Next("j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != min(DefaultBatchSize, len(paths)) {
+		t.Fatalf("first batch has %d paths, want the default batch size", n)
+	}
+	if err := m.End("j"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Next("j"); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("Next after End: %v", err)
+	}
+	if _, ok := m.Job("j"); ok {
+		t.Fatal("job still listed")
+	}
+}
+
+func FuzzJobNamesAndConfigs(f *testing.F) {
+	f.Add("j", []byte("batch_size=4\nseed=1\nsampler=ods\n"))
+	f.Add("..", []byte("subset=c0\n"))
+	f.Add("a/b", []byte("batch_size=0\n"))
+	f.Add("x", []byte("subset=nothing\nbatch_size=2\n"))
+	f.Add("y", []byte("sampler=random\nsubset=all\n#c\n\n"))
+	m, paths := newManager(f, 9)
+	f.Fuzz(func(t *testing.T, name string, cfg []byte) {
+		if err := m.Register(name); err != nil {
+			if CheckName(name) == nil && !errors.Is(err, ErrExists) && !errors.Is(err, ErrTooMany) {
+				t.Fatalf("Register(%q) of a valid name: %v", name, err)
+			}
+			if _, ok := m.Job(name); ok && CheckName(name) != nil {
+				t.Fatalf("invalid name %q registered", name)
+			}
+			return
+		}
+		defer m.End(name)
+		before, _ := m.Config(name)
+		if err := m.Configure(name, cfg); err != nil {
+			after, _ := m.Config(name)
+			if string(after) != string(before) {
+				t.Fatalf("rejected config %q changed %q to %q", cfg, before, after)
+			}
+		}
+		got := epoch(t, m, name)
+		if len(got) == 0 || len(got) > len(paths) {
+			t.Fatalf("epoch of %d paths", len(got))
+		}
+		seen := map[string]bool{}
+		for _, p := range got {
+			if seen[p] || !slices.Contains(paths, p) {
+				t.Fatalf("path %q repeated or unknown", p)
+			}
+			seen[p] = true
+		}
+	})
+}
