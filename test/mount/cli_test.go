@@ -31,6 +31,20 @@ func cli(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
+// binDirs makes a source tree (its big file of big bytes), and a base
+// directory holding an empty mount point.
+func binDirs(t *testing.T, big int64) (src string, paths []string, base, mnt string) {
+	t.Helper()
+	requireFUSE(t)
+	src, paths = makeTree(t, big)
+	base = t.TempDir()
+	mnt = filepath.Join(base, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return src, paths, base, mnt
+}
+
 // binMount mounts src with the binary and registers a lazy unmount.
 func binMount(t *testing.T, src, mnt, state string, extra ...string) {
 	t.Helper()
@@ -49,11 +63,7 @@ func binMount(t *testing.T, src, mnt, state string, extra ...string) {
 }
 
 func TestBadInputExitsTwoWithOneLine(t *testing.T) {
-	requireFUSE(t)
-	src, _ := makeTree(t, 1<<10)
-	base := t.TempDir()
-	mnt := filepath.Join(base, "mnt")
-	os.Mkdir(mnt, 0o755)
+	src, _, base, mnt := binDirs(t, 1<<10)
 	full := filepath.Join(base, "full")
 	os.Mkdir(full, 0o755)
 	os.WriteFile(filepath.Join(full, "x"), nil, 0o644)
@@ -150,11 +160,7 @@ func TestFullTierAndVanishedSourceFile(t *testing.T) {
 }
 
 func TestSIGKILLThenLazyUnmountThenRemountReusesCopies(t *testing.T) {
-	requireFUSE(t)
-	src, paths := makeTree(t, 48<<20)
-	base := t.TempDir()
-	mnt := filepath.Join(base, "mnt")
-	os.Mkdir(mnt, 0o755)
+	src, paths, base, mnt := binDirs(t, 48<<20)
 	state := filepath.Join(base, "state")
 	tierDir := filepath.Join(base, "tier")
 	cfg := filepath.Join(base, "c.toml")
@@ -210,11 +216,7 @@ func TestSIGKILLThenLazyUnmountThenRemountReusesCopies(t *testing.T) {
 }
 
 func TestSIGTERMUnmountsCleanly(t *testing.T) {
-	requireFUSE(t)
-	src, _ := makeTree(t, 1<<10)
-	base := t.TempDir()
-	mnt := filepath.Join(base, "mnt")
-	os.Mkdir(mnt, 0o755)
+	src, _, base, mnt := binDirs(t, 1<<10)
 	cmd := exec.Command(binPath, "mount", "--foreground", "--state", filepath.Join(base, "state"),
 		"--tier=mem="+filepath.Join(base, "tier")+":1GiB", src, mnt)
 	var out bytes.Buffer
@@ -293,11 +295,7 @@ func testUser(t *testing.T) (uint32, uint32) {
 }
 
 func TestWarmupCLI(t *testing.T) {
-	requireFUSE(t)
-	src, _ := makeTree(t, 16<<20)
-	base := t.TempDir()
-	mnt := filepath.Join(base, "mnt")
-	os.Mkdir(mnt, 0o755)
+	src, _, base, mnt := binDirs(t, 16<<20)
 	cfg := filepath.Join(base, "c.toml")
 	os.WriteFile(cfg, []byte("[placement]\nsource_bandwidth = \"4MiB/s\"\nworkers = 1\n"), 0o644)
 	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
@@ -365,11 +363,7 @@ func processAlive(pid int) bool {
 }
 
 func TestModelCtlFileShowsTheSplit(t *testing.T) {
-	requireFUSE(t)
-	src, _ := makeTree(t, 1<<10)
-	base := t.TempDir()
-	mnt := filepath.Join(base, "mnt")
-	os.Mkdir(mnt, 0o755)
+	src, _, base, mnt := binDirs(t, 1<<10)
 	cfg := filepath.Join(base, "c.toml")
 	os.WriteFile(cfg, []byte("[model]\nmemory_budget = \"1GiB\"\nt_decode_augment = 500\nt_augment = 1500\nb_storage = \"100MB/s\"\nt_gpu = 2000\n"), 0o644)
 	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
