@@ -1,9 +1,7 @@
 package preprocess
 
 import (
-	"context"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 )
 
@@ -105,9 +103,6 @@ func BenchmarkNPYEncode(b *testing.B) {
 	}
 	reportPerSec(b)
 }
-
-var _ = context.Background
-var _ atomic.Int64
 
 // BenchmarkAugmentFromDecoded: RandomResizedCrop(224) + flip + float32
 // CHW on an already decoded 500×375 image (the pipeline minus decode).
