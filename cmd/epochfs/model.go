@@ -52,6 +52,14 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 		for _, t := range cfg.Tiers {
 			opts.Tiers = append(opts.Tiers, profile.Tier{Name: t.Name, Path: t.Path})
 		}
+		if cfg.Source != "" {
+			pp, workers, err := newProfilePipeline(cfg.Preprocess)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer pp.Close()
+			opts.Pipeline, opts.Workers = pp, workers
+		}
 		m := cfg.Model
 		if m.SampleBytes.Raw != "" && m.DatasetSamples != nil {
 			opts.WalkLimit = 20000 // only to pick sample files
@@ -179,7 +187,7 @@ func resolveInputs(cfg config.Config, prof *profile.Report, memory profile.Measu
 	} else {
 		p.TGPU = add("t_gpu", "T_GPU", "samples/s", model.Unbounded, "unbounded: not set")
 	}
-	cpuHint := " (profiling it awaits the preprocess package)"
+	cpuHint := " (or profile it: --profile with source set to a JPEG/PNG dataset)"
 	var tda, ta float64
 	if m.TDecodeAugment != nil {
 		tda = *m.TDecodeAugment

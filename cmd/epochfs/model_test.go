@@ -294,10 +294,11 @@ t_augment = 3000
 	if in := m.Inputs["sample_bytes"]; in.Source != "config" || *in.Value != 12345 {
 		t.Errorf("configured sample_bytes: %+v", in)
 	}
-	// T_D+A cannot be profiled yet: leaving it out is an error that says so.
+	// The test's source holds no images: T_D+A cannot be profiled, and
+	// leaving it out is an error that says how to get it.
 	noCPU := strings.Replace(cfgText, "t_decode_augment = 1500\n", "", 1)
 	code, _, errs := runCLI("model", "--config", writeConfig(t, noCPU), "--profile")
-	if code != exitUsage || !strings.Contains(errs, "model.t_decode_augment") || !strings.Contains(errs, "awaits the preprocess package") {
+	if code != exitUsage || !strings.Contains(errs, "model.t_decode_augment") || !strings.Contains(errs, "--profile with source set to a JPEG/PNG dataset") {
 		t.Errorf("no T_D+A: exit %d, %q", code, errs)
 	}
 	if entries, _ := os.ReadDir(tiers); len(entries) != 0 {

@@ -267,7 +267,7 @@ func TestRunMeasuresEverythingItCan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.DecodeAugment.OK || !strings.Contains(rep.DecodeAugment.How, "awaits the preprocess package") {
+	if rep.DecodeAugment.OK || !strings.Contains(rep.DecodeAugment.How, "no preprocessing pipeline given") {
 		t.Errorf("T_D+A without a pipeline: %+v", rep.DecodeAugment)
 	}
 	// No source: host only.

@@ -97,7 +97,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		rep.StorageRandom = notMeasured("%v", err)
 	}
 	if opts.Pipeline == nil {
-		msg := "not measured: no preprocessing pipeline given (profiling T_D+A and T_A awaits the preprocess package)"
+		msg := "not measured: no preprocessing pipeline given"
 		rep.DecodeAugment, rep.Augment = skipped(msg), skipped(msg)
 		return rep, firstErr
 	}
