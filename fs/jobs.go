@@ -150,7 +150,7 @@ func (j *jobDir) spec(name string) (ctlSpec, bool) {
 	switch name {
 	case "config":
 		return ctlSpec{name: label, ino: j.ino + 1, mode: 0o666,
-			read: func() []byte { b, _ := m.Config(job); return b },
+			read:  func() []byte { b, _ := m.Config(job); return b },
 			write: func(data []byte) error { return m.Configure(job, data) }}, true
 	case "status":
 		return ctlSpec{name: label, ino: j.ino + 3, mode: 0o444,

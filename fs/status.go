@@ -76,6 +76,7 @@ func (fsys *FS) status() []kv {
 		i64("buffer_entries", bs.Entries),
 		i64("buffer_fetches", bs.Fetches),
 		i64("buffer_hits", bs.Hits),
+		i64("buffer_refused", bs.Refused),
 	)
 	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."

@@ -110,7 +110,10 @@ func New(o Options) (*Manager, error) {
 	slots := 0
 	if len(files) > 0 && o.BufferBytes > 0 {
 		mean := max(cat.Bytes()/int64(len(files)), 1)
-		slots = int(min(o.BufferBytes/mean, int64(len(files))))
+		// A quarter of the budget is headroom for what the sampler does
+		// not count: demand fetches before it is asked, released entries
+		// in their grace period, dropped entries still being read.
+		slots = int(min(o.BufferBytes*3/4/mean, int64(len(files))))
 	}
 	s, err := sampler.New(sampler.Options{
 		Samples:     len(files),
@@ -417,7 +420,9 @@ func (m *Manager) prefetch() {
 			if err != nil {
 				m.s.Failed(i)
 			} else if !m.s.Installed(i) {
-				m.p.Drop(e)
+				// Every job was handed it while it was being fetched:
+				// their readers are on their way.
+				m.p.Release(e)
 			}
 			<-m.inflight
 			m.wakeUp()

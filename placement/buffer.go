@@ -44,6 +44,7 @@ type BufferStats struct {
 	Fetches  int64 // fetches started, total
 	Hits     int64 // opens served from the buffer, total
 	Released int64 // entries released and waiting for their grace period
+	Refused  int64 // fetches refused for want of room, total
 }
 
 type bufEntry struct {
@@ -70,6 +71,7 @@ type buffer struct {
 	used     int64
 	fetches  int64
 	hits     int64
+	refused  int64
 }
 
 func newBuffer(budget int64, grace time.Duration, now func() time.Time) *buffer {
@@ -160,6 +162,7 @@ func (b *buffer) reserve(e *Entry) (be *bufEntry, created bool, err error) {
 		b.removeLocked(old)
 	}
 	if b.used+size > b.budget {
+		b.refused++
 		return nil, false, fmt.Errorf("%w: %s needs %d bytes, %d of %d in use", ErrBufferFull, e.Path, size, b.used, b.budget)
 	}
 	be = &bufEntry{e: e, size: size, done: make(chan struct{}), refs: 1}
@@ -354,13 +357,13 @@ func (p *Placer) BufferStats() BufferStats {
 			rel++
 		}
 	}
-	return BufferStats{Budget: b.budget, Bytes: b.used, Entries: int64(len(b.entries)), Fetches: b.fetches, Hits: b.hits, Released: int64(rel)}
+	return BufferStats{Budget: b.budget, Bytes: b.used, Entries: int64(len(b.entries)), Fetches: b.fetches, Hits: b.hits, Released: int64(rel), Refused: b.refused}
 }
 
 // SetOnFetched installs the hook a demand read calls once it has read a
 // file that fits no tier whole into the buffer; it returns whether to keep
-// the bytes (the jobs layer asks the sampler). Without a hook, demand reads
-// do not use the buffer.
+// the bytes (the jobs layer asks the sampler); bytes not kept are released
+// (see Release). Without a hook, demand reads do not use the buffer.
 func (p *Placer) SetOnFetched(fn func(e *Entry) (keep bool)) {
 	if fn == nil {
 		p.onFetched.Store(nil)
@@ -408,7 +411,10 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 		defer func() { <-p.demand }()
 		p.fetchInto(p.ctx, be)
 		if be.err == nil && !(*hook)(e) {
-			p.Drop(e)
+			// Not kept: every job was handed it already, but their
+			// readers may be on their way; it goes first when room is
+			// needed.
+			p.Release(e)
 		}
 		p.buf.unref(be)
 	}()

@@ -22,9 +22,9 @@ type Reader struct {
 
 	tierFD  int // installed copy opened at Open, or -1
 	tierIdx int
-	fl      *flight // copy in flight, attached at Open
+	fl      *flight   // copy in flight, attached at Open
 	bent    *bufEntry // shared buffer entry, attached at Open
-	changed bool    // Open found the source changed
+	changed bool      // Open found the source changed
 
 	mu  sync.Mutex // guards src and the fallback switches
 	src *tier.SourceFile

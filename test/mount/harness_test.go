@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/tier"
 )
@@ -117,6 +118,7 @@ type env struct {
 	p     *placement.Placer
 	fsys  *fs.FS
 	srcd  *tier.Source
+	jm    *jobs.Manager
 	opts  envOpts
 }
 
@@ -130,6 +132,9 @@ type envOpts struct {
 	validate      bool
 	noPassthrough bool
 	statfs        func(string) (uint64, uint64, error)
+	// bufferBytes > 0 serves .epochfs/jobs/ with a shared buffer of this
+	// budget.
+	bufferBytes int64
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -166,17 +171,27 @@ func (e *env) mount() {
 		t.Fatal(err)
 	}
 	e.srcd = tier.NewSource(e.src, 0)
-	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, ValidateOpen: e.opts.validate})
+	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, ValidateOpen: e.opts.validate,
+		BufferBytes: e.opts.bufferBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys, err := fs.Mount(fs.Options{Placer: p, Source: e.src, Mountpoint: e.mnt, Version: "test", NoPassthrough: e.opts.noPassthrough})
+	var jm *jobs.Manager
+	if e.opts.bufferBytes > 0 {
+		if jm, err = jobs.New(jobs.Options{Placer: p, BufferBytes: e.opts.bufferBytes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys, err := fs.Mount(fs.Options{Placer: p, Source: e.src, Mountpoint: e.mnt, Version: "test", NoPassthrough: e.opts.noPassthrough, Jobs: jm})
 	if err != nil {
+		if jm != nil {
+			jm.Close()
+		}
 		p.Close()
 		cat.Close()
 		t.Fatal(err)
 	}
-	e.cat, e.p, e.fsys = cat, p, fsys
+	e.cat, e.p, e.fsys, e.jm = cat, p, fsys, jm
 	t.Cleanup(e.unmount)
 }
 
@@ -189,6 +204,9 @@ func (e *env) unmount() {
 		e.t.Errorf("unmount: %v", err)
 	}
 	e.fsys.Wait()
+	if e.jm != nil {
+		e.jm.Close()
+	}
 	e.p.Close()
 	if err := e.cat.Close(); err != nil {
 		e.t.Errorf("catalog close: %v", err)
