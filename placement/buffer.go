@@ -245,11 +245,14 @@ func (p *Placer) readWhole(ctx context.Context, e *Entry) ([]byte, error) {
 	return data, nil
 }
 
-// Fetch reads e whole into the shared buffer in the background and calls
-// done (from another goroutine) with nil once the bytes are there, or with
-// the error: ErrBufferFull when there is no room, errResident when e is
-// resident. A file already buffered or being fetched is not fetched again:
-// done waits for that fetch. A buffer is needed (Options.BufferBytes > 0).
+// Fetch makes e cheap to read soon, in the background, and calls done
+// (from another goroutine) with the outcome. A file that may still fit a
+// tier is placed there (the shared flight readers follow; done gets
+// ErrPlaced once it is resident): RAM is not spent on what the tiers will
+// hold. Otherwise e is read whole into the shared buffer and done gets nil
+// once the bytes are there, or ErrBufferFull when there is no room. A file
+// already buffered or being fetched is not fetched again: done waits for
+// that fetch.
 func (p *Placer) Fetch(e *Entry, done func(error)) {
 	if p.buf == nil {
 		go done(fmt.Errorf("%w: no buffer", ErrBufferFull))
@@ -260,7 +263,7 @@ func (p *Placer) Fetch(e *Entry, done func(error)) {
 		return
 	}
 	if e.Tier() >= 0 {
-		go done(errResident)
+		go done(ErrPlaced)
 		return
 	}
 	p.fetchMu.Lock()
@@ -271,6 +274,58 @@ func (p *Placer) Fetch(e *Entry, done func(error)) {
 	}
 	p.fetchWG.Add(1)
 	p.fetchMu.Unlock()
+	if !e.nospace.Load() && !p.Buffered(e) {
+		go func() {
+			defer p.fetchWG.Done()
+			p.place(e)
+			switch {
+			case e.Tier() >= 0:
+				done(ErrPlaced)
+			case !e.nospace.Load():
+				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path))
+			default:
+				p.fetchWG.Add(1) // balanced by fetchBuffered
+				p.fetchBuffered(e, done)
+			}
+		}()
+		return
+	}
+	p.fetchBuffered(e, done)
+}
+
+// ErrPlaced is Fetch's answer for a file that is (now) resident in a tier.
+var ErrPlaced = errors.New("placement: resident in a tier")
+
+// place copies e into a tier now, or waits for the copy in flight.
+func (p *Placer) place(e *Entry) {
+	f, started := p.startFlight(e)
+	if f == nil {
+		return
+	}
+	defer f.release()
+	if started {
+		p.queued.Add(1)
+		p.run(f)
+		p.queued.Add(-1)
+		return
+	}
+	for {
+		f.mu.Lock()
+		d, ch := f.done, f.changed
+		f.mu.Unlock()
+		if d {
+			return
+		}
+		select {
+		case <-ch:
+		case <-p.ctx.Done():
+			return
+		}
+	}
+}
+
+// fetchBuffered reads e into the buffer; the caller did fetchWG.Add(1).
+func (p *Placer) fetchBuffered(e *Entry, done func(error)) {
 	be, created, err := p.buf.reserve(e)
 	if err != nil {
 		p.fetchWG.Done()
