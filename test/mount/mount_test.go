@@ -149,6 +149,7 @@ func TestOpenAfterPlacementWhileCachedHandleIsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer third.Close() // a failure below must not leave the mount busy
 	got, err = readAll(third)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("third handle: %v", err)
