@@ -3,11 +3,22 @@ package fs
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
+
+// releaseQuiet is how long after a cached-mode release an inode is kept
+// out of passthrough. go-fuse (v2.12) drops a reference of the inode's
+// passthrough registration at EVERY release, also of handles that never
+// took one, after our Release returns. A passthrough open racing with the
+// tail of a cached-mode release would have its registration dropped under
+// it, and the next passthrough open would register a second backing file,
+// which the kernel refuses with EIO. Waiting this long after a release
+// closes that window.
+const releaseQuiet = time.Second
 
 // Open picks the inode's I/O mode. A resident file opens in passthrough
 // when the mount has it and no cached-mode handle of the inode is live;
@@ -37,7 +48,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	defer n.mu.Unlock()
 	// The dataset is read-only: no FLUSH round trip at close.
 	const noflush = fuse.FOPEN_NOFLUSH
-	if r.ResidentFD() >= 0 && n.fsys.passthroughTier(r.TierIndex()) && n.cached == 0 {
+	if r.ResidentFD() >= 0 && n.fsys.passthroughTier(r.TierIndex()) && n.cached == 0 &&
+		(n.pt > 0 || time.Since(n.lastCachedR) >= releaseQuiet) {
 		n.pt++
 		return &ptHandle{n: n, r: r}, noflush, 0
 	}
@@ -105,10 +117,11 @@ func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 }
 
 func (h *cachedHandle) Release(ctx context.Context) syscall.Errno {
+	h.n.mu.Lock()
 	if !h.direct {
-		h.n.mu.Lock()
 		h.n.cached--
-		h.n.mu.Unlock()
 	}
+	h.n.lastCachedR = time.Now()
+	h.n.mu.Unlock()
 	return h.n.fsys.toErrno(h.r.Close())
 }

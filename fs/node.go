@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -22,9 +23,10 @@ type node struct {
 	fsys *FS
 	e    *placement.Entry
 
-	mu     sync.Mutex // guards the open counts
-	pt     int        // live passthrough opens
-	cached int        // live cached-mode opens
+	mu          sync.Mutex // guards the open counts
+	pt          int        // live passthrough opens
+	cached      int        // live cached-mode opens
+	lastCachedR time.Time  // when a cached-mode or direct handle was last released
 }
 
 var (

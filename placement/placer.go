@@ -89,6 +89,7 @@ type Placer struct {
 	refreshMu sync.Mutex // serialises refresh
 
 	flights *xsync.MapOf[*Entry, *flight]
+	readers *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
 	queue   chan *Entry
 	demand  chan struct{} // semaphore of demand copies
 	bufs    sync.Pool
@@ -127,6 +128,7 @@ func New(o Options) (*Placer, error) {
 	p := &Placer{
 		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
 		flights: xsync.NewMapOf[*Entry, *flight](),
+		readers: xsync.NewMapOf[*Reader, struct{}](),
 		queue:   make(chan *Entry, o.QueueSize),
 		demand:  make(chan struct{}, o.MaxDemandCopies),
 	}
@@ -169,6 +171,12 @@ func (p *Placer) Close() {
 		for i := 0; i < cap(p.demand); i++ {
 			p.demand <- struct{}{}
 		}
+		// Handles the kernel never released (an unmount with files open)
+		// would keep their descriptors to the end of the process.
+		p.readers.Range(func(r *Reader, _ struct{}) bool {
+			r.Close()
+			return true
+		})
 	})
 }
 

@@ -56,6 +56,9 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 			p.refresh(e, a)
 		}
 	}
+	// From here on the reader holds resources: shutdown closes it if the
+	// kernel never releases it.
+	p.readers.Store(r, struct{}{})
 	if i := e.Tier(); i >= 0 {
 		t := p.o.Tiers[i]
 		fd, size, err := t.OpenFD(e.Path)
@@ -200,6 +203,9 @@ func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, er
 
 // Close releases the reader's files.
 func (r *Reader) Close() error {
+	if _, live := r.p.readers.LoadAndDelete(r); !live {
+		return nil // closed already (by Placer.Close at shutdown)
+	}
 	var err error
 	if r.tierFD >= 0 {
 		err = syscall.Close(r.tierFD)
