@@ -37,7 +37,8 @@
 # Environment: QUICK=1; WORK (/var/tmp/epochfs-bench-epochs); FILES (4000,
 # quick 1200); REPS (3, quick 1); TORCH_RATES (MB/s of the PFS for the torch
 # reader, "20"; quick "20"); SHARD_RATES ("50 200"; quick "50"); CASES
-# ("fits half"); DROP_HALF (1: drop caches between epochs in "half"); READERS ("torch shards"); WORKERS (DataLoader workers and
+# ("fits half"); SAMPLER_BUFFER (epochfs [sampler] buffer, "0": see the
+# report); DROP_HALF (1: drop caches between epochs in "half"); READERS ("torch shards"); WORKERS (DataLoader workers and
 # shard readers, 2); ONLY=epochs skips the read-path and preprocessing
 # benchmarks; OUT (docs/benchmarks.md, "-" to skip the report).
 # Needs root, ip/tc/nsenter, sshd, sshfs, rclone, Debian python3-torch,
@@ -67,7 +68,8 @@ DROP_HALF=${DROP_HALF:-1}
 ONLY=${ONLY:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 PY=/usr/bin/python3
-EPOCHFS=$ROOT/bin/epochfs
+EPOCHFS=$WORK/bin/epochfs   # a copy of bin/epochfs taken at the start (others may rebuild it)
+SAMPLER_BUFFER=${SAMPLER_BUFFER:-0}
 RUN=$WORK/run
 SHM=/dev/shm/epochfs-bench-$$
 RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
@@ -81,7 +83,7 @@ for t in ip tc nsenter sshd sshfs rclone ssh-keygen; do
   command -v "$t" >/dev/null || die "$t missing: run make bench-deps"
 done
 $PY -c 'import torch, torchvision, matplotlib' 2>/dev/null || die "Debian python3-torch/torchvision/matplotlib missing: run make bench-deps"
-[ -x "$EPOCHFS" ] || die "$EPOCHFS missing: run make build"
+[ -x "$ROOT/bin/epochfs" ] || die "$ROOT/bin/epochfs missing: run make build"
 
 source "$HERE/pfs.sh"
 
@@ -116,6 +118,8 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 # ---- dataset ----------------------------------------------------------------
 DS=$WORK/ds-$FILES-c$CLASSES-s$SEED-$SHARD_BYTES
 mkdir -p "$WORK/bin"
+cp "$ROOT/bin/epochfs" "$EPOCHFS.tmp" && mv "$EPOCHFS.tmp" "$EPOCHFS"
+EPOCHFS_SHA=$(sha256sum "$EPOCHFS" | cut -c1-12)
 go build -o "$WORK/bin/shardread" "$ROOT/test/bench/shardread"
 if [ ! -f "$DS/.complete" ]; then
   rm -rf "$DS"
@@ -141,7 +145,7 @@ run_one() {
   rm -rf "$RUN" "$SHM"; mkdir -p "$RUN"
   : >"$PFS_DIR/sftp.log"
   drop_caches
-  local sshfs_mnt=$RUN/sshfs root status=- pids=() copy_s=null
+  local sshfs_mnt=$RUN/sshfs root status=- pids=() copy_s=null cachedir=
   pfs_sshfs "$DS" "$sshfs_mnt"
   local sshfs_pid=$PFS_SSHFS_PID
   case $setup in
@@ -154,7 +158,8 @@ run_one() {
         epochfs-shm) tiers=(--tier "mem=$SHM:$quota") ;;
         epochfs-2tier) tiers=(--tier "mem=$SHM:$((quota / 2))" --tier "disk=$RUN/tier:$((quota - quota / 2))") ;;
       esac
-      printf '[placement]\nworkers = 6\nsource_bandwidth = "0"\nvalidate = "%s"\n' "$VALIDATE" >"$RUN/epochfs.toml"
+      printf '[placement]\nworkers = 6\nsource_bandwidth = "0"\nvalidate = "%s"\n\n[sampler]\nbuffer = "%s"\n' \
+        "$VALIDATE" "$SAMPLER_BUFFER" >"$RUN/epochfs.toml"
       mkdir -p "$RUN/mnt"
       EPOCHFS_MNT=$RUN/mnt
       "$EPOCHFS" mount --config "$RUN/epochfs.toml" "${tiers[@]}" --state "$RUN/state" \
@@ -164,7 +169,7 @@ run_one() {
       root=$RUN/mnt; status=$RUN/mnt/.epochfs/status; pids=("$EPOCHFS_PID" "$sshfs_pid") ;;
     rclone)
       pfs_rclone "$DS/$sub" "$RUN/rmnt" "$RUN/rclone-cache" "${quota}B"
-      root=$RUN/rmnt; pids=("$PFS_RCLONE_PID") ;;
+      root=$RUN/rmnt; pids=("$PFS_RCLONE_PID"); cachedir=$RUN/rclone-cache ;;
     local)
       local t0 t1
       t0=$(date +%s.%N)
@@ -177,7 +182,7 @@ run_one() {
       drop_caches
       root=$RUN/local ;;
   esac
-  local snap="bash $HERE/snap.sh $PFS_DIR $status ${pids[*]}"
+  local snap="SNAP_CACHE_DIR=$cachedir bash $HERE/snap.sh $PFS_DIR $status ${pids[*]}"
   [ "$case" = half ] && [ "$DROP_HALF" = 1 ] && snap="sync; echo 3 >/proc/sys/vm/drop_caches; $snap"
   local out=$RUN/out.json err=null
   log "$reader rate=${rate}MB/s case=$case setup=$setup rep=$rep"
@@ -220,9 +225,9 @@ rotate() { local n=$1; shift; local a=("$@") k=${#a[@]} i; for ((i = 0; i < k; i
 
 START=$(date -u +%Y-%m-%dT%H:%MZ); T0=$SECONDS
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-printf '{"meta":true,"start":"%s","quick":"%s","commit":"%s","load_start":"%s","files":%s,"epochs":%s,"workers":%s,"validate":"%s","drop_half":"%s","shard_bytes":"%s","images_bytes":%s,"shards_bytes":%s,"shards":%s}\n' \
+printf '{"meta":true,"start":"%s","quick":"%s","commit":"%s","load_start":"%s","files":%s,"epochs":%s,"workers":%s,"validate":"%s","sampler_buffer":"%s","epochfs_sha":"%s","drop_half":"%s","shard_bytes":"%s","images_bytes":%s,"shards_bytes":%s,"shards":%s}\n' \
   "$START" "$QUICK" "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" "$LOAD0" \
-  "$FILES" "$EPOCHS" "$WORKERS" "$VALIDATE" "$DROP_HALF" "$SHARD_BYTES" "${BYTES[images]}" "${BYTES[shards]}" "${NFILES[shards]}" >"$RESULTS"
+  "$FILES" "$EPOCHS" "$WORKERS" "$VALIDATE" "$SAMPLER_BUFFER" "$EPOCHFS_SHA" "$DROP_HALF" "$SHARD_BYTES" "${BYTES[images]}" "${BYTES[shards]}" "${NFILES[shards]}" >"$RESULTS"
 
 pfs_setup "$WORK/pfs" 50
 for reader in $READERS; do

@@ -10,6 +10,7 @@
 #            setup's daemon: epochfs, rclone, or sshfs + its ssh)
 # cpu_aux_s  the same for the other PIDs (the sshfs under epochfs)
 # rss_kb     resident memory of the first PID
+# cache_bytes bytes under $SNAP_CACHE_DIR when set (rclone's cache)
 # loadavg    the 1-minute load average (the machine may be shared)
 # epochfs.*  the mount's .epochfs/status lines, when STATUS_FILE is given
 set -euo pipefail
@@ -37,6 +38,9 @@ fi
 awk -v m="$main" -v a="$aux" -v hz="$hz" 'BEGIN { printf "cpu_s=%.2f\ncpu_aux_s=%.2f\n", m / hz, a / hz }'
 if [ $# -gt 0 ] && [ -r /proc/"$1"/status ]; then
   awk '/^VmRSS:/ { print "rss_kb=" $2 }' /proc/"$1"/status
+fi
+if [ -n "${SNAP_CACHE_DIR:-}" ]; then
+  echo "cache_bytes=$(du -sb "$SNAP_CACHE_DIR" 2>/dev/null | cut -f1)"
 fi
 echo "loadavg=$(cut -d' ' -f1 /proc/loadavg)"
 if [ "$STATUS" != - ]; then
