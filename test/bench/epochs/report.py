@@ -192,7 +192,7 @@ def section(meta, end, calib, runs, command, png_names):
              "`echo 3 > /proc/sys/vm/drop_caches`; setups in an order rotated per repetition):\n")
     L.append("| setup | what |\n|---|---|")
     L.append("| PFS (sshfs) | the reader on the sshfs mount: `nsenter --net=/run/netns/NS sshfs -f -o ro,... root@127.0.0.1:DATASET MNT` |")
-    L.append(f"| epochfs | `bin/epochfs mount --config C --tier disk=/var/tmp/…:QUOTA (or mem=/dev/shm/…:QUOTA, or both, half each) --state S SSHFS_MNT MNT`, C = `[placement] workers = 6, source_bandwidth = \"0\", validate = \"{meta.get('validate')}\"`; no warmup: placement is driven by the reads |")
+    L.append(f"| epochfs | `bin/epochfs mount --config C --tier disk=/var/tmp/…:QUOTA (or mem=/dev/shm/…:QUOTA, or both, half each) --state S SSHFS_MNT MNT`, C = `[placement] workers = 6, source_bandwidth = \"0\", validate = \"{meta.get('validate')}\"` and `[sampler] buffer = \"{meta.get('sampler_buffer', '1GiB (default)')}\"`; no warmup: placement is driven by the reads; binary sha256 {meta.get('epochfs_sha', '?')}… |")
     L.append("| rclone | `nsenter --net=… rclone mount pfs:DATASET MNT --read-only --vfs-cache-mode full --vfs-cache-max-size QUOTA --vfs-cache-max-age 24h --dir-cache-time 24h --attr-timeout 1h` (sftp backend to the same sshd, Debian rclone) |")
     L.append("| local copy | `cp -r SSHFS_MNT/DATASET /var/tmp/…` made before the run (copy time reported), then caches dropped |")
     L.append("")
@@ -205,6 +205,12 @@ def section(meta, end, calib, runs, command, png_names):
               "cache of the mount holds the non-resident half, so epochs ≥ 2 would read nothing from "
               "the source for any setup; a node whose RAM does not hold the dataset sees the numbers "
               "below.\n" if drop else "In *half* the page cache is kept between epochs.\n"))
+    if str(meta.get("sampler_buffer", "")) == "0":
+        L.append("The shared RAM buffer (`[sampler] buffer`, default 1 GiB) is off here: with no jobs "
+                 "registered it keeps whole non-resident files read from the source in RAM (30 s grace, "
+                 "outside the tier quota), which on this small dataset holds the whole non-resident half "
+                 "(daemon RSS +250–330 MB, epoch-3 source bytes 0 in a trial run) and would make the *half* "
+                 "case a RAM-cache case and the comparison with rclone's equal-size cache unequal.\n")
     L.append("Cells are median (min–max) over the repetitions. Source MB = bytes the server sent "
              "for that epoch (10^6 bytes); reads = sftp read requests; opens = sftp opens; stats = "
              "sftp metadata requests (stat, lstat, fstat, opendir, readdir, statvfs); "
@@ -218,7 +224,7 @@ def section(meta, end, calib, runs, command, png_names):
         L.append(f"### {reader}, source limited to {rate} MB/s"
                  f"{f' (measured {eff:.0f} MB/s single stream)' if eff else ''}\n")
         L.append("| case | setup | runs | epoch 1 s | epoch 2 s | epoch 3 s | source MB e1 / e2 / e3 | "
-                 "source reads e1 / e2 / e3 | source opens e1 / e2 / e3 | source stats e1 / e2 / e3 | resident after e1 | CPU s | copy s | load |")
+                 "source reads e1 / e2 / e3 | source opens e1 / e2 / e3 | source stats e1 / e2 / e3 | resident (rclone: cache) after e1 | CPU s | copy s | load |")
         L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for case in ("fits", "half"):
             for setup in SETUP_ORDER:
@@ -238,6 +244,11 @@ def section(meta, end, calib, runs, command, png_names):
                         vals.append("–" if m is None else fmt.format(m * scale))
                     return " / ".join(vals)
                 res = median([p[0]["resident_frac"] for p in per if p])
+                if setup == "rclone":
+                    cb = median([num(r["run"]["snapshots"][1], "cache_bytes") for r in rs
+                                 if len(r.get("run", {}).get("snapshots", [])) > 1])
+                    if cb is not None:
+                        res = cb / rs[0]["dataset_bytes"]
                 cpu = median([sum(x["cpu"] or 0 for x in p) for p in per])
                 aux = median([sum(x["cpu_aux"] or 0 for x in p) for p in per])
                 cpu_s = "–" if setup == "local" else f"{cpu:.1f}" + (f" (+{aux:.1f})" if setup.startswith("epochfs") else "")
@@ -263,7 +274,8 @@ def section(meta, end, calib, runs, command, png_names):
     if target_rows:
         L.append("### Targets (DESIGN.md)\n")
         L.append("Ratios are taken per repetition (runs with the same repetition number) and shown as "
-                 "median (min–max).\n")
+                 "median (min–max); f = the resident fraction after epoch 1 (`.epochfs/status`), "
+                 "a bytes/bound ratio ≤ 1.001 counts as met (= reading each non-resident byte once).\n")
         L.append("| reader, limit | target | measured | verdict |\n|---|---|---|---|")
         L.extend(target_rows)
         L.append("")
