@@ -135,7 +135,7 @@ func New(o Options) (*Manager, error) {
 		inflight: make(chan struct{}, o.Fetchers),
 	}
 	if slots > 0 {
-		m.p.SetOnFetched(m.onFetched)
+		m.p.SetDemandHook(&placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched})
 	}
 	go m.loop()
 	return m, nil
@@ -144,7 +144,7 @@ func New(o Options) (*Manager, error) {
 // Close stops the loop and waits for prefetches in flight.
 func (m *Manager) Close() {
 	m.closeOnce.Do(func() {
-		m.p.SetOnFetched(nil)
+		m.p.SetDemandHook(nil)
 		m.stop()
 		<-m.done
 		m.fetchWG.Wait()
@@ -431,6 +431,12 @@ func (m *Manager) prefetch() {
 }
 
 // onFetched is placement's hook for a demand read that buffered a file.
+// wanted reports whether a live job still wants e this epoch: only then
+// does a demand read of a file that fits no tier go through the buffer.
+func (m *Manager) wanted(e *placement.Entry) bool {
+	return e.Index >= 0 && int(e.Index) < len(m.files) && m.s.Wanted(int(e.Index))
+}
+
 func (m *Manager) onFetched(e *placement.Entry) bool {
 	if e.Index < 0 || int(e.Index) >= len(m.files) {
 		return false

@@ -415,16 +415,21 @@ func (p *Placer) BufferStats() BufferStats {
 	return BufferStats{Budget: b.budget, Bytes: b.used, Entries: int64(len(b.entries)), Fetches: b.fetches, Hits: b.hits, Released: int64(rel), Refused: b.refused}
 }
 
-// SetOnFetched installs the hook a demand read calls once it has read a
-// file that fits no tier whole into the buffer; it returns whether to keep
-// the bytes (the jobs layer asks the sampler); bytes not kept are released
-// (see Release). Without a hook, demand reads do not use the buffer.
-func (p *Placer) SetOnFetched(fn func(e *Entry) (keep bool)) {
-	if fn == nil {
-		p.onFetched.Store(nil)
-		return
-	}
-	p.onFetched.Store(&fn)
+// DemandHook decides about demand reads of files that fit no tier whole
+// (the jobs layer asks the sampler). Wanted is asked before such a read
+// fetches the file into the buffer: only when a live job still wants the
+// sample does the fetch go through the buffer, so with no job the buffer
+// is not a RAM cache outside the tier quotas. Keep is asked once the bytes
+// are in: bytes not kept are released (see Release).
+type DemandHook struct {
+	Wanted func(e *Entry) bool
+	Keep   func(e *Entry) bool
+}
+
+// SetDemandHook installs h; nil removes it. Without a hook, demand reads do
+// not use the buffer.
+func (p *Placer) SetDemandHook(h *DemandHook) {
+	p.demandHook.Store(h)
 }
 
 // demandBuffer attaches r to a buffered copy of its file: one already
@@ -440,8 +445,8 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 		r.bent = be
 		return true
 	}
-	hook := p.onFetched.Load()
-	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.budget/4 {
+	hook := p.demandHook.Load()
+	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.budget/4 || !hook.Wanted(e) {
 		return false
 	}
 	select {
@@ -465,7 +470,7 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 	go func() {
 		defer func() { <-p.demand }()
 		p.fetchInto(p.ctx, be)
-		if be.err == nil && !(*hook)(e) {
+		if be.err == nil && !hook.Keep(e) {
 			// Not kept: every job was handed it already, but their
 			// readers may be on their way; it goes first when room is
 			// needed.

@@ -58,7 +58,7 @@ func TestBufferOneSourceFetchPerFileUnderConcurrentFetchAndOpen(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 10 << 20})
 	files := noTier(e)
 	var hooked sync.Map
-	e.p.SetOnFetched(func(en *Entry) bool { hooked.Store(en, true); return true })
+	e.p.SetDemandHook(&DemandHook{Wanted: func(*Entry) bool { return true }, Keep: func(en *Entry) bool { hooked.Store(en, true); return true }})
 	var wg sync.WaitGroup
 	errs := make(chan error, 1000)
 	for g := 0; g < 8; g++ {
@@ -182,7 +182,7 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 450_000})
 	files := noTier(e)
 	var asked atomic.Int32
-	e.p.SetOnFetched(func(en *Entry) bool { asked.Add(1); return en == files[0] })
+	e.p.SetDemandHook(&DemandHook{Wanted: func(en *Entry) bool { return en != files[4] }, Keep: func(en *Entry) bool { asked.Add(1); return en == files[0] }})
 	for _, f := range files[:2] {
 		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path]) {
 			t.Fatalf("%s differs", f.Path)
@@ -201,5 +201,24 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 	}
 	if bs := e.p.BufferStats(); bs.Bytes > bs.Budget || bs.Entries != 4 {
 		t.Fatalf("buffer %+v", bs)
+	}
+}
+
+func TestDemandReadOfAnUnwantedFileBypassesTheBuffer(t *testing.T) {
+	data := bufferDataset(2)
+	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 450_000})
+	files := noTier(e)
+	var kept atomic.Int32
+	e.p.SetDemandHook(&DemandHook{Wanted: func(*Entry) bool { return false }, Keep: func(*Entry) bool { kept.Add(1); return true }})
+	for i := 0; i < 2; i++ {
+		if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path]) {
+			t.Fatalf("%s differs", files[0].Path)
+		}
+	}
+	if bs := e.p.BufferStats(); bs.Fetches != 0 || bs.Entries != 0 || bs.Hits != 0 || kept.Load() != 0 {
+		t.Fatalf("an unwanted demand read used the buffer: %+v, keep asked %d times", bs, kept.Load())
+	}
+	if got, want := e.source.Stats().Bytes, 2*int64(len(data[files[0].Path])); got != want {
+		t.Fatalf("source bytes %d, want %d (each read from the source)", got, want)
 	}
 }

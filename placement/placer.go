@@ -100,7 +100,7 @@ type Placer struct {
 	warm warmup
 
 	buf       *buffer // nil without a buffer
-	onFetched atomic.Pointer[func(*Entry) bool]
+	demandHook atomic.Pointer[DemandHook]
 	fetchMu   sync.Mutex // guards fetchDone and fetchWG.Add
 	fetchDone bool
 	fetchWG   sync.WaitGroup // background buffer fetches

@@ -245,6 +245,20 @@ func (s *Sampler) room(want int) bool {
 	return true
 }
 
+// Wanted reports whether buffering sample i's bytes would serve a live job:
+// the buffer is on, i is not resident and some live job has not yet been
+// handed i this epoch. A demand read asks it before fetching into the
+// buffer, so that with no job (or only the reader's own) it reads around it.
+func (s *Sampler) Wanted(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reap(s.opt.Now())
+	if i < 0 || i >= s.n || s.opt.BufferSlots == 0 || s.res.Resident(i) {
+		return false
+	}
+	return s.state(int32(i)) == stBuffered || s.wantCount(int32(i)) > 0
+}
+
 // Installed reports that the buffer now holds sample i's bytes, fetched for
 // Prefetch or by a demand read from the source, and returns whether to keep
 // them: true while some live job still wants i this epoch and there is room

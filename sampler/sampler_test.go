@@ -573,3 +573,40 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestWantedOnlyWhileAnotherLiveJobStillNeedsTheSample(t *testing.T) {
+	resident := func(i int) bool { return i == 9 }
+	s, _ := New(Options{Samples: 10, BufferSlots: 4, Lookahead: 1, Residency: ResidencyFunc(resident)})
+	if s.Wanted(0) {
+		t.Fatal("with no job, a demand read would fill the buffer")
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := s.RegisterJob(name, JobConfig{BatchSize: 1, Kind: KindSequential}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Wanted(9) {
+		t.Fatal("a resident sample is wanted in the buffer")
+	}
+	if b, _, _ := s.Next("a"); !slices.Equal(b, []int{0}) {
+		t.Fatalf("a read %v, want [0]", b)
+	}
+	if !s.Wanted(0) {
+		t.Fatal("sample 0 not wanted though b has not read it")
+	}
+	if b, _, _ := s.Next("b"); !slices.Equal(b, []int{0}) {
+		t.Fatalf("b read %v, want [0]", b)
+	}
+	if s.Wanted(0) {
+		t.Fatal("sample 0 wanted after every live job was handed it")
+	}
+	if err := s.EndJob("b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _ = s.Next("a"); s.Wanted(1) {
+		t.Fatal("sample 1 wanted with a single job that was handed it")
+	}
+	if s.Wanted(-1) || s.Wanted(10) {
+		t.Fatal("out-of-range sample wanted")
+	}
+}
