@@ -17,6 +17,8 @@ test: build
 
 vet:
 	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
 # The CI suite: vet, every test under the race detector, real FUSE mounts.
 ci: deps build vet

@@ -99,11 +99,11 @@ type Placer struct {
 
 	warm warmup
 
-	buf       *buffer // nil without a buffer
+	buf        *buffer // nil without a buffer
 	demandHook atomic.Pointer[DemandHook]
-	fetchMu   sync.Mutex // guards fetchDone and fetchWG.Add
-	fetchDone bool
-	fetchWG   sync.WaitGroup // background buffer fetches
+	fetchMu    sync.Mutex // guards fetchDone and fetchWG.Add
+	fetchDone  bool
+	fetchWG    sync.WaitGroup // background buffer fetches
 }
 
 // New starts a placer: it accounts the resident copies the catalog

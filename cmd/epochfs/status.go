@@ -52,4 +52,3 @@ func parseKV(data []byte) map[string]string {
 	}
 	return m
 }
-
