@@ -37,8 +37,8 @@
 # Environment: QUICK=1; WORK (/var/tmp/epochfs-bench-epochs); FILES (4000,
 # quick 1200); REPS (3, quick 1); TORCH_RATES (MB/s of the PFS for the torch
 # reader, "20"; quick "20"); SHARD_RATES ("50 200"; quick "50"); CASES
-# ("fits half"); SAMPLER_BUFFER (epochfs [sampler] buffer, "0": see the
-# report); DROP_HALF (1: drop caches between epochs in "half"); READERS ("torch shards"); WORKERS (DataLoader workers and
+# ("fits half"); SAMPLER_BUFFER (epochfs [sampler] buffer, "1GiB" = the
+# default; it serves registered jobs only); DROP_HALF (1: drop caches between epochs in "half"); READERS ("torch shards"); WORKERS (DataLoader workers and
 # shard readers, 2); ONLY=epochs skips the read-path and preprocessing
 # benchmarks; OUT (docs/benchmarks.md, "-" to skip the report).
 # Needs root, ip/tc/nsenter, sshd, sshfs, rclone, Debian python3-torch,
@@ -69,7 +69,7 @@ ONLY=${ONLY:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 PY=/usr/bin/python3
 EPOCHFS=$WORK/bin/epochfs   # a copy of bin/epochfs taken at the start (others may rebuild it)
-SAMPLER_BUFFER=${SAMPLER_BUFFER:-0}
+SAMPLER_BUFFER=${SAMPLER_BUFFER:-1GiB}
 RUN=$WORK/run
 SHM=/dev/shm/epochfs-bench-$$
 RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl

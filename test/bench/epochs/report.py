@@ -206,11 +206,16 @@ def section(meta, end, calib, runs, command, png_names):
               "the source for any setup; a node whose RAM does not hold the dataset sees the numbers "
               "below.\n" if drop else "In *half* the page cache is kept between epochs.\n"))
     if str(meta.get("sampler_buffer", "")) == "0":
-        L.append("The shared RAM buffer (`[sampler] buffer`, default 1 GiB) is off here: with no jobs "
-                 "registered it keeps whole non-resident files read from the source in RAM (30 s grace, "
-                 "outside the tier quota), which on this small dataset holds the whole non-resident half "
-                 "(daemon RSS +250–330 MB, epoch-3 source bytes 0 in a trial run) and would make the *half* "
-                 "case a RAM-cache case and the comparison with rclone's equal-size cache unequal.\n")
+        L.append("The shared RAM buffer (`[sampler] buffer`) is off in this run. Binaries of that time "
+                 "kept whole non-resident files read from the source in it for 30 s even with no job "
+                 "registered (outside the tier quota), which on this small dataset would have held the "
+                 "whole non-resident half and made the *half* case a RAM-cache case. Since then the "
+                 "buffer serves registered jobs (`.epochfs/jobs/`) only, and the harness runs with the "
+                 "default size.\n")
+    elif meta.get("sampler_buffer"):
+        L.append(f"The shared RAM buffer (`[sampler] buffer = \"{meta['sampler_buffer']}\"`) serves only "
+                 "jobs registered under `.epochfs/jobs/`; these readers register none, so it holds "
+                 "nothing and the tier quota is the only cache.\n")
     L.append("Cells are median (min–max) over the repetitions. Source MB = bytes the server sent "
              "for that epoch (10^6 bytes); reads = sftp read requests; opens = sftp opens; stats = "
              "sftp metadata requests (stat, lstat, fstat, opendir, readdir, statvfs); "
