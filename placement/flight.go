@@ -187,22 +187,7 @@ func (p *Placer) copy(f *flight) error {
 	if e.Tier() >= 0 {
 		return errResident
 	}
-	var (
-		t       *tier.Tier
-		idx     int
-		res     *tier.Reservation
-		allFull = true
-	)
-	for i, cand := range p.o.Tiers {
-		r, err := cand.Reserve(f.size)
-		if err == nil {
-			t, idx, res = cand, i, r
-			break
-		}
-		if !errors.Is(err, tier.ErrNoSpace) {
-			allFull = false
-		}
-	}
+	t, idx, res, allFull := p.reserve(0, f.size)
 	if t == nil {
 		// No eviction: a file every tier refused for space will not fit
 		// later this mount. Unhealthy tiers may take it later.
@@ -231,9 +216,17 @@ func (p *Placer) copy(f *flight) error {
 		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
 	}
 	tmp, err := t.Create(e.Path, res)
-	if err != nil {
+	for err != nil {
+		// The tier could not take the temp file (a disk error, a full or
+		// read-only file system): try the slower tiers before giving up.
 		res.Release()
-		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+		p.log.Warn("tier refused a copy; trying the next tier", zap.String("tier", t.Name()),
+			zap.String("path", e.Path), zap.Error(err))
+		cerr := err
+		if t, idx, res, _ = p.reserve(idx+1, f.size); t == nil {
+			return fmt.Errorf("placement: copy %s: %w", e.Path, cerr)
+		}
+		tmp, err = t.Create(e.Path, res)
 	}
 	f.setTemp(tmp)
 	bp := p.bufs.Get().(*[]byte)
@@ -268,6 +261,22 @@ func (p *Placer) copy(f *flight) error {
 	p.done.Add(1)
 	p.placedBytes.Add(f.size)
 	return nil
+}
+
+// reserve reserves size bytes in the fastest tier from index start on with
+// room; allFull reports whether every tier tried refused for space.
+func (p *Placer) reserve(start int, size int64) (t *tier.Tier, idx int, res *tier.Reservation, allFull bool) {
+	allFull = true
+	for i := start; i < len(p.o.Tiers); i++ {
+		r, err := p.o.Tiers[i].Reserve(size)
+		if err == nil {
+			return p.o.Tiers[i], i, r, false
+		}
+		if !errors.Is(err, tier.ErrNoSpace) {
+			allFull = false
+		}
+	}
+	return nil, -1, nil, allFull
 }
 
 // refresh records new source attributes of e and drops its tier copy.

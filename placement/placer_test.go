@@ -331,6 +331,32 @@ func TestBrokenTierFallsBackToTheSource(t *testing.T) {
 	})
 }
 
+func TestCopyGoesToTheNextTierWhenTheFirstCannotCreateItsTempFile(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: 1 << 30}, {Name: "nvme", Quota: 1 << 30}}, Options{})
+	dir := e.tiers[0].Dir()
+	// The first tier's temp directory is a file: every create there fails,
+	// while its quota and statfs still say there is room.
+	if err := os.RemoveAll(filepath.Join(dir, ".tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".tmp"), nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	e.readAllFiles() // one pass: no file is read twice
+	e.waitResident()
+	if got := e.tiers[1].Files(); got != int64(len(d)) {
+		t.Errorf("second tier holds %d files, want %d", got, len(d))
+	}
+	if st := e.p.Stats(); st.Failed != 0 {
+		t.Errorf("%d copies failed although the second tier had room", st.Failed)
+	}
+	if e.tiers[0].Errors() == 0 || e.tiers[0].Reserved() != 0 || e.tiers[0].Used() != 0 {
+		t.Errorf("first tier: errors %d, reserved %d, used %d", e.tiers[0].Errors(), e.tiers[0].Reserved(), e.tiers[0].Used())
+	}
+	e.checkAccounting()
+}
+
 func TestValidateOpenDropsTheCopyOfAChangedFile(t *testing.T) {
 	d := dataset{
 		"grows":      content("grows", 100_000),
