@@ -110,6 +110,10 @@ var (
 	keyFilePrefix = []byte("f")
 	keySource     = []byte("m/source")
 	keyComplete   = []byte("m/complete")
+	// keyRescan is set while a rescan rewrites the records of a complete
+	// catalog: the records are then a mix of old and new ones, and the
+	// next open walks again, keeping the residency either kind records.
+	keyRescan = []byte("m/rescan")
 )
 
 // OpenCatalog opens (or creates) the catalog in the state directory. A
@@ -148,10 +152,11 @@ func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 }
 
 func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
-	var src, complete []byte
+	var src, complete, rescanning []byte
 	err := c.db.View(func(txn *badger.Txn) error {
 		src = getValue(txn, keySource)
 		complete = getValue(txn, keyComplete)
+		rescanning = getValue(txn, keyRescan)
 		return nil
 	})
 	if err != nil {
@@ -160,17 +165,26 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 	if src != nil && string(src) != o.Source {
 		return fmt.Errorf("%w: %s (use another state directory)", ErrOtherSource, src)
 	}
-	var old *Entry
-	if complete != nil {
+	if complete != nil && !o.Rescan && rescanning == nil {
 		start := time.Now()
-		old, err = c.load()
+		root, err := c.load()
 		if err != nil {
 			return err
 		}
-		if !o.Rescan {
-			c.setRoot(old)
-			c.log.Info("catalog loaded", zap.Int64("files", c.files), zap.Int64("bytes", c.bytes), zap.Duration("took", time.Since(start)))
-			return nil
+		c.setRoot(root)
+		c.log.Info("catalog loaded", zap.Int64("files", c.files), zap.Int64("bytes", c.bytes), zap.Duration("took", time.Since(start)))
+		return nil
+	}
+	// Copies are recorded only in a catalog that was once complete: a
+	// first walk cut short has none to keep.
+	keep := complete != nil || rescanning != nil
+	var old []copyRecord
+	if keep {
+		if rescanning != nil {
+			c.log.Warn("an earlier rescan was interrupted; walking the source again")
+		}
+		if old, err = c.loadCopies(); err != nil {
+			return err
 		}
 	}
 	start := time.Now()
@@ -179,10 +193,8 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 		return err
 	}
 	c.walked = true
-	if old != nil {
-		c.stale = carryOver(old, root, c.tiers)
-	}
-	if err := c.store(root, o.Source); err != nil {
+	c.stale = carryOver(old, root, c.tiers)
+	if err := c.store(root, o.Source, keep); err != nil {
 		return err
 	}
 	c.setRoot(root)
@@ -293,26 +305,62 @@ func (c *Catalog) newEntry(p string, rec record) *Entry {
 	return e
 }
 
-// carryOver keeps the residency of files whose size and mtime did not
-// change and returns the copies that are out of date.
-func carryOver(old, cur *Entry, tiers []string) []StaleCopy {
-	var stale []StaleCopy
-	var visit func(o *Entry)
-	visit = func(o *Entry) {
-		if o.Kind == KindFile && o.Tier() >= 0 {
-			n := find(cur, o.Path)
-			oa := o.Attr()
-			if n != nil && n.Kind == KindFile && n.Attr().Size == oa.Size && n.Attr().Mtime == oa.Mtime {
-				n.tier.Store(o.tier.Load())
-			} else {
-				stale = append(stale, StaleCopy{Path: o.Path, Size: oa.Size, Tier: tiers[o.Tier()]})
+// copyRecord is a tier copy a stored record says exists.
+type copyRecord struct {
+	path        string
+	size, mtime int64
+	tier        int
+}
+
+// loadCopies reads the tier copies the stored records name, without
+// building the tree: after an interrupted rescan the records are a mix of
+// two trees and need not form one.
+func (c *Catalog) loadCopies() ([]copyRecord, error) {
+	var out []copyRecord
+	err := c.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = keyFilePrefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			p := string(item.Key()[len(keyFilePrefix):])
+			err := item.Value(func(v []byte) error {
+				rec, err := decodeRecord(v)
+				if err != nil {
+					return fmt.Errorf("placement: catalog entry %q: %w", p, err)
+				}
+				if rec.Kind != KindFile || rec.Tier == "" {
+					return nil
+				}
+				for i, t := range c.tiers {
+					if t == rec.Tier {
+						out = append(out, copyRecord{path: p, size: rec.Size, mtime: rec.Mtime, tier: i})
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
-		for _, ch := range o.children {
-			visit(ch)
+		return nil
+	})
+	return out, err
+}
+
+// carryOver keeps the residency of files whose size and mtime did not
+// change and returns the copies that are out of date.
+func carryOver(old []copyRecord, cur *Entry, tiers []string) []StaleCopy {
+	var stale []StaleCopy
+	for _, o := range old {
+		n := find(cur, o.path)
+		if n != nil && n.Kind == KindFile && n.Attr().Size == o.size && n.Attr().Mtime == o.mtime {
+			n.tier.Store(int32(o.tier))
+		} else {
+			stale = append(stale, StaleCopy{Path: o.path, Size: o.size, Tier: tiers[o.tier]})
 		}
 	}
-	visit(old)
 	return stale
 }
 
@@ -329,9 +377,20 @@ func find(root *Entry, p string) *Entry {
 	return e
 }
 
-// store replaces the persisted tree with root.
-func (c *Catalog) store(root *Entry, source string) error {
-	if err := c.db.DropPrefix(keyFilePrefix, keyComplete); err != nil {
+// store replaces the persisted tree with root. With keep (the records may
+// name tier copies) the old records are overwritten and then the ones root
+// no longer has are deleted, under the rescan marker, so that a crash at
+// any point leaves every copy recorded by an old or a new record; without,
+// the records are dropped first.
+func (c *Catalog) store(root *Entry, source string, keep bool) error {
+	if keep {
+		if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRescan, []byte("1")) }); err != nil {
+			return fmt.Errorf("placement: write catalog: %w", err)
+		}
+		if err := c.db.Sync(); err != nil {
+			return fmt.Errorf("placement: write catalog: %w", err)
+		}
+	} else if err := c.db.DropPrefix(keyFilePrefix, keyComplete); err != nil {
 		return fmt.Errorf("placement: clear catalog: %w", err)
 	}
 	wb := c.db.NewWriteBatch()
@@ -356,14 +415,53 @@ func (c *Catalog) store(root *Entry, source string) error {
 	if err == nil {
 		err = wb.Flush()
 	}
+	if err == nil && keep {
+		err = c.deleteMissing(root)
+	}
 	if err != nil {
 		return fmt.Errorf("placement: write catalog: %w", err)
 	}
 	// Written last: a walk cut short is redone at the next mount.
-	if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(keyComplete, []byte("1")) }); err != nil {
+	err = c.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keyComplete, []byte("1")); err != nil {
+			return err
+		}
+		return txn.Delete(keyRescan)
+	})
+	if err != nil {
 		return fmt.Errorf("placement: write catalog: %w", err)
 	}
 	return c.db.Sync()
+}
+
+// deleteMissing deletes the records of paths root does not have.
+func (c *Catalog) deleteMissing(root *Entry) error {
+	var gone [][]byte
+	err := c.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = keyFilePrefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if find(root, string(k[len(keyFilePrefix):])) == nil {
+				gone = append(gone, it.Item().KeyCopy(nil))
+			}
+		}
+		return nil
+	})
+	if err != nil || len(gone) == 0 {
+		return err
+	}
+	wb := c.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range gone {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
 }
 
 func fileKey(p string) []byte {

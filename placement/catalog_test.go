@@ -464,6 +464,65 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	}
 }
 
+func TestCatalogInterruptedRescanKeepsEveryRecordedCopy(t *testing.T) {
+	src := catalogTree(t)
+	state := fastDir(t)
+	tiers := []string{"mem", "nvme"}
+	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	for p, ti := range map[string]int{"top.txt": 0, "a/b/c/deep.bin": 1} {
+		e := c.Find(p)
+		e.tier.Store(int32(ti))
+		if err := c.persist(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := dump(c)
+	// A rescan that died half way: its marker is set and the records are a
+	// mix that no longer forms a tree (a directory's record is gone, a
+	// path that is not in the source is still there).
+	err := c.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keyRescan, []byte("1")); err != nil {
+			return err
+		}
+		if err := txn.Set(fileKey("gone/file"), c.recordOf(c.Find("top.txt")).encode(nil)); err != nil {
+			return err
+		}
+		return txn.Delete(fileKey("a/b"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	if !c.Walked() {
+		t.Error("catalog of an interrupted rescan was loaded instead of walked")
+	}
+	if got := c.Find("top.txt").Tier(); got != 0 {
+		t.Errorf("top.txt: tier %d, want 0", got)
+	}
+	if got := c.Find("a/b/c/deep.bin").Tier(); got != 1 {
+		t.Errorf("a/b/c/deep.bin: tier %d, want 1 (its record outlived its directory's)", got)
+	}
+	want := []StaleCopy{{Tier: "mem", Path: "gone/file", Size: c.Find("top.txt").Attr().Size}}
+	if !reflect.DeepEqual(c.Stale(), want) {
+		t.Errorf("Stale() = %+v, want %+v", c.Stale(), want)
+	}
+	c.Close()
+
+	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	defer c.Close()
+	if c.Walked() {
+		t.Error("the finished rescan did not clear its marker")
+	}
+	if !reflect.DeepEqual(dump(c), full) {
+		t.Error("tree after the redone rescan differs from the original")
+	}
+	if c.Find("gone/file") != nil {
+		t.Error("record of a path the source does not have survived the rescan")
+	}
+}
+
 func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 	src := catalogTree(t)
 	want := expectedEntries(t, src)
