@@ -29,6 +29,7 @@ type ctlSpec struct {
 	name  string
 	ino   uint64
 	mode  uint32
+	owner owner // root unless a job's
 	read  func() []byte
 	write func(data []byte) error // nil: read-only
 }
@@ -122,6 +123,7 @@ var (
 func (f *ctlFile) fillAttr(a *fuse.Attr) {
 	a.Ino = f.spec.ino
 	a.Mode = syscall.S_IFREG | f.spec.mode
+	a.Uid, a.Gid = f.spec.owner.uid, f.spec.owner.gid
 	a.Nlink = 1
 	t := uint64(time.Now().Unix())
 	a.Mtime, a.Ctime, a.Atime = t, t, t

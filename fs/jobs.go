@@ -59,10 +59,18 @@ func (d *jobsDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.At
 	return 0
 }
 
+// owner is the user and group a job's directory and files belong to: who
+// made the directory. With default_permissions the kernel then lets only
+// them (and root) change the job's config, take its batches or remove it.
+type owner struct{ uid, gid uint32 }
+
 func (d *jobsDir) jobInode(ctx context.Context, name string, id uint64, mkdir bool, out *fuse.EntryOut) *fusefs.Inode {
 	j := &jobDir{fsys: d.fsys, name: name, ino: inoJobBase + id<<2}
 	if c, ok := ctx.(*fuse.Context); ok && mkdir {
-		j.uid, j.gid = c.Uid, c.Gid
+		d.fsys.jobOwners.Store(id, owner{c.Uid, c.Gid})
+	}
+	if o, ok := d.fsys.jobOwners.Load(id); ok {
+		j.owner = o.(owner)
 	}
 	j.fillAttr(&out.Attr)
 	out.SetEntryTimeout(time.Second)
@@ -103,8 +111,12 @@ func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 }
 
 func (d *jobsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
+	id, ok := d.fsys.o.Jobs.Job(name)
 	if err := d.fsys.o.Jobs.End(name); err != nil {
 		return d.fsys.toErrno(err)
+	}
+	if ok {
+		d.fsys.jobOwners.Delete(id)
 	}
 	return 0
 }
@@ -112,11 +124,10 @@ func (d *jobsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 // jobDir is .epochfs/jobs/NAME/.
 type jobDir struct {
 	fusefs.Inode
-	fsys *FS
-	name string
-	ino  uint64
-	uid  uint32 // the user who made it
-	gid  uint32
+	fsys  *FS
+	name  string
+	ino   uint64
+	owner owner
 }
 
 var (
@@ -127,9 +138,9 @@ var (
 
 func (j *jobDir) fillAttr(a *fuse.Attr) {
 	a.Ino = j.ino
-	a.Mode = syscall.S_IFDIR | 0o777
+	a.Mode = syscall.S_IFDIR | 0o755
 	a.Nlink = 2
-	a.Uid, a.Gid = j.uid, j.gid
+	a.Uid, a.Gid = j.owner.uid, j.owner.gid
 	t := uint64(time.Now().Unix())
 	a.Mtime, a.Ctime, a.Atime = t, t, t
 }
@@ -149,11 +160,11 @@ func (j *jobDir) spec(name string) (ctlSpec, bool) {
 	label := "jobs/" + job + "/" + name
 	switch name {
 	case "config":
-		return ctlSpec{name: label, ino: j.ino + 1, mode: 0o666,
+		return ctlSpec{name: label, ino: j.ino + 1, mode: 0o644, owner: j.owner,
 			read:  func() []byte { b, _ := m.Config(job); return b },
 			write: func(data []byte) error { return m.Configure(job, data) }}, true
 	case "status":
-		return ctlSpec{name: label, ino: j.ino + 3, mode: 0o444,
+		return ctlSpec{name: label, ino: j.ino + 3, mode: 0o444, owner: j.owner,
 			read: func() []byte { b, _ := m.Status(job); return b }}, true
 	}
 	return ctlSpec{}, false
@@ -165,7 +176,7 @@ func (j *jobDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 		return nil, syscall.ENOENT
 	}
 	if name == "next" {
-		n := &nextFile{fsys: j.fsys, job: j.name, ino: j.ino + 2}
+		n := &nextFile{fsys: j.fsys, job: j.name, ino: j.ino + 2, owner: j.owner}
 		n.fillAttr(&out.Attr)
 		out.SetEntryTimeout(time.Second)
 		out.SetAttrTimeout(0)
@@ -196,9 +207,10 @@ func (j *jobDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) 
 // returns 0 bytes once. Writes fail with EINVAL.
 type nextFile struct {
 	fusefs.Inode
-	fsys *FS
-	job  string
-	ino  uint64
+	fsys  *FS
+	job   string
+	ino   uint64
+	owner owner
 }
 
 var (
@@ -209,9 +221,11 @@ var (
 
 func (n *nextFile) fillAttr(a *fuse.Attr) {
 	a.Ino = n.ino
-	// Writable only so that a write reaches the daemon and fails with
-	// EINVAL and a reason, rather than EACCES in the kernel.
-	a.Mode = syscall.S_IFREG | 0o666
+	// Only the job's owner takes its batches. Writable by the owner only
+	// so that their write reaches the daemon and fails with EINVAL and a
+	// reason, rather than EACCES in the kernel.
+	a.Mode = syscall.S_IFREG | 0o600
+	a.Uid, a.Gid = n.owner.uid, n.owner.gid
 	a.Nlink = 1
 	t := uint64(time.Now().Unix())
 	a.Mtime, a.Ctime, a.Atime = t, t, t

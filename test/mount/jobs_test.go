@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -295,5 +296,74 @@ func TestJobsCtlFilesRejectBadInput(t *testing.T) {
 	// The name can be registered again.
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJobsBelongToTheUserWhoMadeThem: on a node shared by several users, a
+// job's config, batches and directory are its owner's; others may read its
+// config and status. The ownership outlives the kernel's inode cache.
+func TestJobsBelongToTheUserWhoMadeThem(t *testing.T) {
+	src, _ := makeSamples(t, 12, 1000)
+	e := newEnv(t, src, 1<<20)
+	e.opts.bufferBytes = 1 << 20
+	for d := filepath.Dir(e.mnt); d != "/" && d != "/tmp"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // let the other user reach the mount point
+	}
+	e.mount()
+	uid, gid := testUser(t)
+	jobs := filepath.Join(e.mnt, ".epochfs", "jobs")
+	// as runs a shell command as the unprivileged user.
+	as := func(script string) (string, error) {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	mine := filepath.Join(jobs, "users-job")
+	if out, err := as(fmt.Sprintf("mkdir %s && printf 'batch_size=3\\nsampler=sequential\\n' > %s/config && head -n 3 %s/next", mine, mine, mine)); err != nil || strings.Count(out, "\n") != 2 {
+		t.Fatalf("the user cannot run their own job: %v: %q", err, out)
+	}
+	// Forget the kernel's dentries and inodes: the next lookups come from
+	// the daemon, which must still know the owner.
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"", "config", "next", "status"} {
+		st, err := os.Stat(filepath.Join(mine, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := st.Sys().(*syscall.Stat_t); s.Uid != uid || s.Gid != gid {
+			t.Errorf("jobs/users-job/%s owned by %d:%d, want %d:%d", f, s.Uid, s.Gid, uid, gid)
+		}
+	}
+
+	roots := filepath.Join(jobs, "roots-job")
+	if err := os.Mkdir(roots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(roots, "config"), []byte("batch_size=4\nsampler=sequential\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range []string{
+		"printf 'batch_size=1\\n' > " + roots + "/config",
+		"cat " + roots + "/next",
+		"rmdir " + roots,
+	} {
+		if out, err := as(script); err == nil || !strings.Contains(out, "Permission denied") && !strings.Contains(out, "Operation not permitted") {
+			t.Errorf("another user's %q: %v: %q, want a permission error", script, err, out)
+		}
+	}
+	if out, err := as("cat " + roots + "/config " + roots + "/status"); err != nil || !strings.Contains(out, "batch_size=4") {
+		t.Errorf("another user cannot read a job's config and status: %v: %q", err, out)
+	}
+	// Root's job is untouched: its first batch is still the first 4 paths.
+	b, err := os.ReadFile(filepath.Join(roots, "next"))
+	if err != nil || strings.Count(string(b), "\n") != 4 {
+		t.Fatalf("root's first batch %q, %v", b, err)
+	}
+	if out, err := as("rmdir " + mine); err != nil {
+		t.Fatalf("the user cannot end their own job: %v: %q", err, out)
 	}
 }
