@@ -23,9 +23,10 @@ const releaseQuiet = time.Second
 // Open picks the inode's I/O mode. A resident file opens in passthrough
 // when the mount has it and no cached-mode handle of the inode is live;
 // otherwise the file opens in cached mode. If a passthrough handle is live
-// and the file is not resident (its copy was dropped because the source
-// changed), the open uses direct I/O, which the kernel lets coexist with
-// passthrough.
+// and the file is not resident, or resident in a newer version than theirs
+// (the source changed), the open is a directHandle: the kernel requires every open of
+// an inode in passthrough mode to be a passthrough open, and direct I/O
+// overrides passthrough for its reads, which come to the daemon.
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
@@ -48,13 +49,17 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	defer n.mu.Unlock()
 	// The dataset is read-only: no FLUSH round trip at close.
 	const noflush = fuse.FOPEN_NOFLUSH
+	// Live passthrough opens share one registration of one tier copy: a
+	// new passthrough open joins it only if it holds the same version.
+	a := n.e.Attr()
 	if r.ResidentFD() >= 0 && n.fsys.passthroughTier(r.TierIndex()) && n.cached == 0 &&
-		(n.pt > 0 || time.Since(n.lastCachedR) >= releaseQuiet) {
+		(n.pt > 0 && n.ptAttr == a || n.pt == 0 && time.Since(n.lastCachedR) >= releaseQuiet) {
 		n.pt++
+		n.ptAttr = a
 		return &ptHandle{n: n, r: r}, noflush, 0
 	}
 	if n.pt > 0 {
-		return &cachedHandle{n: n, r: r, direct: true}, fuse.FOPEN_DIRECT_IO | noflush, 0
+		return &directHandle{cachedHandle{n: n, r: r, direct: true}}, fuse.FOPEN_DIRECT_IO | noflush, 0
 	}
 	n.cached++
 	return &cachedHandle{n: n, r: r}, keep | noflush, 0
@@ -91,6 +96,22 @@ func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
 	h.n.mu.Unlock()
 	return h.n.fsys.toErrno(h.r.Close())
 }
+
+// directHandle is a direct I/O open beside live passthrough handles. go-fuse
+// answers it with the inode's passthrough registration (and counts it, which
+// balances the reference it drops at every release); with FOPEN_DIRECT_IO
+// the kernel still sends its reads to the daemon. If the registration is
+// gone by then, the inode has left passthrough mode in the kernel too, and
+// the open is plain direct I/O. An mmap of such a handle maps the old tier
+// copy (the kernel maps the backing file of an inode in passthrough mode).
+type directHandle struct {
+	cachedHandle
+}
+
+var _ fusefs.FilePassthroughFder = (*directHandle)(nil)
+
+// PassthroughFd registers nothing: the handle joins a registration only.
+func (h *directHandle) PassthroughFd() (int, bool) { return -1, false }
 
 // cachedHandle is a cached-mode (or direct I/O) open served by the daemon.
 type cachedHandle struct {

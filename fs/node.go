@@ -24,9 +24,10 @@ type node struct {
 	e    *placement.Entry
 
 	mu          sync.Mutex // guards the open counts
-	pt          int        // live passthrough opens
-	cached      int        // live cached-mode opens
-	lastCachedR time.Time  // when a cached-mode or direct handle was last released
+	pt          int            // live passthrough opens
+	ptAttr      placement.Attr // the source version the live passthrough opens' copy holds
+	cached      int            // live cached-mode opens
+	lastCachedR time.Time      // when a cached-mode or direct handle was last released
 }
 
 var (

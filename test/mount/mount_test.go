@@ -339,3 +339,67 @@ func TestBadCtlWriteFailsWithEINVALAndChangesNothing(t *testing.T) {
 		t.Fatal("warmup placed the wrong files")
 	}
 }
+
+// TestSourceChangeWhileAPassthroughHandleIsOpen: a file's source changes
+// while a passthrough handle of its old tier copy is open; the next open
+// must read the new content (validate = "open").
+func TestSourceChangeWhileAPassthroughHandleIsOpen(t *testing.T) {
+	src, _ := makeTree(t, 1<<20)
+	e := newEnv(t, src, 1<<30)
+	e.opts.validate = true
+	e.mount()
+	rel := "class1/img001.jpg"
+	p := filepath.Join(e.mnt, rel)
+	if _, err := os.ReadFile(p); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	if tierOf(t, p) == "source" {
+		t.Fatal("file not placed")
+	}
+	time.Sleep(1100 * time.Millisecond) // past the cached-mode quiet period
+	old, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	oldWant, _ := os.ReadFile(filepath.Join(src, rel))
+	if got, err := readAll(old); err != nil || !bytes.Equal(got, oldWant) {
+		t.Fatalf("old handle: %v", err)
+	}
+	if st := statusOf(t, e.mnt); st["passthrough"] != "on" {
+		t.Skip("passthrough is off on this kernel")
+	}
+	newWant := append([]byte("changed "), oldWant...)
+	if err := os.WriteFile(filepath.Join(src, rel), newWant, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatalf("open %d after the source changed, beside a passthrough handle: %v", i+1, err)
+		}
+		got, err := readAll(f)
+		f.Close()
+		if err != nil || !bytes.Equal(got, newWant) {
+			t.Fatalf("open %d after the change read %d bytes %q (err %v), want the new %d", i+1, len(got), got[:8], err, len(newWant))
+		}
+	}
+	if got, err := old.ReadAt(make([]byte, 16), 0); err != nil || got != 16 {
+		t.Fatalf("the old handle stopped working: %d, %v", got, err)
+	}
+	old.Close()
+	// Once the old handle is gone, opens pass the new copy through.
+	e.settle()
+	time.Sleep(1100 * time.Millisecond)
+	if st, err := os.Stat(p); err != nil || st.Size() != int64(len(newWant)) {
+		t.Fatalf("stat after the change: %v, %v; want size %d", st, err, len(newWant))
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, newWant) {
+		t.Fatalf("read after the old handle closed: %d bytes, %v", len(got), err)
+	}
+	if tierOf(t, p) == "source" {
+		t.Error("the new version was not placed")
+	}
+}
