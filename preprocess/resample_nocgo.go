@@ -7,5 +7,5 @@ func resampleV(dst, src *Image, c coeffs)           { resampleVGo(dst, src, c) }
 
 func toFloatCHW(img *Image, lut *[3][256]float32) *Tensor { return toFloatCHWGo(img, lut) }
 
-// haveSSE41 exists for the tests shared with the cgo build.
-var haveSSE41 = false
+// haveSSE41 and haveAVX2 exist for the tests shared with the cgo build.
+var haveSSE41, haveAVX2 = false, false

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The C passes (SSE4.1 and scalar) compute exactly what the Go passes
+// The C passes (AVX2, SSE4.1 and scalar) compute exactly what the Go passes
 // (the build without cgo) compute, for up- and downscaling, fractional
 // boxes and strided views; the C ToTensor equals the Go one.
 func TestResampleAndToTensorImplementationsAgree(t *testing.T) {
@@ -22,10 +22,10 @@ func TestResampleAndToTensorImplementationsAgree(t *testing.T) {
 		}
 		ow, oh := 1+rng.IntN(300), 1+rng.IntN(300)
 		got := resample(view, box, ow, oh, nil)
-		saved := haveSSE41
-		haveSSE41 = false
+		saved, savedAVX2 := haveSSE41, haveAVX2
+		haveSSE41, haveAVX2 = false, false
 		scalar := resample(view, box, ow, oh, nil)
-		haveSSE41 = saved
+		haveSSE41, haveAVX2 = saved, savedAVX2
 		want := goResample(view, box, ow, oh)
 		if !bytes.Equal(got.Pix, want.Pix) || !bytes.Equal(scalar.Pix, want.Pix) {
 			t.Fatalf("%dx%d box %v -> %dx%d: C and Go resampling differ", w, h, box, ow, oh)
