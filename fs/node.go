@@ -23,7 +23,7 @@ type node struct {
 	fsys *FS
 	e    *placement.Entry
 
-	mu          sync.Mutex // guards the open counts
+	mu          sync.Mutex     // guards the open counts
 	pt          int            // live passthrough opens
 	ptAttr      placement.Attr // the source version the live passthrough opens' copy holds
 	cached      int            // live cached-mode opens
