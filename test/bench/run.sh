@@ -40,7 +40,11 @@
 # ("fits half"); SAMPLER_BUFFER (epochfs [sampler] buffer, "1GiB" = the
 # default; it serves registered jobs only); DROP_HALF (1: drop caches between epochs in "half"); READERS ("torch shards"); WORKERS (DataLoader workers and
 # shard readers, 2); ONLY=epochs skips the read-path and preprocessing
-# benchmarks; OUT (docs/benchmarks.md, "-" to skip the report).
+# benchmarks; OUT (docs/benchmarks.md, "-" to skip the report); PFS_DELAY_MS
+# (0: a delay added to each direction of the sshfs connection by
+# test/bench/delayproxy; rclone is not delayed); SETUPS (the setups of every
+# case instead of the defaults; "epochfs-jobs" = the disk tier read in the
+# order of an epochfs job through docs/examples/epochfs_sampler.py).
 # Needs root, ip/tc/nsenter, sshd, sshfs, rclone, Debian python3-torch,
 # python3-torchvision, python3-matplotlib (make bench-deps).
 set -euo pipefail
@@ -66,6 +70,8 @@ READERS=${READERS:-torch shards}
 VALIDATE=${VALIDATE:-open}
 DROP_HALF=${DROP_HALF:-1}
 ONLY=${ONLY:-}
+PFS_DELAY_MS=${PFS_DELAY_MS:-0}
+SETUPS=${SETUPS:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 PY=/usr/bin/python3
 EPOCHFS=$WORK/bin/epochfs   # a copy of bin/epochfs taken at the start (others may rebuild it)
@@ -121,6 +127,8 @@ mkdir -p "$WORK/bin"
 cp "$ROOT/bin/epochfs" "$EPOCHFS.tmp" && mv "$EPOCHFS.tmp" "$EPOCHFS"
 EPOCHFS_SHA=$(sha256sum "$EPOCHFS" | cut -c1-12)
 go build -o "$WORK/bin/shardread" "$ROOT/test/bench/shardread"
+go build -o "$WORK/bin/delayproxy" "$ROOT/test/bench/delayproxy"
+export PFS_DELAY_MS PFS_DELAY_PROXY=$WORK/bin/delayproxy
 if [ ! -f "$DS/.complete" ]; then
   rm -rf "$DS"
   log "generating $FILES samples in $CLASSES classes (+ $SHARD_BYTES shards) in $DS"
@@ -154,7 +162,7 @@ run_one() {
     epochfs-*)
       local tiers=()
       case $setup in
-        epochfs-disk) tiers=(--tier "disk=$RUN/tier:$quota") ;;
+        epochfs-disk | epochfs-jobs) tiers=(--tier "disk=$RUN/tier:$quota") ;;
         epochfs-shm) tiers=(--tier "mem=$SHM:$quota") ;;
         epochfs-2tier) tiers=(--tier "mem=$SHM:$((quota / 2))" --tier "disk=$RUN/tier:$((quota - quota / 2))") ;;
       esac
@@ -188,7 +196,9 @@ run_one() {
   log "$reader rate=${rate}MB/s case=$case setup=$setup rep=$rep"
   local ok=1
   if [ "$reader" = torch ]; then
-    $PY "$HERE/train.py" "$root" --epochs "$EPOCHS" --workers "$WORKERS" --seed "$rep" --snapshot "$snap" >"$out" || ok=
+    local job=()
+    [ "$setup" = epochfs-jobs ] && job=(--epochfs-job bench)
+    $PY "$HERE/train.py" "$root" --epochs "$EPOCHS" --workers "$WORKERS" --seed "$rep" --snapshot "$snap" "${job[@]}" >"$out" || ok=
   else
     "$WORK/bin/shardread" -epochs "$EPOCHS" -workers "$WORKERS" -seed "$rep" -snapshot "$snap" "$root" >"$out" || ok=
   fi
@@ -217,6 +227,7 @@ calibrate() {
 }
 
 setups_for() { # CASE
+  if [ -n "$SETUPS" ]; then echo "$SETUPS"; return; fi
   if [ "$1" = fits ]; then echo "pfs epochfs-disk epochfs-shm rclone local"; else echo "epochfs-disk epochfs-2tier rclone"; fi
 }
 
@@ -225,9 +236,9 @@ rotate() { local n=$1; shift; local a=("$@") k=${#a[@]} i; for ((i = 0; i < k; i
 
 START=$(date -u +%Y-%m-%dT%H:%MZ); T0=$SECONDS
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-printf '{"meta":true,"start":"%s","quick":"%s","commit":"%s","load_start":"%s","files":%s,"epochs":%s,"workers":%s,"validate":"%s","sampler_buffer":"%s","epochfs_sha":"%s","drop_half":"%s","shard_bytes":"%s","images_bytes":%s,"shards_bytes":%s,"shards":%s}\n' \
+printf '{"meta":true,"start":"%s","quick":"%s","commit":"%s","load_start":"%s","files":%s,"epochs":%s,"workers":%s,"validate":"%s","sampler_buffer":"%s","epochfs_sha":"%s","drop_half":"%s","pfs_delay_ms":%s,"shard_bytes":"%s","images_bytes":%s,"shards_bytes":%s,"shards":%s}\n' \
   "$START" "$QUICK" "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" "$LOAD0" \
-  "$FILES" "$EPOCHS" "$WORKERS" "$VALIDATE" "$SAMPLER_BUFFER" "$EPOCHFS_SHA" "$DROP_HALF" "$SHARD_BYTES" "${BYTES[images]}" "${BYTES[shards]}" "${NFILES[shards]}" >"$RESULTS"
+  "$FILES" "$EPOCHS" "$WORKERS" "$VALIDATE" "$SAMPLER_BUFFER" "$EPOCHFS_SHA" "$DROP_HALF" "$PFS_DELAY_MS" "$SHARD_BYTES" "${BYTES[images]}" "${BYTES[shards]}" "${NFILES[shards]}" >"$RESULTS"
 
 pfs_setup "$WORK/pfs" 50
 for reader in $READERS; do

@@ -85,7 +85,14 @@ pfs_rate() {
   PFS_RATE=$1
 }
 
+# PFS_DELAY_MS (0) and PFS_DELAY_PROXY (a built test/bench/delayproxy): with
+# a delay, sshfs reaches sshd through the proxy, which holds each chunk for
+# PFS_DELAY_MS in each direction (round trip + 2 x PFS_DELAY_MS; this kernel
+# has no tc netem). rclone's own sftp client does not go through it.
 pfs_ssh_opts() {
+  if [ "${PFS_DELAY_MS:-0}" != 0 ]; then
+    printf 'ProxyCommand=%s -delay %sms %%h %%p,' "$PFS_DELAY_PROXY" "$PFS_DELAY_MS"
+  fi
   echo "IdentityFile=$PFS_DIR/client_ed25519,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,port=$PFS_PORT,Ciphers=aes128-gcm@openssh.com,Compression=no"
 }
 

@@ -19,16 +19,17 @@ import statistics
 import subprocess
 from collections import defaultdict
 
-SETUP_ORDER = ["pfs", "epochfs-disk", "epochfs-shm", "epochfs-2tier", "rclone", "local"]
+SETUP_ORDER = ["pfs", "epochfs-disk", "epochfs-jobs", "epochfs-shm", "epochfs-2tier", "rclone", "local"]
 SETUP_LABEL = {
     "pfs": "PFS (sshfs)",
     "epochfs-disk": "epochfs, disk tier",
+    "epochfs-jobs": "epochfs, disk tier, order from an epochfs job",
     "epochfs-shm": "epochfs, /dev/shm tier",
     "epochfs-2tier": "epochfs, shm+disk tiers",
     "rclone": "rclone full VFS cache",
     "local": "local copy",
 }
-COLORS = {"pfs": "#7f7f7f", "epochfs-disk": "#1f77b4", "epochfs-shm": "#17becf",
+COLORS = {"pfs": "#7f7f7f", "epochfs-disk": "#1f77b4", "epochfs-jobs": "#d62728", "epochfs-shm": "#17becf",
           "epochfs-2tier": "#2ca02c", "rclone": "#ff7f0e", "local": "#9467bd"}
 
 
@@ -169,8 +170,11 @@ def section(meta, end, calib, runs, command, png_names):
     L.append(f"Machine: {machine()}.\n")
     L.append(f"Command: `{command}` (environment knobs at the top of `test/bench/run.sh`). "
              "Raw results: one JSON line per run in `/var/tmp/epochfs-bench-epochs/results-*.jsonl`.\n")
+    delay = meta.get("pfs_delay_ms", 0) or 0
     L.append("**Source (emulated PFS).** sshd in a network namespace whose loopback has a `tc tbf` "
-             "rate limit; clients reach it with `nsenter --net=/run/netns/NS` so their FUSE mounts are "
+             "rate limit" + (f", and sshfs connects through `test/bench/delayproxy`, which delays each "
+                             f"direction by {delay} ms (every request/response round trip + {2 * delay} ms; "
+                             "rclone's own sftp client is not delayed)" if delay else "") + "; clients reach it with `nsenter --net=/run/netns/NS` so their FUSE mounts are "
              "visible outside. Measured single-stream cold read through sshfs: " +
              ", ".join(f"limit {k} MB/s → {v:.0f} MB/s" for k, v in sorted(calib.items())) +
              ". sshfs runs with its defaults (no `kernel_cache`: every open re-reads from the server). "
@@ -306,7 +310,7 @@ def targets(g, reader, rate):
     tag = f"{reader}, {rate} MB/s"
     local = by_rep(g.get((reader, rate, "fits", "local"), []))
     pfs = by_rep(g.get((reader, rate, "fits", "pfs"), []))
-    for setup in ("epochfs-disk", "epochfs-shm"):
+    for setup in ("epochfs-disk", "epochfs-jobs", "epochfs-shm"):
         efs = by_rep(g.get((reader, rate, "fits", setup), []))
         if not efs:
             continue
@@ -347,7 +351,7 @@ def targets(g, reader, rate):
                     f"(shown: bytes / bound) | {ratio_cell(rs)} | {verdict(m, m is not None and max(rs) <= 1.001)} |")
     for case in ("fits", "half"):
         rc = by_rep(g.get((reader, rate, case, "rclone"), []))
-        for setup in ("epochfs-disk", "epochfs-shm", "epochfs-2tier"):
+        for setup in ("epochfs-disk", "epochfs-jobs", "epochfs-shm", "epochfs-2tier"):
             efs = by_rep(g.get((reader, rate, case, setup), []))
             if not rc or not efs:
                 continue

@@ -4,7 +4,8 @@ pipeline with no model.
 
 torchvision ImageFolder over ROOT, DataLoader(num_workers=N, shuffle=True),
 each sample decoded (PIL) and augmented like ImageNet training
-(RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize). Each
+(RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize); with
+--epochfs-job the order comes from the mount's jobs/NAME/next instead. Each
 epoch is timed from the first batch request to the last batch; between
 epochs the --snapshot command is run and its key=value output kept, so the
 caller can charge source traffic and daemon CPU to each epoch.
@@ -44,6 +45,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--snapshot", default="", help="shell command printing key=value counters")
+    ap.add_argument("--epochfs-job", default="", metavar="NAME",
+                    help="take the order from the epochfs job NAME (docs/examples/epochfs_sampler.py) "
+                         "instead of shuffle=True; ROOT must be in an epochfs mount")
     args = ap.parse_args()
 
     import torch
@@ -61,8 +65,15 @@ def main():
     t0 = time.monotonic()
     ds = datasets.ImageFolder(args.root, transform=tf)
     scan_s = time.monotonic() - t0
-    dl = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                    drop_last=False, persistent_workers=False)
+    if args.epochfs_job:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../docs/examples"))
+        from epochfs_sampler import EpochfsSampler
+        sampler = EpochfsSampler(ds, args.epochfs_job, args.batch_size, seed=args.seed)
+        dl = DataLoader(ds, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                        drop_last=False, persistent_workers=False)
+    else:
+        dl = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+                        drop_last=False, persistent_workers=False)
     snaps = [snapshot(args.snapshot)]
     epochs = []
     for ep in range(1, args.epochs + 1):
