@@ -107,7 +107,25 @@ func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if !ok {
 		return nil, syscall.ENOENT
 	}
+	d.forgetEndedOwners()
 	return d.jobInode(ctx, name, id, true, out), 0
+}
+
+// forgetEndedOwners drops the owners of jobs that ended without rmdir (their
+// lease ran out), so the map holds no more entries than live jobs.
+func (d *jobsDir) forgetEndedOwners() {
+	live := map[uint64]bool{}
+	for _, n := range d.fsys.o.Jobs.Jobs() {
+		if id, ok := d.fsys.o.Jobs.Job(n); ok {
+			live[id] = true
+		}
+	}
+	d.fsys.jobOwners.Range(func(k, _ any) bool {
+		if !live[k.(uint64)] {
+			d.fsys.jobOwners.Delete(k)
+		}
+		return true
+	})
 }
 
 func (d *jobsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
