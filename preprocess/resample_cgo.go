@@ -16,6 +16,19 @@ static inline unsigned char epochfs_clip8(int32_t v) {
 	return v < 0 ? 0 : (v > 255 ? 255 : (unsigned char)v);
 }
 
+// One output pixel of the horizontal pass: n taps of packed RGB from p.
+static inline void epochfs_h_pixel(unsigned char *d, const unsigned char *p, const int32_t *k, int n) {
+	int32_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
+	for (int i = 0; i < n; i++) {
+		r += p[3 * i] * k[i];
+		g += p[3 * i + 1] * k[i];
+		b += p[3 * i + 2] * k[i];
+	}
+	d[0] = epochfs_clip8(r);
+	d[1] = epochfs_clip8(g);
+	d[2] = epochfs_clip8(b);
+}
+
 // Horizontal pass of Pillow's ImagingResampleHorizontal_8bpc on packed RGB.
 static void epochfs_resample_h(unsigned char *dst, int dst_stride, int out_w, int rows,
 		const unsigned char *src, int src_stride, int ksize,
@@ -27,15 +40,7 @@ static void epochfs_resample_h(unsigned char *dst, int dst_stride, int out_w, in
 			int xmin = bounds[2 * x], n = bounds[2 * x + 1];
 			const int32_t *k = kk + (size_t)x * ksize;
 			const unsigned char *p = s + 3 * xmin;
-			int32_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
-			for (int i = 0; i < n; i++) {
-				r += p[3 * i] * k[i];
-				g += p[3 * i + 1] * k[i];
-				b += p[3 * i + 2] * k[i];
-			}
-			d[3 * x] = epochfs_clip8(r);
-			d[3 * x + 1] = epochfs_clip8(g);
-			d[3 * x + 2] = epochfs_clip8(b);
+			epochfs_h_pixel(d + 3 * x, p, k, n);
 		}
 	}
 }
@@ -57,15 +62,7 @@ static void epochfs_resample_h_sse41(unsigned char *dst, int dst_stride, int out
 			const int32_t *k = kk + (size_t)x * ksize;
 			const unsigned char *p = s + 3 * xmin;
 			if (xmin + n >= src_w) {
-				int32_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
-				for (int i = 0; i < n; i++) {
-					r += p[3 * i] * k[i];
-					g += p[3 * i + 1] * k[i];
-					b += p[3 * i + 2] * k[i];
-				}
-				d[3 * x] = epochfs_clip8(r);
-				d[3 * x + 1] = epochfs_clip8(g);
-				d[3 * x + 2] = epochfs_clip8(b);
+				epochfs_h_pixel(d + 3 * x, p, k, n);
 				continue;
 			}
 			__m128i acc = init;
