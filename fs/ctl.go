@@ -65,12 +65,22 @@ func (fsys *FS) ctlLookup(ctx context.Context, parent *fusefs.Inode, out *fuse.E
 	return parent.NewInode(ctx, d, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoCtlDir}), 0
 }
 
+// ctlAttr fills the attributes of a control file or directory: mode
+// includes the type bits; every time is t.
+func ctlAttr(a *fuse.Attr, ino uint64, mode uint32, o owner, t time.Time) {
+	a.Ino = ino
+	a.Mode = mode
+	a.Nlink = 1
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		a.Nlink = 2
+	}
+	a.Uid, a.Gid = o.uid, o.gid
+	u := uint64(t.Unix())
+	a.Mtime, a.Ctime, a.Atime = u, u, u
+}
+
 func (d *ctlDir) fillAttr(a *fuse.Attr) {
-	a.Ino = inoCtlDir
-	a.Mode = syscall.S_IFDIR | 0o755
-	a.Nlink = 2
-	t := uint64(d.fsys.start.Unix())
-	a.Mtime, a.Ctime, a.Atime = t, t, t
+	ctlAttr(a, inoCtlDir, syscall.S_IFDIR|0o755, owner{}, d.fsys.start)
 }
 
 func (d *ctlDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -121,12 +131,7 @@ var (
 )
 
 func (f *ctlFile) fillAttr(a *fuse.Attr) {
-	a.Ino = f.spec.ino
-	a.Mode = syscall.S_IFREG | f.spec.mode
-	a.Uid, a.Gid = f.spec.owner.uid, f.spec.owner.gid
-	a.Nlink = 1
-	t := uint64(time.Now().Unix())
-	a.Mtime, a.Ctime, a.Atime = t, t, t
+	ctlAttr(a, f.spec.ino, syscall.S_IFREG|f.spec.mode, f.spec.owner, time.Now())
 }
 
 func (f *ctlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {

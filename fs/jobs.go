@@ -45,12 +45,8 @@ func (fsys *FS) jobsLookup(ctx context.Context, parent *fusefs.Inode, out *fuse.
 }
 
 func (d *jobsDir) fillAttr(a *fuse.Attr) {
-	a.Ino = inoJobsDir
 	// Sticky and world-writable, like /tmp: any user may register a job.
-	a.Mode = syscall.S_IFDIR | 0o1777
-	a.Nlink = 2
-	t := uint64(d.fsys.start.Unix())
-	a.Mtime, a.Ctime, a.Atime = t, t, t
+	ctlAttr(a, inoJobsDir, syscall.S_IFDIR|0o1777, owner{}, d.fsys.start)
 }
 
 func (d *jobsDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -155,12 +151,7 @@ var (
 )
 
 func (j *jobDir) fillAttr(a *fuse.Attr) {
-	a.Ino = j.ino
-	a.Mode = syscall.S_IFDIR | 0o755
-	a.Nlink = 2
-	a.Uid, a.Gid = j.owner.uid, j.owner.gid
-	t := uint64(time.Now().Unix())
-	a.Mtime, a.Ctime, a.Atime = t, t, t
+	ctlAttr(a, j.ino, syscall.S_IFDIR|0o755, j.owner, time.Now())
 }
 
 func (j *jobDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -238,15 +229,10 @@ var (
 )
 
 func (n *nextFile) fillAttr(a *fuse.Attr) {
-	a.Ino = n.ino
 	// Only the job's owner takes its batches. Writable by the owner only
 	// so that their write reaches the daemon and fails with EINVAL and a
 	// reason, rather than EACCES in the kernel.
-	a.Mode = syscall.S_IFREG | 0o600
-	a.Uid, a.Gid = n.owner.uid, n.owner.gid
-	a.Nlink = 1
-	t := uint64(time.Now().Unix())
-	a.Mtime, a.Ctime, a.Atime = t, t, t
+	ctlAttr(a, n.ino, syscall.S_IFREG|0o600, n.owner, time.Now())
 }
 
 func (n *nextFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
