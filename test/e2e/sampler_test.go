@@ -19,28 +19,13 @@ func TestTorchSamplerFromNextCoversEverySampleOncePerEpoch(t *testing.T) {
 	requireFUSE(t)
 	requireTorch(t)
 	const files, classes = 120, 4
-	tmp := t.TempDir()
-	src := filepath.Join(tmp, "source")
-	dirs := map[string]string{}
-	for _, d := range []string{"mnt", "tier", "state"} {
-		dirs[d] = filepath.Join(tmp, d)
-		if err := os.Mkdir(dirs[d], 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin, datagenBin, err := buildTools(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, total := generate(t, datagenBin, src, files, classes)
-	mnt := dirs["mnt"]
-	mountEpochfs(t, bin, src, mnt, dirs["tier"], dirs["state"])
+	_, mnt, _, total := mountedDataset(t, files, classes)
 
 	examples, err := filepath.Abs("../../docs/examples")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(tmp, "epochs.json")
+	out := filepath.Join(t.TempDir(), "epochs.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "sampler_train.py", "--mount", mnt, "--examples", examples, "--out", out, "--epochs", "2")

@@ -232,6 +232,29 @@ func alive(pid int) bool {
 // mountEpochfs mounts src at mnt with one tier and registers a cleanup
 // that unmounts, checks that neither the mount nor the daemon is left
 // behind, and prints the daemon's log if the test failed.
+// mountedDataset generates a JPEG tree of files in classes and mounts it
+// with the built epochfs binary and a tier (unmounted at cleanup).
+func mountedDataset(t *testing.T, files, classes int) (src, mnt string, paths []string, total int64) {
+	t.Helper()
+	tmp := t.TempDir()
+	src = filepath.Join(tmp, "source")
+	dirs := map[string]string{}
+	for _, d := range []string{"mnt", "tier", "state"} {
+		dirs[d] = filepath.Join(tmp, d)
+		if err := os.Mkdir(dirs[d], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, datagenBin, err := buildTools(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, total = generate(t, datagenBin, src, files, classes)
+	mnt = dirs["mnt"]
+	mountEpochfs(t, bin, src, mnt, dirs["tier"], dirs["state"])
+	return src, mnt, paths, total
+}
+
 func mountEpochfs(t *testing.T, bin, src, mnt, tierDir, stateDir string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -351,24 +374,11 @@ func TestTorchEpochTwoReadsNothingFromSource(t *testing.T) {
 	requireTorch(t)
 	const files, classes = 200, 4
 
-	tmp := t.TempDir()
-	src := filepath.Join(tmp, "source")
-	dirs := map[string]string{}
-	for _, d := range []string{"mnt", "tier", "state", "sync"} {
-		dirs[d] = filepath.Join(tmp, d)
-		if err := os.Mkdir(dirs[d], 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	bin, datagenBin, err := buildTools(tmp)
-	if err != nil {
+	src, mnt, paths, totalBytes := mountedDataset(t, files, classes)
+	syncDir := filepath.Join(t.TempDir(), "sync")
+	if err := os.Mkdir(syncDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	paths, totalBytes := generate(t, datagenBin, src, files, classes)
-
-	mnt := dirs["mnt"]
-	mountEpochfs(t, bin, src, mnt, dirs["tier"], dirs["state"])
 	st0 := mustStatus(t, mnt)
 	t.Logf("after mount: %s", st0)
 	if got := st0.int(t, "files_total"); got != files {
@@ -383,7 +393,7 @@ func TestTorchEpochTwoReadsNothingFromSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out syncBuffer
-	cmd := exec.Command(python, script, "--reference", src, "--mount", mnt, "--epochs", "2", "--sync", dirs["sync"])
+	cmd := exec.Command(python, script, "--reference", src, "--mount", mnt, "--epochs", "2", "--sync", syncDir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Its own process group, so a kill reaches the DataLoader workers too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -405,7 +415,7 @@ func TestTorchEpochTwoReadsNothingFromSource(t *testing.T) {
 		t.Logf("train.py output:\n%s", out.String())
 	})
 
-	syncFile := func(name string) string { return filepath.Join(dirs["sync"], name) }
+	syncFile := func(name string) string { return filepath.Join(syncDir, name) }
 	goAhead := func(epoch int) {
 		if err := os.WriteFile(syncFile(fmt.Sprintf("go-%d", epoch)), nil, 0o644); err != nil {
 			t.Fatal(err)
