@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -40,7 +41,18 @@ type Tier struct {
 type Placement struct {
 	Workers         int    `toml:"workers"`
 	SourceBandwidth Rate   `toml:"source_bandwidth"`
-	Validate        string `toml:"validate"` // "open" or "never"
+	Validate        string `toml:"validate"` // "once", "open" or "never"
+	// SourceTimeout bounds every source operation (a Go duration).
+	SourceTimeout string `toml:"source_timeout"`
+	// RefreshRate bounds the source metadata operations per second of
+	// `epochfs refresh` and `epochfs verify`.
+	RefreshRate float64 `toml:"refresh_rate"`
+}
+
+// SourceTimeoutDuration is SourceTimeout parsed (Validate first).
+func (p *Placement) SourceTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(p.SourceTimeout)
+	return d
 }
 
 // Log configures the daemon's logger.
@@ -55,7 +67,9 @@ func Default() Config {
 		Placement: Placement{
 			Workers:         6,
 			SourceBandwidth: NewRate("0"),
-			Validate:        "open",
+			Validate:        "once",
+			SourceTimeout:   "30s",
+			RefreshRate:     1000,
 		},
 		Log:        Log{Level: "info", Format: "console"},
 		Model:      DefaultModel(),
@@ -182,9 +196,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("placement.source_bandwidth: %v", err)
 	}
 	switch p.Validate {
-	case "open", "never":
+	case "once", "open", "never":
 	default:
-		return fmt.Errorf("placement.validate = %q: want \"open\" or \"never\"", p.Validate)
+		return fmt.Errorf("placement.validate = %q: want \"once\", \"open\" or \"never\"", p.Validate)
+	}
+	if d, err := time.ParseDuration(p.SourceTimeout); err != nil {
+		return fmt.Errorf("placement.source_timeout = %q: want a duration such as \"30s\" or \"2m\"", p.SourceTimeout)
+	} else if d < 100*time.Millisecond || d > 24*time.Hour {
+		return fmt.Errorf("placement.source_timeout = %q: want 100ms to 24h", p.SourceTimeout)
+	}
+	if !(p.RefreshRate >= 1 && p.RefreshRate <= 1e6) {
+		return fmt.Errorf("placement.refresh_rate = %g: want 1 to 1000000 operations per second", p.RefreshRate)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

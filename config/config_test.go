@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // designExample is the config shown in DESIGN.md ("The contract / Config").
@@ -27,7 +28,8 @@ min_free = "5%"
 [placement]
 workers = 6
 source_bandwidth = "0"                  # bytes/s cap on source reads, 0 = none
-validate = "open"                       # "open": stat the source on open; "never"
+validate = "once"                       # "once" (first open per mount), "open", "never"
+source_timeout = "30s"                  # a source operation slower than this fails with EIO
 
 [log]
 level = "info"
@@ -77,7 +79,7 @@ func TestParseDesignExample(t *testing.T) {
 		t.Errorf("tier 1 = %+v", nvme)
 	}
 	p := cfg.Placement
-	if p.Workers != 6 || p.SourceBandwidth.BytesPerSec != 0 || p.SourceBandwidth.Err() != nil || p.Validate != "open" {
+	if p.Workers != 6 || p.SourceBandwidth.BytesPerSec != 0 || p.SourceBandwidth.Err() != nil || p.Validate != "once" || p.SourceTimeoutDuration() != 30*time.Second || p.RefreshRate != 1000 {
 		t.Errorf("placement = %+v", p)
 	}
 	if cfg.Log.Level != "info" || cfg.Log.Format != "console" {
@@ -122,7 +124,7 @@ func TestDefaultsApplyAndValidate(t *testing.T) {
 		t.Fatalf("Default().Validate: %v", err)
 	}
 	cfg := mustParse(t, `source = "/src"`)
-	if cfg.Placement.Workers != 6 || cfg.Placement.Validate != "open" || cfg.Log.Level != "info" || cfg.Log.Format != "console" {
+	if cfg.Placement.Workers != 6 || cfg.Placement.Validate != "once" || cfg.Log.Level != "info" || cfg.Log.Format != "console" {
 		t.Errorf("defaults not kept under a partial file: %+v", cfg)
 	}
 	cfg = mustParse(t, "")
@@ -233,6 +235,11 @@ func TestValidateErrorsNameKeyAndValue(t *testing.T) {
 		{"second tier bad", tierHead + "quota = \"1GiB\"\n[[tier]]\nname = \"nvme\"\npath = \"/n\"\nquota = \"x\"", []string{`tier "nvme"`, "quota", `"x"`}},
 		{"validate", "[placement]\nvalidate = \"sometimes\"", []string{"placement.validate", `"sometimes"`}},
 		{"validate empty", "[placement]\nvalidate = \"\"", []string{"placement.validate", `""`}},
+		{"source timeout", "[placement]\nsource_timeout = \"soon\"", []string{"placement.source_timeout", `"soon"`}},
+		{"source timeout bare number", "[placement]\nsource_timeout = \"30\"", []string{"placement.source_timeout", `"30"`}},
+		{"source timeout too short", "[placement]\nsource_timeout = \"10ms\"", []string{"placement.source_timeout", `"10ms"`, "100ms"}},
+		{"refresh rate 0", "[placement]\nrefresh_rate = 0", []string{"placement.refresh_rate", "0"}},
+		{"refresh rate negative", "[placement]\nrefresh_rate = -1.5", []string{"placement.refresh_rate", "-1.5"}},
 		{"workers 0", "[placement]\nworkers = 0", []string{"placement.workers", "0"}},
 		{"workers negative", "[placement]\nworkers = -3", []string{"placement.workers", "-3"}},
 		{"workers too many", "[placement]\nworkers = 257", []string{"placement.workers", "257"}},
@@ -262,6 +269,9 @@ func TestValidateAcceptsEdges(t *testing.T) {
 		"[placement]\nworkers = 1",
 		"[placement]\nworkers = 256",
 		"[placement]\nvalidate = \"never\"",
+		"[placement]\nvalidate = \"open\"",
+		"[placement]\nsource_timeout = \"100ms\"\nrefresh_rate = 1",
+		"[placement]\nsource_timeout = \"24h\"\nrefresh_rate = 1000000",
 		"[placement]\nsource_bandwidth = \"10Gbit/s\"",
 		"[placement]\nsource_bandwidth = 500000000",
 		"[log]\nlevel = \"debug\"\nformat = \"json\"",

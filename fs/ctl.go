@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"go.uber.org/zap"
@@ -22,6 +23,8 @@ const (
 	inoErrors
 	inoModel
 	inoJobsDir
+	inoRefresh
+	inoVerify
 )
 
 // ctlSpec describes one control file.
@@ -40,6 +43,9 @@ func (fsys *FS) ctlSpecs() []ctlSpec {
 		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
 		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
 		{name: "warmup", ino: inoWarmup, mode: 0o666, read: fsys.warmupText, write: fsys.warmupWrite},
+		// Refresh and verify send work to the source: root only.
+		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText, write: fsys.scrubWrite(placement.ScrubRefresh)},
+		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText, write: fsys.scrubWrite(placement.ScrubVerify)},
 	}
 	if fsys.o.Model != nil {
 		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: fsys.o.Model})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
 
@@ -47,6 +48,11 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 	case errors.Is(err, placement.ErrNoEntry):
 		return syscall.ENOENT
 	case errors.Is(err, placement.ErrVanished):
+		return syscall.ENOENT
+	case errors.Is(err, tier.ErrSource), errors.Is(err, tier.ErrSourceChanged):
+		// Never the source's own errno: ENOTCONN from a dead network
+		// file system reads as "the epochfs daemon died". The reason is
+		// in the log (placement logs failing sources).
 		return syscall.EIO
 	case errors.Is(err, placement.ErrNotFile):
 		return syscall.EISDIR

@@ -40,10 +40,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	}
 	keep := uint32(fuse.FOPEN_KEEP_CACHE)
 	if r.Changed() {
-		// Drop the kernel's cached attributes and pages of the old content
-		// (outside this request: the kernel may wait on it).
+		// The kernel's attributes and pages of the old content were
+		// invalidated before Open returned (FS.onEvent); keep no page.
 		keep = 0
-		go n.NotifyContent(0, 0)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -102,6 +102,7 @@ func Mount(o Options) (*FS, error) {
 		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
 	}
 	fsys.server = server
+	o.Placer.SetNotify(fsys.onEvent)
 	if !o.NoPassthrough {
 		fsys.passthrough.Store(fsys.probePassthrough())
 	}
@@ -158,7 +159,13 @@ func (fsys *FS) passthroughTier(i int) bool {
 func (fsys *FS) Passthrough() bool { return fsys.passthrough.Load() }
 
 // Unmount unmounts; Wait returns when the server has stopped.
-func (fsys *FS) Unmount() error { return fsys.server.Unmount() }
+func (fsys *FS) Unmount() error {
+	err := fsys.server.Unmount()
+	if err == nil {
+		fsys.p.SetNotify(nil)
+	}
+	return err
+}
 
 // Wait blocks until the mount is gone (unmounted here or from outside).
 func (fsys *FS) Wait() { fsys.server.Wait() }

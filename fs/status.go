@@ -58,6 +58,12 @@ func (fsys *FS) status() []kv {
 		i64("source_reads", ss.Reads),
 		i64("source_bytes", ss.Bytes),
 		i64("source_stats", ss.Stats),
+		i64("source_errors", ss.Errors),
+		i64("source_timeouts", ss.Timeouts),
+		i64("source_stuck", ss.Stuck),
+		i64("served_stale_on_error", ps.StaleOnError),
+		i64("files_removed", ps.Removed),
+		{"validate", p.ValidateMode().String(), false},
 		i64("placements_queued", ps.Queued),
 		i64("placements_done", ps.Done),
 		i64("placements_failed", ps.Failed),
@@ -180,4 +186,57 @@ func (fsys *FS) warmupWrite(data []byte) error {
 	}
 	fsys.p.Warmup(files)
 	return nil
+}
+
+// parseScrub parses a write to .epochfs/refresh or .epochfs/verify: "all"
+// or dataset paths one per line (blank lines and lines starting with '#'
+// are ignored); verify also takes a "--content" line (compare bytes).
+func parseScrub(data []byte, kind placement.ScrubKind) (placement.ScrubRequest, error) {
+	req := placement.ScrubRequest{Kind: kind}
+	var lines [][]byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if t := bytes.TrimSpace(l); kind == placement.ScrubVerify && string(t) == "--content" {
+			req.Kind = placement.ScrubVerifyContent
+			continue
+		}
+		lines = append(lines, l)
+	}
+	all, paths, err := parseWarmup(bytes.Join(lines, []byte("\n")))
+	if err != nil {
+		return req, err
+	}
+	if !all {
+		req.Paths = paths
+	}
+	return req, nil
+}
+
+func (fsys *FS) scrubWrite(kind placement.ScrubKind) func([]byte) error {
+	return func(data []byte) error {
+		req, err := parseScrub(data, kind)
+		if err != nil {
+			return err
+		}
+		if err := fsys.p.Scrub(req); err != nil {
+			if errors.Is(err, placement.ErrNoEntry) {
+				return invalid("%v", err)
+			}
+			return err
+		}
+		return nil
+	}
+}
+
+func (fsys *FS) scrubText() []byte {
+	s := fsys.p.ScrubStatus()
+	running := 0
+	if s.Running {
+		running = 1
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "running=%d\npending=%d\nfinished=%d\nkind=%s\n", running, s.Pending, s.Finished, s.Kind)
+	fmt.Fprintf(&b, "checked=%d\nchanged=%d\nadded=%d\nremoved=%d\ndropped=%d\nerrors=%d\n",
+		s.Checked, s.Changed, s.Added, s.Removed, s.Dropped, s.Errors)
+	fmt.Fprintf(&b, "took_s=%.3f\nlast_error=%s\n", s.Took.Seconds(), s.LastErr)
+	return b.Bytes()
 }

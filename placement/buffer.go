@@ -204,15 +204,15 @@ func (be *bufEntry) readAt(buf []byte, off int64) int {
 // fetchInto reads e whole from the source into be. It waits for a demand
 // slot only through ctx.
 func (p *Placer) fetchInto(ctx context.Context, be *bufEntry) {
-	data, err := p.readWhole(ctx, be.e)
+	data, err := p.readWhole(ctx, be.e, be.size)
 	p.buf.finish(be, data, err)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		p.log.Warn("buffer fetch failed", zap.String("path", be.e.Path), zap.Error(err))
 	}
 }
 
-func (p *Placer) readWhole(ctx context.Context, e *Entry) ([]byte, error) {
-	sf, err := p.src.Open(e.Path)
+func (p *Placer) readWhole(ctx context.Context, e *Entry, size int64) ([]byte, error) {
+	sf, err := p.src.Open(ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
@@ -220,7 +220,6 @@ func (p *Placer) readWhole(ctx context.Context, e *Entry) ([]byte, error) {
 		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, err)
 	}
 	defer sf.Close()
-	size := e.Attr().Size
 	data := make([]byte, size)
 	var off int64
 	for off < size {
@@ -442,8 +441,12 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 	}
 	e := r.e
 	if be := p.buf.acquire(e); be != nil {
-		r.bent = be
-		return true
+		if be.size == r.attr.Size {
+			r.bent = be
+			return true
+		}
+		p.buf.unref(be) // bytes of another version
+		return false
 	}
 	hook := p.demandHook.Load()
 	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.budget/4 || !hook.Wanted(e) {

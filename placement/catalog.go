@@ -28,9 +28,11 @@ type Attr struct {
 	GID   uint32
 }
 
-// Entry is one file, directory or symlink of the dataset. The tree of
-// entries is built once at mount and not changed while serving; only an
-// entry's attributes and residency change.
+// Entry is one file, directory or symlink of the dataset. The tree is
+// built at mount; while serving, an entry's attributes and residency
+// change, and a refresh (or a file found gone from the source) adds and
+// removes entries: a directory's children are replaced whole (copy on
+// write), so readers never lock.
 type Entry struct {
 	ID     uint64 // stable for the life of the mount; the root is 1
 	Path   string // relative to the source root; "" for the root
@@ -41,10 +43,12 @@ type Entry struct {
 	// sample indices are these.
 	Index int32
 
-	children []*Entry // sorted by name
-	attr     atomic.Pointer[Attr]
-	tier     atomic.Int32 // index of the tier holding a copy, or -1
-	nospace  atomic.Bool  // did not fit any tier this mount
+	kids      atomic.Pointer[[]*Entry] // sorted by name; nil for files
+	attr      atomic.Pointer[Attr]
+	tier      atomic.Int32 // index of the tier holding a copy, or -1
+	nospace   atomic.Bool  // did not fit any tier this mount
+	validated atomic.Bool  // source attributes checked this mount
+	gone      atomic.Bool  // removed from the dataset (source file gone)
 }
 
 // Name is the entry's last path element ("" for the root).
@@ -57,11 +61,21 @@ func (e *Entry) Attr() Attr { return *e.attr.Load() }
 func (e *Entry) Tier() int { return int(e.tier.Load()) }
 
 // Children returns a directory's entries sorted by name. Do not modify.
-func (e *Entry) Children() []*Entry { return e.children }
+func (e *Entry) Children() []*Entry {
+	if p := e.kids.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (e *Entry) setChildren(c []*Entry) { e.kids.Store(&c) }
+
+// Gone reports that the entry was removed from the dataset.
+func (e *Entry) Gone() bool { return e.gone.Load() }
 
 // Lookup finds a child by name.
 func (e *Entry) Lookup(name string) *Entry {
-	c := e.children
+	c := e.Children()
 	i := sort.Search(len(c), func(i int) bool { return c[i].Name() >= name })
 	if i < len(c) && c[i].Name() == name {
 		return c[i]
@@ -96,11 +110,15 @@ type Catalog struct {
 	log    *zap.Logger
 	root   *Entry
 	tiers  []string
-	files  int64
-	bytes  int64
+	files  atomic.Int64
+	bytes  atomic.Int64
 	walked bool
 	stale  []StaleCopy
 	mu     sync.Mutex // serialises persisted updates of one entry
+
+	treeMu    sync.Mutex    // serialises changes of the tree (tree.go)
+	nextID    atomic.Uint64 // the last entry ID given out
+	nextIndex atomic.Int64  // the next file Index to give out
 }
 
 // ErrOtherSource means the state directory belongs to another source.
@@ -172,7 +190,7 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 			return err
 		}
 		c.setRoot(root)
-		c.log.Info("catalog loaded", zap.Int64("files", c.files), zap.Int64("bytes", c.bytes), zap.Duration("took", time.Since(start)))
+		c.log.Info("catalog loaded", zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()), zap.Duration("took", time.Since(start)))
 		return nil
 	}
 	// Copies are recorded only in a catalog that was once complete: a
@@ -198,7 +216,7 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 		return err
 	}
 	c.setRoot(root)
-	c.log.Info("source walked", zap.Int64("files", c.files), zap.Int64("bytes", c.bytes), zap.Duration("took", time.Since(start)))
+	c.log.Info("source walked", zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()), zap.Duration("took", time.Since(start)))
 	return nil
 }
 
@@ -218,27 +236,32 @@ func getValue(txn *badger.Txn, key []byte) []byte {
 func (c *Catalog) setRoot(root *Entry) {
 	c.root = root
 	var id uint64
-	c.files, c.bytes = 0, 0
+	var files, bytes int64
 	var number func(e *Entry)
 	number = func(e *Entry) {
 		id++
 		e.ID = id
 		e.Index = -1
 		if e.Kind == KindFile {
-			e.Index = int32(c.files)
-			c.files++
-			c.bytes += e.Attr().Size
+			e.Index = int32(files)
+			files++
+			bytes += e.Attr().Size
 		}
-		for _, ch := range e.children {
+		for _, ch := range e.Children() {
 			number(ch)
 		}
 	}
 	number(root)
+	c.files.Store(files)
+	c.bytes.Store(bytes)
+	c.nextID.Store(id)
+	c.nextIndex.Store(files)
 }
 
 // load reads every record into a tree.
 func (c *Catalog) load() (*Entry, error) {
 	dirs := map[string]*Entry{}
+	kids := map[*Entry][]*Entry{}
 	var root *Entry
 	err := c.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
@@ -275,7 +298,7 @@ func (c *Catalog) load() (*Entry, error) {
 			if parent == nil {
 				return fmt.Errorf("%w: %q has no parent", ErrBadRecord, p)
 			}
-			parent.children = append(parent.children, e)
+			kids[parent] = append(kids[parent], e)
 			if e.Kind == KindDir {
 				dirs[p] = e
 			}
@@ -287,6 +310,9 @@ func (c *Catalog) load() (*Entry, error) {
 	}
 	if root == nil {
 		return nil, fmt.Errorf("%w: no root", ErrBadRecord)
+	}
+	for _, d := range dirs {
+		d.setChildren(kids[d])
 	}
 	return root, nil
 }
@@ -404,7 +430,7 @@ func (c *Catalog) store(root *Entry, source string, keep bool) error {
 		if err = wb.Set(fileKey(e.Path), c.recordOf(e).encode(nil)); err != nil {
 			return
 		}
-		for _, ch := range e.children {
+		for _, ch := range e.Children() {
 			put(ch)
 		}
 	}
@@ -498,8 +524,8 @@ func (c *Catalog) Find(p string) *Entry {
 }
 
 // Files and Bytes count the dataset's regular files.
-func (c *Catalog) Files() int64 { return c.files }
-func (c *Catalog) Bytes() int64 { return c.bytes }
+func (c *Catalog) Files() int64 { return c.files.Load() }
+func (c *Catalog) Bytes() int64 { return c.bytes.Load() }
 
 // Walked reports whether this open walked the source.
 func (c *Catalog) Walked() bool { return c.walked }
@@ -520,7 +546,7 @@ func (e *Entry) Files(fn func(*Entry) bool) bool {
 	if e.Kind == KindFile {
 		return fn(e)
 	}
-	for _, ch := range e.children {
+	for _, ch := range e.Children() {
 		if !ch.Files(fn) {
 			return false
 		}
@@ -600,7 +626,7 @@ func walk(ctx context.Context, src string, workers int, log *zap.Logger, progres
 			}
 			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
 		}
-		d.children = kids
+		d.setChildren(kids)
 		// One call at a time, with a count that only grows: the callback
 		// need not be safe for concurrent use.
 		progMu.Lock()

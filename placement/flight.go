@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
@@ -32,6 +33,7 @@ var errResident = errors.New("placement: already resident")
 // install it is the tier file itself.
 type flight struct {
 	e    *Entry
+	attr Attr // the version being copied: the entry's when the copy started
 	size int64
 
 	mu      sync.Mutex
@@ -46,7 +48,8 @@ type flight struct {
 }
 
 func newFlight(e *Entry) *flight {
-	return &flight{e: e, size: e.Attr().Size, changed: make(chan struct{}), refs: 1}
+	a := e.Attr()
+	return &flight{e: e, attr: a, size: a.Size, changed: make(chan struct{}), refs: 1}
 }
 
 // acquire takes a reference; false if the flight is already closed.
@@ -102,17 +105,25 @@ func (f *flight) finish(err error) {
 }
 
 // readAt serves a read from the copy. ok is false when the caller should
-// read the source instead: the copy failed, or the range is far ahead of it.
-func (f *flight) readAt(ctx context.Context, buf []byte, off int64) (n int, ok bool, err error) {
+// read the source instead: the copy failed for a tier's reason, or the
+// range is far ahead of it. A copy that failed because of the source fails
+// the read too (the source would fail it again). A copy that makes no
+// progress for stall fails the read with tier.ErrSourceTimeout.
+func (f *flight) readAt(ctx context.Context, buf []byte, off int64, stall time.Duration) (n int, ok bool, err error) {
 	want := off + int64(len(buf))
 	if want > f.size {
 		want = f.size
 	}
+	t := time.NewTimer(stall)
+	defer t.Stop()
 	for {
 		f.mu.Lock()
 		done, ferr, copied, file, ch := f.done, f.err, f.copied, f.file, f.changed
 		f.mu.Unlock()
 		if done && ferr != nil {
+			if sourceSide(ferr) {
+				return 0, true, ferr
+			}
 			return 0, false, nil
 		}
 		if done || copied >= want {
@@ -133,8 +144,11 @@ func (f *flight) readAt(ctx context.Context, buf []byte, off int64) (n int, ok b
 		}
 		select {
 		case <-ch:
+			t.Reset(stall)
 		case <-ctx.Done():
 			return 0, true, ctx.Err()
+		case <-t.C:
+			return 0, true, fmt.Errorf("placement: read %s: %w: %w", f.e.Path, tier.ErrSource, tier.ErrSourceTimeout)
 		}
 	}
 }
@@ -196,23 +210,24 @@ func (p *Placer) copy(f *flight) error {
 		}
 		return errNoTier
 	}
-	sf, err := p.src.Open(e.Path)
+	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		res.Release()
 		if errors.Is(err, os.ErrNotExist) {
+			p.removeEntry(e)
 			return fmt.Errorf("%w: %s", ErrVanished, e.Path)
 		}
 		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 	}
 	defer sf.Close()
-	before, err := sf.Stat()
+	before, err := sf.Stat(p.ctx)
 	if err != nil {
 		res.Release()
 		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 	}
-	if a := attrFromInfo(before); a.Size != f.size || a.Mtime != e.Attr().Mtime {
+	if a := attrFromInfo(before); a.Size != f.attr.Size || a.Mtime != f.attr.Mtime {
 		res.Release()
-		p.refresh(e, a)
+		p.setAttr(e, a)
 		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
 	}
 	tmp, err := t.Create(e.Path, res)
@@ -236,8 +251,12 @@ func (p *Placer) copy(f *flight) error {
 		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, f.size)
 	}
 	if err == nil {
-		if after, serr := sf.Stat(); serr != nil || attrFromInfo(after).Mtime != e.Attr().Mtime || after.Size() != f.size {
+		after, serr := sf.Stat(p.ctx)
+		if serr != nil {
+			err = serr
+		} else if a := attrFromInfo(after); a.Mtime != f.attr.Mtime || a.Size != f.attr.Size {
 			err = tier.ErrSourceChanged
+			p.setAttr(e, a)
 		}
 	}
 	if err == nil {
@@ -246,14 +265,20 @@ func (p *Placer) copy(f *flight) error {
 		tmp.Abort()
 	}
 	if err != nil {
-		if errors.Is(err, tier.ErrSourceChanged) {
-			if st, serr := p.src.Stat(e.Path); serr == nil {
-				p.refresh(e, attrFromInfo(st))
-			}
-		}
 		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 	}
+	// The copy is of the version it started from: record it only if that
+	// is still the entry's (an open may have found a newer one meanwhile).
+	p.refreshMu.Lock()
+	if cur := e.Attr(); cur.Size != f.attr.Size || cur.Mtime != f.attr.Mtime || e.gone.Load() {
+		p.refreshMu.Unlock()
+		if rerr := t.Remove(e.Path, f.size); rerr != nil {
+			p.log.Warn("drop outdated copy", zap.String("path", e.Path), zap.Error(rerr))
+		}
+		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
+	}
 	e.tier.Store(int32(idx))
+	p.refreshMu.Unlock()
 	if err := p.cat.persist(e); err != nil {
 		// Served from the tier this mount; copied again after a remount.
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
@@ -277,28 +302,4 @@ func (p *Placer) reserve(start int, size int64) (t *tier.Tier, idx int, res *tie
 		}
 	}
 	return nil, -1, nil, allFull
-}
-
-// refresh records new source attributes of e and drops its tier copy.
-// Calls are serialised: a caller that compared stale attributes must not
-// drop the copy another caller's refresh has since placed again (nor drop
-// one copy twice).
-func (p *Placer) refresh(e *Entry, a Attr) {
-	p.refreshMu.Lock()
-	defer p.refreshMu.Unlock()
-	old := e.Attr()
-	if old == a {
-		return
-	}
-	if i := e.Tier(); i >= 0 && (a.Size != old.Size || a.Mtime != old.Mtime) {
-		e.tier.Store(-1)
-		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
-			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
-		}
-	}
-	e.nospace.Store(false)
-	e.attr.Store(&a)
-	if err := p.cat.persist(e); err != nil {
-		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
-	}
 }

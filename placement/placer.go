@@ -48,9 +48,17 @@ type Options struct {
 	Source  *tier.Source
 	Tiers   []*tier.Tier // fastest first; same order as the catalog's names
 	Workers int          // background copy workers
-	// ValidateOpen stats the source at every open and drops a copy whose
-	// source changed.
-	ValidateOpen bool
+	// Validate is when an open checks the file's source attributes
+	// (validate.go); the zero value is ValidateOnce.
+	Validate Validate
+	// ValidateWait bounds how long the open of a resident file waits for
+	// its validation stat (default 1 s, at most the source's timeout).
+	// Past it the copy is served and the stat's answer, when it comes, is
+	// applied for the next open.
+	ValidateWait time.Duration
+	// RefreshRate bounds the source metadata operations per second of a
+	// refresh or a verify (default 1000).
+	RefreshRate float64
 	// MaxDemandCopies bounds copies started by reads (default 64); beyond
 	// it readers read the source directly and the file is queued.
 	MaxDemandCopies int
@@ -73,6 +81,10 @@ type Stats struct {
 	SkippedNoSpace  int64 // files that fit no tier
 	BytesPlaced     int64
 	DemandFallbacks int64 // reads served from the source because no copy could start
+	// StaleOnError counts opens of resident files served without their
+	// validation because the source failed or did not answer.
+	StaleOnError int64
+	Removed      int64 // files dropped because the source no longer has them
 }
 
 // Placer copies files into tiers and opens readers on them.
@@ -96,6 +108,11 @@ type Placer struct {
 
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
 	feeding                                               atomic.Int64 // warmup files not yet queued
+	staleServed, removed                                  atomic.Int64
+	lastSrcLog                                            atomic.Int64 // unix nanos of the last "source fails" log
+
+	scrub    scrubber                    // refresh and verify (scrub.go)
+	notifyFn atomic.Pointer[func(Event)] // SetNotify
 
 	warm warmup
 
@@ -120,6 +137,15 @@ func New(o Options) (*Placer, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.ValidateWait <= 0 {
+		o.ValidateWait = time.Second
+	}
+	if t := o.Source.Timeout(); o.ValidateWait > t {
+		o.ValidateWait = t
+	}
+	if o.RefreshRate <= 0 {
+		o.RefreshRate = 1000
 	}
 	if len(o.Tiers) != len(o.Catalog.tiers) {
 		return nil, fmt.Errorf("placement: %d tiers but the catalog knows %d", len(o.Tiers), len(o.Catalog.tiers))
@@ -180,6 +206,22 @@ func (p *Placer) Close() {
 	})
 }
 
+// SetNotify installs fn to be told of every entry whose attributes change
+// (a file's content: its copy is dropped), that is removed from or added to
+// the dataset; the fs layer invalidates the kernel's caches with it. fn is
+// called with no lock held, from the goroutine that made the change (for
+// a change an Open finds, before that Open returns). nil removes it.
+func (p *Placer) SetNotify(fn func(Event)) {
+	if fn == nil {
+		p.notifyFn.Store(nil)
+		return
+	}
+	p.notifyFn.Store(&fn)
+}
+
+// ValidateMode is the placer's validation mode.
+func (p *Placer) ValidateMode() Validate { return p.o.Validate }
+
 // Catalog returns the placer's catalog.
 func (p *Placer) Catalog() *Catalog { return p.cat }
 
@@ -194,7 +236,7 @@ func (p *Placer) Stats() Stats {
 	return Stats{
 		Queued: p.queued.Load() + p.feeding.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
-		DemandFallbacks: p.fallbacks.Load(),
+		DemandFallbacks: p.fallbacks.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
 	}
 }
 

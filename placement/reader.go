@@ -15,10 +15,13 @@ import (
 
 // Reader is one open dataset file. It reads the installed tier copy when
 // the file is resident, the copy in flight while it is being placed, and
-// the source otherwise or when a tier fails.
+// the source otherwise or when a tier fails. Every byte it returns belongs
+// to the version of the file its open saw (attr): a source that changed
+// since gives an error, never a mix of versions.
 type Reader struct {
-	p *Placer
-	e *Entry
+	p    *Placer
+	e    *Entry
+	attr Attr // the version the open saw (the size the kernel was given)
 
 	tierFD  int // installed copy opened at Open, or -1
 	tierIdx int
@@ -30,8 +33,8 @@ type Reader struct {
 	src *tier.SourceFile
 }
 
-// Open opens e for reading. With ValidateOpen it stats the source first
-// and drops a copy whose source changed. A resident file is opened on its
+// Open opens e for reading. It validates e against the source when the
+// mode asks for it (validate.go); a resident file is then opened on its
 // tier copy; otherwise a whole-file copy starts (or is joined) and the
 // reader follows it.
 func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
@@ -41,21 +44,14 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	if p.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	r := &Reader{p: p, e: e, tierIdx: -1, tierFD: -1}
-	if p.o.ValidateOpen {
-		st, err := p.src.Stat(e.Path)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
-			}
-			return nil, fmt.Errorf("placement: stat %s: %w", e.Path, err)
-		}
-		a := attrFromInfo(st)
-		if old := e.Attr(); a != old {
-			r.changed = a.Size != old.Size || a.Mtime != old.Mtime
-			p.refresh(e, a)
-		}
+	if e.gone.Load() {
+		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
+	changed, err := p.validate(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{p: p, e: e, tierIdx: -1, tierFD: -1, changed: changed, attr: e.Attr()}
 	// From here on the reader holds resources: shutdown closes it if the
 	// kernel never releases it.
 	p.readers.Store(r, struct{}{})
@@ -63,7 +59,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 		t := p.o.Tiers[i]
 		fd, size, err := t.OpenFD(e.Path)
 		if err == nil {
-			if size == e.Attr().Size {
+			if size == r.attr.Size {
 				r.tierFD, r.tierIdx = fd, i
 				return r, nil
 			}
@@ -85,8 +81,12 @@ func (p *Placer) attach(r *Reader) {
 	if e.nospace.Load() {
 		return
 	}
-	if f, ok := p.flights.Load(e); ok && f.acquire() {
-		r.fl = f
+	if f, ok := p.flights.Load(e); ok {
+		// A copy of another version (started before the source changed)
+		// is no use to this reader.
+		if f.attr == r.attr && f.acquire() {
+			r.fl = f
+		}
 		return
 	}
 	select {
@@ -100,6 +100,11 @@ func (p *Placer) attach(r *Reader) {
 	}
 	f, started := p.startFlight(e)
 	if f == nil {
+		<-p.demand
+		return
+	}
+	if f.attr != r.attr {
+		f.release()
 		<-p.demand
 		return
 	}
@@ -147,7 +152,9 @@ func (r *Reader) TierIndex() int { return r.tierIdx }
 func (r *Reader) Changed() bool { return r.changed }
 
 // ReadAt fills buf from off. It returns fewer bytes only at the end of the
-// file. It never fails because of a tier: it falls back to the source.
+// file. It never fails because of a tier: it falls back to the source. It
+// fails when the source does (or changed), after at most the source's
+// timeout.
 func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
 	if r.tierFD >= 0 {
 		n, err := preadFull(r.tierFD, buf, off)
@@ -164,8 +171,11 @@ func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error)
 		if ok {
 			return be.readAt(buf, off), nil
 		}
+		if be.err != nil && sourceSide(be.err) {
+			return 0, be.err
+		}
 	} else if fl := r.fl; fl != nil {
-		n, ok, err := fl.readAt(ctx, buf, off)
+		n, ok, err := fl.readAt(ctx, buf, off, r.p.src.Timeout())
 		if err != nil {
 			return 0, err
 		}
@@ -179,26 +189,60 @@ func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error)
 func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, error) {
 	r.mu.Lock()
 	if r.src == nil {
-		sf, err := r.p.src.Open(r.e.Path)
+		sf, err := r.openSource(ctx)
 		if err != nil {
 			r.mu.Unlock()
-			if errors.Is(err, os.ErrNotExist) {
-				return 0, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)
-			}
-			return 0, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+			return 0, err
 		}
 		r.src = sf
 	}
 	sf := r.src
 	r.mu.Unlock()
+	// Never past the size the open saw: bytes of a grown file would be
+	// cut by the kernel anyway.
+	if off >= r.attr.Size {
+		return 0, nil
+	}
+	if left := r.attr.Size - off; int64(len(buf)) > left {
+		buf = buf[:left]
+	}
 	n, err := sf.ReadAt(ctx, buf, off)
 	if errors.Is(err, io.EOF) {
 		err = nil
+		if off+int64(n) < r.attr.Size {
+			// Shorter than the open saw: the file changed since.
+			err = fmt.Errorf("%w: %s shrank while open", tier.ErrSourceChanged, r.e.Path)
+		}
 	}
 	if err != nil {
 		return n, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
 	}
 	return n, nil
+}
+
+// openSource opens the source file and checks it is the version the open
+// saw; a changed file is recorded (the next open reads the new version)
+// and refused.
+func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
+	sf, err := r.p.src.Open(ctx, r.e.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			r.p.removeEntry(r.e)
+			return nil, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)
+		}
+		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+	}
+	fi, err := sf.Stat(ctx)
+	if err != nil {
+		sf.Close()
+		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+	}
+	if a := attrFromInfo(fi); a.Size != r.attr.Size || a.Mtime != r.attr.Mtime {
+		sf.Close()
+		r.p.setAttr(r.e, a)
+		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, tier.ErrSourceChanged)
+	}
+	return sf, nil
 }
 
 // Close releases the reader's files.

@@ -54,7 +54,7 @@ func TestSourceCopyToCountsExactly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data := pattern(tc.size)
 			src := NewSource(writeSource(t, map[string][]byte{"d/f.bin": data}), 0)
-			sf, err := src.Open("d/f.bin")
+			sf, err := src.Open(context.Background(), "d/f.bin")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestSourceCopyToCountsExactly(t *testing.T) {
 func TestSourceCountersAccumulate(t *testing.T) {
 	src := NewSource(writeSource(t, map[string][]byte{"a": pattern(10), "b": pattern(20)}), 0)
 	for _, rel := range []string{"a", "b", "a"} {
-		sf, err := src.Open(rel)
+		sf, err := src.Open(context.Background(), rel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,10 +104,10 @@ func TestSourceCountersAccumulate(t *testing.T) {
 		}
 		sf.Close()
 	}
-	if _, err := src.Stat("a"); err != nil {
+	if _, err := src.Stat(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.Stat("missing"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := src.Stat(context.Background(), "missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Stat(missing) = %v, want ErrNotExist", err)
 	}
 	// a: 10 bytes in reads of 8 -> 2 reads; b: 20 bytes -> 3 reads.
@@ -119,7 +119,7 @@ func TestSourceCountersAccumulate(t *testing.T) {
 
 func TestSourceReadAtCounts(t *testing.T) {
 	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
-	sf, err := src.Open("f")
+	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestSourceReadAtCounts(t *testing.T) {
 	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 2, Bytes: 40}); got != want {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
-	if st, err := sf.Stat(); err != nil || st.Size() != 100 {
+	if st, err := sf.Stat(context.Background()); err != nil || st.Size() != 100 {
 		t.Errorf("Stat() = %v, %v", st, err)
 	}
 	if got := src.Stats().Stats; got != 0 {
@@ -150,7 +150,7 @@ func TestSourceOpenMissing(t *testing.T) {
 	if src.Root() != root || src.Path("a/b") != filepath.Join(root, "a", "b") {
 		t.Errorf("Root/Path = %q %q", src.Root(), src.Path("a/b"))
 	}
-	_, err := src.Open("nope")
+	_, err := src.Open(context.Background(), "nope")
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Open(nope) = %v, want ErrNotExist", err)
 	}
@@ -161,7 +161,7 @@ func TestSourceOpenMissing(t *testing.T) {
 
 func TestSourceCopyToCanceled(t *testing.T) {
 	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
-	sf, err := src.Open("f")
+	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func (w *failWriter) Write(p []byte) (int, error) {
 
 func TestSourceCopyToWriterError(t *testing.T) {
 	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
-	sf, err := src.Open("f")
+	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,12 +212,12 @@ func TestSourceCopyToWritesIntoTier(t *testing.T) {
 	data := pattern(10_000)
 	src := NewSource(writeSource(t, map[string][]byte{"x/y.bin": data}), 0)
 	tr := openTier(t, Options{Quota: 1 << 20})
-	sf, err := src.Open("x/y.bin")
+	sf, err := src.Open(context.Background(), "x/y.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sf.Close()
-	st, err := sf.Stat()
+	st, err := sf.Stat(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
 	// then waits until its context ends.
 	data := pattern(1<<20 + 1)
 	src := NewSource(writeSource(t, map[string][]byte{"f": data}), 1e-3)
-	sf, err := src.Open("f")
+	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,8 @@ func commands() map[string]command {
 		"unmount":    {"unmount a mount point", runUnmount},
 		"status":     {"show what is where", runStatus},
 		"warmup":     {"copy the dataset (or some paths) into the tiers", runWarmup},
+		"refresh":    {"pick up source changes (changed, added, removed files) without a remount", runRefresh},
+		"verify":     {"compare every tier copy with the source; drop bad copies", runVerify},
 		"model":      {"run the DSI performance model and print the cache split", runModel},
 		"preprocess": {"run the preprocessing pipeline over images into .npy files", runPreprocess},
 		"version":    {"print the version", runVersion},

@@ -329,10 +329,15 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 			err = runtimeErr("%v", cerr)
 		}
 	}()
-	src := tier.NewSource(cfg.Source, cfg.Placement.SourceBandwidth.BytesPerSec)
+	src := tier.OpenSource(tier.SourceOptions{Root: cfg.Source, Bandwidth: cfg.Placement.SourceBandwidth.BytesPerSec,
+		Timeout: cfg.Placement.SourceTimeoutDuration()})
+	validate, err := placement.ParseValidate(cfg.Placement.Validate)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	p, err := placement.New(placement.Options{
 		Catalog: cat, Source: src, Tiers: tiers, Workers: cfg.Placement.Workers,
-		ValidateOpen: cfg.Placement.Validate == "open", Logger: log,
+		Validate: validate, RefreshRate: cfg.Placement.RefreshRate, Logger: log,
 		BufferBytes: cfg.Sampler.Buffer.Bytes,
 	})
 	if err != nil {

@@ -122,7 +122,10 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 }
 
 // A tier on a tiny file system fills; every read still succeeds from the
-// source, and a vanished source file fails alone.
+// source. A file removed from the source: when it is read from the source
+// the open finds it gone (ENOENT, and it leaves the dataset); a resident
+// copy already validated this mount is served until a refresh (the
+// default validate = "once"), which removes it.
 func TestFullTierAndVanishedSourceFile(t *testing.T) {
 	requireFUSE(t)
 	src, paths := makeTree(t, 4<<20)
@@ -140,22 +143,44 @@ func TestFullTierAndVanishedSourceFile(t *testing.T) {
 	for pass := 0; pass < 2; pass++ {
 		checkAll(t, src, mnt, paths)
 	}
-	if err := os.Remove(filepath.Join(src, "a/small.txt")); err != nil {
-		t.Fatal(err)
+	if tierOf(t, filepath.Join(mnt, "a/small.txt")) == "source" || tierOf(t, filepath.Join(mnt, "big.bin")) != "source" {
+		t.Fatal("want a/small.txt resident and big.bin not")
 	}
-	_, err := os.ReadFile(filepath.Join(mnt, "a/small.txt"))
-	if !errors.Is(err, syscall.EIO) {
-		t.Fatalf("read of a vanished source file: %v, want EIO", err)
+	for _, p := range []string{"a/small.txt", "big.bin"} {
+		if err := os.Remove(filepath.Join(src, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := os.ReadFile(filepath.Join(mnt, "big.bin"))
+	if !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("read of a vanished source file: %v, want ENOENT", err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "big.bin")); !errors.Is(err, syscall.ENOENT) {
+		waitFor(t, func() bool { _, err := os.Stat(filepath.Join(mnt, "big.bin")); return errors.Is(err, syscall.ENOENT) })
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "a/small.txt")); err != nil || len(got) != 5 {
+		t.Fatalf("validated resident copy of a vanished file: %d bytes, %v (want the copy until a refresh)", len(got), err)
+	}
+	if code, out := cli(t, "refresh", mnt); code != 0 || !strings.Contains(out, "1 removed") {
+		t.Fatalf("refresh: exit %d: %s", code, out)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "a/small.txt")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("after a refresh, a vanished resident file: %v, want ENOENT", err)
 	}
 	rest := paths[:0:0]
 	for _, p := range paths {
-		if p != "a/small.txt" {
+		if p != "a/small.txt" && p != "big.bin" {
 			rest = append(rest, p)
 		}
 	}
 	checkAll(t, src, mnt, rest)
-	if code, out := cli(t, "status", mnt); code != 0 || !strings.Contains(out, "files_total=10") {
-		t.Fatalf("status after errors: exit %d\n%s", code, out)
+	st := statusOf(t, mnt)
+	if st["files_total"] != "8" || st["files_removed"] != "2" {
+		t.Fatalf("status after removals: files_total=%s files_removed=%s", st["files_total"], st["files_removed"])
+	}
+	log, _ := os.ReadFile(filepath.Join(base, "state", "epochfs.log"))
+	if !bytes.Contains(log, []byte("big.bin")) || !bytes.Contains(log, []byte("gone from the source")) {
+		t.Errorf("the removal is not logged:\n%s", log)
 	}
 }
 

@@ -130,7 +130,8 @@ type tierSpec struct {
 }
 
 type envOpts struct {
-	validate      bool
+	validate      placement.Validate
+	sourceTimeout time.Duration // default tier.DefaultSourceTimeout
 	noPassthrough bool
 	statfs        func(string) (uint64, uint64, error)
 	// bufferBytes > 0 serves .epochfs/jobs/ with a shared buffer of this
@@ -171,8 +172,8 @@ func (e *env) mount() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srcd = tier.NewSource(e.src, 0)
-	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, ValidateOpen: e.opts.validate,
+	e.srcd = tier.OpenSource(tier.SourceOptions{Root: e.src, Timeout: e.opts.sourceTimeout})
+	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, Validate: e.opts.validate,
 		BufferBytes: e.opts.bufferBytes})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/placement"
 )
 
 func TestEveryFileReadsIdenticalThroughTheMount(t *testing.T) {
@@ -346,7 +348,7 @@ func TestBadCtlWriteFailsWithEINVALAndChangesNothing(t *testing.T) {
 func TestSourceChangeWhileAPassthroughHandleIsOpen(t *testing.T) {
 	src, _ := makeTree(t, 1<<20)
 	e := newEnv(t, src, 1<<30)
-	e.opts.validate = true
+	e.opts.validate = placement.ValidateOpen
 	e.mount()
 	rel := "class1/img001.jpg"
 	p := filepath.Join(e.mnt, rel)

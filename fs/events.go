@@ -1,0 +1,66 @@
+package fs
+
+import (
+	"strings"
+
+	"github.com/epochfs/epochfs/placement"
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+// onEvent tells the kernel about a change of the tree the placer made, so
+// that its caches (attributes and pages of a file, entries of a directory,
+// which the mount keeps for an hour: the dataset is read-only) never serve
+// an old version. It runs in the goroutine that made the change, with no
+// placer lock held.
+//
+// A change of attributes is invalidated synchronously: when an open finds
+// a changed file, the kernel has dropped the old size and pages before the
+// open returns, so the first read returns exactly the new bytes. Entry
+// invalidations take the parent directory's lock in the kernel and are
+// sent from a goroutine.
+func (fsys *FS) onEvent(ev placement.Event) {
+	switch ev.Kind {
+	case placement.EntryChanged:
+		if in := fsys.inodeOf(ev.Entry.Path); in != nil {
+			in.NotifyContent(0, 0)
+		}
+	case placement.EntryRemoved, placement.EntryAdded:
+		dir, name := splitPath(ev.Entry.Path)
+		parent := fsys.inodeOf(dir)
+		if parent == nil {
+			return // the kernel has nothing of it cached
+		}
+		go func() {
+			if ev.Kind == placement.EntryRemoved {
+				if child := parent.GetChild(name); child != nil {
+					parent.NotifyDelete(name, child)
+				}
+				parent.RmChild(name)
+			}
+			parent.NotifyEntry(name)
+		}()
+	}
+}
+
+// inodeOf returns the kernel-known inode of a dataset path, or nil when
+// the kernel has not looked it up.
+func (fsys *FS) inodeOf(p string) *fusefs.Inode {
+	in := &fsys.root.Inode
+	if p == "" {
+		return in
+	}
+	for _, name := range strings.Split(p, "/") {
+		if in = in.GetChild(name); in == nil {
+			return nil
+		}
+	}
+	return in
+}
+
+func splitPath(p string) (dir, name string) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return "", p
+	}
+	return p[:i], p[i+1:]
+}

@@ -1,0 +1,552 @@
+package placement
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+)
+
+// Scrubs: work on demand that compares the catalog and the tier copies with
+// the source, in the background, a few files in parallel and within
+// Options.RefreshRate source metadata operations per second (the PFS's
+// metadata server is shared).
+//
+//   - Refresh revalidates paths (or the whole tree): a changed file's copy
+//     is dropped, files and directories added to the source appear in the
+//     mount and removed ones disappear, without a remount. Every file it
+//     checks counts as validated for ValidateOnce.
+//   - Verify checks every tier copy under the paths: the copy exists with
+//     the recorded size, and the source still has the recorded size and
+//     mtime; with Content, the copy's bytes equal the source's (read within
+//     the source bandwidth cap). A bad copy is dropped and queued to be
+//     copied again: the answer to a copy corrupted in place, which opens do
+//     not notice.
+//
+// Requests run one at a time, in the order they came.
+
+// ScrubKind is what a scrub does.
+type ScrubKind int
+
+// Scrub kinds.
+const (
+	ScrubRefresh ScrubKind = iota + 1
+	ScrubVerify
+	ScrubVerifyContent
+)
+
+func (k ScrubKind) String() string {
+	switch k {
+	case ScrubRefresh:
+		return "refresh"
+	case ScrubVerify:
+		return "verify"
+	case ScrubVerifyContent:
+		return "verify-content"
+	}
+	return "none"
+}
+
+// ScrubRequest asks for one scrub.
+type ScrubRequest struct {
+	Kind  ScrubKind
+	Paths []string // dataset-relative; none = the whole dataset
+}
+
+// ScrubProgress reports the running (or last) scrub of a kind family.
+type ScrubProgress struct {
+	Running  bool
+	Pending  int   // requests waiting behind the running one
+	Finished int64 // requests finished since the mount
+	Kind     ScrubKind
+	Checked  int64 // files compared with the source
+	Changed  int64 // files whose source changed (copy dropped)
+	Added    int64 // files added to the dataset
+	Removed  int64 // files removed from the dataset
+	Dropped  int64 // bad tier copies dropped (verify)
+	Errors   int64 // paths that could not be checked
+	LastErr  string
+	Started  time.Time
+	Took     time.Duration // of the last finished request
+}
+
+type scrubber struct {
+	mu       sync.Mutex
+	queue    []ScrubRequest
+	running  bool
+	finished int64
+	cur      *scrubRun
+	last     *scrubRun
+	lim      *rate.Limiter
+}
+
+type scrubRun struct {
+	kind                                            ScrubKind
+	started                                         time.Time
+	took                                            time.Duration
+	checked, changed, added, removed, dropped, errs atomic.Int64
+	errMu                                           sync.Mutex
+	lastErr                                         string
+}
+
+func (r *scrubRun) fail(err error) {
+	r.errs.Add(1)
+	r.errMu.Lock()
+	r.lastErr = strings.ReplaceAll(err.Error(), "\n", " ")
+	r.errMu.Unlock()
+}
+
+// Scrub queues a scrub; it runs in the background (ScrubStatus follows
+// it). Paths are cleaned; for a verify each must name a dataset entry.
+func (p *Placer) Scrub(req ScrubRequest) error {
+	for i, raw := range req.Paths {
+		rel := strings.Trim(path.Clean("/"+raw), "/")
+		if req.Kind != ScrubRefresh && p.cat.Find(rel) == nil {
+			return fmt.Errorf("%w: %q", ErrNoEntry, raw)
+		}
+		req.Paths[i] = rel
+	}
+	if p.ctx.Err() != nil {
+		return ErrClosed
+	}
+	s := &p.scrub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, req)
+	if !s.running {
+		s.running = true
+		p.wg.Add(1)
+		go p.runScrubs()
+	}
+	return nil
+}
+
+// ScrubStatus reports the scrub running now, or the last one.
+func (p *Placer) ScrubStatus() ScrubProgress {
+	s := &p.scrub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := ScrubProgress{Running: s.cur != nil, Pending: len(s.queue), Finished: s.finished}
+	r := s.cur
+	if r == nil {
+		r = s.last
+	}
+	if r == nil {
+		return pr
+	}
+	pr.Kind, pr.Started, pr.Took = r.kind, r.started, r.took
+	pr.Checked, pr.Changed, pr.Added = r.checked.Load(), r.changed.Load(), r.added.Load()
+	pr.Removed, pr.Dropped, pr.Errors = r.removed.Load(), r.dropped.Load(), r.errs.Load()
+	r.errMu.Lock()
+	pr.LastErr = r.lastErr
+	r.errMu.Unlock()
+	return pr
+}
+
+func (p *Placer) runScrubs() {
+	defer p.wg.Done()
+	s := &p.scrub
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 || p.ctx.Err() != nil {
+			s.running = false
+			s.queue = nil
+			s.mu.Unlock()
+			return
+		}
+		req := s.queue[0]
+		s.queue = s.queue[1:]
+		if s.lim == nil {
+			burst := max(int(p.o.RefreshRate/10), 1)
+			s.lim = rate.NewLimiter(rate.Limit(p.o.RefreshRate), burst)
+		}
+		run := &scrubRun{kind: req.Kind, started: time.Now()}
+		s.cur = run
+		s.mu.Unlock()
+
+		p.scrubOne(req, run)
+		run.took = time.Since(run.started)
+		p.log.Info(req.Kind.String()+" finished", zap.Int("paths", len(req.Paths)), zap.Duration("took", run.took),
+			zap.Int64("checked", run.checked.Load()), zap.Int64("changed", run.changed.Load()),
+			zap.Int64("added", run.added.Load()), zap.Int64("removed", run.removed.Load()),
+			zap.Int64("dropped", run.dropped.Load()), zap.Int64("errors", run.errs.Load()))
+
+		s.mu.Lock()
+		s.cur, s.last = nil, run
+		s.finished++
+		s.mu.Unlock()
+	}
+}
+
+// scrubWorkers is how many directories or files a scrub works on at once.
+const scrubWorkers = 8
+
+func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
+	paths := req.Paths
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	pool := newPool(p.ctx, scrubWorkers)
+	for _, rel := range paths {
+		if req.Kind == ScrubRefresh {
+			p.refreshPath(pool, rel, run)
+			continue
+		}
+		e := p.cat.Find(rel)
+		if e == nil {
+			continue // removed meanwhile
+		}
+		e.Files(func(f *Entry) bool {
+			if f.Tier() < 0 {
+				return true
+			}
+			return pool.do(func() { p.verifyFile(f, req.Kind == ScrubVerifyContent, run) })
+		})
+	}
+	pool.wait()
+}
+
+// op waits for the scrub's rate limit.
+func (p *Placer) op() error { return p.scrub.lim.Wait(p.ctx) }
+
+// refreshPath refreshes one dataset path: a directory with everything
+// under it, a file, or a path the catalog does not know (added on the
+// source: its missing parents are refreshed one level at a time).
+func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
+	e := p.cat.Find(rel)
+	if e == nil {
+		cur := p.cat.Root()
+		for _, name := range strings.Split(rel, "/") {
+			next := cur.Lookup(name)
+			if next == nil && cur.Kind == KindDir {
+				p.refreshDir(nil, cur, run) // one level: adds what is new
+				next = cur.Lookup(name)
+			}
+			if next == nil {
+				run.fail(fmt.Errorf("refresh %s: %w", rel, ErrNoEntry))
+				return
+			}
+			cur = next
+		}
+		e = cur
+		if e.Kind != KindDir {
+			return // just added: nothing more to check
+		}
+	}
+	if e.Kind == KindDir {
+		pool.do(func() { p.refreshDir(pool, e, run) })
+		return
+	}
+	pool.do(func() { p.refreshLeaf(e, run) })
+}
+
+// refreshLeaf revalidates a file or a symlink on its own.
+func (p *Placer) refreshLeaf(e *Entry, run *scrubRun) {
+	if p.op() != nil {
+		return
+	}
+	fi, err := p.src.Stat(p.ctx, e.Path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		run.fail(err)
+		return
+	}
+	if err == nil && kindOf(fi) == e.Kind {
+		p.refreshSame(e, fi, run)
+		return
+	}
+	files := countFiles(e)
+	p.removeEntry(e)
+	run.removed.Add(files)
+	if d := p.cat.parentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
+		p.refreshDir(nil, d, run)
+	}
+}
+
+// refreshSame updates an entry whose source is still of the same kind.
+func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
+	switch e.Kind {
+	case KindFile:
+		run.checked.Add(1)
+		e.validated.Store(true)
+		if p.setAttr(e, attrFromInfo(fi)) {
+			run.changed.Add(1)
+			p.enqueueIfWarm(e)
+		}
+	case KindDir:
+		p.setAttr(e, attrFromInfo(fi))
+	case KindSymlink:
+		if p.op() != nil {
+			return
+		}
+		target, err := p.src.Readlink(p.ctx, e.Path)
+		if err != nil {
+			run.fail(err)
+			return
+		}
+		if target != e.Target {
+			p.removeEntry(e)
+			n := entryFromInfo(e.Path, fi)
+			n.Target = target
+			p.addEntry(n, run)
+			return
+		}
+		p.setAttr(e, attrFromInfo(fi))
+	}
+}
+
+// refreshDir compares directory d with the source: removes what the source
+// no longer has, adds what is new, updates the rest. With a pool it goes on
+// into the subdirectories (in parallel); without, it stays at one level.
+func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
+	if p.op() != nil {
+		return
+	}
+	des, err := p.src.ReadDir(p.ctx, d.Path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && d.Path != "" {
+			files := countFiles(d)
+			p.removeEntry(d)
+			run.removed.Add(files)
+			return
+		}
+		run.fail(err)
+		return
+	}
+	seen := make(map[string]bool, len(des))
+	for _, de := range des {
+		seen[de.Name()] = true
+	}
+	for _, c := range d.Children() {
+		if !seen[c.Name()] {
+			files := countFiles(c)
+			p.removeEntry(c)
+			run.removed.Add(files)
+		}
+	}
+	for _, de := range des {
+		if p.ctx.Err() != nil || p.op() != nil {
+			return
+		}
+		rel := childPath(d.Path, de.Name())
+		fi, err := p.src.Stat(p.ctx, rel)
+		c := d.Lookup(de.Name())
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				run.fail(err)
+			} else if c != nil {
+				files := countFiles(c)
+				p.removeEntry(c)
+				run.removed.Add(files)
+			}
+			continue
+		}
+		k := kindOf(fi)
+		if c != nil && c.Kind != k {
+			files := countFiles(c)
+			p.removeEntry(c)
+			run.removed.Add(files)
+			c = nil
+		}
+		if c == nil {
+			if k == 0 {
+				continue // a special file: not part of the dataset
+			}
+			n := entryFromInfo(rel, fi)
+			if k == KindSymlink {
+				if n.Target, err = p.src.Readlink(p.ctx, rel); err != nil {
+					run.fail(err)
+					continue
+				}
+			}
+			if k == KindDir {
+				n.setChildren(nil)
+			}
+			if !p.addEntry(n, run) {
+				continue
+			}
+			c = n
+			if k != KindDir {
+				continue
+			}
+		} else {
+			p.refreshSame(c, fi, run)
+		}
+		if c.Kind == KindDir && pool != nil {
+			sub := c
+			pool.do(func() { p.refreshDir(pool, sub, run) })
+		}
+	}
+}
+
+// addEntry adds a new entry found on the source.
+func (p *Placer) addEntry(e *Entry, run *scrubRun) bool {
+	if err := p.cat.addEntry(e); err != nil {
+		run.fail(err)
+		return false
+	}
+	if e.Kind == KindFile {
+		e.validated.Store(true)
+		run.added.Add(1)
+		p.enqueueIfWarm(e)
+	}
+	p.log.Info("added on the source; added to the dataset", zap.String("path", e.Path))
+	p.notify(EntryAdded, e)
+	return true
+}
+
+// enqueueIfWarm queues a new or changed file when the whole dataset was
+// asked to be warmed up.
+func (p *Placer) enqueueIfWarm(e *Entry) {
+	p.warm.mu.Lock()
+	all := p.warm.all
+	p.warm.mu.Unlock()
+	if all {
+		p.Enqueue(e)
+	}
+}
+
+// verifyFile checks a resident file's copy against its record and the
+// source.
+func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
+	i := e.Tier()
+	if i < 0 || p.op() != nil {
+		return
+	}
+	run.checked.Add(1)
+	rec := e.Attr()
+	t := p.o.Tiers[i]
+	if fi, err := os.Lstat(t.Path(e.Path)); err != nil || !fi.Mode().IsRegular() || fi.Size() != rec.Size {
+		p.log.Warn("verify: bad tier copy; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
+		p.dropCopy(e, i)
+		run.dropped.Add(1)
+		p.Enqueue(e)
+		return
+	}
+	fi, err := p.src.Stat(p.ctx, e.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		p.removeEntry(e)
+		run.removed.Add(1)
+		return
+	case err != nil:
+		run.fail(err)
+		return
+	case !fi.Mode().IsRegular():
+		p.removeEntry(e)
+		run.removed.Add(1)
+		return
+	}
+	e.validated.Store(true)
+	if p.setAttr(e, attrFromInfo(fi)) {
+		run.changed.Add(1)
+		p.Enqueue(e)
+		return
+	}
+	if !content {
+		return
+	}
+	same, err := p.sameContent(e, i, rec.Size)
+	if err != nil {
+		run.fail(err)
+		return
+	}
+	if !same && e.Tier() == i {
+		p.log.Warn("verify: tier copy differs from the source; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
+		p.dropCopy(e, i)
+		run.dropped.Add(1)
+		p.Enqueue(e)
+	}
+}
+
+// sameContent compares e's copy in tier i with the source, byte for byte.
+func (p *Placer) sameContent(e *Entry, i int, size int64) (bool, error) {
+	tf, err := p.o.Tiers[i].OpenFile(e.Path)
+	if err != nil {
+		return false, nil // gone: not the same
+	}
+	defer tf.Close()
+	sf, err := p.src.Open(p.ctx, e.Path)
+	if err != nil {
+		return false, fmt.Errorf("placement: verify %s: %w", e.Path, err)
+	}
+	defer sf.Close()
+	a, b := make([]byte, copyChunk), make([]byte, copyChunk)
+	for off := int64(0); off < size; off += copyChunk {
+		n := int(min(copyChunk, size-off))
+		sn, err := sf.ReadAt(p.ctx, a[:n], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, fmt.Errorf("placement: verify %s: %w", e.Path, err)
+		}
+		tn, terr := tf.ReadAt(b[:n], off)
+		if terr != nil && !errors.Is(terr, io.EOF) {
+			return false, nil
+		}
+		if sn != n || tn != n || !bytes.Equal(a[:n], b[:n]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func kindOf(fi os.FileInfo) Kind {
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		return KindFile
+	case m.IsDir():
+		return KindDir
+	case m&fs.ModeSymlink != 0:
+		return KindSymlink
+	}
+	return 0
+}
+
+func countFiles(e *Entry) int64 {
+	var n int64
+	e.Files(func(*Entry) bool { n++; return true })
+	return n
+}
+
+// pool runs at most n tasks at once; do blocks for a slot. Tasks may start
+// tasks (a directory its subdirectories) without deadlock: a task that
+// cannot get a slot runs in its caller.
+type pool struct {
+	ctx context.Context
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func newPool(ctx context.Context, n int) *pool {
+	return &pool{ctx: ctx, sem: make(chan struct{}, n)}
+}
+
+// do runs fn; it reports false once the pool's context has ended.
+func (pl *pool) do(fn func()) bool {
+	if pl.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case pl.sem <- struct{}{}:
+		pl.wg.Add(1)
+		go func() {
+			defer pl.wg.Done()
+			defer func() { <-pl.sem }()
+			fn()
+		}()
+	default:
+		fn()
+	}
+	return true
+}
+
+func (pl *pool) wait() { pl.wg.Wait() }

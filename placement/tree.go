@@ -1,0 +1,179 @@
+package placement
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// Changes of the tree while serving. A refresh finds files added to and
+// removed from the source, and an open finds a file gone; the tree follows
+// without a remount. Readers never lock: a directory's children slice is
+// replaced whole. Changes are serialised by Catalog.treeMu.
+//
+// A new entry gets a fresh ID and, for a file, the next Index: indices of
+// removed files are not reused, so jobs that numbered the files at start
+// keep their numbering (an Index at or past a job's count is not one of
+// its samples).
+
+// parentOf returns the directory entry holding p ("" is the root's own
+// parent: nil).
+func (c *Catalog) parentOf(p string) *Entry {
+	if p == "" {
+		return nil
+	}
+	dir := path.Dir(p)
+	if dir == "." {
+		dir = ""
+	}
+	e := find(c.root, dir)
+	if e == nil || e.Kind != KindDir {
+		return nil
+	}
+	return e
+}
+
+// addEntry inserts e (with its subtree, for a directory) under its parent,
+// numbers it and persists its records. The parent must exist and must not
+// hold an entry of the same name.
+func (c *Catalog) addEntry(e *Entry) error {
+	c.treeMu.Lock()
+	defer c.treeMu.Unlock()
+	parent := c.parentOf(e.Path)
+	if parent == nil {
+		return fmt.Errorf("placement: add %s: no parent directory in the dataset", e.Path)
+	}
+	old := parent.Children()
+	name := e.Name()
+	i := sort.Search(len(old), func(i int) bool { return old[i].Name() >= name })
+	if i < len(old) && old[i].Name() == name {
+		return fmt.Errorf("placement: add %s: already in the dataset", e.Path)
+	}
+	var files, bytes int64
+	var number func(x *Entry)
+	number = func(x *Entry) {
+		x.ID = c.nextID.Add(1)
+		x.Index = -1
+		if x.Kind == KindFile {
+			x.Index = int32(c.nextIndex.Add(1) - 1)
+			files++
+			bytes += x.Attr().Size
+		}
+		if x.Kind == KindDir && x.kids.Load() == nil {
+			x.setChildren(nil)
+		}
+		for _, ch := range x.Children() {
+			number(ch)
+		}
+	}
+	number(e)
+	kids := make([]*Entry, 0, len(old)+1)
+	kids = append(append(append(kids, old[:i]...), e), old[i:]...)
+	parent.setChildren(kids)
+	c.files.Add(files)
+	c.bytes.Add(bytes)
+	var err error
+	e.walk(func(x *Entry) bool {
+		err = c.persist(x)
+		return err == nil
+	})
+	return err
+}
+
+// removeEntry detaches e (and its subtree) from its parent, marks every
+// entry of it gone and deletes their records. It returns the files it
+// removed (their tier copies are the caller's to drop), and false when e
+// was not in the tree.
+func (c *Catalog) removeEntry(e *Entry) ([]*Entry, bool) {
+	c.treeMu.Lock()
+	defer c.treeMu.Unlock()
+	var files []*Entry
+	parent := c.parentOf(e.Path)
+	if parent == nil || e.gone.Load() {
+		return nil, false
+	}
+	old := parent.Children()
+	kids := make([]*Entry, 0, len(old))
+	for _, x := range old {
+		if x != e {
+			kids = append(kids, x)
+		}
+	}
+	if len(kids) == len(old) {
+		return nil, false // not in the tree
+	}
+	parent.setChildren(kids)
+	e.walk(func(x *Entry) bool {
+		x.gone.Store(true)
+		if x.Kind == KindFile {
+			files = append(files, x)
+			c.files.Add(-1)
+			c.bytes.Add(-x.Attr().Size)
+		}
+		return true
+	})
+	if err := c.forgetTree(e.Path); err != nil {
+		c.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+	}
+	return files, true
+}
+
+// walk calls fn for e and every entry under it, parents first, until fn
+// returns false.
+func (e *Entry) walk(fn func(*Entry) bool) bool {
+	if !fn(e) {
+		return false
+	}
+	for _, ch := range e.Children() {
+		if !ch.walk(fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// forgetTree deletes the record of p and of everything under it.
+func (c *Catalog) forgetTree(p string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prefix := fileKey(p + "/")
+	var keys [][]byte
+	err := c.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("placement: catalog delete %s: %w", p, err)
+	}
+	keys = append(keys, fileKey(p))
+	wb := c.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return fmt.Errorf("placement: catalog delete %s: %w", p, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("placement: catalog delete %s: %w", p, err)
+	}
+	return nil
+}
+
+// childPath joins a directory's dataset path and a name.
+func childPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + strings.TrimPrefix(name, "/")
+}

@@ -1,0 +1,259 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/epochfs/epochfs/tier"
+	"go.uber.org/zap"
+)
+
+// Validation: when an open checks a file against the source.
+//
+//   - ValidateOnce (the default) stats the source at a file's first open
+//     after the mount, never again while mounted: a training epoch after
+//     the first sends no metadata request to the source.
+//   - ValidateOpen stats it at every open.
+//   - ValidateNever trusts resident copies for the life of the mount.
+//
+// In every mode an open that will read the source (the file is not
+// resident and not in the shared buffer) stats it first: it is about to
+// take the bytes from the source, and they must agree with the size the
+// kernel is given. A refresh (scrub.go) revalidates on demand.
+//
+// What the stat says:
+//   - the same size and mtime: the copy is good (other attributes, such as
+//     the mode, are updated);
+//   - another size or mtime: the copy is dropped and the open reads the new
+//     version (Reader.Changed; fs invalidates the kernel's attributes and
+//     pages before the open returns, so the first read sees the new size);
+//   - "does not exist": the file is removed from the dataset (its copy and
+//     its record are dropped, logged once) and the open fails with
+//     ErrVanished;
+//   - any other failure (EIO, ENOTCONN, a timeout): a resident copy is
+//     served as it is (stale-if-error, counted in Stats.StaleOnError) and
+//     the file is checked again at its next open; a file that is not
+//     resident cannot be read and the open fails.
+//
+// A resident file's open never waits long on the source: the stat gets
+// ValidateWait, after which the copy is served and the stat's answer is
+// applied when it comes; while any source call is stuck or slow
+// (tier.Source.Hung), resident opens do not stat at all.
+
+// Validate is when an open checks a file's source attributes.
+type Validate int
+
+// Validation modes.
+const (
+	ValidateOnce Validate = iota
+	ValidateOpen
+	ValidateNever
+)
+
+// ParseValidate parses a placement.validate value.
+func ParseValidate(s string) (Validate, error) {
+	switch s {
+	case "once":
+		return ValidateOnce, nil
+	case "open":
+		return ValidateOpen, nil
+	case "never":
+		return ValidateNever, nil
+	}
+	return 0, fmt.Errorf("placement: validate %q: want once, open or never", s)
+}
+
+func (v Validate) String() string {
+	switch v {
+	case ValidateOpen:
+		return "open"
+	case ValidateNever:
+		return "never"
+	}
+	return "once"
+}
+
+// EventKind says what happened to an entry.
+type EventKind int
+
+// Event kinds.
+const (
+	EntryChanged EventKind = iota + 1 // attributes changed (a file's copy was dropped if its content did)
+	EntryRemoved                      // removed from the dataset
+	EntryAdded                        // added to the dataset
+)
+
+// Event is a change of the tree the kernel's caches must learn about.
+type Event struct {
+	Kind  EventKind
+	Entry *Entry
+}
+
+func (p *Placer) notify(k EventKind, e *Entry) {
+	if fn := p.notifyFn.Load(); fn != nil {
+		(*fn)(Event{Kind: k, Entry: e})
+	}
+}
+
+// needsValidation reports whether an open of e stats the source first.
+func (p *Placer) needsValidation(e *Entry) bool {
+	if e.Tier() < 0 && !p.Buffered(e) {
+		return true // the open reads the source
+	}
+	switch p.o.Validate {
+	case ValidateOpen:
+		return true
+	case ValidateOnce:
+		return !e.validated.Load()
+	}
+	return false
+}
+
+type statResult struct {
+	fi  os.FileInfo
+	err error
+}
+
+// validate checks e against the source for an open. changed reports that
+// the file's content changed (its copy was dropped).
+func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err error) {
+	if !p.needsValidation(e) {
+		return false, nil
+	}
+	if e.Tier() < 0 {
+		fi, err := p.src.Stat(ctx, e.Path)
+		return p.applyStat(e, fi, err)
+	}
+	// Resident: never wait long on the source.
+	if p.src.Hung() {
+		p.staleServed.Add(1)
+		return false, nil
+	}
+	res := make(chan statResult, 1)
+	go func() {
+		fi, err := p.src.Stat(p.ctx, e.Path)
+		res <- statResult{fi, err}
+	}()
+	t := time.NewTimer(p.o.ValidateWait)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		changed, err := p.applyStat(e, r.fi, r.err)
+		if err != nil && !errors.Is(err, ErrVanished) {
+			return false, nil // stale-if-error: applyStat counted it
+		}
+		return changed, err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	// Serve the copy now; apply the answer for later opens.
+	p.staleServed.Add(1)
+	end := p.src.Slow()
+	go func() {
+		r := <-res
+		end()
+		if changed, err := p.applyStat(e, r.fi, r.err); changed || errors.Is(err, ErrVanished) {
+			p.log.Info("a file served while its validation waited has changed on the source",
+				zap.String("path", e.Path), zap.Bool("removed", errors.Is(err, ErrVanished)))
+		}
+	}()
+	return false, nil
+}
+
+// applyStat acts on a stat of e's source file. It returns ErrVanished for a
+// file the source no longer has, and a wrapped source error for a failed
+// stat (counted as served stale when e is resident).
+func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error) (changed bool, _ error) {
+	switch {
+	case err == nil && fi.Mode().IsRegular():
+		e.validated.Store(true)
+		return p.setAttr(e, attrFromInfo(fi)), nil
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+		// Gone, or no longer a regular file (a refresh picks up what
+		// replaced it).
+		p.removeEntry(e)
+		return false, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+	}
+	if e.Tier() >= 0 {
+		p.staleServed.Add(1)
+		p.logSourceError(err)
+	}
+	return false, fmt.Errorf("placement: check %s: %w", e.Path, err)
+}
+
+// logSourceError logs a failing source at most once per 10 s.
+func (p *Placer) logSourceError(err error) {
+	now := time.Now().UnixNano()
+	last := p.lastSrcLog.Load()
+	if now-last < int64(10*time.Second) || !p.lastSrcLog.CompareAndSwap(last, now) {
+		return
+	}
+	p.log.Warn("the source fails; serving resident copies as they are", zap.Error(err))
+}
+
+// setAttr records new source attributes of e. When the size or mtime
+// changed, e's copy is dropped and changed is true. Calls are serialised:
+// a caller that compared stale attributes must not drop the copy another
+// caller's update has since placed again (nor drop one copy twice).
+func (p *Placer) setAttr(e *Entry, a Attr) (changed bool) {
+	p.refreshMu.Lock()
+	old := e.Attr()
+	if old == a {
+		p.refreshMu.Unlock()
+		return false
+	}
+	changed = a.Size != old.Size || a.Mtime != old.Mtime
+	if i := e.Tier(); i >= 0 && changed {
+		e.tier.Store(-1)
+		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
+			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
+		}
+	}
+	if changed && e.Kind == KindFile {
+		e.nospace.Store(false)
+		p.cat.bytes.Add(a.Size - old.Size)
+	}
+	e.attr.Store(&a)
+	if err := p.cat.persist(e); err != nil {
+		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+	}
+	p.refreshMu.Unlock()
+	if changed && e.Kind == KindFile {
+		p.log.Info("source file changed; its copy was dropped", zap.String("path", e.Path),
+			zap.Int64("old_size", old.Size), zap.Int64("size", a.Size))
+	}
+	p.notify(EntryChanged, e)
+	return changed
+}
+
+// removeEntry drops e (a file or a directory with everything under it)
+// from the dataset: tier copies, records, the tree. It logs once.
+func (p *Placer) removeEntry(e *Entry) {
+	p.refreshMu.Lock()
+	files, ok := p.cat.removeEntry(e)
+	for _, f := range files {
+		if i := f.Tier(); i >= 0 {
+			f.tier.Store(-1)
+			if err := p.o.Tiers[i].Remove(f.Path, f.Attr().Size); err != nil {
+				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path), zap.Error(err))
+			}
+		}
+	}
+	p.refreshMu.Unlock()
+	if !ok {
+		return // removed already
+	}
+	p.removed.Add(int64(len(files)))
+	p.log.Info("gone from the source; removed from the dataset", zap.String("path", e.Path), zap.Int("files", len(files)))
+	p.notify(EntryRemoved, e)
+}
+
+// sourceSide reports whether err is the source's fault (so reading the
+// source again is no way out), not a tier's.
+func sourceSide(err error) bool {
+	return errors.Is(err, tier.ErrSource) || errors.Is(err, tier.ErrSourceChanged) || errors.Is(err, ErrVanished)
+}
