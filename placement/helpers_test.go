@@ -145,13 +145,20 @@ type env struct {
 	tiers  []*tier.Tier
 	p      *Placer
 	popts  Options
+	sopts  tier.SourceOptions // Root is set by open
 }
 
 // newEnv writes data into a fresh source and opens everything over it.
 // Each tier option needs Name and Quota; Dir defaults to a temp dir.
 func newEnv(t testing.TB, data dataset, topts []tier.Options, popts Options) *env {
 	t.Helper()
-	e := &env{t: t, src: t.TempDir(), state: fastDir(t), data: data, popts: popts}
+	return newEnvSource(t, data, topts, popts, tier.SourceOptions{})
+}
+
+// newEnvSource is newEnv with source options (Root is filled in).
+func newEnvSource(t testing.TB, data dataset, topts []tier.Options, popts Options, sopts tier.SourceOptions) *env {
+	t.Helper()
+	e := &env{t: t, src: t.TempDir(), state: fastDir(t), data: data, popts: popts, sopts: sopts}
 	writeDataset(t, e.src, data)
 	for i := range topts {
 		if topts[i].Dir == "" {
@@ -190,7 +197,9 @@ func (e *env) open(rescan bool) {
 		}
 		e.tiers = append(e.tiers, tr)
 	}
-	e.source = tier.NewSource(e.src, 0)
+	so := e.sopts
+	so.Root = e.src
+	e.source = tier.OpenSource(so)
 	o := e.popts
 	o.Catalog, o.Source, o.Tiers = cat, e.source, e.tiers
 	if o.Workers == 0 {

@@ -176,13 +176,14 @@ func (p *Placer) runScrubs() {
 		s.mu.Unlock()
 
 		p.scrubOne(req, run)
-		run.took = time.Since(run.started)
-		p.log.Info(req.Kind.String()+" finished", zap.Int("paths", len(req.Paths)), zap.Duration("took", run.took),
+		took := time.Since(run.started)
+		p.log.Info(req.Kind.String()+" finished", zap.Int("paths", len(req.Paths)), zap.Duration("took", took),
 			zap.Int64("checked", run.checked.Load()), zap.Int64("changed", run.changed.Load()),
 			zap.Int64("added", run.added.Load()), zap.Int64("removed", run.removed.Load()),
 			zap.Int64("dropped", run.dropped.Load()), zap.Int64("errors", run.errs.Load()))
 
 		s.mu.Lock()
+		run.took = took
 		s.cur, s.last = nil, run
 		s.finished++
 		s.mu.Unlock()

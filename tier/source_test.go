@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -354,5 +355,111 @@ func TestLimiterConcurrentWaitersShareTheCap(t *testing.T) {
 	}
 	if ok != 16 || waited != 4 {
 		t.Errorf("%d waits passed and %d blocked, want 16 and 4", ok, waited)
+	}
+}
+
+// A FIFO with no writer blocks open(2): a source call that never returns,
+// without FUSE.
+func hangingSource(t *testing.T, timeout time.Duration, maxStuck int) (*Source, string) {
+	t.Helper()
+	root := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(root, "hang"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return OpenSource(SourceOptions{Root: root, Timeout: timeout, MaxStuck: maxStuck}), root
+}
+
+// release opens the FIFO's write end, which lets every blocked open return.
+func releaseFIFO(t *testing.T, root string) {
+	t.Helper()
+	w, err := os.OpenFile(filepath.Join(root, "hang"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+}
+
+func TestSourceCallThatHangsFailsAtTheTimeoutAndIsCountedStuck(t *testing.T) {
+	src, root := hangingSource(t, 200*time.Millisecond, 8)
+	start := time.Now()
+	_, err := src.Open(context.Background(), "hang")
+	took := time.Since(start)
+	if !errors.Is(err, ErrSourceTimeout) || !errors.Is(err, ErrSource) {
+		t.Fatalf("open of a hanging file: %v, want ErrSourceTimeout and ErrSource", err)
+	}
+	if took < 200*time.Millisecond {
+		t.Fatalf("gave up after %v, before the 200ms timeout", took)
+	}
+	if st := src.Stats(); st.Timeouts != 1 || st.Stuck != 1 || st.Errors != 1 || !src.Hung() {
+		t.Fatalf("after one timeout: %+v, Hung %v", st, src.Hung())
+	}
+	releaseFIFO(t, root)
+	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
+	if src.Hung() {
+		t.Fatal("Hung() after the stuck call returned")
+	}
+}
+
+func TestSourceFailsFastOnceMaxStuckCallsAreBlocked(t *testing.T) {
+	src, root := hangingSource(t, 50*time.Millisecond, 2)
+	for i := 0; i < 2; i++ {
+		if _, err := src.Open(context.Background(), "hang"); !errors.Is(err, ErrSourceTimeout) {
+			t.Fatalf("open %d: %v", i, err)
+		}
+	}
+	start := time.Now()
+	_, err := src.Stat(context.Background(), "hang")
+	if !errors.Is(err, ErrSourceStuck) || !errors.Is(err, ErrSource) {
+		t.Fatalf("with 2 calls stuck: %v, want ErrSourceStuck", err)
+	}
+	if time.Since(start) > 40*time.Millisecond {
+		t.Errorf("a fail-fast call took %v", time.Since(start))
+	}
+	releaseFIFO(t, root)
+	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
+	if _, err := src.Stat(context.Background(), "hang"); err != nil {
+		t.Fatalf("after the stuck calls returned: %v", err)
+	}
+}
+
+func TestSourceCallGivesUpWhenItsContextEnds(t *testing.T) {
+	src, root := hangingSource(t, time.Minute, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	_, err := src.Open(ctx, "hang")
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrSource) {
+		t.Fatalf("open with a canceled context: %v", err)
+	}
+	if st := src.Stats(); st.Stuck != 1 || st.Timeouts != 0 {
+		t.Fatalf("after a cancel: %+v", st)
+	}
+	releaseFIFO(t, root)
+	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
+}
+
+func TestSourceErrorsKeepTheUnderlyingErrorAndCountOnlyRealFailures(t *testing.T) {
+	src := NewSource(writeSource(t, map[string][]byte{"f": {1}}), 0)
+	_, err := src.Stat(context.Background(), "missing")
+	var se *SourceError
+	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrSource) || !errors.As(err, &se) || se.Op != "stat" || se.Path != "missing" {
+		t.Fatalf("stat of a missing file: %#v", err)
+	}
+	_, err = src.Stat(context.Background(), "f/below-a-file")
+	if !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("stat below a file: %v", err)
+	}
+	if st := src.Stats(); st.Errors != 1 || st.Stats != 2 {
+		t.Fatalf("counters: %+v (a missing file is not a source failure)", st)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

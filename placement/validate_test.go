@@ -1,0 +1,222 @@
+package placement
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/tier"
+)
+
+// openRead opens p, reads it whole and compares it with want.
+func (e *env) openRead(p string, want []byte) error {
+	e.t.Helper()
+	ctx := context.Background()
+	r, err := e.p.Open(ctx, e.entry(p))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return readCheck(ctx, r, want, readPattern{buf: 1 << 20})
+}
+
+func (e *env) readEveryFileOnce() {
+	e.t.Helper()
+	for _, p := range e.data.paths() {
+		if err := e.openRead(p, e.data[p]); err != nil {
+			e.t.Fatalf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestValidateOnceStatsEachFileAtItsFirstOpenOfTheMountOnly(t *testing.T) {
+	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{})
+	e.p.WarmupAll()
+	e.waitResident()
+	n := int64(len(e.data))
+	for epoch := 1; epoch <= 3; epoch++ {
+		before := e.source.Stats().Stats
+		e.readEveryFileOnce()
+		got := e.source.Stats().Stats - before
+		if want := map[bool]int64{true: n, false: 0}[epoch == 1]; got != want {
+			t.Fatalf("epoch %d: %d source stats, want %d", epoch, got, want)
+		}
+	}
+	// A remount checks every file again, once.
+	e.close()
+	e.open(false)
+	e.readEveryFileOnce()
+	e.readEveryFileOnce()
+	if got := e.source.Stats().Stats; got != n {
+		t.Fatalf("after a remount: %d source stats for two passes, want %d", got, n)
+	}
+}
+
+func TestValidateOpenStatsEveryOpen(t *testing.T) {
+	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{Validate: ValidateOpen})
+	e.p.WarmupAll()
+	e.waitResident()
+	before := e.source.Stats().Stats
+	e.readEveryFileOnce()
+	e.readEveryFileOnce()
+	if got, want := e.source.Stats().Stats-before, 2*int64(len(e.data)); got != want {
+		t.Fatalf("%d source stats for two passes, want %d", got, want)
+	}
+}
+
+// ValidateNever trusts resident copies; a file read from the source is
+// checked at its open (its bytes come from the source).
+func TestValidateNeverStatsOnlyFilesReadFromTheSource(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<20+100), Options{Validate: ValidateNever})
+	e.p.WarmupAll()
+	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	var resident, other int64
+	for _, p := range d.paths() {
+		if e.entry(p).Tier() >= 0 {
+			resident++
+		} else {
+			other++
+		}
+	}
+	if resident == 0 || other == 0 {
+		t.Fatalf("want some files resident and some not: %d, %d", resident, other)
+	}
+	before := e.source.Stats().Stats
+	e.readEveryFileOnce()
+	if got := e.source.Stats().Stats - before; got != other {
+		t.Fatalf("%d source stats, want one per non-resident file (%d)", got, other)
+	}
+}
+
+// breakSource makes every path below the source root fail with ENOTDIR
+// (not "does not exist"); the returned func repairs it.
+func breakSource(t *testing.T, root string) func() {
+	t.Helper()
+	aside := root + ".aside"
+	if err := os.Rename(root, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		os.Remove(root)
+		if err := os.Rename(aside, root); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStaleIfErrorServesResidentCopiesWhileTheSourceFails(t *testing.T) {
+	d := sizedDataset()
+	d["late/not-resident"] = content("late", 5000)
+	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
+	for _, p := range d.paths() {
+		if p != "late/not-resident" {
+			e.p.Enqueue(e.entry(p))
+		}
+	}
+	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	repair := breakSource(t, e.src)
+	for _, p := range d.paths() {
+		err := e.openRead(p, d[p])
+		if p == "late/not-resident" {
+			if !errors.Is(err, tier.ErrSource) || errors.Is(err, ErrVanished) {
+				t.Errorf("open of a non-resident file while the source fails: %v, want a source error", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("resident %s while the source fails: %v", p, err)
+		}
+	}
+	if got, want := e.p.Stats().StaleOnError, int64(len(d)-1); got != want {
+		t.Errorf("StaleOnError = %d, want %d", got, want)
+	}
+	if e.p.Stats().Removed != 0 || e.cat.Files() != int64(len(d)) {
+		t.Error("a failing source removed files from the dataset")
+	}
+	repair()
+	e.readEveryFileOnce()
+}
+
+// A copy is recorded only if the source still holds the version it
+// started from; a same-size rewrite during the copy, which an open's
+// validation has already recorded, is not taken for a good copy.
+func TestACopyIsRecordedOnlyForTheVersionItStartedFrom(t *testing.T) {
+	const size = 3 << 20
+	d := dataset{"f": content("old", size)}
+	e := newEnvSource(t, d, oneTier(1<<30), Options{Validate: ValidateOpen}, tier.SourceOptions{Bandwidth: 2 << 20})
+	en := e.entry("f")
+	e.p.Enqueue(en)
+	waitFor(t, "the copy under way", func() bool {
+		f, ok := e.p.flights.Load(en)
+		if !ok {
+			return false
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.copied > 0
+	})
+	fresh := content("new", size)
+	full := filepath.Join(e.src, "f")
+	if err := os.WriteFile(full, fresh, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour)
+	os.Chtimes(full, future, future)
+	// The open validates: it records the new version.
+	r, err := e.p.Open(context.Background(), en)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	waitFor(t, "the copy ended", func() bool { return e.p.flights.Size() == 0 && e.p.Stats().Queued == 0 })
+	if i := en.Tier(); i >= 0 {
+		got, _ := os.ReadFile(e.tiers[i].Path("f"))
+		if !bytes.Equal(got, fresh) {
+			t.Fatal("a copy of the old version was recorded as the new one")
+		}
+	}
+	e.data["f"] = fresh
+	if err := e.openRead("f", fresh); err != nil {
+		t.Fatal(err)
+	}
+	e.checkAccounting()
+}
+
+func TestNotifyIsToldOfChangedAndRemovedFiles(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
+	var mu sync.Mutex
+	var evs []Event
+	e.p.SetNotify(func(ev Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() })
+	if err := os.WriteFile(filepath.Join(e.src, "z/small-00"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(e.src, "z/small-01"))
+	r, err := e.p.Open(context.Background(), e.entry("z/small-00"))
+	if err != nil || !r.Changed() {
+		t.Fatalf("open of a changed file: %v, changed %v", err, r != nil && r.Changed())
+	}
+	r.Close()
+	gone := e.entry("z/small-01")
+	if _, err := e.p.Open(context.Background(), gone); !errors.Is(err, ErrVanished) {
+		t.Fatalf("open of a removed file: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(evs) != 2 || evs[0].Kind != EntryChanged || evs[0].Entry.Path != "z/small-00" ||
+		evs[1].Kind != EntryRemoved || evs[1].Entry != gone {
+		t.Fatalf("events: %+v", evs)
+	}
+	if e.cat.Find("z/small-01") != nil || e.cat.Files() != int64(len(d)-1) {
+		t.Fatal("the removed file is still in the catalog")
+	}
+}
