@@ -22,9 +22,34 @@
 //
 // Every method is synchronous: when it returns the fault is in place (Down:
 // new requests fail; Hang: every process of the server is stopped; Kill: the
-// process is gone). The cleanup registered by Start and StartSSHFS works
-// whatever state a test left the source in, and fails the test if a mount,
-// a process or a namespace is left behind.
+// process is gone). Methods are for the test's goroutine. The cleanup
+// registered by Start and StartSSHFS works whatever state a test left the
+// source in, and fails the test if a mount, a process or a namespace is
+// left behind.
+//
+// What a user of the mount sees (kernel 6.18, sshfs 3.7.3, OpenSSH 9.2; the
+// package's tests check or log each):
+//
+//   - Down: every stat, open, readdir and read fails with EIO, also a read
+//     of a file opened before Down. faultfs answers at once; sshfs tries one
+//     connection per request, is refused, and answers in about 10 ms.
+//   - Hang: nothing times out by itself (sshfs runs without
+//     ServerAliveInterval). With faultfs the request waits in the kernel's
+//     queue, unread, and a SIGKILL of the caller ends it. With sshfs the
+//     client has read the request and waits for the stopped sshd, so the
+//     kernel must wait for the answer: a killed caller stays in state D
+//     until Resume, Down or Close. A goroutine blocked in such a read cannot
+//     be cancelled either: a daemon must abandon it, not wait for it.
+//   - Down while hung: sshfs's blocked requests fail with EIO at once;
+//     faultfs applies the command when Resume continues it.
+//   - Kill: ENOTCONN for everything, the mount point itself included.
+//   - Close while hung: faultfs answers the blocked reads (with data);
+//     sshfs's are aborted (ECONNABORTED) unless the continued sshd answers
+//     before the unmount.
+//   - sshfs without -o reconnect would unmount itself when its connection
+//     drops, and the files would look deleted (ENOENT on the empty mount
+//     point): this package runs it with reconnect, so Down is an error and
+//     Up a recovery.
 package faultfs
 
 import (
