@@ -58,14 +58,14 @@ func shutdown(log *zap.Logger, steps []shutdownStep, timeout time.Duration) erro
 			}
 		case <-deadline:
 			log.Error("shutdown: still waiting; exiting without it",
-				zap.String("waiting_for", s.what), zap.Duration("deadline", timeout))
+				zap.String("waiting_for", s.what), zap.String("deadline", timeout.String()))
 			if abandoned == "" {
 				abandoned = s.what
 			}
 		}
 	}
 	if abandoned != "" {
-		return runtimeErr("shutdown: %s did not finish within %s (the source does not answer?); exited without it", abandoned, timeout)
+		return runtimeErr("shutdown: %s did not finish within %s (the source does not answer?); exiting without it", abandoned, timeout)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return runtimeErr("%v", err)
