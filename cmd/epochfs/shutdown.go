@@ -68,7 +68,7 @@ func shutdown(log *zap.Logger, steps []shutdownStep, timeout time.Duration) erro
 		return runtimeErr("shutdown: %s did not finish within %s (the source does not answer?); exiting without it", abandoned, timeout)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return runtimeErr("%v", err)
+		return &exitError{code: exitRuntime, err: err}
 	}
 	return nil
 }

@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
-	"sync"
 	"testing"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -463,4 +463,43 @@ func TestDaemonExitsWithinItsShutdownDeadlineWhenTheSourceHangs(t *testing.T) {
 	if code, out := cli(t, "unmount", mnt); code != 0 {
 		t.Fatalf("unmount: exit %d: %s", code, out)
 	}
+}
+
+func TestSIGTERMWithAFileOpenDetachesAndExitsWithinTheDeadline(t *testing.T) {
+	src, _, base, mnt := binDirs(t, 1<<20)
+	state := filepath.Join(base, "state")
+	cmd := exec.Command(binPath, "mount", "--foreground", "--shutdown-timeout=1s", "--state", state,
+		"--tier=mem="+filepath.Join(base, "tier")+":1GiB", src, mnt)
+	var log bytes.Buffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := false
+	t.Cleanup(func() {
+		if mounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+		if !exited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	waitFor(t, func() bool { return mounted(mnt) })
+	holder := holdOpen(t, filepath.Join(mnt, "a/small.txt"))
+	// A signal asks the daemon to go: it detaches the busy mount, waits
+	// its deadline for the open file, and exits.
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	exited = true
+	if err != nil {
+		t.Fatalf("daemon exit after SIGTERM with a file open: %v\n%s", err, log.String())
+	}
+	if mounted(mnt) || lockHeld(t, state) || recordOf(mnt) != 0 {
+		t.Fatalf("after SIGTERM: mounted %v, lock held %v, runtime record %d", mounted(mnt), lockHeld(t, state), recordOf(mnt))
+	}
+	if !strings.Contains(log.String(), "files are still open on the detached mount") {
+		t.Errorf("the log does not say why the daemon left files open:\n%s", log.String())
+	}
+	stopHolder(holder)
 }
