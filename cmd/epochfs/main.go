@@ -52,7 +52,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"mount":      {"mount SOURCE read-only at MOUNTPOINT with local tiers", runMount},
-		"unmount":    {"unmount a mount point", runUnmount},
+		"unmount":    {"unmount a mount point and wait for its daemon to exit", runUnmount},
 		"status":     {"show what is where", runStatus},
 		"warmup":     {"copy the dataset (or some paths) into the tiers", runWarmup},
 		"refresh":    {"pick up source changes (changed, added, removed files) without a remount", runRefresh},

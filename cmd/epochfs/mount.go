@@ -32,6 +32,9 @@ type mountArgs struct {
 	rescan        bool
 	noPassthrough bool
 	readyFD       int
+	// shutdownTimeout bounds the daemon's closes on its way out
+	// (shutdown.go).
+	shutdownTimeout time.Duration
 }
 
 func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
@@ -44,6 +47,7 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	rescan := f.Bool("rescan", false, "walk the source again even if the catalog is complete")
 	noPT := f.Bool("no-passthrough", false, "serve resident files through the daemon instead of FUSE passthrough")
 	ready := f.Int("ready-fd", -1, "internal: report readiness on this descriptor")
+	shutdownTimeout := f.Duration("shutdown-timeout", defaultShutdownTimeout, "internal: how long the daemon waits for its closes before it exits anyway")
 	pos, err := parseFlags(f, args)
 	if err != nil {
 		return nil, err
@@ -87,7 +91,11 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join("/var/lib/epochfs", strings.ReplaceAll(strings.Trim(cfg.Mountpoint, "/"), "/", "_"))
 	}
-	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, noPassthrough: *noPT, readyFD: *ready}, nil
+	if *shutdownTimeout <= 0 {
+		return nil, usageErr("--shutdown-timeout %s: want a positive duration", *shutdownTimeout)
+	}
+	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, noPassthrough: *noPT, readyFD: *ready,
+		shutdownTimeout: *shutdownTimeout}, nil
 }
 
 // checkPaths reports bad input before anything is created or mounted.
@@ -164,18 +172,29 @@ func readNames(dir string, n int) ([]string, error) {
 
 // isMountpoint reports whether dir is listed in /proc/self/mountinfo.
 func isMountpoint(dir string) bool {
+	_, ok := mountDev(dir)
+	return ok
+}
+
+// mountDev returns the device number (MAJOR:MINOR) of the mount at dir, the
+// topmost if several are stacked there, and whether there is one. A FUSE
+// mount's number is its connection's and is not reused while the
+// connection lives, so it tells one mount from a later one on the same
+// path.
+func mountDev(dir string) (string, bool) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return false
+		return "", false
 	}
 	clean := filepath.Clean(dir)
+	dev, found := "", false
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 4 && unescapeMount(f[4]) == clean {
-			return true
+			dev, found = f[2], true
 		}
 	}
-	return false
+	return dev, found
 }
 
 func unescapeMount(s string) string {
@@ -208,6 +227,12 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 		return usageErr("state directory %s: %v", ma.cfg.StateDir, err)
 	}
 	if !ma.foreground {
+		// Refuse here, with the holder's pid, rather than from a daemon
+		// that would fail later on badger's own lock. The daemon takes
+		// the lock again for good (serve).
+		if err := checkStateFree(ma.cfg.StateDir); err != nil {
+			return err
+		}
 		return daemonize(ma, args, stdout)
 	}
 	return serve(ma, stderr)
@@ -264,6 +289,13 @@ func daemonize(ma *mountArgs, args []string, stdout io.Writer) error {
 }
 
 // serve runs the daemon in this process until the mount goes away.
+//
+// Its life, in order: take STATE/daemon.lock (before anything in the state
+// directory or the tiers is touched: a daemon still draining them owns
+// them), open the tiers, the catalog, the placer and the jobs manager,
+// mount, write the runtime record (daemon.go), serve until the kernel
+// mount is gone or a signal comes, close everything within the shutdown
+// deadline (shutdown.go), remove the record, drop the lock, exit.
 func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	cfg := &ma.cfg
 	var ready *os.File
@@ -288,6 +320,27 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	// Hold no directory busy: every path is absolute by now.
 	os.Chdir("/")
 	raiseNoFile(log)
+
+	lock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
+	var rec daemonRecord
+	var recPath string
+	defer func() {
+		if recPath != "" {
+			removeRecord(recPath, rec)
+		}
+	}()
+	// What is opened from here on is closed by shutdown, last first, on
+	// every way out. It runs before the record goes and the lock drops.
+	var steps []shutdownStep
+	defer func() {
+		if serr := shutdown(log, steps, ma.shutdownTimeout); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 
 	var tiers []*tier.Tier
 	var names []string
@@ -324,11 +377,7 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 		}
 		return runtimeErr("%v", err)
 	}
-	defer func() {
-		if cerr := cat.Close(); cerr != nil && err == nil {
-			err = runtimeErr("%v", cerr)
-		}
-	}()
+	steps = append(steps, shutdownStep{what: "the catalog (sync and close)", close: cat.Close, always: true})
 	src := tier.OpenSource(tier.SourceOptions{Root: cfg.Source, Bandwidth: cfg.Placement.SourceBandwidth.BytesPerSec,
 		Timeout: cfg.Placement.SourceTimeoutDuration()})
 	validate, err := placement.ParseValidate(cfg.Placement.Validate)
@@ -343,7 +392,8 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	if err != nil {
 		return runtimeErr("%v", err)
 	}
-	defer p.Close()
+	steps = append(steps, shutdownStep{what: "the placer (copies in progress, reading the source)",
+		close: func() error { p.Close(); return nil }})
 	jm, err := jobs.New(jobs.Options{
 		Placer: p, BufferBytes: cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead,
 		Lease: cfg.Sampler.LeaseDuration(), Logger: log,
@@ -351,7 +401,8 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	if err != nil {
 		return runtimeErr("%v", err)
 	}
-	defer jm.Close()
+	steps = append(steps, shutdownStep{what: "the jobs manager (prefetches in flight, reading the source)",
+		close: func() error { jm.Close(); return nil }})
 	fsys, err := fs.Mount(fs.Options{
 		Placer: p, Source: cfg.Source, Mountpoint: cfg.Mountpoint, Version: version,
 		Logger: log, NoPassthrough: ma.noPassthrough, Jobs: jm,
@@ -362,8 +413,17 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	if err != nil {
 		return runtimeErr("%v", err)
 	}
+	dev, _ := mountDev(cfg.Mountpoint)
+	rec = daemonRecord{PID: os.Getpid(), Start: procStart(os.Getpid()), StateDir: cfg.StateDir,
+		Mountpoint: cfg.Mountpoint, Dev: dev}
+	if path, rerr := writeRecord(rec); rerr != nil {
+		log.Warn("cannot write the runtime record; 'epochfs unmount' finds this daemon through its status only", zap.Error(rerr))
+	} else {
+		recPath = path
+	}
 	log.Info("mounted", zap.String("source", cfg.Source), zap.String("mountpoint", cfg.Mountpoint),
-		zap.Bool("passthrough", fsys.Passthrough()), zap.Int64("files", cat.Files()), zap.Bool("walked", cat.Walked()))
+		zap.Bool("passthrough", fsys.Passthrough()), zap.Int64("files", cat.Files()), zap.Bool("walked", cat.Walked()),
+		zap.Int("pid", os.Getpid()))
 	if ready != nil {
 		fmt.Fprintln(ready, "ok")
 		ready.Close()
@@ -376,13 +436,32 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 		log.Info("unmounted")
 	case <-ctx.Done():
 		log.Info("signal received; unmounting")
-		if uerr := fsys.Unmount(); uerr != nil {
-			log.Warn("unmount failed; detaching lazily", zap.Error(uerr))
-			syscall.Unmount(cfg.Mountpoint, syscall.MNT_DETACH)
+		stopMount(log, fsys, cfg.Mountpoint, dev)
+		select {
+		case <-done:
+		case <-time.After(ma.shutdownTimeout):
+			// Open files keep a detached mount alive; a signal asks this
+			// daemon to go, so it goes, and their reads fail from now on.
+			log.Warn("files are still open on the detached mount; exiting anyway", zap.Duration("after", ma.shutdownTimeout))
 		}
-		<-done
 	}
 	return nil
+}
+
+// stopMount unmounts the daemon's own mount, lazily if files are open. It
+// leaves the mount point alone when it no longer shows this mount (dev): the
+// mount was detached from outside, and a later mount may sit there now.
+func stopMount(log *zap.Logger, fsys *fs.FS, mnt, dev string) {
+	if cur, ok := mountDev(mnt); !ok || cur != dev {
+		log.Info("the mount was detached already; waiting for its open files")
+		return
+	}
+	if err := fsys.Unmount(); err != nil {
+		log.Warn("unmount failed; detaching lazily", zap.Error(err))
+		if err := unmount(mnt, true); err != nil {
+			log.Error("lazy unmount failed", zap.Error(err))
+		}
+	}
 }
 
 // raiseNoFile lifts RLIMIT_NOFILE to its hard limit: every open dataset
