@@ -37,6 +37,10 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The request was interrupted (fs/ctx.go), also when the wait
+		// it ended was on the source.
+		return syscall.EINTR
 	case errors.Is(err, errInvalid), errors.Is(err, jobs.ErrInvalid):
 		return syscall.EINVAL
 	case errors.Is(err, jobs.ErrExists):
@@ -53,13 +57,14 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 		// Never the source's own errno: ENOTCONN from a dead network
 		// file system reads as "the epochfs daemon died". The reason is
 		// in the log (placement logs failing sources).
+		if ce := fsys.log.Check(zap.DebugLevel, "source error; answering EIO"); ce != nil {
+			ce.Write(zap.Error(err))
+		}
 		return syscall.EIO
 	case errors.Is(err, placement.ErrNotFile):
 		return syscall.EISDIR
 	case errors.Is(err, placement.ErrClosed):
 		return syscall.EIO
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return syscall.EINTR
 	case errors.Is(err, os.ErrNotExist):
 		return syscall.ENOENT
 	case errors.Is(err, os.ErrPermission):

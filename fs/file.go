@@ -34,7 +34,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if n.e.Kind != placement.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
-	r, err := n.fsys.p.Open(reqCtx(ctx), n.e)
+	rctx, release := reqCtx(ctx)
+	r, err := n.fsys.p.Open(rctx, n.e)
+	release()
 	if err != nil {
 		return nil, 0, n.fsys.toErrno(err)
 	}
@@ -82,7 +84,9 @@ func (h *ptHandle) PassthroughFd() (int, bool) {
 
 // Read is used only if the kernel does not pass the read through.
 func (h *ptHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.r.ReadAt(reqCtx(ctx), dest, off)
+	rctx, release := reqCtx(ctx)
+	n, err := h.r.ReadAt(rctx, dest, off)
+	release()
 	if err != nil {
 		return nil, h.n.fsys.toErrno(err)
 	}
@@ -129,7 +133,9 @@ func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 		// Zero-copy: go-fuse splices from the tier file.
 		return fuse.ReadResultFd(uintptr(fd), off, len(dest)), 0
 	}
-	n, err := h.r.ReadAt(reqCtx(ctx), dest, off)
+	rctx, release := reqCtx(ctx)
+	n, err := h.r.ReadAt(rctx, dest, off)
+	release()
 	if err != nil {
 		return nil, h.n.fsys.toErrno(err)
 	}

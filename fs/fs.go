@@ -13,7 +13,6 @@
 package fs
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -169,12 +168,3 @@ func (fsys *FS) Unmount() error {
 
 // Wait blocks until the mount is gone (unmounted here or from outside).
 func (fsys *FS) Wait() { fsys.server.Wait() }
-
-// ctx helper: go-fuse passes a context that ends when the request is
-// interrupted.
-func reqCtx(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
-}

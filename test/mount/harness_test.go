@@ -19,7 +19,9 @@ import (
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/test/faultfs"
 	"github.com/epochfs/epochfs/tier"
+	"go.uber.org/zap"
 )
 
 var binPath string // the epochfs binary, built by TestMain
@@ -40,6 +42,7 @@ func TestMain(m *testing.M) {
 	fdsBefore := openFDs()
 	code := m.Run()
 	os.RemoveAll(dir)
+	faultfs.RemoveBinary()
 	// ... and on file descriptors left open by the in-process mounts.
 	if fds := openFDs(); len(fds) > len(fdsBefore) {
 		fmt.Fprintf(os.Stderr, "FAIL: %d file descriptors open at start, %d at the end: %v\n", len(fdsBefore), len(fds), fds)
@@ -173,8 +176,12 @@ func (e *env) mount() {
 		t.Fatal(err)
 	}
 	e.srcd = tier.OpenSource(tier.SourceOptions{Root: e.src, Timeout: e.opts.sourceTimeout})
+	log := zap.NewNop()
+	if os.Getenv("EPOCHFS_TEST_LOG") != "" {
+		log, _ = zap.NewDevelopment()
+	}
 	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, Validate: e.opts.validate,
-		BufferBytes: e.opts.bufferBytes})
+		BufferBytes: e.opts.bufferBytes, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +191,7 @@ func (e *env) mount() {
 			t.Fatal(err)
 		}
 	}
-	fsys, err := fs.Mount(fs.Options{Placer: p, Source: e.src, Mountpoint: e.mnt, Version: "test", NoPassthrough: e.opts.noPassthrough, Jobs: jm})
+	fsys, err := fs.Mount(fs.Options{Placer: p, Source: e.src, Mountpoint: e.mnt, Version: "test", NoPassthrough: e.opts.noPassthrough, Jobs: jm, Logger: log})
 	if err != nil {
 		if jm != nil {
 			jm.Close()
