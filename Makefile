@@ -51,3 +51,11 @@ clean:
 .PHONY: bench-readpath
 bench-readpath: build
 	bash test/bench/readpath.sh
+
+# The mount while its source fails (docs/benchmarks.md, "Source faults"):
+# resident reads with the source down or hung against the same reads with
+# it up, and the time a read that needs a hung source takes to fail. Needs
+# root, sshd and sshfs; ~5 minutes.
+.PHONY: bench-faults
+bench-faults: build
+	$(GO) test -run '^$$' -bench SourceFaults -benchtime 1x -timeout 60m ./test/bench/faults
