@@ -191,6 +191,11 @@ func (c *Catalog) openDB(o CatalogOptions) error {
 	if c.w.interval <= 0 {
 		c.w.interval = DefaultCatalogRetry
 	}
+	// A directory costs no memory-mapped write; a full disk fails it
+	// with ENOSPC, and the catalog then starts degraded.
+	if err := os.MkdirAll(c.w.dir, 0o700); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("placement: catalog: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	free, floor, err := c.room()
@@ -246,7 +251,12 @@ func (c *Catalog) room() (free, floor uint64, err error) {
 		c.w.tables, c.w.tablesAt = tableBytes(c.w.dir), now
 	}
 	floor = c.w.minFree + c.w.tables
-	free, _, err = c.w.statfs(c.w.stateDir)
+	// The catalog's directory, or the nearest one that exists.
+	dir := c.w.dir
+	for _, serr := os.Stat(dir); serr != nil && filepath.Dir(dir) != dir; _, serr = os.Stat(dir) {
+		dir = filepath.Dir(dir)
+	}
+	free, _, err = c.w.statfs(dir)
 	if err == nil && free < floor {
 		err = errBelowFloor
 	}

@@ -523,3 +523,20 @@ func TestCatalogRefusesAStateDirectoryInUseEvenWhenFull(t *testing.T) {
 		t.Fatalf("second open of a catalog in use, below the floor: %v", err)
 	}
 }
+
+func TestCatalogInAStateDirectoryNotYetMadeIsWritten(t *testing.T) {
+	src := catalogTree(t)
+	state := filepath.Join(fastDir(t), "not", "yet")
+	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}, RetryInterval: time.Millisecond})
+	if s, n := c.Health(); s != CatalogOK || n != 0 {
+		t.Fatalf("catalog in a new state directory: %s with %d pending", s, n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}})
+	defer c.Close()
+	if c.Walked() {
+		t.Error("the walk was not stored")
+	}
+}
