@@ -42,20 +42,24 @@ package placement
 // most catalogBatchRecords records and catalogBatchBytes bytes) the free
 // space of the state directory must be at least
 //
-//	MinFree (default DefaultCatalogMinFree = 128 MiB) + the catalog's table bytes.
+//	MinFree (default DefaultCatalogMinFree = 160 MiB) + the catalog's table bytes.
 //
 // After a check passes, what badger can still allocate because of it, even
 // if we never write again, is: the batch's WAL pages (≤ 1 MiB plus a
 // page); the flush of every memtable not yet in a table, each becoming an
-// L0 table — the mutable one and up to NumMemtables immutable ones, 3 ×
-// 16 MiB = 48 MiB; the compactions those tables and earlier ones trigger,
-// at most the table bytes (the second term, which therefore grows with the
-// catalog: ~35 MiB for the 1.28 M records of ImageNet, measured) plus the
-// new L0 tables again (48 MiB); DISCARD (1 MiB) and one page each for the
-// headers of a new WAL and value log. 1 + 48 + 48 + 1 + ε ≈ 100 MiB
-// fits under 128 MiB. A flush frees its WAL's pages and a compaction its
-// inputs, so the bound is loose. MemTableSize, NumMemtables and
-// ValueLogFileSize are those the remount target was measured with.
+// L0 table no bigger than its WAL — the mutable one, the one being flushed
+// and up to NumMemtables queued (db.flushChan), 4 × 16 MiB = 64 MiB; the
+// compactions those tables and earlier ones trigger, at most the table
+// bytes (the second term, which therefore grows with the catalog: ~35 MiB
+// for the 1.28 M records of ImageNet, measured) plus the new L0 tables
+// again (64 MiB); DISCARD (1 MiB) and one page each for the headers of a
+// new WAL and value log. 1 + 64 + 64 + 1 + ε ≈ 130 MiB fits under
+// 160 MiB. The bound is loose: tables are well under the WAL bytes they
+// hold (Snappy, prefix-compressed keys: 35 MiB of tables for ~85 MiB of
+// WAL entries, measured), a flush frees its WAL's pages and a compaction
+// its inputs. MemTableSize,
+// NumMemtables and ValueLogFileSize are those the remount target was
+// measured with.
 //
 // Below the floor the catalog is "degraded": no write is attempted, the
 // updates are kept in memory (the latest per path: an entry whose current
@@ -103,7 +107,7 @@ import (
 const (
 	// DefaultCatalogMinFree is the default state-directory floor, on top of
 	// the catalog's own table bytes (see the note above).
-	DefaultCatalogMinFree = 128 << 20
+	DefaultCatalogMinFree = 160 << 20
 	// DefaultCatalogRetry is how often a degraded catalog checks for room.
 	DefaultCatalogRetry = 5 * time.Second
 

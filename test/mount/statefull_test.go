@@ -224,7 +224,7 @@ func TestStateDirFullAtMountKeepsServingAndCatchesUp(t *testing.T) {
 func TestStateDirFillingAfterMountKeepsServingAndCatchesUp(t *testing.T) {
 	src, paths, base, mnt := binDirs(t, 1<<20)
 	paths = withManyFiles(t, src, paths, 1500)
-	state := stateTmpfs(t, "160m") // above the floor of an empty catalog
+	state := stateTmpfs(t, "200m") // above the floor of an empty catalog
 	tierDir := filepath.Join(base, "tier")
 	d := startDaemon(t, src, mnt, state, tierDir)
 	if st := statusOf(t, mnt); st["catalog"] != "ok" {
@@ -263,7 +263,7 @@ func TestStateDirFillingAfterMountKeepsServingAndCatchesUp(t *testing.T) {
 func TestUnmountWithAFullStateDirExitsCleanlyAndKeepsWhatWasWritten(t *testing.T) {
 	src, paths, base, mnt := binDirs(t, 1<<20)
 	paths = withManyFiles(t, src, paths, 1500)
-	state := stateTmpfs(t, "160m")
+	state := stateTmpfs(t, "200m")
 	tierDir := filepath.Join(base, "tier")
 	d := startDaemon(t, src, mnt, state, tierDir)
 	before, after := paths[:len(paths)/2], paths[len(paths)/2:]
