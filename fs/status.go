@@ -39,6 +39,7 @@ func (fsys *FS) status() []kv {
 			pct = 99.99 // never round a partial residency up to 100
 		}
 	}
+	catState, catPending := cat.Health()
 	pt := "off"
 	if fsys.passthrough.Load() {
 		pt = "on"
@@ -69,6 +70,8 @@ func (fsys *FS) status() []kv {
 		i64("placements_failed", ps.Failed),
 		i64("placements_skipped_nospace", ps.SkippedNoSpace),
 		i64("placements_bytes", ps.BytesPlaced),
+		{"catalog", catState, false},
+		i64("catalog_pending", int64(catPending)),
 	}
 	njobs := 0
 	if fsys.o.Jobs != nil {

@@ -94,6 +94,17 @@ type CatalogOptions struct {
 	// Progress, if set, is called during a walk with the entries seen;
 	// calls do not overlap.
 	Progress func(entries int64)
+	// MinFree is the state directory's free-space floor in bytes: the
+	// catalog is written only while the file system has more free space
+	// than MinFree plus the catalog's own tables (catalog_writer.go).
+	// 0 means DefaultCatalogMinFree.
+	MinFree int64
+	// Statfs reports the free and total bytes of the file system holding
+	// dir; nil means statfs(2). Tests set it to simulate a full disk.
+	Statfs func(dir string) (free, total uint64, err error)
+	// RetryInterval is how often a degraded catalog checks for room to
+	// write what it holds (default DefaultCatalogRetry).
+	RetryInterval time.Duration
 }
 
 // StaleCopy is a tier copy a rescan found out of date; the caller removes it.
@@ -114,7 +125,8 @@ type Catalog struct {
 	bytes  atomic.Int64
 	walked bool
 	stale  []StaleCopy
-	mu     sync.Mutex // serialises persisted updates of one entry
+	mu     sync.Mutex // guards w and every catalog write (catalog_writer.go)
+	w      catalogWriter
 
 	treeMu    sync.Mutex    // serialises changes of the tree (tree.go)
 	nextID    atomic.Uint64 // the last entry ID given out
@@ -144,41 +156,34 @@ func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if o.Workers <= 0 {
 		o.Workers = 8
 	}
-	dir := filepath.Join(o.StateDir, "catalog")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("placement: catalog: %w", err)
-	}
-	bo := badger.DefaultOptions(dir).
-		WithLogger(nil).
-		WithMemTableSize(16 << 20).
-		WithNumMemtables(2).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(8 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2).
-		WithSyncWrites(false)
-	db, err := badger.Open(bo)
-	if err != nil {
-		return nil, fmt.Errorf("placement: open catalog in %s: %w", dir, err)
-	}
-	c := &Catalog{db: db, log: o.Logger, tiers: o.Tiers}
-	if err := c.init(ctx, o); err != nil {
-		db.Close()
+	c := &Catalog{log: o.Logger, tiers: o.Tiers}
+	if err := c.openDB(o); err != nil {
 		return nil, err
 	}
+	if err := c.init(ctx, o); err != nil {
+		if c.db != nil {
+			c.db.Close()
+		}
+		return nil, err
+	}
+	c.startWriter()
 	return c, nil
 }
 
 func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
+	// Without a database (the state directory was full at mount and held
+	// no readable catalog) there is nothing to load: walk.
 	var src, complete, rescanning []byte
-	err := c.db.View(func(txn *badger.Txn) error {
-		src = getValue(txn, keySource)
-		complete = getValue(txn, keyComplete)
-		rescanning = getValue(txn, keyRescan)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("placement: read catalog: %w", err)
+	if c.db != nil {
+		err := c.db.View(func(txn *badger.Txn) error {
+			src = getValue(txn, keySource)
+			complete = getValue(txn, keyComplete)
+			rescanning = getValue(txn, keyRescan)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("placement: read catalog: %w", err)
+		}
 	}
 	if src != nil && string(src) != o.Source {
 		return fmt.Errorf("%w: %s (use another state directory)", ErrOtherSource, src)
@@ -197,6 +202,7 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 	// first walk cut short has none to keep.
 	keep := complete != nil || rescanning != nil
 	var old []copyRecord
+	var err error
 	if keep {
 		if rescanning != nil {
 			c.log.Warn("an earlier rescan was interrupted; walking the source again")
@@ -212,9 +218,7 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 	}
 	c.walked = true
 	c.stale = carryOver(old, root, c.tiers)
-	if err := c.store(root, o.Source, keep); err != nil {
-		return err
-	}
+	c.store(root, o.Source, keep)
 	c.setRoot(root)
 	c.log.Info("source walked", zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()), zap.Duration("took", time.Since(start)))
 	return nil
@@ -407,27 +411,15 @@ func find(root *Entry, p string) *Entry {
 // name tier copies) the old records are overwritten and then the ones root
 // no longer has are deleted, under the rescan marker, so that a crash at
 // any point leaves every copy recorded by an old or a new record; without,
-// the records are dropped first.
-func (c *Catalog) store(root *Entry, source string, keep bool) error {
-	if keep {
-		if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRescan, []byte("1")) }); err != nil {
-			return fmt.Errorf("placement: write catalog: %w", err)
-		}
-		if err := c.db.Sync(); err != nil {
-			return fmt.Errorf("placement: write catalog: %w", err)
-		}
-	} else if err := c.db.DropPrefix(keyFilePrefix, keyComplete); err != nil {
-		return fmt.Errorf("placement: clear catalog: %w", err)
-	}
-	wb := c.db.NewWriteBatch()
-	defer wb.Cancel()
-	var err error
+// the records are dropped first. The records go through the catalog's
+// guarded writes (catalog_writer.go): when the state directory has no room
+// the store is left, whole, to the catch-up, and until it is done the
+// catalog on disk is incomplete (the next mount walks again).
+func (c *Catalog) store(root *Entry, source string, keep bool) {
+	tw := c.beginTree(root, source, keep)
 	var put func(e *Entry)
 	put = func(e *Entry) {
-		if err != nil {
-			return
-		}
-		if err = wb.Set(fileKey(e.Path), c.recordOf(e).encode(nil)); err != nil {
+		if tw.failed() || !tw.set(fileKey(e.Path), c.recordOf(e).encode(nil)) {
 			return
 		}
 		for _, ch := range e.Children() {
@@ -435,33 +427,14 @@ func (c *Catalog) store(root *Entry, source string, keep bool) error {
 		}
 	}
 	put(root)
-	if err == nil {
-		err = wb.Set(keySource, []byte(source))
+	if tw.set(keySource, []byte(source)) && tw.flush() && (!keep || c.deleteMissing(root, tw)) {
+		// Written last: a walk cut short is redone at the next mount.
+		tw.complete()
 	}
-	if err == nil {
-		err = wb.Flush()
-	}
-	if err == nil && keep {
-		err = c.deleteMissing(root)
-	}
-	if err != nil {
-		return fmt.Errorf("placement: write catalog: %w", err)
-	}
-	// Written last: a walk cut short is redone at the next mount.
-	err = c.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(keyComplete, []byte("1")); err != nil {
-			return err
-		}
-		return txn.Delete(keyRescan)
-	})
-	if err != nil {
-		return fmt.Errorf("placement: write catalog: %w", err)
-	}
-	return c.db.Sync()
 }
 
 // deleteMissing deletes the records of paths root does not have.
-func (c *Catalog) deleteMissing(root *Entry) error {
+func (c *Catalog) deleteMissing(root *Entry, tw *treeWriter) bool {
 	var gone [][]byte
 	err := c.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
@@ -477,17 +450,15 @@ func (c *Catalog) deleteMissing(root *Entry) error {
 		}
 		return nil
 	})
-	if err != nil || len(gone) == 0 {
-		return err
+	if err != nil {
+		return tw.fail(err)
 	}
-	wb := c.db.NewWriteBatch()
-	defer wb.Cancel()
 	for _, k := range gone {
-		if err := wb.Delete(k); err != nil {
-			return err
+		if !tw.del(k) {
+			return false
 		}
 	}
-	return wb.Flush()
+	return tw.flush()
 }
 
 func fileKey(p string) []byte {
@@ -503,14 +474,10 @@ func (c *Catalog) recordOf(e *Entry) *record {
 	return r
 }
 
-// persist writes e's current record.
+// persist writes e's current record, or keeps it for the catch-up when
+// the catalog cannot be written now (catalog_writer.go); it does not fail.
 func (c *Catalog) persist(e *Entry) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.recordOf(e).encode(nil)
-	if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(fileKey(e.Path), rec) }); err != nil {
-		return fmt.Errorf("placement: catalog update %s: %w", e.Path, err)
-	}
+	c.write(e.Path, e)
 	return nil
 }
 
@@ -552,18 +519,6 @@ func (e *Entry) Files(fn func(*Entry) bool) bool {
 		}
 	}
 	return true
-}
-
-// Close flushes and closes the catalog.
-func (c *Catalog) Close() error {
-	if err := c.db.Sync(); err != nil {
-		c.db.Close()
-		return fmt.Errorf("placement: catalog sync: %w", err)
-	}
-	if err := c.db.Close(); err != nil {
-		return fmt.Errorf("placement: catalog close: %w", err)
-	}
-	return nil
 }
 
 // walk reads the source tree in parallel.

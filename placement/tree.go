@@ -5,9 +5,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-
-	badger "github.com/dgraph-io/badger/v4"
-	"go.uber.org/zap"
 )
 
 // Changes of the tree while serving. A refresh finds files added to and
@@ -114,11 +111,9 @@ func (c *Catalog) removeEntry(e *Entry) ([]*Entry, bool) {
 			c.files.Add(-1)
 			c.bytes.Add(-x.Attr().Size)
 		}
+		c.forget(x.Path) // the guarded writer (catalog_writer.go)
 		return true
 	})
-	if err := c.forgetTree(e.Path); err != nil {
-		c.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
-	}
 	return files, true
 }
 
@@ -134,40 +129,6 @@ func (e *Entry) walk(fn func(*Entry) bool) bool {
 		}
 	}
 	return true
-}
-
-// forgetTree deletes the record of p and of everything under it.
-func (c *Catalog) forgetTree(p string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	prefix := fileKey(p + "/")
-	var keys [][]byte
-	err := c.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = prefix
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("placement: catalog delete %s: %w", p, err)
-	}
-	keys = append(keys, fileKey(p))
-	wb := c.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range keys {
-		if err := wb.Delete(k); err != nil {
-			return fmt.Errorf("placement: catalog delete %s: %w", p, err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("placement: catalog delete %s: %w", p, err)
-	}
-	return nil
 }
 
 // childPath joins a directory's dataset path and a name.
