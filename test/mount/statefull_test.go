@@ -37,9 +37,9 @@ func stateTmpfs(t *testing.T, size string) string {
 	return dir
 }
 
-// fill writes a file in dir until the file system is full, and returns
+// fillDir writes a file in dir until the file system is full, and returns
 // its path.
-func fill(t *testing.T, dir string) string {
+func fillDir(t *testing.T, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, "filler")
 	f, err := os.Create(p)
@@ -230,7 +230,7 @@ func TestStateDirFillingAfterMountKeepsServingAndCatchesUp(t *testing.T) {
 	if st := statusOf(t, mnt); st["catalog"] != "ok" {
 		t.Fatalf("catalog=%s on an empty state dir", st["catalog"])
 	}
-	filler := fill(t, state)
+	filler := fillDir(t, state)
 	for pass := 0; pass < 2; pass++ {
 		checkAll(t, src, mnt, paths)
 	}
@@ -270,7 +270,7 @@ func TestUnmountWithAFullStateDirExitsCleanlyAndKeepsWhatWasWritten(t *testing.T
 	checkAll(t, src, mnt, before)
 	// placements_done counts a copy once its record is written.
 	waitFor(t, func() bool { return statusOf(t, mnt)["placements_done"] == strconv.Itoa(len(before)) })
-	filler := fill(t, state)
+	filler := fillDir(t, state)
 	checkAll(t, src, mnt, after)
 	waitAllResident(t, mnt, len(paths))
 	waitCatalog(t, mnt, "degraded")
