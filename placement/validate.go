@@ -41,8 +41,9 @@ import (
 //
 // A resident file's open never waits long on the source: the stat gets
 // ValidateWait, after which the copy is served and the stat's answer is
-// applied when it comes; while any source call is stuck or slow
-// (tier.Source.Hung), resident opens do not stat at all.
+// applied when it comes; while the source fails or hangs
+// (tier.Source.Failing: a call stuck or slow, or one failed in the last
+// 2 s with none succeeding since), resident opens do not stat at all.
 
 // Validate is when an open checks a file's source attributes.
 type Validate int
@@ -128,8 +129,9 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 		fi, err := p.src.Stat(ctx, e.Path)
 		return p.applyStat(e, fi, err)
 	}
-	// Resident: never wait long on the source.
-	if p.src.Hung() {
+	// Resident: never wait long on the source, nor ask one that just
+	// failed.
+	if p.src.Failing() {
 		p.staleServed.Add(1)
 		return false, nil
 	}

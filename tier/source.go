@@ -72,6 +72,9 @@ type SourceOptions struct {
 	Timeout time.Duration
 	// MaxStuck bounds the abandoned calls still blocked (default 256).
 	MaxStuck int
+	// ErrorBackoff is how long after a failed call, with no call succeeding
+	// since, Failing reports true (default 2 s).
+	ErrorBackoff time.Duration
 }
 
 // DefaultSourceTimeout is placement.source_timeout's default.
@@ -86,7 +89,8 @@ type Source struct {
 
 	opens, reads, bytes, stats  atomic.Int64
 	errs, timeouts, stuck, slow atomic.Int64
-	bufs                        sync.Pool // read buffers (see ReadAt)
+	lastFail, lastOK            atomic.Int64 // unix nanos of the last failed and succeeded calls
+	bufs                        sync.Pool    // read buffers (see ReadAt)
 }
 
 // NewSource returns the source rooted at root with a read cap in bytes/s
@@ -102,6 +106,9 @@ func OpenSource(o SourceOptions) *Source {
 	}
 	if o.MaxStuck <= 0 {
 		o.MaxStuck = 256
+	}
+	if o.ErrorBackoff <= 0 {
+		o.ErrorBackoff = 2 * time.Second
 	}
 	return &Source{o: o, limit: NewLimiter(o.Bandwidth)}
 }
@@ -125,6 +132,18 @@ func (s *Source) Stats() SourceStats {
 // now, or past a caller's patience (see Slow): the source is not answering.
 func (s *Source) Hung() bool { return s.stuck.Load() > 0 || s.slow.Load() > 0 }
 
+// Failing reports whether the source hangs (Hung) or a call failed less
+// than ErrorBackoff ago with none succeeding since. Callers that can do
+// without the source (a resident file's validation) skip it meanwhile; at
+// most one such call per ErrorBackoff finds out whether it is back.
+func (s *Source) Failing() bool {
+	if s.Hung() {
+		return true
+	}
+	f := s.lastFail.Load()
+	return f != 0 && f > s.lastOK.Load() && time.Now().UnixNano()-f < int64(s.o.ErrorBackoff)
+}
+
 // call runs fn under the deadline. When the deadline or ctx ends first, fn
 // keeps running in its goroutine, counted as stuck, and late (if set) is
 // called once fn is done, with nobody left to return to: it releases what
@@ -144,16 +163,20 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 	defer t.Stop()
 	select {
 	case err = <-done:
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, os.ErrNotExist) {
+			s.lastOK.Store(time.Now().UnixNano())
+		} else {
+			s.errs.Add(1)
+			s.lastFail.Store(time.Now().UnixNano())
+		}
 		if err == nil || errors.Is(err, io.EOF) {
 			return err, true
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			s.errs.Add(1)
 		}
 		return &SourceError{Op: op, Path: rel, Err: err}, true
 	case <-t.C:
 		s.timeouts.Add(1)
 		s.errs.Add(1)
+		s.lastFail.Store(time.Now().UnixNano())
 		err = ErrSourceTimeout
 	case <-ctx.Done():
 		err = ctx.Err()

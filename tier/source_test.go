@@ -463,3 +463,28 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestSourceFailingLastsTheBackoffOrUntilACallSucceeds(t *testing.T) {
+	root := writeSource(t, map[string][]byte{"f": {1}})
+	src := OpenSource(SourceOptions{Root: root, ErrorBackoff: 200 * time.Millisecond})
+	ctx := context.Background()
+	if src.Failing() {
+		t.Fatal("a new source is failing")
+	}
+	src.Stat(ctx, "f/below-a-file") // ENOTDIR: a failure
+	if !src.Failing() {
+		t.Fatal("not failing right after a failed call")
+	}
+	time.Sleep(250 * time.Millisecond)
+	if src.Failing() {
+		t.Fatal("still failing after the back-off")
+	}
+	src.Stat(ctx, "f/below-a-file")
+	if _, err := src.Stat(ctx, "f"); err != nil || src.Failing() {
+		t.Fatalf("a call succeeded (%v) but the source is still failing", err)
+	}
+	src.Stat(ctx, "missing") // does not exist: an answer, not a failure
+	if src.Failing() {
+		t.Fatal("ENOENT counted as a failure")
+	}
+}
