@@ -11,8 +11,10 @@ import (
 //
 //   - An error about one file: its name is too long (ENAMETOOLONG), it or a
 //     directory on its way is missing or not what the name says (ENOENT,
-//     ENOTDIR, EISDIR, ELOOP), it is not permitted (EACCES, EPERM), or the
-//     call does not apply to it (EINVAL). Only that file's copy fails; the
+//     ENOTDIR, EISDIR, ELOOP), the name is taken by a directory (EEXIST,
+//     ENOTEMPTY: Go's os.Rename reports EEXIST for a file renamed onto a
+//     directory), it is not permitted (EACCES, EPERM), or the call does not
+//     apply to it (EINVAL). Only that file's copy fails; the
 //     tier neither counts it nor rests. The caller serves the file from the
 //     source.
 //   - No space (ENOSPC, EDQUOT): counted, never a rest. The quota and the
@@ -37,7 +39,8 @@ func IsFileError(err error) bool {
 	}
 	for _, e := range [...]syscall.Errno{
 		syscall.ENAMETOOLONG, syscall.ENOENT, syscall.EACCES, syscall.EPERM,
-		syscall.ENOTDIR, syscall.EISDIR, syscall.ELOOP, syscall.EINVAL,
+		syscall.ENOTDIR, syscall.EISDIR, syscall.ELOOP, syscall.EEXIST, syscall.ENOTEMPTY,
+		syscall.EINVAL,
 	} {
 		if errors.Is(err, e) {
 			return true
