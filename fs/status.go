@@ -63,6 +63,7 @@ func (fsys *FS) status() []kv {
 		i64("placements_failed", ps.Failed),
 		i64("placements_skipped_nospace", ps.SkippedNoSpace),
 		i64("placements_bytes", ps.BytesPlaced),
+		i64("copies_lost", ps.CopiesMissingAtMount+ps.CopiesWrongSizeAtMount),
 	}
 	njobs := 0
 	if fsys.o.Jobs != nil {
