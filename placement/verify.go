@@ -15,10 +15,11 @@ import (
 // empty after a reboot, a replaced disk holds nothing, an admin may have
 // cleaned a tier by hand. Before New accounts a recorded copy it lstats the
 // copy's name (tier.Path) and keeps the record only for a regular file of
-// the recorded size. One lstat per copy, checkWorkers at a time, costs
-// about a second per million copies on a warm file system and lets a slow
-// disk overlap its inode reads; contents are not read (a checksum would
-// read the whole tier at every mount).
+// the recorded size. One lstat per copy, checkWorkers at a time so that a
+// cold disk overlaps its inode reads; contents are not read (a checksum
+// would read the whole tier at every mount). The lstat system call is the
+// whole cost: 2 to 3.5 µs per copy with a warm inode cache on a 2-core VM
+// (BenchmarkCheckCopies, tmpfs and ext4), ~0.4 to 0.7 s for 200000 copies.
 //
 // The records of lost copies are cleared in one catalog batch, a copy of
 // the wrong size is removed, and the lost files are queued through warmup
