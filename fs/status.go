@@ -72,6 +72,7 @@ func (fsys *FS) status() []kv {
 		i64("placements_bytes", ps.BytesPlaced),
 		{"catalog", catState, false},
 		i64("catalog_pending", int64(catPending)),
+		i64("copies_lost", ps.CopiesMissingAtMount+ps.CopiesWrongSizeAtMount),
 	}
 	njobs := 0
 	if fsys.o.Jobs != nil {

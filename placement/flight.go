@@ -185,6 +185,15 @@ func (p *Placer) run(f *flight) {
 	}
 	switch {
 	case errors.Is(err, errNoTier), errors.Is(err, errResident), errors.Is(err, context.Canceled):
+	case tier.IsFileError(err):
+		// The file keeps being served from the source. A failure of its
+		// own (a name the tier refuses) recurs at every open: warn once.
+		p.failed.Add(1)
+		if _, again := p.failedFiles.LoadOrStore(f.e, struct{}{}); !again {
+			p.log.Warn("placement failed", zap.String("path", f.e.Path), zap.Error(err))
+		} else if ce := p.log.Check(zap.DebugLevel, "placement failed again"); ce != nil {
+			ce.Write(zap.String("path", f.e.Path), zap.Error(err))
+		}
 	default:
 		p.failed.Add(1)
 		p.log.Warn("placement failed", zap.String("path", f.e.Path), zap.Error(err))

@@ -85,6 +85,13 @@ type Stats struct {
 	// validation because the source failed or did not answer.
 	StaleOnError int64
 	Removed      int64 // files dropped because the source no longer has them
+
+	// The check of recorded copies at mount (verify.go): copies the
+	// catalog recorded, and of them those missing from their tier or not a
+	// regular file of the recorded size. Lost copies are placed again.
+	CopiesCheckedAtMount   int64
+	CopiesMissingAtMount   int64
+	CopiesWrongSizeAtMount int64
 }
 
 // Placer copies files into tiers and opens readers on them.
@@ -114,7 +121,12 @@ type Placer struct {
 	scrub    scrubber                    // refresh and verify (scrub.go)
 	notifyFn atomic.Pointer[func(Event)] // SetNotify
 
-	warm warmup
+	warm  warmup
+	check copyCheck // set in New, read-only after
+	// failedFiles holds the files whose copy failed for a reason of their
+	// own (tier.IsFileError): the next failure of one is logged at debug
+	// level, since every open of the file tries again.
+	failedFiles *xsync.MapOf[*Entry, struct{}]
 
 	buf        *buffer // nil without a buffer
 	demandHook atomic.Pointer[DemandHook]
@@ -123,8 +135,10 @@ type Placer struct {
 	fetchWG    sync.WaitGroup // background buffer fetches
 }
 
-// New starts a placer: it accounts the resident copies the catalog
-// records, removes stale copies a rescan found, and starts the workers.
+// New starts a placer: it removes stale copies a rescan found, checks the
+// copies the catalog records and accounts those still in their tiers
+// (verify.go), starts the workers, and queues the lost copies' files for
+// placing again.
 func New(o Options) (*Placer, error) {
 	if o.Workers <= 0 {
 		o.Workers = 4
@@ -153,10 +167,11 @@ func New(o Options) (*Placer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Placer{
 		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
-		flights: xsync.NewMapOf[*Entry, *flight](),
-		readers: xsync.NewMapOf[*Reader, struct{}](),
-		queue:   make(chan *Entry, o.QueueSize),
-		demand:  make(chan struct{}, o.MaxDemandCopies),
+		flights:     xsync.NewMapOf[*Entry, *flight](),
+		readers:     xsync.NewMapOf[*Reader, struct{}](),
+		failedFiles: xsync.NewMapOf[*Entry, struct{}](),
+		queue:       make(chan *Entry, o.QueueSize),
+		demand:      make(chan struct{}, o.MaxDemandCopies),
 	}
 	if o.BufferBytes > 0 {
 		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
@@ -169,16 +184,12 @@ func New(o Options) (*Placer, error) {
 			}
 		}
 	}
-	p.cat.Root().Files(func(e *Entry) bool {
-		if i := e.Tier(); i >= 0 {
-			o.Tiers[i].Account(e.Attr().Size)
-		}
-		return true
-	})
+	lost := p.checkCopies()
 	for i := 0; i < o.Workers; i++ {
 		p.wg.Add(1)
 		go p.worker()
 	}
+	p.Warmup(lost)
 	return p, nil
 }
 
@@ -237,6 +248,9 @@ func (p *Placer) Stats() Stats {
 		Queued: p.queued.Load() + p.feeding.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
 		DemandFallbacks: p.fallbacks.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
+		CopiesCheckedAtMount:   p.check.checked,
+		CopiesMissingAtMount:   p.check.missing,
+		CopiesWrongSizeAtMount: p.check.wrongSize,
 	}
 }
 

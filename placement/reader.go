@@ -58,16 +58,23 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	if i := e.Tier(); i >= 0 {
 		t := p.o.Tiers[i]
 		fd, size, err := t.OpenFD(e.Path)
-		if err == nil {
-			if size == r.attr.Size {
-				r.tierFD, r.tierIdx = fd, i
-				return r, nil
-			}
+		switch {
+		case err == nil && size == r.attr.Size:
+			r.tierFD, r.tierIdx = fd, i
+			return r, nil
+		case err == nil:
 			syscall.Close(fd)
-			err = fmt.Errorf("placement: tier copy of %s has the wrong size", e.Path)
+			p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),
+				zap.Int64("size", size), zap.Int64("want", r.attr.Size))
+			p.dropCopy(e, i)
+		case errors.Is(err, os.ErrNotExist):
+			p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path), zap.Error(err))
+			p.dropCopy(e, i)
+		default:
+			// Out of descriptors, a disk error: the copy may be good; the
+			// tier's health counts the error. Read the source this time.
+			p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path), zap.Error(err))
 		}
-		p.log.Warn("tier copy unusable; reading the source", zap.String("path", e.Path), zap.Error(err))
-		p.dropCopy(e, i)
 	}
 	if p.demandBuffer(r) {
 		return r, nil

@@ -3,16 +3,29 @@
 // NVMe/SSD) and the read-only source.
 //
 // A tier file is installed atomically: it is written to a temp file under
-// DIR/.tmp, fsynced, renamed to DIR/data/PATH and the directory fsynced, so a
+// DIR/.tmp, fsynced, renamed to its name and the directory fsynced, so a
 // partial copy never has a name a reader could open. Leftover temp files are
 // removed when the tier opens. A tier never evicts: space is reserved before a
 // copy starts and released only when a copy fails or its file is removed.
 //
-// A tier tracks its health from its errors: after a run of I/O errors it
-// stops taking copies for a while and callers fall back to the source.
+// The copy of the dataset file PATH is named DIR/data/PATH, unless that name
+// is too long for the tier's file system (longer than PATH_MAX, or a
+// component longer than the file system's name limit, read at Open): it is
+// then DIR/hashed/XY/SHA, SHA the hex SHA-256 of PATH and XY its first two
+// digits (names.go). The rule depends only on DIR, PATH and the file
+// system's name limit, so nothing records it: the catalog records which tier
+// holds a copy, and the name follows from the rule at every mount. A tier
+// moved to a file system with a shorter name limit finds such copies missing;
+// the placer checks every recorded copy at mount and places those again.
+//
+// A tier tracks its health from its errors (health.go): after a run of I/O
+// errors it stops taking copies for a while and callers fall back to the
+// source. An error about one file (its name too long, missing, not
+// permitted) says nothing about the tier's storage and never rests it.
 package tier
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +61,9 @@ type Options struct {
 }
 
 const (
-	dataDir = "data"
-	tmpDir  = ".tmp"
+	dataDir   = "data"
+	hashedDir = "hashed"
+	tmpDir    = ".tmp"
 	// after this many consecutive I/O errors the tier rests for coolDown.
 	maxErrors = 3
 	coolDown  = 30 * time.Second
@@ -63,20 +77,30 @@ type Tier struct {
 	files    atomic.Int64 // installed files
 	reserved atomic.Int64 // bytes reserved by copies in progress
 
+	// nameMax is the longest file name the tier's file system takes
+	// (statfs f_namelen at Open); Path hashes longer names.
+	nameMax int
+
 	mu        sync.Mutex // serialises Reserve's check-and-add with commit
 	errRun    atomic.Int32
 	restUntil atomic.Int64 // unix nanos; 0 = healthy
 	errTotal  atomic.Int64
 }
 
-// Open creates the tier's directories (0700), removes leftover temp files
-// and checks that the directory is writable.
+// Open creates the tier's directories (0700), removes leftover temp files,
+// reads the file system's name limit and checks that the directory is
+// writable.
 func Open(o Options) (*Tier, error) {
 	if o.Name == "" || o.Dir == "" {
 		return nil, fmt.Errorf("tier: name and directory are required")
 	}
 	if o.Quota <= 0 {
 		return nil, fmt.Errorf("tier %s: quota must be positive", o.Name)
+	}
+	// Every dataset file has a name in the tier, hashed if need be; the
+	// hashed names must fit.
+	if len(filepath.Clean(o.Dir))+len("/"+hashedDir+"/xy/")+2*sha256.Size >= pathMax {
+		return nil, fmt.Errorf("tier %s: directory path is too long (%d bytes) to hold file names", o.Name, len(o.Dir))
 	}
 	t := &Tier{opts: o}
 	if t.opts.Statfs == nil {
@@ -88,13 +112,16 @@ func Open(o Options) (*Tier, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
 	}
-	data := filepath.Join(o.Dir, dataDir)
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+	for _, d := range []string{dataDir, hashedDir} {
+		d = filepath.Join(o.Dir, d)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
 	}
-	if err := os.Chmod(data, 0o700); err != nil {
-		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
-	}
+	t.nameMax = nameLimit(o.Dir)
 	tmp := filepath.Join(o.Dir, tmpDir)
 	if err := os.RemoveAll(tmp); err != nil {
 		return nil, fmt.Errorf("tier %s: remove leftover temp files: %w", o.Name, err)
@@ -129,24 +156,14 @@ func (t *Tier) Files() int64 { return t.files.Load() }
 // Reserved is the bytes held by copies in progress.
 func (t *Tier) Reserved() int64 { return t.reserved.Load() }
 
-// Errors is the number of I/O errors the tier has seen.
+// Errors is the number of storage errors the tier has seen, no-space
+// errors included; errors of single files are not counted (health.go).
 func (t *Tier) Errors() int64 { return t.errTotal.Load() }
-
-// Path is where the installed copy of the dataset file rel lives.
-func (t *Tier) Path(rel string) string {
-	return filepath.Join(t.opts.Dir, dataDir, rel)
-}
 
 // Account records an installed file found at start (from the catalog).
 func (t *Tier) Account(size int64) {
 	t.used.Add(size)
 	t.files.Add(1)
-}
-
-// Healthy reports whether the tier takes copies now.
-func (t *Tier) Healthy() bool {
-	until := t.restUntil.Load()
-	return until == 0 || time.Now().UnixNano() >= until
 }
 
 // Reservation holds space for one copy until it is installed or dropped.
@@ -259,19 +276,23 @@ func (tp *Temp) Install(size int64) (err error) {
 	}
 	dst := tp.t.Path(tp.rel)
 	dir := filepath.Dir(dst)
+	// The directories on the way to a file's name, and the name itself,
+	// are that file's: their errors say nothing about the tier's storage
+	// unless they are I/O errors (health.go). A hashed name's directory
+	// (hashed/XY) is made here as well.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		tp.t.noteError(err)
+		tp.t.noteFileError(err)
 		return tp.t.wrap("mkdir", tp.rel, err)
 	}
 	if err := os.Rename(tp.f.Name(), dst); err != nil {
-		tp.t.noteError(err)
+		tp.t.noteFileError(err)
 		return tp.t.wrap("rename", tp.rel, err)
 	}
 	if err := syncDir(dir); err != nil {
 		// The data is in place; only its durability across a crash is in
 		// doubt. Report it so the caller does not record it as resident.
 		os.Remove(dst)
-		tp.t.noteError(err)
+		tp.t.noteFileError(err)
 		return tp.t.wrap("fsync dir", tp.rel, err)
 	}
 	tp.res.commit()
@@ -294,6 +315,7 @@ func (tp *Temp) Close() error { return tp.f.Close() }
 func (t *Tier) Remove(rel string, size int64) error {
 	err := os.Remove(t.Path(rel))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.noteFileError(err)
 		return t.wrap("remove", rel, err)
 	}
 	if err == nil || errors.Is(err, os.ErrNotExist) {
@@ -307,9 +329,7 @@ func (t *Tier) Remove(rel string, size int64) error {
 func (t *Tier) OpenFile(rel string) (*os.File, error) {
 	f, err := os.Open(t.Path(rel))
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			t.noteError(err)
-		}
+		t.noteFileError(err)
 		return nil, t.wrap("open", rel, err)
 	}
 	return f, nil
@@ -320,12 +340,11 @@ func (t *Tier) OpenFile(rel string) (*os.File, error) {
 // the Go runtime's poller registration and blocking-mode switches that an
 // *os.File costs at every open.
 func (t *Tier) OpenFD(rel string) (fd int, size int64, err error) {
-	fd, err = syscall.Open(t.Path(rel), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	name := t.Path(rel)
+	fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		if !errors.Is(err, syscall.ENOENT) {
-			t.noteError(err)
-		}
-		return -1, 0, t.wrap("open", rel, &os.PathError{Op: "open", Path: t.Path(rel), Err: err})
+		t.noteFileError(err)
+		return -1, 0, t.wrap("open", rel, &os.PathError{Op: "open", Path: name, Err: err})
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
@@ -336,33 +355,11 @@ func (t *Tier) OpenFD(rel string) (fd int, size int64, err error) {
 	return fd, st.Size, nil
 }
 
-// NoteError lets callers report an I/O error on a tier file (e.g. a failed
-// read) so the tier's health reflects it.
-func (t *Tier) NoteError(err error) { t.noteError(err) }
-
-func (t *Tier) noteError(err error) {
-	if err == nil || errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	t.errTotal.Add(1)
-	if isNoSpace(err) {
-		return
-	}
-	if t.errRun.Add(1) >= maxErrors {
-		t.restUntil.Store(time.Now().Add(coolDown).UnixNano())
-		t.errRun.Store(0)
-	}
-}
-
 func (t *Tier) wrap(op, rel string, err error) error {
 	if isNoSpace(err) {
 		return fmt.Errorf("tier %s: %s %s: %w (%v)", t.opts.Name, op, rel, ErrNoSpace, err)
 	}
 	return fmt.Errorf("tier %s: %s %s: %w", t.opts.Name, op, rel, err)
-}
-
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 func statfs(dir string) (free, total uint64, err error) {
