@@ -424,26 +424,20 @@ func TestDaemonExitsWithinItsShutdownDeadlineWhenTheSourceHangs(t *testing.T) {
 	pid := cmd.Process.Pid
 
 	// Nothing is open on the mount: the kernel lets it go, and the daemon
-	// gives up on the stuck copy after its deadline instead of lingering.
+	// abandons the copy stuck on the source (source calls are never
+	// waited for past a shutdown): it exits cleanly, well within its
+	// shutdown deadline.
 	code, out := cli(t, "unmount", mnt)
 	if code != 0 || !strings.Contains(out, "unmounted") || daemonRunning(pid) {
 		t.Fatalf("unmount with the source hung: exit %d, daemon running %v: %s", code, daemonRunning(pid), out)
 	}
 	err := cmd.Wait()
 	exited = true
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("daemon exit: %v, want code 1\n%s", err, log.String())
+	if err != nil {
+		t.Fatalf("daemon exit with a copy stuck on the source: %v, want 0\n%s", err, log.String())
 	}
-	for _, want := range []string{"waiting_for", "the placer", "did not finish within 1s"} {
-		if !strings.Contains(log.String(), want) {
-			t.Errorf("the daemon's log lacks %q:\n%s", want, log.String())
-		}
-	}
-	for _, l := range strings.Split(log.String(), "\n") {
-		if strings.Contains(l, "waiting_for") && strings.Contains(l, "catalog") {
-			t.Fatalf("the catalog was not closed:\n%s", log.String())
-		}
+	if strings.Contains(log.String(), "waiting_for") {
+		t.Fatalf("the shutdown waited on the hung source:\n%s", log.String())
 	}
 	if lockHeld(t, state) {
 		t.Fatal("the exited daemon's lock is still held")
