@@ -2,8 +2,6 @@ package placement
 
 import (
 	"errors"
-	"fmt"
-	"path"
 	"strings"
 	"sync"
 )
@@ -31,17 +29,14 @@ type WarmupProgress struct {
 
 // ResolvePaths turns dataset-relative paths (files or directories) into
 // the files they name, or an error naming the first that does not exist.
+// Surrounding white space is trimmed from each path; every file counts (the
+// daemon's own view). Control files use ResolvePathsAs.
 func (p *Placer) ResolvePaths(paths []string) ([]*Entry, error) {
-	var out []*Entry
-	for _, raw := range paths {
-		rel := strings.Trim(path.Clean("/"+strings.TrimSpace(raw)), "/")
-		e := p.cat.Find(rel)
-		if e == nil {
-			return nil, fmt.Errorf("%w: %q", ErrNoEntry, raw)
-		}
-		e.Files(func(f *Entry) bool { out = append(out, f); return true })
+	trimmed := make([]string, len(paths))
+	for i, raw := range paths {
+		trimmed[i] = strings.TrimSpace(raw)
 	}
-	return out, nil
+	return p.ResolvePathsAs(nil, trimmed)
 }
 
 // WarmupAll queues every file of the dataset, in path order.
@@ -104,8 +99,16 @@ func (p *Placer) feed(files []*Entry) {
 
 // WarmupProgress counts the warmup set's resident files and bytes.
 func (p *Placer) WarmupProgress() WarmupProgress {
+	return p.warmupProgress(func(*Entry) bool { return true })
+}
+
+// warmupProgress counts the files of the warmup set that count says to.
+func (p *Placer) warmupProgress(count func(*Entry) bool) WarmupProgress {
 	var w WarmupProgress
 	add := func(e *Entry) bool {
+		if !count(e) {
+			return true
+		}
 		size := e.Attr().Size
 		w.Files++
 		w.BytesTotal += size
@@ -130,7 +133,6 @@ func (p *Placer) WarmupProgress() WarmupProgress {
 		}
 	}
 	w.Pct = pct(w.BytesDone, w.BytesTotal, w.Done, w.Files)
-
 	return w
 }
 
