@@ -1,0 +1,167 @@
+package fs
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+
+	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/placement"
+)
+
+// The path documents of warmup, refresh and verify: "all", or dataset
+// paths (files or directories) one per line, quoted by package ctlpath
+// when they are not plain lines. Blank lines and lines starting with '#'
+// are ignored, and white space around a line is not part of it. verify
+// also takes a "--content" line.
+//
+// Every line is checked as it arrives (a path must exist and the writer
+// must be able to open it: placement.LookupAs); nothing is queued before
+// the document's close, which queues all of it or, if a line was bad,
+// nothing.
+
+// pathRequest is what a path document asks for at a commit.
+type pathRequest struct {
+	all     bool
+	content bool                // verify: compare bytes
+	files   []*placement.Entry  // warmup: the files the paths name
+	paths   []string            // refresh, verify: the cleaned paths
+}
+
+// pathTarget is what a path document works on: the placer, or a stand-in
+// in tests.
+type pathTarget struct {
+	// resolve checks one path as the writer may see it: for warmup the
+	// files it names, for refresh and verify nothing. An error that is
+	// placement.ErrNoEntry reads as "no such file" whatever the reason.
+	resolve func(path string) ([]*placement.Entry, error)
+	// apply queues a request.
+	apply func(req pathRequest) error
+	// content: "--content" is a keyword (verify).
+	content bool
+}
+
+type pathDoc struct {
+	t     pathTarget
+	n     int  // lines seen
+	all   bool // "all" was given
+	named bool // "all" or a path was given
+	req   pathRequest
+	dirty bool // req holds something not yet applied
+}
+
+func (d *pathDoc) line(l []byte) error {
+	d.n++
+	if bytes.IndexByte(l, 0) >= 0 {
+		return lineError(d.n, string(l), invalid("a NUL byte"))
+	}
+	s := strings.TrimSpace(string(l))
+	switch {
+	case s == "" || s[0] == '#':
+		return nil
+	case s == "all":
+		if d.named && !d.all {
+			return lineError(d.n, s, invalid("\"all\" cannot be combined with paths"))
+		}
+		d.all, d.named, d.dirty = true, true, true
+		d.req.all = true
+		return nil
+	case d.t.content && s == "--content":
+		d.req.content = true
+		return nil
+	}
+	if d.all {
+		return lineError(d.n, s, invalid("paths cannot be combined with \"all\""))
+	}
+	p, err := ctlpath.Unquote(s)
+	if err != nil {
+		return lineError(d.n, s, invalid("%v", err))
+	}
+	files, err := d.t.resolve(p)
+	if err != nil {
+		if errors.Is(err, placement.ErrNoEntry) {
+			err = invalid("%v", placement.ErrNoEntry)
+		}
+		return lineError(d.n, s, err)
+	}
+	d.named, d.dirty = true, true
+	d.req.files = append(d.req.files, files...)
+	d.req.paths = append(d.req.paths, p)
+	return nil
+}
+
+func (d *pathDoc) written() error { return nil }
+
+func (d *pathDoc) commit() error {
+	if !d.named {
+		return invalid("empty document: write \"all\" or dataset paths, one per line")
+	}
+	if !d.dirty {
+		return nil
+	}
+	req := d.req
+	d.req = pathRequest{content: req.content}
+	d.dirty = false
+	return d.t.apply(req)
+}
+
+func (d *pathDoc) abort() {
+	d.req = pathRequest{}
+	d.dirty = false
+}
+
+// warmupTarget queues warmup for who.
+func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
+	p := fsys.p
+	return pathTarget{
+		resolve: func(path string) ([]*placement.Entry, error) {
+			return p.ResolvePathsAs(who, []string{path})
+		},
+		apply: func(req pathRequest) error {
+			switch {
+			case req.all && who.Root():
+				p.WarmupAll()
+			case req.all:
+				p.Warmup(p.FilesAs(who))
+			default:
+				p.Warmup(req.files)
+			}
+			return nil
+		},
+	}
+}
+
+// scrubTarget sends refresh or verify requests. Their files are root's
+// (mode 0644), so who is root unless a descriptor was handed over; the
+// check is the same as warmup's all the same. A refresh may name a path
+// the catalog does not know yet (it is looked up on the source), but only
+// root may.
+func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathTarget {
+	p := fsys.p
+	return pathTarget{
+		resolve: func(path string) ([]*placement.Entry, error) {
+			if kind == placement.ScrubRefresh && who.Root() {
+				return nil, nil
+			}
+			_, err := p.LookupAs(who, path)
+			return nil, err
+		},
+		apply: func(req pathRequest) error {
+			r := placement.ScrubRequest{Kind: kind, Paths: req.paths}
+			if req.all {
+				r.Paths = nil
+			}
+			if req.content {
+				r.Kind = placement.ScrubVerifyContent
+			}
+			if err := p.Scrub(r); err != nil {
+				if errors.Is(err, placement.ErrNoEntry) {
+					return invalid("%v", err)
+				}
+				return err
+			}
+			return nil
+		},
+		content: kind == placement.ScrubVerify,
+	}
+}
