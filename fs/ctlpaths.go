@@ -23,9 +23,9 @@ import (
 // pathRequest is what a path document asks for at a commit.
 type pathRequest struct {
 	all     bool
-	content bool                // verify: compare bytes
-	files   []*placement.Entry  // warmup: the files the paths name
-	paths   []string            // refresh, verify: the cleaned paths
+	content bool               // verify: compare bytes
+	files   []*placement.Entry // warmup: the files the paths name
+	paths   []string           // refresh, verify: the cleaned paths
 }
 
 // pathTarget is what a path document works on: the placer, or a stand-in
