@@ -99,7 +99,7 @@ func (d *jobsDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno)
 
 func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	m := d.fsys.o.Jobs
-	if err := m.Register(name); err != nil {
+	if err := m.RegisterAs(name, callerCred(ctx)); err != nil {
 		return nil, d.fsys.ctlError("jobs/"+name, err)
 	}
 	id, ok := m.Job(name)
