@@ -254,23 +254,24 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 // Flush is a close(2) of a descriptor: the document so far takes effect
 // (or its error is returned to close).
 func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
-	return h.end()
+	return h.end((*document).close)
 }
 
-// Release is the last close: it applies what no flush did. Its error
-// reaches no one but the log and .epochfs/errors.
+// Release is the last close: it applies what no flush did and makes the
+// document final. Its error reaches no one but the log and
+// .epochfs/errors.
 func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
-	return h.end()
+	return h.end((*document).release)
 }
 
-func (h *ctlHandle) end() syscall.Errno {
+func (h *ctlHandle) end(close func(*document) error) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.doc == nil {
 		return 0
 	}
 	first := h.doc.err == nil
-	err := h.doc.close()
+	err := close(h.doc)
 	if n := h.doc.takeRefused(); n > 0 {
 		h.f.fsys.ctlError(h.f.spec.name, invalid("%d later writes of the rejected document refused", n))
 	}

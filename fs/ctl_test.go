@@ -13,8 +13,9 @@ import (
 )
 
 // fakePaths is a path document's target without a placer: a path exists
-// unless it contains "bad"; applied requests are logged.
-type fakePaths struct{ log []string }
+// unless it contains "bad". held is what is held now (what progress would
+// count), log what was released (queued).
+type fakePaths struct{ held, log []string }
 
 func (f *fakePaths) target(content bool) pathTarget {
 	return pathTarget{
@@ -24,19 +25,30 @@ func (f *fakePaths) target(content bool) pathTarget {
 			}
 			return []*placement.Entry{{Path: p}}, nil
 		},
-		apply: func(req pathRequest) error {
+		hold: func(req pathRequest) heldRequest {
+			var items []string
 			switch {
 			case req.all:
-				f.log = append(f.log, "ALL")
+				items = append(items, "ALL")
 			default:
 				for _, e := range req.files {
-					f.log = append(f.log, e.Path)
+					items = append(items, e.Path)
 				}
 			}
 			if req.content {
-				f.log = append(f.log, "CONTENT")
+				items = append(items, "CONTENT")
 			}
-			return nil
+			f.held = append(f.held, items...)
+			drop := func() {
+				for _, it := range items {
+					i := slices.Index(f.held, it)
+					f.held = slices.Delete(f.held, i, i+1)
+				}
+			}
+			return heldRequest{
+				release: func() error { drop(); f.log = append(f.log, items...); return nil },
+				cancel:  drop,
+			}
 		},
 		content: content,
 	}
@@ -59,8 +71,8 @@ func (f *fakeConfig) sink() docSink {
 	}
 }
 
-// writeDoc writes data in the given chunk sizes (the rest in one) and
-// closes once; it returns the first error.
+// writeDoc writes data in the given chunk sizes (the rest in one), closes
+// once and releases; it returns the first error.
 func writeDoc(d *document, data []byte, chunks []int) error {
 	var first error
 	keep := func(err error) {
@@ -80,6 +92,7 @@ func writeDoc(d *document, data []byte, chunks []int) error {
 		keep(d.write(data))
 	}
 	keep(d.close())
+	keep(d.release())
 	return first
 }
 
@@ -110,14 +123,14 @@ func TestPathDocumentGrammar(t *testing.T) {
 		d := newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
 		if c.in == "" {
 			d.write([]byte("")) // a zero-byte write does not start a document...
-			if err := d.close(); err != nil {
+			if err := d.close(); err != nil || f.held != nil {
 				t.Errorf("a close with nothing written: %v", err)
 			}
 			d.dirty = true // ...but a document of nothing but this is empty
 		}
 		err := writeDoc(d, []byte(c.in), nil)
 		if c.bad != "" {
-			if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), c.bad) || f.log != nil {
+			if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), c.bad) || f.log != nil || f.held != nil {
 				t.Errorf("%q: err %v, applied %q; want EINVAL naming %q and nothing applied", c.in, err, f.log, c.bad)
 			}
 			continue
@@ -145,37 +158,49 @@ func TestARejectedDocumentRefusesEveryLaterWriteAndClose(t *testing.T) {
 			t.Fatalf("a write after the rejection: %v", err)
 		}
 	}
-	if err := d.close(); !errors.Is(err, errInvalid) || f.log != nil {
-		t.Fatalf("close: %v, applied %q", err, f.log)
+	if err := d.release(); !errors.Is(err, errInvalid) || f.log != nil || f.held != nil {
+		t.Fatalf("release: %v, applied %q", err, f.log)
 	}
 	if n := d.takeRefused(); n != 3 {
 		t.Fatalf("%d later writes counted, want 3", n)
 	}
 }
 
-// TestADocumentIsAppliedAtEachCloseOfADescriptor: the first close (a
-// shell's dup2 and close of the redirection) has nothing to apply; a close
-// after writes applies them; writes through another descriptor of the
-// same open are applied at its close.
-func TestADocumentIsAppliedAtEachCloseOfADescriptor(t *testing.T) {
+// TestADocumentIsHeldAtEachCloseAndDoneAtItsRelease: the first close (a
+// shell's dup2 and close of the redirection) has nothing to hold; a close
+// after writes holds them (progress counts them); writes through another
+// descriptor of the same open are held at its close; the release queues
+// all; a line rejected after a close cancels what was held.
+func TestADocumentIsHeldAtEachCloseAndDoneAtItsRelease(t *testing.T) {
 	f := &fakePaths{}
 	d := newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
-	if err := d.close(); err != nil || f.log != nil {
-		t.Fatalf("close before any write: %v %q", err, f.log)
+	if err := d.close(); err != nil || f.held != nil {
+		t.Fatalf("close before any write: %v %q", err, f.held)
 	}
 	d.write([]byte("a\nb"))
-	if f.log != nil {
-		t.Fatalf("applied before the close: %q", f.log)
+	if f.held != nil {
+		t.Fatalf("held before the close: %q", f.held)
 	}
-	if err := d.close(); err != nil || !slices.Equal(f.log, []string{"a", "b"}) {
-		t.Fatalf("close: %v, applied %q", err, f.log)
+	if err := d.close(); err != nil || !slices.Equal(f.held, []string{"a", "b"}) || f.log != nil {
+		t.Fatalf("close: %v, held %q, queued %q", err, f.held, f.log)
 	}
 	d.write([]byte("c\n"))
-	if err := d.close(); err != nil || !slices.Equal(f.log, []string{"a", "b", "c"}) {
-		t.Fatalf("second close: %v, applied %q", err, f.log)
+	if err := d.close(); err != nil || !slices.Equal(f.held, []string{"a", "b", "c"}) {
+		t.Fatalf("second close: %v, held %q", err, f.held)
 	}
-	if err := d.close(); err != nil || len(f.log) != 3 {
-		t.Fatalf("a close with nothing new: %v, applied %q", err, f.log)
+	if err := d.release(); err != nil || !slices.Equal(f.log, []string{"a", "b", "c"}) || len(f.held) != 0 {
+		t.Fatalf("release: %v, queued %q, held %q", err, f.log, f.held)
+	}
+
+	f = &fakePaths{}
+	d = newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
+	d.write([]byte("a\n"))
+	d.close() // one process of "{ find a; echo bad; } > warmup" exits
+	if err := d.write([]byte("bad\n")); !errors.Is(err, errInvalid) {
+		t.Fatalf("bad line: %v", err)
+	}
+	if err := d.release(); !errors.Is(err, errInvalid) || len(f.held) != 0 || f.log != nil {
+		t.Fatalf("a document rejected after a close: %v, held %q, queued %q; want nothing", err, f.held, f.log)
 	}
 }
 
@@ -280,7 +305,7 @@ func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
 			if errText(err1) != errText(errN) || !slices.Equal(one.log, many.log) {
 				t.Fatalf("paths %q in writes of %v: %v %q; in one write: %v %q", data, cuts, errN, many.log, err1, one.log)
 			}
-			if err1 != nil && (one.log != nil || !errors.Is(err1, errInvalid)) {
+			if err1 != nil && (one.log != nil || one.held != nil || !errors.Is(err1, errInvalid)) {
 				t.Fatalf("a rejected document applied %q (%v)", one.log, err1)
 			}
 		}

@@ -14,12 +14,21 @@ import "bytes"
 // (a shell's dup2 and close of the redirection included, before anything
 // is written) and waits for its answer, which close returns; RELEASE comes
 // once, after the last close, asynchronously, with no way to return an
-// error. So errors are returned by the write that completes a bad line (the
-// shell prints "Invalid argument" and exits 1, however it splits its
-// writes), and a document takes effect at a close, before close returns:
-// a script that reads the file next sees the effect.
+// error. A descriptor may be shared by several processes: in
+// "{ find a; echo b; find c; } > warmup" each find's exit closes one, and
+// the document goes on. So:
 //
-// A rejected document changes nothing: its sink undoes what it applied and
+//   - errors are returned by the write that completes a bad line (the shell
+//     prints "Invalid argument" and exits 1, however it splits its writes),
+//     or by the close that ends a bad last line;
+//   - at each close, the document so far takes effect in a way a later
+//     rejection can undo (a job's config is replaced and can be put back;
+//     warmup paths are held: counted in progress, not yet queued), before
+//     close returns, so a script that reads the file next sees it;
+//   - at the release, what is held is done (warmup queues its files,
+//     refresh and verify start).
+//
+// A rejected document changes nothing: its sink undoes what it did, and
 // every later write and close of the same open fails with EINVAL.
 
 // docSink gives a document its meaning (warmup paths, a job's config).
@@ -32,9 +41,12 @@ type docSink interface {
 	written() error
 	// commit is called at each close of a descriptor of the open file
 	// that wrote something since the last: what the document says so
-	// far takes effect.
+	// far takes effect, undoably.
 	commit() error
-	// abort undoes what written and commit applied: the document was
+	// release is called once, at the end of a document that was not
+	// rejected: what commit did is made final.
+	release() error
+	// abort undoes what written and commit did: the document was
 	// rejected.
 	abort()
 }
@@ -111,6 +123,15 @@ func (d *document) close() error {
 		return d.fail(err)
 	}
 	return nil
+}
+
+// release ends the document (the RELEASE): what no close applied is
+// applied, and what was applied is made final.
+func (d *document) release() error {
+	if err := d.close(); err != nil {
+		return err
+	}
+	return d.sink.release()
 }
 
 func (d *document) fail(err error) error {

@@ -16,9 +16,10 @@ import (
 // also takes a "--content" line.
 //
 // Every line is checked as it arrives (a path must exist and the writer
-// must be able to open it: placement.LookupAs); nothing is queued before
-// the document's close, which queues all of it or, if a line was bad,
-// nothing.
+// must be able to open it: placement.LookupAs). At each close the request
+// so far is held (warmup: counted in progress, not queued); at the
+// document's release it is queued (refresh and verify start); a rejected
+// document cancels what it held: it queued nothing.
 
 // pathRequest is what a path document asks for at a commit.
 type pathRequest struct {
@@ -28,6 +29,12 @@ type pathRequest struct {
 	paths   []string           // refresh, verify: the cleaned paths
 }
 
+// heldRequest is a request held until its document ends.
+type heldRequest struct {
+	release func() error
+	cancel  func()
+}
+
 // pathTarget is what a path document works on: the placer, or a stand-in
 // in tests.
 type pathTarget struct {
@@ -35,8 +42,8 @@ type pathTarget struct {
 	// files it names, for refresh and verify nothing. An error that is
 	// placement.ErrNoEntry reads as "no such file" whatever the reason.
 	resolve func(path string) ([]*placement.Entry, error)
-	// apply queues a request.
-	apply func(req pathRequest) error
+	// hold takes a request, to be released or cancelled.
+	hold func(req pathRequest) heldRequest
 	// content: "--content" is a keyword (verify).
 	content bool
 }
@@ -47,7 +54,8 @@ type pathDoc struct {
 	all   bool // "all" was given
 	named bool // "all" or a path was given
 	req   pathRequest
-	dirty bool // req holds something not yet applied
+	dirty bool // req holds something not yet held
+	held  []heldRequest
 }
 
 func (d *pathDoc) line(l []byte) error {
@@ -102,12 +110,28 @@ func (d *pathDoc) commit() error {
 	req := d.req
 	d.req = pathRequest{content: req.content}
 	d.dirty = false
-	return d.t.apply(req)
+	d.held = append(d.held, d.t.hold(req))
+	return nil
+}
+
+func (d *pathDoc) release() error {
+	var first error
+	for _, h := range d.held {
+		if err := h.release(); err != nil && first == nil {
+			first = err
+		}
+	}
+	d.held = nil
+	return first
 }
 
 func (d *pathDoc) abort() {
 	d.req = pathRequest{}
 	d.dirty = false
+	for _, h := range d.held {
+		h.cancel()
+	}
+	d.held = nil
 }
 
 // warmupTarget queues warmup for who.
@@ -117,16 +141,17 @@ func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
 		resolve: func(path string) ([]*placement.Entry, error) {
 			return p.ResolvePathsAs(who, []string{path})
 		},
-		apply: func(req pathRequest) error {
+		hold: func(req pathRequest) heldRequest {
+			var h *placement.WarmupHold
 			switch {
 			case req.all && who.Root():
-				p.WarmupAll()
+				h = p.HoldWarmup(nil, true)
 			case req.all:
-				p.Warmup(p.FilesAs(who))
+				h = p.HoldWarmup(p.FilesAs(who), false)
 			default:
-				p.Warmup(req.files)
+				h = p.HoldWarmup(req.files, false)
 			}
-			return nil
+			return heldRequest{release: func() error { h.Release(); return nil }, cancel: h.Cancel}
 		},
 	}
 }
@@ -146,7 +171,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 			_, err := p.LookupAs(who, path)
 			return nil, err
 		},
-		apply: func(req pathRequest) error {
+		hold: func(req pathRequest) heldRequest {
 			r := placement.ScrubRequest{Kind: kind, Paths: req.paths}
 			if req.all {
 				r.Paths = nil
@@ -154,13 +179,20 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 			if req.content {
 				r.Kind = placement.ScrubVerifyContent
 			}
-			if err := p.Scrub(r); err != nil {
-				if errors.Is(err, placement.ErrNoEntry) {
-					return invalid("%v", err)
-				}
-				return err
+			return heldRequest{
+				// A path removed since its line was checked fails
+				// here, where only .epochfs/errors hears of it.
+				release: func() error {
+					if err := p.Scrub(r); err != nil {
+						if errors.Is(err, placement.ErrNoEntry) {
+							return invalid("%v", err)
+						}
+						return err
+					}
+					return nil
+				},
+				cancel: func() {},
 			}
-			return nil
 		},
 		content: kind == placement.ScrubVerify,
 	}

@@ -256,6 +256,7 @@ func (d *configDoc) line(l []byte) error {
 
 func (d *configDoc) written() error { return d.sync() }
 func (d *configDoc) commit() error  { return d.sync() }
+func (d *configDoc) release() error { return nil }
 
 func (d *configDoc) sync() error {
 	if d.lines == 0 || d.applied != nil && bytes.Equal(d.text, d.applied) {
