@@ -1,6 +1,9 @@
 package fs
 
-import "bytes"
+import (
+	"bytes"
+	"fmt"
+)
 
 // Documents of writable control files.
 //
@@ -74,7 +77,7 @@ func (d *document) write(data []byte) error {
 		return d.rejected()
 	}
 	if len(data) > d.max-d.size {
-		return d.fail(invalid("document larger than %d bytes: write fewer paths per open", d.max))
+		return d.fail(invalid("document larger than %s: write it in several opens", sizeText(d.max)))
 	}
 	d.size += len(data)
 	d.dirty = d.dirty || len(data) > 0
@@ -159,4 +162,12 @@ func lineError(n int, line string, err error) error {
 		line = line[:120] + "…"
 	}
 	return invalid("line %d %q: %v", n, line, err)
+}
+
+// sizeText renders a document bound.
+func sizeText(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
