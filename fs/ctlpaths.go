@@ -46,6 +46,9 @@ type pathTarget struct {
 	hold func(req pathRequest) heldRequest
 	// content: "--content" is a keyword (verify).
 	content bool
+	// paths: requests carry the paths (refresh, verify), not only the
+	// files they name.
+	paths bool
 }
 
 type pathDoc struct {
@@ -94,7 +97,9 @@ func (d *pathDoc) line(l []byte) error {
 	}
 	d.named, d.dirty = true, true
 	d.req.files = append(d.req.files, files...)
-	d.req.paths = append(d.req.paths, p)
+	if d.t.paths {
+		d.req.paths = append(d.req.paths, p)
+	}
 	return nil
 }
 
@@ -195,5 +200,6 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 			}
 		},
 		content: kind == placement.ScrubVerify,
+		paths:   true,
 	}
 }
