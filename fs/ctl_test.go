@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -321,4 +322,29 @@ func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
 			t.Fatalf("a rejected config left %q", one.cfg)
 		}
 	})
+}
+
+// TestSupplementaryGroupsComeFromTheCallersProcess: the groups are taken
+// only from a process whose fs uid and gid are the request's.
+func TestSupplementaryGroupsComeFromTheCallersProcess(t *testing.T) {
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, uid, gid := uint32(os.Getpid()), uint32(os.Getuid()), uint32(os.Getgid())
+	got := procGroups(pid, uid, gid)
+	if len(got) != len(groups) {
+		t.Fatalf("groups %v, want %v", got, groups)
+	}
+	for i, g := range groups {
+		if got[i] != uint32(g) {
+			t.Fatalf("groups %v, want %v", got, groups)
+		}
+	}
+	if got := procGroups(pid, uid+1, gid); got != nil {
+		t.Fatalf("another uid's request got this process's groups %v", got)
+	}
+	if got := procGroups(pid, uid, gid+1); got != nil {
+		t.Fatalf("another gid's request got this process's groups %v", got)
+	}
 }
