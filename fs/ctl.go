@@ -3,6 +3,8 @@ package fs
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,18 +36,33 @@ type ctlSpec struct {
 	mode  uint32
 	owner owner // root unless a job's
 	read  func() []byte
-	write func(data []byte) error // nil: read-only
+	// readAs, if set, renders the file for the user who opens it.
+	readAs func(who *placement.Cred) []byte
+	// doc starts a document for a writer (fs/ctldoc.go); nil: read-only.
+	doc func(who *placement.Cred) docSink
+	// max bounds a document; 0 means maxPathDoc.
+	max int
 }
+
+// Documents are bounded: a warmup list of a few million paths fits; a job
+// config, re-read at every write, is small.
+const (
+	maxPathDoc   = 64 << 20
+	maxConfigDoc = 1 << 20
+)
 
 func (fsys *FS) ctlSpecs() []ctlSpec {
 	specs := []ctlSpec{
 		{name: "errors", ino: inoErrors, mode: 0o444, read: fsys.errs.render},
 		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
 		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
-		{name: "warmup", ino: inoWarmup, mode: 0o666, read: fsys.warmupText, write: fsys.warmupWrite},
+		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText,
+			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.warmupTarget(who)} }},
 		// Refresh and verify send work to the source: root only.
-		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText, write: fsys.scrubWrite(placement.ScrubRefresh)},
-		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText, write: fsys.scrubWrite(placement.ScrubVerify)},
+		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText,
+			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubRefresh, who)} }},
+		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText,
+			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubVerify, who)} }},
 	}
 	if fsys.o.Model != nil {
 		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: fsys.o.Model})
@@ -63,6 +80,7 @@ var (
 	_ fusefs.NodeLookuper  = (*ctlDir)(nil)
 	_ fusefs.NodeReaddirer = (*ctlDir)(nil)
 	_ fusefs.NodeGetattrer = (*ctlDir)(nil)
+	_ fusefs.NodeCreater   = (*ctlDir)(nil)
 )
 
 func (fsys *FS) ctlLookup(ctx context.Context, parent *fusefs.Inode, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -121,9 +139,14 @@ func (d *ctlDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) 
 	return fusefs.NewListDirStream(list), 0
 }
 
-// ctlFile is one control file. Reads see a snapshot taken at open; each
-// write call that ends a line (or is the last of a command) is validated
-// whole and applied, or rejected with EINVAL changing nothing.
+// Create refuses a new file in .epochfs/ (a misspelt ctl file), and
+// records it: only root gets here (the directory is 0755 root).
+func (d *ctlDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, d.fsys.ctlError(name, denied("no such control file; files cannot be created in .epochfs/"))
+}
+
+// ctlFile is one control file. Reads see a snapshot taken at open; what
+// is written through one open is one document (fs/ctldoc.go).
 type ctlFile struct {
 	fusefs.Inode
 	fsys *FS
@@ -148,21 +171,37 @@ func (f *ctlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.A
 
 // Setattr accepts the truncation a shell's ">" sends before writing.
 func (f *ctlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if f.spec.write == nil {
-		return syscall.EACCES
+	if f.spec.doc == nil {
+		return f.fsys.ctlError(f.spec.name, denied("read-only control file"))
 	}
 	f.fillAttr(&out.Attr)
 	return 0
 }
 
+// Open checks permissions as the kernel did (default_permissions): only
+// opens the file's mode allows get here, except root's, so a write open of
+// a read-only file here is root's, and is recorded. The opener's
+// credentials are the writer's for the whole document, as the kernel
+// checks a file's permissions at open.
 func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0
-	if writing && f.spec.write == nil {
-		return nil, 0, syscall.EACCES
+	if writing && f.spec.doc == nil {
+		return nil, 0, f.fsys.ctlError(f.spec.name, denied("read-only control file"))
 	}
 	h := &ctlHandle{f: f}
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-		h.data = f.spec.read()
+		if f.spec.readAs != nil {
+			h.data = f.spec.readAs(callerCred(ctx))
+		} else {
+			h.data = f.spec.read()
+		}
+	}
+	if writing {
+		max := f.spec.max
+		if max == 0 {
+			max = maxPathDoc
+		}
+		h.doc = newDocument(f.spec.doc(callerCred(ctx)), max)
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
@@ -170,16 +209,17 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 // ctlHandle is one open of a control file.
 type ctlHandle struct {
 	f    *ctlFile
-	data []byte
+	data []byte // what reads return
 
-	mu      sync.Mutex
-	pending []byte // written bytes not yet applied
+	mu  sync.Mutex // serialises the document's writes and closes
+	doc *document  // nil unless opened for writing
 }
 
 var (
-	_ fusefs.FileReader  = (*ctlHandle)(nil)
-	_ fusefs.FileWriter  = (*ctlHandle)(nil)
-	_ fusefs.FileFlusher = (*ctlHandle)(nil)
+	_ fusefs.FileReader   = (*ctlHandle)(nil)
+	_ fusefs.FileWriter   = (*ctlHandle)(nil)
+	_ fusefs.FileFlusher  = (*ctlHandle)(nil)
+	_ fusefs.FileReleaser = (*ctlHandle)(nil)
 )
 
 func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -193,51 +233,69 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	return fuse.ReadResultData(h.data[off:end]), 0
 }
 
-// maxCtlWrite bounds what one command may hold.
-const maxCtlWrite = 64 << 20
-
+// Write feeds the document. Offsets are ignored: the document is the
+// bytes in the order the writes arrive.
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.pending)+len(data) > maxCtlWrite {
-		h.pending = nil
-		return 0, h.f.fsys.ctlError(h.f.spec.name, invalid("write larger than %d bytes", maxCtlWrite))
+	if h.doc == nil {
+		return 0, syscall.EBADF
 	}
-	h.pending = append(h.pending, data...)
-	// The kernel splits a large write into chunks of at most max_write; a
-	// chunk that ends a line or is short ends the command.
-	if bytes.HasSuffix(data, []byte("\n")) || len(data) < 1<<20 {
-		cmd := h.pending
-		h.pending = nil
-		if err := h.f.spec.write(cmd); err != nil {
+	first := h.doc.err == nil
+	if err := h.doc.write(data); err != nil {
+		if first {
 			return 0, h.f.fsys.ctlError(h.f.spec.name, err)
 		}
+		return 0, h.f.fsys.toErrno(err)
 	}
 	return uint32(len(data)), 0
 }
 
+// Flush is a close(2) of a descriptor: the document so far takes effect
+// (or its error is returned to close).
 func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.pending) == 0 {
-		return 0
-	}
-	cmd := h.pending
-	h.pending = nil
-	if err := h.f.spec.write(cmd); err != nil {
-		return h.f.fsys.ctlError(h.f.spec.name, err)
-	}
-	return 0
+	return h.end((*document).close)
 }
 
-// ctlError logs a rejected ctl write, keeps it for .epochfs/errors and
-// returns its errno (EINVAL for bad input).
+// Release is the last close: it applies what no flush did and makes the
+// document final. Its error reaches no one but the log and
+// .epochfs/errors.
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
+	return h.end((*document).release)
+}
+
+func (h *ctlHandle) end(close func(*document) error) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.doc == nil {
+		return 0
+	}
+	first := h.doc.err == nil
+	err := close(h.doc)
+	if n := h.doc.takeRefused(); n > 0 {
+		h.f.fsys.ctlError(h.f.spec.name, invalid("%d later writes of the rejected document refused", n))
+	}
+	if err == nil {
+		return 0
+	}
+	if first {
+		return h.f.fsys.ctlError(h.f.spec.name, err)
+	}
+	return h.f.fsys.toErrno(err)
+}
+
+// ctlError logs a refused ctl write, keeps it for .epochfs/errors and
+// returns its errno (EINVAL for bad input, EACCES for a refusal).
 func (fsys *FS) ctlError(file string, err error) syscall.Errno {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	fsys.log.Warn("ctl write rejected", zap.String("file", file), zap.String("reason", msg))
 	fsys.errs.add(file + ": " + msg)
 	return fsys.toErrno(err)
 }
+
+// denied returns an error that becomes EACCES, with a reason for
+// .epochfs/errors.
+func denied(reason string) error { return fmt.Errorf("%s: %w", reason, os.ErrPermission) }
 
 // errorRing keeps the last few ctl errors with their time.
 type errorRing struct {

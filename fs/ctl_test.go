@@ -2,63 +2,349 @@ package fs
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/sampler"
 )
 
-func TestParseWarmup(t *testing.T) {
+// fakePaths is a path document's target without a placer: a path exists
+// unless it contains "bad". held is what is held now (what progress would
+// count), log what was released (queued).
+type fakePaths struct{ held, log []string }
+
+func (f *fakePaths) target(content bool) pathTarget {
+	return pathTarget{
+		resolve: func(p string) ([]*placement.Entry, error) {
+			if strings.Contains(p, "bad") {
+				return nil, fmt.Errorf("%w: %q", placement.ErrNoEntry, p)
+			}
+			return []*placement.Entry{{Path: p}}, nil
+		},
+		hold: func(req pathRequest) heldRequest {
+			var items []string
+			switch {
+			case req.all:
+				items = append(items, "ALL")
+			default:
+				for _, e := range req.files {
+					items = append(items, e.Path)
+				}
+			}
+			if req.content {
+				items = append(items, "CONTENT")
+			}
+			f.held = append(f.held, items...)
+			drop := func() {
+				for _, it := range items {
+					i := slices.Index(f.held, it)
+					f.held = slices.Delete(f.held, i, i+1)
+				}
+			}
+			return heldRequest{
+				release: func() error { drop(); f.log = append(f.log, items...); return nil },
+				cancel:  drop,
+			}
+		},
+		content: content,
+	}
+}
+
+// fakeConfig is a job's config without a job manager.
+type fakeConfig struct{ cfg string }
+
+func (f *fakeConfig) sink() docSink {
+	return &configDoc{
+		apply: func(text []byte) error {
+			c, err := sampler.ParseJobConfig(text)
+			if err != nil {
+				return invalid("%v", err)
+			}
+			f.cfg = c.Format()
+			return nil
+		},
+		current: func() []byte { return []byte(f.cfg) },
+	}
+}
+
+// writeDoc writes data in the given chunk sizes (the rest in one), closes
+// once and releases; it returns the first error.
+func writeDoc(d *document, data []byte, chunks []int) error {
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	for _, n := range chunks {
+		if len(data) == 0 {
+			break
+		}
+		n = min(n, len(data))
+		keep(d.write(data[:n]))
+		data = data[n:]
+	}
+	if len(data) > 0 {
+		keep(d.write(data))
+	}
+	keep(d.close())
+	keep(d.release())
+	return first
+}
+
+func TestPathDocumentGrammar(t *testing.T) {
 	cases := []struct {
-		in    string
-		all   bool
-		paths []string
-		bad   string
+		in   string
+		want []string
+		bad  string
 	}{
-		{in: "all\n", all: true},
-		{in: "all", all: true},
-		{in: "  all  \n\n", all: true},
-		{in: "a/b.jpg\nc\n", paths: []string{"a/b.jpg", "c"}},
-		{in: "# comment\n a \n", paths: []string{"a"}},
-		{in: "", bad: "empty write"},
-		{in: "\n \n# only a comment\n", bad: "empty write"},
+		{in: "all\n", want: []string{"ALL"}},
+		{in: "all", want: []string{"ALL"}},
+		{in: "  all  \n\n", want: []string{"ALL"}},
+		{in: "a/b.jpg\nc\n", want: []string{"a/b.jpg", "c"}},
+		{in: "# comment\n a \n", want: []string{"a"}},
+		{in: "\"#x\"\n\" lead\"\n\"trail \"\n\"a\\nb\"\n", want: []string{"#x", " lead", "trail ", "a\nb"}},
+		{in: "\"all\"\n", want: []string{"all"}},
+		{in: "x\r\n", want: []string{"x"}},
+		{in: "", bad: "empty document"},
+		{in: "\n \n# only a comment\n", bad: "empty document"},
 		{in: "all\nx\n", bad: "cannot be combined"},
+		{in: "x\nall\n", bad: "cannot be combined"},
 		{in: "x\x00y", bad: "NUL"},
+		{in: "good\nbad\n", bad: `line 2 "bad": no such file`},
+		{in: "\"a\\qb\"\n", bad: "unknown escape"},
 	}
 	for _, c := range cases {
-		all, paths, err := parseWarmup([]byte(c.in))
+		f := &fakePaths{}
+		d := newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
+		if c.in == "" {
+			d.write([]byte("")) // a zero-byte write does not start a document...
+			if err := d.close(); err != nil || f.held != nil {
+				t.Errorf("a close with nothing written: %v", err)
+			}
+			d.dirty = true // ...but a document of nothing but this is empty
+		}
+		err := writeDoc(d, []byte(c.in), nil)
 		if c.bad != "" {
-			if err == nil || !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), c.bad) {
-				t.Errorf("%q: err %v, want EINVAL naming %q", c.in, err, c.bad)
+			if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), c.bad) || f.log != nil || f.held != nil {
+				t.Errorf("%q: err %v, applied %q; want EINVAL naming %q and nothing applied", c.in, err, f.log, c.bad)
 			}
 			continue
 		}
-		if err != nil || all != c.all || strings.Join(paths, "|") != strings.Join(c.paths, "|") {
-			t.Errorf("%q: got %v %q %v", c.in, all, paths, err)
+		if err != nil || !slices.Equal(f.log, c.want) {
+			t.Errorf("%q: applied %q, %v; want %q", c.in, f.log, err, c.want)
 		}
 	}
 }
 
-func FuzzParseWarmup(f *testing.F) {
-	for _, s := range []string{"all\n", "a\nb\n", "", "all\nx", "#\n", "x\x00"} {
-		f.Add([]byte(s))
+// TestARejectedDocumentRefusesEveryLaterWriteAndClose: bash goes on
+// writing after a failed line; nothing of the document is applied, and
+// each later write fails too.
+func TestARejectedDocumentRefusesEveryLaterWriteAndClose(t *testing.T) {
+	f := &fakePaths{}
+	d := newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
+	if err := d.write([]byte("GOOD\n")); err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		all, paths, err := parseWarmup(data)
-		if err != nil {
-			if !errors.Is(err, errInvalid) {
-				t.Fatalf("error %v is not EINVAL", err)
-			}
-			if all || paths != nil {
-				t.Fatal("a rejected write returned a command")
-			}
+	if err := d.write([]byte("bad\n")); !errors.Is(err, errInvalid) {
+		t.Fatalf("the bad line's write: %v, want EINVAL", err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := d.write([]byte("GOOD2\n")); !errors.Is(err, errInvalid) {
+			t.Fatalf("a write after the rejection: %v", err)
+		}
+	}
+	if err := d.release(); !errors.Is(err, errInvalid) || f.log != nil || f.held != nil {
+		t.Fatalf("release: %v, applied %q", err, f.log)
+	}
+	if n := d.takeRefused(); n != 3 {
+		t.Fatalf("%d later writes counted, want 3", n)
+	}
+}
+
+// TestADocumentIsHeldAtEachCloseAndDoneAtItsRelease: the first close (a
+// shell's dup2 and close of the redirection) has nothing to hold; a close
+// after writes holds them (progress counts them); writes through another
+// descriptor of the same open are held at its close; the release queues
+// all; a line rejected after a close cancels what was held.
+func TestADocumentIsHeldAtEachCloseAndDoneAtItsRelease(t *testing.T) {
+	f := &fakePaths{}
+	d := newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
+	if err := d.close(); err != nil || f.held != nil {
+		t.Fatalf("close before any write: %v %q", err, f.held)
+	}
+	d.write([]byte("a\nb"))
+	if f.held != nil {
+		t.Fatalf("held before the close: %q", f.held)
+	}
+	if err := d.close(); err != nil || !slices.Equal(f.held, []string{"a", "b"}) || f.log != nil {
+		t.Fatalf("close: %v, held %q, queued %q", err, f.held, f.log)
+	}
+	d.write([]byte("c\n"))
+	if err := d.close(); err != nil || !slices.Equal(f.held, []string{"a", "b", "c"}) {
+		t.Fatalf("second close: %v, held %q", err, f.held)
+	}
+	if err := d.release(); err != nil || !slices.Equal(f.log, []string{"a", "b", "c"}) || len(f.held) != 0 {
+		t.Fatalf("release: %v, queued %q, held %q", err, f.log, f.held)
+	}
+
+	f = &fakePaths{}
+	d = newDocument(&pathDoc{t: f.target(false)}, maxPathDoc)
+	d.write([]byte("a\n"))
+	d.close() // one process of "{ find a; echo bad; } > warmup" exits
+	if err := d.write([]byte("bad\n")); !errors.Is(err, errInvalid) {
+		t.Fatalf("bad line: %v", err)
+	}
+	if err := d.release(); !errors.Is(err, errInvalid) || len(f.held) != 0 || f.log != nil {
+		t.Fatalf("a document rejected after a close: %v, held %q, queued %q; want nothing", err, f.held, f.log)
+	}
+}
+
+func TestADocumentIsBounded(t *testing.T) {
+	f := &fakePaths{}
+	d := newDocument(&pathDoc{t: f.target(false)}, 10)
+	if err := d.write([]byte("abcdefghi\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.write([]byte("x")); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "larger than 10 bytes") {
+		t.Fatalf("write past the bound: %v", err)
+	}
+	if err := d.close(); err == nil || f.log != nil {
+		t.Fatalf("close of an oversized document: %v, applied %q", err, f.log)
+	}
+}
+
+func TestVerifyTakesContent(t *testing.T) {
+	f := &fakePaths{}
+	if err := writeDoc(newDocument(&pathDoc{t: f.target(true)}, maxPathDoc), []byte("--content\nx\n"), nil); err != nil || !slices.Equal(f.log, []string{"x", "CONTENT"}) {
+		t.Fatalf("verify --content: %v %q", err, f.log)
+	}
+	f = &fakePaths{}
+	if err := writeDoc(newDocument(&pathDoc{t: f.target(false)}, maxPathDoc), []byte("--content\n"), nil); err != nil || !slices.Equal(f.log, []string{"--content"}) {
+		t.Fatalf("--content is a path for warmup: %v %q", err, f.log)
+	}
+}
+
+// TestConfigIsTheWholeDocumentHoweverItIsWritten: bash's printf writes a
+// line per call; the job's config ends as the whole document, and a bad
+// line puts back the config the job had.
+func TestConfigIsTheWholeDocumentHoweverItIsWritten(t *testing.T) {
+	const initial = "batch_size=32\nseed=0\nsampler=ods\nsubset=all\n"
+	f := &fakeConfig{cfg: initial}
+	d := newDocument(f.sink(), maxConfigDoc)
+	for _, l := range []string{"batch_size=256\n", "seed=7\n", "sampler=random\n"} {
+		if err := d.write([]byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.close(); err != nil || f.cfg != "batch_size=256\nseed=7\nsampler=random\nsubset=all\n" {
+		t.Fatalf("config %q, %v", f.cfg, err)
+	}
+	f = &fakeConfig{cfg: initial}
+	d = newDocument(f.sink(), maxConfigDoc)
+	d.write([]byte("batch_size=64\n"))
+	if err := d.write([]byte("colour=blue\n")); !errors.Is(err, errInvalid) || f.cfg != initial {
+		t.Fatalf("a bad line: %v, config %q; want EINVAL and the config as it was", err, f.cfg)
+	}
+	// A config without a final newline is applied at the close.
+	f = &fakeConfig{cfg: initial}
+	d = newDocument(f.sink(), maxConfigDoc)
+	d.write([]byte("seed=9\nbatch_si"))
+	d.write([]byte("ze=3"))
+	if err := d.close(); err != nil || f.cfg != "batch_size=3\nseed=9\nsampler=ods\nsubset=all\n" {
+		t.Fatalf("config %q, %v", f.cfg, err)
+	}
+}
+
+// splits turns fuzz bytes into write sizes.
+func splits(seed uint64, n int) []int {
+	r := rand.New(rand.NewPCG(seed, 7))
+	var out []int
+	for left := n; left > 0; {
+		k := 1 + r.IntN(min(left, 64))
+		if r.IntN(8) == 0 {
+			k = min(left, 1+r.IntN(4096))
+		}
+		out = append(out, k)
+		left -= k
+	}
+	return out
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// FuzzDocumentSplitsEqualOneWrite: a document written in any sizes of
+// write(2) call has the effect of one write: the same paths queued (or
+// none), the same config (or the one before), the same first error.
+func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
+	for _, s := range []string{
+		"a\nb\nc\n", "all\n", "good\nbad\n", "x\nall", "# c\n\n", "\"a\\nb\"\n\" s \"\n", "a\x00b\n", "--content\nq\n",
+		"batch_size=256\nseed=7\nsampler=ods\n", "batch_size=1\nbatch_size=2\n", "seed=x\n", "subset=a\nsubset=b\n",
+	} {
+		f.Add([]byte(s), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		if len(data) > 8<<10 {
 			return
 		}
-		if all == (len(paths) > 0) {
-			t.Fatalf("all=%v with %d paths", all, len(paths))
-		}
-		for _, p := range paths {
-			if p == "" || strings.ContainsAny(p, "\n\x00") || p != strings.TrimSpace(p) {
-				t.Fatalf("bad path %q", p)
+		cuts := splits(seed, len(data))
+
+		for _, content := range []bool{false, true} {
+			one, many := &fakePaths{}, &fakePaths{}
+			err1 := writeDoc(newDocument(&pathDoc{t: one.target(content)}, maxPathDoc), data, nil)
+			errN := writeDoc(newDocument(&pathDoc{t: many.target(content)}, maxPathDoc), data, cuts)
+			if errText(err1) != errText(errN) || !slices.Equal(one.log, many.log) {
+				t.Fatalf("paths %q in writes of %v: %v %q; in one write: %v %q", data, cuts, errN, many.log, err1, one.log)
+			}
+			if err1 != nil && (one.log != nil || one.held != nil || !errors.Is(err1, errInvalid)) {
+				t.Fatalf("a rejected document applied %q (%v)", one.log, err1)
 			}
 		}
+
+		const initial = "batch_size=5\nseed=1\nsampler=sequential\nsubset=all\n"
+		one, many := &fakeConfig{cfg: initial}, &fakeConfig{cfg: initial}
+		err1 := writeDoc(newDocument(one.sink(), maxConfigDoc), data, nil)
+		errN := writeDoc(newDocument(many.sink(), maxConfigDoc), data, cuts)
+		if errText(err1) != errText(errN) || one.cfg != many.cfg {
+			t.Fatalf("config %q in writes of %v: %v %q; in one write: %v %q", data, cuts, errN, many.cfg, err1, one.cfg)
+		}
+		if err1 != nil && one.cfg != initial {
+			t.Fatalf("a rejected config left %q", one.cfg)
+		}
 	})
+}
+
+// TestSupplementaryGroupsComeFromTheCallersProcess: the groups are taken
+// only from a process whose fs uid and gid are the request's.
+func TestSupplementaryGroupsComeFromTheCallersProcess(t *testing.T) {
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, uid, gid := uint32(os.Getpid()), uint32(os.Getuid()), uint32(os.Getgid())
+	got := procGroups(pid, uid, gid)
+	if len(got) != len(groups) {
+		t.Fatalf("groups %v, want %v", got, groups)
+	}
+	for i, g := range groups {
+		if got[i] != uint32(g) {
+			t.Fatalf("groups %v, want %v", got, groups)
+		}
+	}
+	if got := procGroups(pid, uid+1, gid); got != nil {
+		t.Fatalf("another uid's request got this process's groups %v", got)
+	}
+	if got := procGroups(pid, uid, gid+1); got != nil {
+		t.Fatalf("another gid's request got this process's groups %v", got)
+	}
 }

@@ -1,11 +1,13 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -35,6 +37,7 @@ var (
 	_ fusefs.NodeGetattrer = (*jobsDir)(nil)
 	_ fusefs.NodeMkdirer   = (*jobsDir)(nil)
 	_ fusefs.NodeRmdirer   = (*jobsDir)(nil)
+	_ fusefs.NodeCreater   = (*jobsDir)(nil)
 )
 
 func (fsys *FS) jobsLookup(ctx context.Context, parent *fusefs.Inode, out *fuse.EntryOut) *fusefs.Inode {
@@ -96,7 +99,7 @@ func (d *jobsDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno)
 
 func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	m := d.fsys.o.Jobs
-	if err := m.Register(name); err != nil {
+	if err := m.RegisterAs(name, callerCred(ctx)); err != nil {
 		return nil, d.fsys.ctlError("jobs/"+name, err)
 	}
 	id, ok := m.Job(name)
@@ -105,6 +108,12 @@ func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	d.forgetEndedOwners()
 	return d.jobInode(ctx, name, id, true, out), 0
+}
+
+// Create refuses a file in jobs/ (any user may try: the directory is
+// world-writable), and records it.
+func (d *jobsDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, d.fsys.ctlError("jobs/"+name, denied("files cannot be created in jobs/: mkdir jobs/NAME registers a job"))
 }
 
 // forgetEndedOwners drops the owners of jobs that ended without rmdir (their
@@ -148,6 +157,7 @@ var (
 	_ fusefs.NodeLookuper  = (*jobDir)(nil)
 	_ fusefs.NodeReaddirer = (*jobDir)(nil)
 	_ fusefs.NodeGetattrer = (*jobDir)(nil)
+	_ fusefs.NodeCreater   = (*jobDir)(nil)
 )
 
 func (j *jobDir) fillAttr(a *fuse.Attr) {
@@ -169,9 +179,14 @@ func (j *jobDir) spec(name string) (ctlSpec, bool) {
 	label := "jobs/" + job + "/" + name
 	switch name {
 	case "config":
-		return ctlSpec{name: label, ino: j.ino + 1, mode: 0o644, owner: j.owner,
-			read:  func() []byte { b, _ := m.Config(job); return b },
-			write: func(data []byte) error { return m.Configure(job, data) }}, true
+		return ctlSpec{name: label, ino: j.ino + 1, mode: 0o644, owner: j.owner, max: maxConfigDoc,
+			read: func() []byte { b, _ := m.Config(job); return b },
+			doc: func(*placement.Cred) docSink {
+				return &configDoc{
+					apply:   func(text []byte) error { return m.Configure(job, text) },
+					current: func() []byte { b, _ := m.Config(job); return b },
+				}
+			}}, true
 	case "status":
 		return ctlSpec{name: label, ino: j.ino + 3, mode: 0o444, owner: j.owner,
 			read: func() []byte { b, _ := m.Status(job); return b }}, true
@@ -203,12 +218,65 @@ func (j *jobDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	return j.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: s.ino}), 0
 }
 
+// Create refuses a new file in a job's directory (its owner's), and
+// records it.
+func (j *jobDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, j.fsys.ctlError("jobs/"+j.name+"/"+name, denied("no such job file (config, next, status)"))
+}
+
 func (j *jobDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
 	list := make([]fuse.DirEntry, len(jobFiles))
 	for i, n := range jobFiles {
 		list[i] = fuse.DirEntry{Name: n, Mode: syscall.S_IFREG, Ino: j.ino + 1 + uint64(i)}
 	}
 	return fusefs.NewListDirStream(list), 0
+}
+
+// configDoc is a job config document. After every write, its complete
+// lines so far are applied as the job's whole config (jobs.Manager.
+// Configure: keys not given take their defaults, the job starts over at
+// epoch 1) if they differ from what the document applied last: the job's
+// config is always the document so far, the write that makes the document
+// invalid fails, and a rejected document puts back the config the job had
+// before it.
+type configDoc struct {
+	apply   func(text []byte) error
+	current func() []byte
+	text    []byte // the complete lines so far
+	lines   int
+	applied []byte // what the document applied last; nil: nothing yet
+	before  []byte // the job's config before the document's first apply
+}
+
+func (d *configDoc) line(l []byte) error {
+	d.text = append(append(d.text, l...), '\n')
+	d.lines++
+	return nil
+}
+
+func (d *configDoc) written() error { return d.sync() }
+func (d *configDoc) commit() error  { return d.sync() }
+func (d *configDoc) release() error { return nil }
+
+func (d *configDoc) sync() error {
+	if d.lines == 0 || d.applied != nil && bytes.Equal(d.text, d.applied) {
+		return nil
+	}
+	if d.applied == nil {
+		d.before = d.current()
+	}
+	if err := d.apply(d.text); err != nil {
+		return err
+	}
+	d.applied = bytes.Clone(d.text)
+	return nil
+}
+
+func (d *configDoc) abort() {
+	if d.applied != nil {
+		d.apply(d.before) // it was the config: it parses
+		d.applied = nil
+	}
 }
 
 // nextFile is jobs/NAME/next: each read at offset 0 takes the job's next

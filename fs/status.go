@@ -3,11 +3,9 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/epochfs/epochfs/placement"
 )
@@ -140,95 +138,12 @@ func (fsys *FS) statsJSON() []byte {
 	return b.Bytes()
 }
 
-func (fsys *FS) warmupText() []byte {
-	w := fsys.p.WarmupProgress()
+// warmupText is warmup's progress as who sees it: only the files who
+// could open count (placement.WarmupProgressAs).
+func (fsys *FS) warmupText(who *placement.Cred) []byte {
+	w := fsys.p.WarmupProgressAs(who)
 	return []byte(fmt.Sprintf("queued=%d\ndone=%d\nskipped=%d\nbytes_done=%d\nbytes_total=%d\npct=%.2f\n",
 		w.Files, w.Done, w.Skipped, w.BytesDone, w.BytesTotal, w.Pct))
-}
-
-// parseWarmup parses a write to .epochfs/warmup: "all", or dataset paths
-// one per line. Blank lines and lines starting with '#' are ignored.
-func parseWarmup(data []byte) (all bool, paths []string, err error) {
-	if bytes.IndexByte(data, 0) >= 0 {
-		return false, nil, invalid("NUL byte in input")
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if line == "all" {
-			all = true
-			continue
-		}
-		paths = append(paths, line)
-	}
-	if all && len(paths) > 0 {
-		return false, nil, invalid("\"all\" cannot be combined with paths")
-	}
-	if !all && len(paths) == 0 {
-		return false, nil, invalid("empty write (write \"all\" or dataset paths, one per line)")
-	}
-	return all, paths, nil
-}
-
-func (fsys *FS) warmupWrite(data []byte) error {
-	all, paths, err := parseWarmup(data)
-	if err != nil {
-		return err
-	}
-	if all {
-		fsys.p.WarmupAll()
-		return nil
-	}
-	files, err := fsys.p.ResolvePaths(paths)
-	if err != nil {
-		if errors.Is(err, placement.ErrNoEntry) {
-			return invalid("%v", err)
-		}
-		return err
-	}
-	fsys.p.Warmup(files)
-	return nil
-}
-
-// parseScrub parses a write to .epochfs/refresh or .epochfs/verify: "all"
-// or dataset paths one per line (blank lines and lines starting with '#'
-// are ignored); verify also takes a "--content" line (compare bytes).
-func parseScrub(data []byte, kind placement.ScrubKind) (placement.ScrubRequest, error) {
-	req := placement.ScrubRequest{Kind: kind}
-	var lines [][]byte
-	for _, l := range bytes.Split(data, []byte("\n")) {
-		if t := bytes.TrimSpace(l); kind == placement.ScrubVerify && string(t) == "--content" {
-			req.Kind = placement.ScrubVerifyContent
-			continue
-		}
-		lines = append(lines, l)
-	}
-	all, paths, err := parseWarmup(bytes.Join(lines, []byte("\n")))
-	if err != nil {
-		return req, err
-	}
-	if !all {
-		req.Paths = paths
-	}
-	return req, nil
-}
-
-func (fsys *FS) scrubWrite(kind placement.ScrubKind) func([]byte) error {
-	return func(data []byte) error {
-		req, err := parseScrub(data, kind)
-		if err != nil {
-			return err
-		}
-		if err := fsys.p.Scrub(req); err != nil {
-			if errors.Is(err, placement.ErrNoEntry) {
-				return invalid("%v", err)
-			}
-			return err
-		}
-		return nil
-	}
 }
 
 func (fsys *FS) scrubText() []byte {

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/sampler"
 	"go.uber.org/zap"
@@ -73,10 +74,11 @@ type Manager struct {
 	log   *zap.Logger
 	files []*placement.Entry // by index
 
-	mu   sync.Mutex
-	cfgs map[string]sampler.JobConfig // live jobs' configs as written
-	ids  map[string]uint64            // live jobs' ids (for inode numbers)
-	seq  uint64
+	mu     sync.Mutex
+	cfgs   map[string]sampler.JobConfig // live jobs' configs as written
+	ids    map[string]uint64            // live jobs' ids (for inode numbers)
+	owners map[string]*placement.Cred   // live jobs' owners
+	seq    uint64
 
 	wake      chan struct{}
 	ctx       context.Context
@@ -130,7 +132,7 @@ func New(o Options) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		o: o, p: o.Placer, s: s, log: o.Logger, files: files,
-		cfgs: map[string]sampler.JobConfig{}, ids: map[string]uint64{},
+		cfgs: map[string]sampler.JobConfig{}, ids: map[string]uint64{}, owners: map[string]*placement.Cred{},
 		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
 		inflight: make(chan struct{}, o.Fetchers),
 	}
@@ -174,9 +176,19 @@ func defaultConfig() sampler.JobConfig {
 }
 
 // Register adds a job with the default config (batch_size=32, seed=0,
-// sampler=ods, every sample).
-func (m *Manager) Register(name string) error {
+// sampler=ods, every sample), owned by root.
+func (m *Manager) Register(name string) error { return m.RegisterAs(name, nil) }
+
+// RegisterAs adds a job owned by who. A job sees only the files its owner
+// could list and read (placement.FilesAs): its subset, its next batches
+// and the answers to its config never name another file.
+func (m *Manager) RegisterAs(name string, who *placement.Cred) error {
 	if err := CheckName(name); err != nil {
+		return err
+	}
+	cfg := defaultConfig()
+	var err error
+	if cfg.Subset, err = m.resolve(nil, who); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -185,12 +197,12 @@ func (m *Manager) Register(name string) error {
 	if _, ok := m.cfgs[name]; ok {
 		return fmt.Errorf("%w: %q", ErrExists, name)
 	}
-	cfg := defaultConfig()
 	if err := m.s.RegisterJob(name, cfg); err != nil {
 		return m.mapErr(err)
 	}
 	m.seq++
-	m.cfgs[name], m.ids[name] = cfg, m.seq
+	cfg.Subset = nil
+	m.cfgs[name], m.ids[name], m.owners[name] = cfg, m.seq, who
 	return nil
 }
 
@@ -205,11 +217,14 @@ func (m *Manager) Configure(name string, data []byte) error {
 	if !hasKey(data, "batch_size") {
 		cfg.BatchSize = DefaultBatchSize
 	}
-	if len(cfg.SubsetPrefixes) > 0 {
-		cfg.Subset, err = m.resolve(cfg.SubsetPrefixes)
-		if err != nil {
-			return err
-		}
+	m.mu.Lock()
+	who, ok := m.owners[name]
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoJob, name)
+	}
+	if cfg.Subset, err = m.resolve(cfg.SubsetPrefixes, who); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -224,10 +239,11 @@ func (m *Manager) Configure(name string, data []byte) error {
 		// The old job is gone; keep the name registered with its old
 		// config so that the directory stays consistent.
 		old := m.cfgs[name]
-		old.Subset, _ = m.resolve(old.SubsetPrefixes)
+		old.Subset, _ = m.resolve(old.SubsetPrefixes, who)
 		if rerr := m.s.RegisterJob(name, old); rerr != nil {
 			delete(m.cfgs, name)
 			delete(m.ids, name)
+			delete(m.owners, name)
 		}
 		return m.mapErr(err)
 	}
@@ -237,23 +253,45 @@ func (m *Manager) Configure(name string, data []byte) error {
 	return nil
 }
 
-// resolve maps subset prefixes to sample indices; a prefix that matches
-// nothing is an error.
-func (m *Manager) resolve(prefixes []string) ([]int, error) {
-	if len(prefixes) == 0 {
-		return nil, nil
-	}
+// resolve maps subset prefixes (dataset paths, quoted by package ctlpath
+// when they are not plain lines) to the sample indices of the files under
+// them that who could list and read; no prefix is every such file (nil for
+// root: every sample). A prefix that names nothing who could open is an
+// error, the same whether it does not exist or is hidden from who.
+func (m *Manager) resolve(prefixes []string, who *placement.Cred) ([]int, error) {
 	var out []int
-	for _, pre := range prefixes {
-		n := 0
-		for i, e := range m.files {
-			if sampler.MatchPrefix(pre, e.Path) {
-				out = append(out, i)
-				n++
+	add := func(e *placement.Entry) bool {
+		if i := int(e.Index); i >= 0 && i < len(m.files) && m.files[i] == e {
+			out = append(out, i)
+		}
+		return true
+	}
+	if len(prefixes) == 0 {
+		if who.Root() {
+			return nil, nil
+		}
+		for _, e := range m.p.FilesAs(who) {
+			add(e)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: no dataset file is readable by the job's owner (%v)", ErrInvalid, who)
+		}
+		return out, nil
+	}
+	for _, raw := range prefixes {
+		pre, err := ctlpath.Unquote(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: subset=%q: %v", ErrInvalid, clip(raw), err)
+		}
+		n := len(out)
+		files, err := m.p.ResolvePathsAs(who, []string{pre})
+		if err == nil {
+			for _, e := range files {
+				add(e)
 			}
 		}
-		if n == 0 {
-			return nil, fmt.Errorf("%w: subset=%q matches no dataset file", ErrInvalid, clip(pre))
+		if len(out) == n {
+			return nil, fmt.Errorf("%w: subset=%q matches no dataset file", ErrInvalid, clip(raw))
 		}
 	}
 	return out, nil
@@ -272,7 +310,7 @@ func (m *Manager) Config(name string) ([]byte, error) {
 }
 
 // Next returns the job's next batch as dataset-relative paths, one per
-// line. At the end of an epoch it returns (nil, true, nil) once; the next
+// line, quoted by package ctlpath when they are not plain lines. At the end of an epoch it returns (nil, true, nil) once; the next
 // call starts the next epoch.
 func (m *Manager) Next(name string) (paths []byte, endOfEpoch bool, err error) {
 	batch, end, err := m.s.Next(name)
@@ -288,7 +326,7 @@ func (m *Manager) Next(name string) (paths []byte, endOfEpoch bool, err error) {
 	}
 	var b bytes.Buffer
 	for _, i := range batch {
-		b.WriteString(m.files[i].Path)
+		b.WriteString(ctlpath.Quote(m.files[i].Path))
 		b.WriteByte('\n')
 	}
 	return b.Bytes(), false, nil
@@ -313,6 +351,7 @@ func (m *Manager) End(name string) error {
 	}
 	delete(m.cfgs, name)
 	delete(m.ids, name)
+	delete(m.owners, name)
 	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
 		return m.mapErr(err)
 	}
@@ -352,6 +391,7 @@ func (m *Manager) syncLocked() {
 		if !set[n] {
 			delete(m.cfgs, n)
 			delete(m.ids, n)
+			delete(m.owners, n)
 		}
 	}
 }

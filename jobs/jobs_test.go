@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/tier"
 )
@@ -18,11 +19,20 @@ import (
 // catalog, a placer and a manager over them.
 func newManager(t testing.TB, n int) (*Manager, []string) {
 	t.Helper()
-	base := t.TempDir()
-	src := filepath.Join(base, "src")
 	var paths []string
 	for i := 0; i < n; i++ {
-		p := fmt.Sprintf("c%d/img%03d.jpg", i%2, i)
+		paths = append(paths, fmt.Sprintf("c%d/img%03d.jpg", i%2, i))
+	}
+	return newManagerOf(t, paths, nil), paths
+}
+
+// newManagerOf builds a source of the given files (prepare may change the
+// tree before the catalog walks it), a catalog, a placer and a manager.
+func newManagerOf(t testing.TB, paths []string, prepare func(src string)) *Manager {
+	t.Helper()
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	for i, p := range paths {
 		full := filepath.Join(src, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
@@ -30,7 +40,9 @@ func newManager(t testing.TB, n int) (*Manager, []string) {
 		if err := os.WriteFile(full, []byte(strings.Repeat("x", 100+i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		paths = append(paths, p)
+	}
+	if prepare != nil {
+		prepare(src)
 	}
 	cat, err := placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: filepath.Join(base, "state"), Source: src, Tiers: []string{"mem"}})
 	if err != nil {
@@ -52,9 +64,10 @@ func newManager(t testing.TB, n int) (*Manager, []string) {
 		m.Close()
 		p.Close()
 		cat.Close()
+		filepath.Walk(src, func(p string, _ os.FileInfo, _ error) error { os.Chmod(p, 0o755); return nil })
 	})
 	slices.Sort(paths)
-	return m, paths
+	return m
 }
 
 // epoch reads batches until the end of the epoch and returns the paths.
@@ -269,4 +282,97 @@ func FuzzJobNamesAndConfigs(f *testing.F) {
 			seen[p] = true
 		}
 	})
+}
+
+// TestNamesThatAreNotLinesComeQuotedFromNext: a newline, a leading '#',
+// surrounding spaces or a quote in a name: every line of next is one path,
+// and unquoting it gives the name; every name comes once per epoch.
+func TestNamesThatAreNotLinesComeQuotedFromNext(t *testing.T) {
+	paths := []string{"c/a\nb", "c/new\nline", "#hash", " lead", "trail ", "\"quoted\"", "c/back\\slash", "c/plain"}
+	m := newManagerOf(t, paths, nil)
+	if err := m.Register("j"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Configure("j", []byte("batch_size=3\nsampler=random\n")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range epoch(t, m, "j") {
+		p, err := ctlpath.Unquote(line)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got = append(got, p)
+	}
+	if !sortedEqual(got, paths) {
+		t.Fatalf("an epoch gave %q, want every one of %q", got, paths)
+	}
+	// A subset names them quoted.
+	if err := m.Configure("j", []byte("sampler=sequential\nsubset="+ctlpath.Quote(" lead")+"\nsubset="+ctlpath.Quote("c/new\nline")+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := epoch(t, m, "j"); !slices.Equal(got, []string{ctlpath.Quote(" lead"), ctlpath.Quote("c/new\nline")}) {
+		t.Fatalf("the quoted subset gave %q", got)
+	}
+	cfg, _ := m.Config("j")
+	if !strings.Contains(string(cfg), "subset="+ctlpath.Quote(" lead")+"\n") {
+		t.Fatalf("config does not show the subset as written:\n%s", cfg)
+	}
+}
+
+// TestAJobSeesOnlyWhatItsOwnerMayOpen: a user's job never hands out, nor
+// confirms in its config, a file its owner could not open.
+func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
+	paths := []string{"pub/a", "pub/b", "secret/x", "secret/y", "pub/mine"}
+	const uid, gid = 4242, 4242
+	m := newManagerOf(t, paths, func(src string) {
+		os.Chmod(filepath.Join(src, "secret"), 0o700)
+		os.Chmod(filepath.Join(src, "pub/b"), 0o600)
+		os.Chown(filepath.Join(src, "pub/mine"), uid, gid)
+		os.Chmod(filepath.Join(src, "pub/mine"), 0o600)
+	})
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	who := &placement.Cred{UID: uid, GID: gid}
+	if err := m.RegisterAs("u", who); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Configure("u", []byte("batch_size=2\nsampler=random\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := epoch(t, m, "u"), []string{"pub/a", "pub/mine"}; !sortedEqual(got, want) {
+		t.Fatalf("the user's job handed out %q, want %q", got, want)
+	}
+	var msgs []string
+	for _, sub := range []string{"secret", "secret/x", "pub/b", "no/such"} {
+		err := m.Configure("u", []byte("subset="+sub+"\n"))
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("subset=%s: %v, want ErrInvalid", sub, err)
+		}
+		msgs = append(msgs, strings.Replace(err.Error(), sub, "PATH", 1))
+	}
+	for _, msg := range msgs[1:] {
+		if msg != msgs[0] {
+			t.Fatalf("a hidden subset and a missing one answer differently: %q", msgs)
+		}
+	}
+	if err := m.Configure("u", []byte("subset=pub\nsampler=sequential\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := epoch(t, m, "u"); !slices.Equal(got, []string{"pub/a", "pub/mine"}) {
+		t.Fatalf("subset=pub gave %q", got)
+	}
+	// Root's job sees everything.
+	if err := m.Register("r"); err != nil {
+		t.Fatal(err)
+	}
+	if got := epoch(t, m, "r"); !sortedEqual(got, paths) {
+		t.Fatalf("root's job handed out %q", got)
+	}
+	// A user who may read nothing cannot register a job.
+	m2 := newManagerOf(t, []string{"secret/z"}, func(src string) { os.Chmod(filepath.Join(src, "secret"), 0o700) })
+	if err := m2.RegisterAs("v", who); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a job of no readable file: %v, want ErrInvalid", err)
+	}
 }

@@ -2,8 +2,6 @@ package placement
 
 import (
 	"errors"
-	"fmt"
-	"path"
 	"strings"
 	"sync"
 )
@@ -12,11 +10,21 @@ import (
 var ErrNoEntry = errors.New("no such file or directory in the dataset")
 
 // warmup is the set of files a user asked to have placed ahead of reads.
+// A request is queued at once (Warmup, WarmupAll) or held (HoldWarmup):
+// a held request counts in the set and its progress but is queued only
+// when it is released, and a cancelled one takes back what it added.
 type warmup struct {
-	mu    sync.Mutex
-	all   bool
-	files []*Entry
-	set   map[*Entry]struct{}
+	mu       sync.Mutex
+	all      bool // the whole dataset was queued
+	allHolds int  // held requests for the whole dataset
+	files    []*Entry
+	set      map[*Entry]*warmState
+}
+
+// warmState is a file's place in the warmup set.
+type warmState struct {
+	queued bool // handed to the placer
+	holds  int  // held requests that name it and have not ended
 }
 
 // WarmupProgress reports how much of the warmup set is resident.
@@ -31,17 +39,14 @@ type WarmupProgress struct {
 
 // ResolvePaths turns dataset-relative paths (files or directories) into
 // the files they name, or an error naming the first that does not exist.
+// Surrounding white space is trimmed from each path; every file counts (the
+// daemon's own view). Control files use ResolvePathsAs.
 func (p *Placer) ResolvePaths(paths []string) ([]*Entry, error) {
-	var out []*Entry
-	for _, raw := range paths {
-		rel := strings.Trim(path.Clean("/"+strings.TrimSpace(raw)), "/")
-		e := p.cat.Find(rel)
-		if e == nil {
-			return nil, fmt.Errorf("%w: %q", ErrNoEntry, raw)
-		}
-		e.Files(func(f *Entry) bool { out = append(out, f); return true })
+	trimmed := make([]string, len(paths))
+	for i, raw := range paths {
+		trimmed[i] = strings.TrimSpace(raw)
 	}
-	return out, nil
+	return p.ResolvePathsAs(nil, trimmed)
 }
 
 // WarmupAll queues every file of the dataset, in path order.
@@ -55,20 +60,135 @@ func (p *Placer) WarmupAll() {
 // Warmup queues the given files, in the given order.
 func (p *Placer) Warmup(files []*Entry) {
 	p.warm.mu.Lock()
-	if p.warm.set == nil {
-		p.warm.set = map[*Entry]struct{}{}
-	}
 	var fresh []*Entry
 	for _, f := range files {
-		if _, ok := p.warm.set[f]; !ok {
-			p.warm.set[f] = struct{}{}
-			p.warm.files = append(p.warm.files, f)
+		st := p.warm.add(f)
+		if !st.queued {
+			st.queued = true
 			fresh = append(fresh, f)
 		}
 	}
 	p.warm.mu.Unlock()
 	if len(fresh) > 0 { // feed(nil) would queue the whole dataset
 		p.feed(fresh)
+	}
+}
+
+// add returns f's state in the set, adding f. Callers hold w.mu.
+func (w *warmup) add(f *Entry) *warmState {
+	if w.set == nil {
+		w.set = map[*Entry]*warmState{}
+	}
+	st := w.set[f]
+	if st == nil {
+		st = &warmState{}
+		w.set[f] = st
+		w.files = append(w.files, f)
+	}
+	return st
+}
+
+// WarmupHold is a held warmup request (HoldWarmup). Release or Cancel it
+// once; later calls do nothing.
+type WarmupHold struct {
+	p     *Placer
+	all   bool
+	files []*Entry // the files it holds, not yet queued when it was made
+	count int64    // what it adds to Stats().Queued
+	ended bool
+}
+
+// HoldWarmup adds files (all: the whole dataset) to the warmup set without
+// queuing them: progress counts them at once, and so does Stats().Queued
+// (they are warmup backlog). A ctl file holds what a document asked for
+// until the document's last close, so that a document a later line
+// rejects queued nothing.
+func (p *Placer) HoldWarmup(files []*Entry, all bool) *WarmupHold {
+	h := &WarmupHold{p: p, all: all}
+	w := &p.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if all {
+		w.allHolds++
+		if !w.all {
+			h.count = p.cat.Files()
+		}
+	}
+	for _, f := range files {
+		if st := w.add(f); !st.queued {
+			st.holds++
+			h.files = append(h.files, f)
+		}
+	}
+	h.count += int64(len(h.files))
+	p.feeding.Add(h.count)
+	return h
+}
+
+// Release queues what h holds.
+func (h *WarmupHold) Release() {
+	w := &h.p.warm
+	w.mu.Lock()
+	if h.ended {
+		w.mu.Unlock()
+		return
+	}
+	h.ended = true
+	var fresh []*Entry
+	for _, f := range h.files {
+		st := w.set[f]
+		st.holds--
+		if !st.queued {
+			st.queued = true
+			fresh = append(fresh, f)
+		}
+	}
+	all := false
+	if h.all {
+		w.allHolds--
+		all = !w.all
+		w.all = true
+	}
+	w.mu.Unlock()
+	if all {
+		h.p.feed(nil)
+	}
+	if len(fresh) > 0 {
+		h.p.feed(fresh)
+	}
+	h.p.feeding.Add(-h.count) // after feed counted them again
+}
+
+// Cancel takes back what h added to the warmup set; it queued nothing.
+func (h *WarmupHold) Cancel() {
+	w := &h.p.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended = true
+	h.p.feeding.Add(-h.count)
+	if h.all {
+		w.allHolds--
+	}
+	gone := false
+	for _, f := range h.files {
+		st := w.set[f]
+		if st.holds--; st.holds == 0 && !st.queued {
+			delete(w.set, f)
+			gone = true
+		}
+	}
+	if gone {
+		// A new slice: progress reads the old one without the lock.
+		kept := make([]*Entry, 0, len(w.set))
+		for _, f := range w.files {
+			if _, ok := w.set[f]; ok {
+				kept = append(kept, f)
+			}
+		}
+		w.files = kept
 	}
 }
 
@@ -104,8 +224,16 @@ func (p *Placer) feed(files []*Entry) {
 
 // WarmupProgress counts the warmup set's resident files and bytes.
 func (p *Placer) WarmupProgress() WarmupProgress {
+	return p.warmupProgress(func(*Entry) bool { return true })
+}
+
+// warmupProgress counts the files of the warmup set that count says to.
+func (p *Placer) warmupProgress(count func(*Entry) bool) WarmupProgress {
 	var w WarmupProgress
 	add := func(e *Entry) bool {
+		if !count(e) {
+			return true
+		}
 		size := e.Attr().Size
 		w.Files++
 		w.BytesTotal += size
@@ -119,7 +247,7 @@ func (p *Placer) WarmupProgress() WarmupProgress {
 		return true
 	}
 	p.warm.mu.Lock()
-	if p.warm.all {
+	if p.warm.all || p.warm.allHolds > 0 {
 		p.warm.mu.Unlock()
 		p.cat.Root().Files(add)
 	} else {
@@ -130,7 +258,6 @@ func (p *Placer) WarmupProgress() WarmupProgress {
 		}
 	}
 	w.Pct = pct(w.BytesDone, w.BytesTotal, w.Done, w.Files)
-
 	return w
 }
 

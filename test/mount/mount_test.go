@@ -325,7 +325,7 @@ func TestBadCtlWriteFailsWithEINVALAndChangesNothing(t *testing.T) {
 		t.Fatalf("a rejected write queued files:\n%s", data)
 	}
 	errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs", "errors"))
-	if !bytes.Contains(errs, []byte(`no such file or directory in the dataset: "no/such/file"`)) {
+	if !bytes.Contains(errs, []byte(`line 2 "no/such/file": no such file or directory in the dataset`)) {
 		t.Fatalf(".epochfs/errors lacks the reason:\n%s", errs)
 	}
 	// A good write is taken.

@@ -1,0 +1,81 @@
+package fs
+
+import (
+	"bufio"
+	"context"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/epochfs/epochfs/placement"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// nobody is the credential of a request that carries none: it passes no
+// check but the others' bits.
+var nobody = &placement.Cred{UID: math.MaxUint32, GID: math.MaxUint32}
+
+// callerCred returns the credentials of the process behind a request: the
+// fs uid and gid the kernel sends, and the supplementary groups read from
+// /proc/PID/status. The groups are taken only if that process still has
+// the request's fs uid and gid (the pid may have been reused); otherwise
+// the caller counts with no supplementary group, which can only deny more.
+func callerCred(ctx context.Context) *placement.Cred {
+	c, ok := ctx.(*fuse.Context)
+	if !ok {
+		return nobody
+	}
+	who := &placement.Cred{UID: c.Uid, GID: c.Gid}
+	if who.Root() {
+		return who
+	}
+	who.Groups = procGroups(c.Pid, c.Uid, c.Gid)
+	return who
+}
+
+// procGroups reads the supplementary groups of process pid, if its fs uid
+// and gid are uid and gid.
+func procGroups(pid, uid, gid uint32) []uint32 {
+	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var groups []uint32
+	uidOK, gidOK := false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		switch k {
+		case "Uid", "Gid":
+			// real, effective, saved, fs
+			want := uid
+			if k == "Gid" {
+				want = gid
+			}
+			if len(fields) != 4 || fields[3] != strconv.FormatUint(uint64(want), 10) {
+				return nil
+			}
+			if k == "Uid" {
+				uidOK = true
+			} else {
+				gidOK = true
+			}
+		case "Groups":
+			for _, g := range fields {
+				if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+					groups = append(groups, uint32(n))
+				}
+			}
+		}
+	}
+	if !uidOK || !gidOK {
+		return nil
+	}
+	return groups
+}

@@ -1,0 +1,205 @@
+package fs
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+
+	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/placement"
+)
+
+// The path documents of warmup, refresh and verify: "all", or dataset
+// paths (files or directories) one per line, quoted by package ctlpath
+// when they are not plain lines. Blank lines and lines starting with '#'
+// are ignored, and white space around a line is not part of it. verify
+// also takes a "--content" line.
+//
+// Every line is checked as it arrives (a path must exist and the writer
+// must be able to open it: placement.LookupAs). At each close the request
+// so far is held (warmup: counted in progress, not queued); at the
+// document's release it is queued (refresh and verify start); a rejected
+// document cancels what it held: it queued nothing.
+
+// pathRequest is what a path document asks for at a commit.
+type pathRequest struct {
+	all     bool
+	content bool               // verify: compare bytes
+	files   []*placement.Entry // warmup: the files the paths name
+	paths   []string           // refresh, verify: the cleaned paths
+}
+
+// heldRequest is a request held until its document ends.
+type heldRequest struct {
+	release func() error
+	cancel  func()
+}
+
+// pathTarget is what a path document works on: the placer, or a stand-in
+// in tests.
+type pathTarget struct {
+	// resolve checks one path as the writer may see it: for warmup the
+	// files it names, for refresh and verify nothing. An error that is
+	// placement.ErrNoEntry reads as "no such file" whatever the reason.
+	resolve func(path string) ([]*placement.Entry, error)
+	// hold takes a request, to be released or cancelled.
+	hold func(req pathRequest) heldRequest
+	// content: "--content" is a keyword (verify).
+	content bool
+	// paths: requests carry the paths (refresh, verify), not only the
+	// files they name.
+	paths bool
+}
+
+type pathDoc struct {
+	t     pathTarget
+	n     int  // lines seen
+	all   bool // "all" was given
+	named bool // "all" or a path was given
+	req   pathRequest
+	dirty bool // req holds something not yet held
+	held  []heldRequest
+}
+
+func (d *pathDoc) line(l []byte) error {
+	d.n++
+	if bytes.IndexByte(l, 0) >= 0 {
+		return lineError(d.n, string(l), invalid("a NUL byte"))
+	}
+	s := strings.TrimSpace(string(l))
+	switch {
+	case s == "" || s[0] == '#':
+		return nil
+	case s == "all":
+		if d.named && !d.all {
+			return lineError(d.n, s, invalid("\"all\" cannot be combined with paths"))
+		}
+		d.all, d.named, d.dirty = true, true, true
+		d.req.all = true
+		return nil
+	case d.t.content && s == "--content":
+		d.req.content = true
+		return nil
+	}
+	if d.all {
+		return lineError(d.n, s, invalid("paths cannot be combined with \"all\""))
+	}
+	p, err := ctlpath.Unquote(s)
+	if err != nil {
+		return lineError(d.n, s, invalid("%v", err))
+	}
+	files, err := d.t.resolve(p)
+	if err != nil {
+		if errors.Is(err, placement.ErrNoEntry) {
+			err = invalid("%v", placement.ErrNoEntry)
+		}
+		return lineError(d.n, s, err)
+	}
+	d.named, d.dirty = true, true
+	d.req.files = append(d.req.files, files...)
+	if d.t.paths {
+		d.req.paths = append(d.req.paths, p)
+	}
+	return nil
+}
+
+func (d *pathDoc) written() error { return nil }
+
+func (d *pathDoc) commit() error {
+	if !d.named {
+		return invalid("empty document: write \"all\" or dataset paths, one per line")
+	}
+	if !d.dirty {
+		return nil
+	}
+	req := d.req
+	d.req = pathRequest{content: req.content}
+	d.dirty = false
+	d.held = append(d.held, d.t.hold(req))
+	return nil
+}
+
+func (d *pathDoc) release() error {
+	var first error
+	for _, h := range d.held {
+		if err := h.release(); err != nil && first == nil {
+			first = err
+		}
+	}
+	d.held = nil
+	return first
+}
+
+func (d *pathDoc) abort() {
+	d.req = pathRequest{}
+	d.dirty = false
+	for _, h := range d.held {
+		h.cancel()
+	}
+	d.held = nil
+}
+
+// warmupTarget queues warmup for who.
+func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
+	p := fsys.p
+	return pathTarget{
+		resolve: func(path string) ([]*placement.Entry, error) {
+			return p.ResolvePathsAs(who, []string{path})
+		},
+		hold: func(req pathRequest) heldRequest {
+			var h *placement.WarmupHold
+			switch {
+			case req.all && who.Root():
+				h = p.HoldWarmup(nil, true)
+			case req.all:
+				h = p.HoldWarmup(p.FilesAs(who), false)
+			default:
+				h = p.HoldWarmup(req.files, false)
+			}
+			return heldRequest{release: func() error { h.Release(); return nil }, cancel: h.Cancel}
+		},
+	}
+}
+
+// scrubTarget sends refresh or verify requests. Their files are root's
+// (mode 0644), so who is root unless a descriptor was handed over; the
+// check is the same as warmup's all the same. A refresh may name a path
+// the catalog does not know yet (it is looked up on the source), but only
+// root may.
+func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathTarget {
+	p := fsys.p
+	return pathTarget{
+		resolve: func(path string) ([]*placement.Entry, error) {
+			if kind == placement.ScrubRefresh && who.Root() {
+				return nil, nil
+			}
+			_, err := p.LookupAs(who, path)
+			return nil, err
+		},
+		hold: func(req pathRequest) heldRequest {
+			r := placement.ScrubRequest{Kind: kind, Paths: req.paths}
+			if req.all {
+				r.Paths = nil
+			}
+			if req.content {
+				r.Kind = placement.ScrubVerifyContent
+			}
+			return heldRequest{
+				// A path removed since its line was checked fails
+				// here, where only .epochfs/errors hears of it.
+				release: func() error {
+					if err := p.Scrub(r); err != nil {
+						if errors.Is(err, placement.ErrNoEntry) {
+							return invalid("%v", err)
+						}
+						return err
+					}
+					return nil
+				},
+				cancel: func() {},
+			}
+		},
+		content: kind == placement.ScrubVerify,
+		paths:   true,
+	}
+}
