@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -68,7 +67,7 @@ func scrub(mntArg string, paths []string, name, opt string, timeout time.Duratio
 	}
 	cmd := opt + "all\n"
 	if len(rels) > 0 {
-		cmd = opt + strings.Join(rels, "\n") + "\n"
+		cmd = opt + ctlLines(rels)
 	}
 	if err := os.WriteFile(ctl, []byte(cmd), 0); err != nil {
 		switch {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/ctlpath"
 )
 
 const warmupSynopsis = "warmup [--wait PCT] [--timeout DURATION] [--dry-run] MOUNTPOINT [PATH...]"
@@ -50,7 +51,7 @@ func runWarmup(args []string, stdout, stderr io.Writer) error {
 	}
 	cmd := "all\n"
 	if len(rels) > 0 {
-		cmd = strings.Join(rels, "\n") + "\n"
+		cmd = ctlLines(rels)
 	}
 	if err := os.WriteFile(filepath.Join(mnt, ".epochfs", "warmup"), []byte(cmd), 0); err != nil {
 		if errors.Is(err, syscall.EINVAL) {
@@ -236,4 +237,15 @@ func warmupDryRun(mnt string, rels []string, st map[string]string, stdout io.Wri
 	fmt.Fprintf(stdout, "files:        %d (%s)\nto copy:      %d (%s)\ntier room:    %s\nresult:       %s\n",
 		files, config.FormatBytes(bytes), missFiles, config.FormatBytes(missBytes), config.FormatBytes(free), fits)
 	return nil
+}
+
+// ctlLines renders dataset paths as a ctl document: one per line, quoted
+// when they are not plain lines (ctlpath).
+func ctlLines(rels []string) string {
+	var b strings.Builder
+	for _, r := range rels {
+		b.WriteString(ctlpath.Quote(r))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
