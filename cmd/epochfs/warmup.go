@@ -240,11 +240,17 @@ func warmupDryRun(mnt string, rels []string, st map[string]string, stdout io.Wri
 }
 
 // ctlLines renders dataset paths as a ctl document: one per line, quoted
-// when they are not plain lines (ctlpath).
+// when they are not plain lines (ctlpath) or would read as a keyword
+// ("all", "--content").
 func ctlLines(rels []string) string {
 	var b strings.Builder
 	for _, r := range rels {
-		b.WriteString(ctlpath.Quote(r))
+		switch q := ctlpath.Quote(r); q {
+		case "all", "--content":
+			b.WriteString(`"` + q + `"`)
+		default:
+			b.WriteString(q)
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()

@@ -488,6 +488,15 @@ print(len(seen), len(set(seen)))
 	if code, _ := shell(t, false, `printf ' lead.bin\n' > "$1"`, filepath.Join(e.mnt, ".epochfs", "warmup")); code == 0 {
 		t.Error("an unquoted name with a leading space was taken")
 	}
+	// The CLI quotes what it writes: every name works as an argument.
+	for _, n := range names {
+		if code, out := cli(t, "refresh", e.mnt, n); code != 0 || !strings.Contains(out, "0 removed") {
+			t.Errorf("epochfs refresh %q: exit %d: %s", n, code, out)
+		}
+	}
+	if code, out := cli(t, append([]string{"warmup", e.mnt}, names...)...); code != 0 {
+		t.Errorf("epochfs warmup of every odd name: exit %d: %s", code, out)
+	}
 }
 
 // TestRefusedCtlWritesThatReachTheDaemonAreRecorded: root's writes to
