@@ -6,6 +6,7 @@ docs/examples/epochfs_sampler.py, and writes the indices each epoch delivered to
 """
 import argparse
 import json
+import os
 import sys
 
 import torch
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     a = ap.parse_args()
     sys.path.insert(0, a.examples)
+    sys.path.insert(0, os.path.join(a.examples, "..", "..", "python"))  # the epochfs package
     from epochfs_sampler import EpochfsSampler
 
     ds = datasets.ImageFolder(a.mount, transform=transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()]))

@@ -438,7 +438,8 @@ func TestNamesThatAreNotLinesWorkThroughEveryCtlFile(t *testing.T) {
 		}
 	}
 
-	// The example Sampler's decoder reads the same epoch, and quotes as Go.
+	// The epochfs package's decoder (through the example, which re-exports
+	// it) reads the same epoch, and quotes as Go.
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		script := `
 import importlib.util, os, sys
@@ -457,7 +458,10 @@ while batch := open(os.path.join(mnt, ".epochfs/jobs", job, "next"), encoding="u
 print(len(seen), len(set(seen)))
 `
 		example, _ := filepath.Abs("../../docs/examples/epochfs_sampler.py")
-		out, err := exec.Command("/usr/bin/python3", "-c", script, example, e.mnt, "odd").CombinedOutput()
+		pkg, _ := filepath.Abs("../../python")
+		cmd := exec.Command("/usr/bin/python3", "-c", script, example, e.mnt, "odd")
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+pkg)
+		out, err := cmd.CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != fmt.Sprintf("%d %d", len(names), len(names)) {
 			t.Fatalf("the example's decoder over an epoch: %v:\n%s", err, out)
 		}

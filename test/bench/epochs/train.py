@@ -66,8 +66,8 @@ def main():
     ds = datasets.ImageFolder(args.root, transform=tf)
     scan_s = time.monotonic() - t0
     if args.epochfs_job:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../docs/examples"))
-        from epochfs_sampler import EpochfsSampler
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../python"))
+        from epochfs import Sampler as EpochfsSampler
         sampler = EpochfsSampler(ds, args.epochfs_job, args.batch_size, seed=args.seed)
         dl = DataLoader(ds, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
                         drop_last=False, persistent_workers=False)
