@@ -128,9 +128,10 @@ type Catalog struct {
 	mu     sync.Mutex // guards w and every catalog write (catalog_writer.go)
 	w      catalogWriter
 
-	treeMu    sync.Mutex    // serialises changes of the tree (tree.go)
-	nextID    atomic.Uint64 // the last entry ID given out
-	nextIndex atomic.Int64  // the next file Index to give out
+	treeMu    sync.Mutex               // serialises changes of the tree (tree.go)
+	nextID    atomic.Uint64            // the last entry ID given out
+	nextIndex atomic.Int64             // the next file Index to give out
+	byIndex   atomic.Pointer[[]*Entry] // files by Index (tree.go: ByIndex)
 }
 
 // ErrOtherSource means the state directory belongs to another source.
@@ -256,6 +257,7 @@ func (c *Catalog) setRoot(root *Entry) {
 		}
 	}
 	number(root)
+	c.indexFiles(root, int(files))
 	c.files.Store(files)
 	c.bytes.Store(bytes)
 	c.nextID.Store(id)

@@ -298,3 +298,25 @@ func preadFull(fd int, buf []byte, off int64) (int, error) {
 	}
 	return done, nil
 }
+
+// ReadFile reads e whole through the read path (a tier copy, the copy in
+// flight, the shared buffer or the source, placing it as any read does).
+func (p *Placer) ReadFile(ctx context.Context, e *Entry) ([]byte, error) {
+	r, err := p.Open(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	buf := make([]byte, r.attr.Size)
+	for off := 0; off < len(buf); {
+		n, err := r.ReadAt(ctx, buf[off:], int64(off))
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", e.Path, tier.ErrSourceChanged, off, len(buf))
+		}
+		off += n
+	}
+	return buf, nil
+}

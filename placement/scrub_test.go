@@ -126,6 +126,15 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 		ids[x.ID], idx[x.Index] = true, x.Index >= 0
 		return true
 	})
+	e.cat.Root().Files(func(x *Entry) bool {
+		if e.cat.ByIndex(int(x.Index)) != x {
+			t.Errorf("ByIndex(%d) is not %s", x.Index, x.Path)
+		}
+		return true
+	})
+	if x := e.cat.ByIndex(int(oldPage.Index)); x != oldPage {
+		t.Error("a changed file lost its number")
+	}
 	// The records were persisted: a remount loads the new tree.
 	e.close()
 	e.open(false)

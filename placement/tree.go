@@ -68,6 +68,13 @@ func (c *Catalog) addEntry(e *Entry) error {
 		}
 	}
 	number(e)
+	// The table grows by copy: readers hold the old one meanwhile.
+	if t := c.byIndex.Load(); t != nil {
+		nt := make([]*Entry, c.nextIndex.Load())
+		copy(nt, *t)
+		e.Files(func(x *Entry) bool { nt[x.Index] = x; return true })
+		c.byIndex.Store(&nt)
+	}
 	kids := make([]*Entry, 0, len(old)+1)
 	kids = append(append(append(kids, old[:i]...), e), old[i:]...)
 	parent.setChildren(kids)
@@ -129,6 +136,26 @@ func (e *Entry) walk(fn func(*Entry) bool) bool {
 		}
 	}
 	return true
+}
+
+// indexFiles builds the table of files by Index.
+func (c *Catalog) indexFiles(root *Entry, n int) {
+	t := make([]*Entry, n)
+	root.Files(func(e *Entry) bool {
+		t[e.Index] = e
+		return true
+	})
+	c.byIndex.Store(&t)
+}
+
+// ByIndex returns the file numbered i (Entry.Index), or nil. A removed
+// file keeps its number (and is Gone).
+func (c *Catalog) ByIndex(i int) *Entry {
+	t := c.byIndex.Load()
+	if t == nil || i < 0 || i >= len(*t) {
+		return nil
+	}
+	return (*t)[i]
 }
 
 // childPath joins a directory's dataset path and a name.

@@ -220,3 +220,17 @@ func TestNotifyIsToldOfChangedAndRemovedFiles(t *testing.T) {
 		t.Fatal("the removed file is still in the catalog")
 	}
 }
+
+func TestReadFileReturnsTheWholeFileFromTierOrSource(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	for _, pass := range []string{"source", "tier"} {
+		for _, p := range d.paths() {
+			got, err := e.p.ReadFile(context.Background(), e.entry(p))
+			if err != nil || !bytes.Equal(got, d[p]) {
+				t.Fatalf("%s pass: ReadFile(%s): %d bytes, %v", pass, p, len(got), err)
+			}
+		}
+		e.waitResident()
+	}
+}
