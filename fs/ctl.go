@@ -113,6 +113,9 @@ func (d *ctlDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 }
 
 func (d *ctlDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if name == "views" && d.fsys.o.Views != nil {
+		return d.fsys.viewsLookup(ctx, &d.Inode, out), 0
+	}
 	if name == "jobs" && d.fsys.o.Jobs != nil {
 		return d.fsys.jobsLookup(ctx, &d.Inode, out), 0
 	}
@@ -135,6 +138,9 @@ func (d *ctlDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) 
 	}
 	if d.fsys.o.Jobs != nil {
 		list = append(list, fuse.DirEntry{Name: "jobs", Mode: syscall.S_IFDIR, Ino: inoJobsDir})
+	}
+	if d.fsys.o.Views != nil {
+		list = append(list, fuse.DirEntry{Name: "views", Mode: syscall.S_IFDIR, Ino: inoViewsDir})
 	}
 	return fusefs.NewListDirStream(list), 0
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/preprocess"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"go.uber.org/zap"
@@ -44,6 +45,9 @@ type Options struct {
 	// Jobs serves .epochfs/jobs/ (training jobs and their sample order);
 	// nil leaves the directory out.
 	Jobs *jobs.Manager
+	// Views serves .epochfs/views/decoded/ with the mount's default
+	// pipeline (its static steps); nil leaves views out.
+	Views *preprocess.View
 	// Debug logs every FUSE request.
 	Debug bool
 }

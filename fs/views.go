@@ -1,0 +1,195 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/preprocess"
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// .epochfs/views/decoded/ mirrors the dataset: PATH.npy for every regular
+// file PATH is the file decoded with the mount's static steps (uint8 HWC,
+// NumPy format 1.0), from the decoded cache or decoded on open. A view has
+// its file's owner and read permissions, so the kernel
+// (default_permissions) refuses it to whoever may not read the file. The
+// size is not known before the file is decoded: views are served with
+// direct I/O, and read until a 0-byte read like the ctl files.
+
+const (
+	inoViewsDir   = 1<<62 + 1<<41 + iota
+	inoViewsDecod = 1<<62 + 1<<41 + 1
+	inoViewBase   = 1 << 61 // + catalog ID
+	viewSuffix    = ".npy"
+)
+
+// viewsDir is .epochfs/views/.
+type viewsDir struct {
+	fusefs.Inode
+	fsys *FS
+}
+
+var (
+	_ fusefs.NodeLookuper  = (*viewsDir)(nil)
+	_ fusefs.NodeReaddirer = (*viewsDir)(nil)
+	_ fusefs.NodeGetattrer = (*viewsDir)(nil)
+)
+
+func (fsys *FS) viewsLookup(ctx context.Context, parent *fusefs.Inode, out *fuse.EntryOut) *fusefs.Inode {
+	d := &viewsDir{fsys: fsys}
+	ctlAttr(&out.Attr, inoViewsDir, syscall.S_IFDIR|0o755, owner{}, fsys.start)
+	return parent.NewInode(ctx, d, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoViewsDir})
+}
+
+func (d *viewsDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctlAttr(&out.Attr, inoViewsDir, syscall.S_IFDIR|0o755, owner{}, d.fsys.start)
+	return 0
+}
+
+func (d *viewsDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	return fusefs.NewListDirStream([]fuse.DirEntry{{Name: "decoded", Mode: syscall.S_IFDIR, Ino: inoViewsDecod}}), 0
+}
+
+func (d *viewsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if name != "decoded" {
+		return nil, syscall.ENOENT
+	}
+	root := d.fsys.p.Catalog().Root()
+	n := &viewNode{fsys: d.fsys, e: root}
+	n.fillAttr(&out.Attr)
+	out.SetEntryTimeout(d.fsys.o.Timeout)
+	out.SetAttrTimeout(d.fsys.o.Timeout)
+	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoViewsDecod}), 0
+}
+
+// viewNode is a directory of views/decoded/ or one view file.
+type viewNode struct {
+	fusefs.Inode
+	fsys *FS
+	e    *placement.Entry
+}
+
+var (
+	_ fusefs.NodeLookuper  = (*viewNode)(nil)
+	_ fusefs.NodeReaddirer = (*viewNode)(nil)
+	_ fusefs.NodeGetattrer = (*viewNode)(nil)
+	_ fusefs.NodeOpener    = (*viewNode)(nil)
+)
+
+func (n *viewNode) ino() uint64 {
+	if n.e.Path == "" {
+		return inoViewsDecod
+	}
+	return inoViewBase + n.e.ID
+}
+
+// fillAttr: a directory as its source directory; a view read-only with
+// its source file's owner and read bits.
+func (n *viewNode) fillAttr(out *fuse.Attr) {
+	fillAttr(n.e, out)
+	out.Ino = n.ino()
+	if n.e.Kind == placement.KindFile {
+		out.Mode = syscall.S_IFREG | n.e.Attr().Mode&0o444
+		out.Size, out.Blocks = 0, 0
+	}
+}
+
+func (n *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.fillAttr(&out.Attr)
+	out.SetTimeout(n.fsys.o.Timeout)
+	return 0
+}
+
+func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if n.e.Kind != placement.KindDir {
+		return nil, syscall.ENOTDIR
+	}
+	c := n.e.Lookup(name)
+	if c == nil || c.Kind != placement.KindDir {
+		base, ok := strings.CutSuffix(name, viewSuffix)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		if c = n.e.Lookup(base); c == nil || c.Kind != placement.KindFile {
+			return nil, syscall.ENOENT
+		}
+	}
+	ch := &viewNode{fsys: n.fsys, e: c}
+	ch.fillAttr(&out.Attr)
+	out.SetEntryTimeout(n.fsys.o.Timeout)
+	out.SetAttrTimeout(n.fsys.o.Timeout)
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: ch.ino()}), 0
+}
+
+func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	var list []fuse.DirEntry
+	for _, c := range n.e.Children() {
+		switch c.Kind {
+		case placement.KindDir:
+			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: inoViewBase + c.ID})
+		case placement.KindFile:
+			list = append(list, fuse.DirEntry{Name: c.Name() + viewSuffix, Mode: syscall.S_IFREG, Ino: inoViewBase + c.ID})
+		}
+	}
+	return fusefs.NewListDirStream(list), 0
+}
+
+// Open decodes the file (or takes its decoded form from the cache) and
+// serves it as .npy bytes.
+func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if n.e.Kind != placement.KindFile {
+		return nil, 0, syscall.EISDIR
+	}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return nil, 0, syscall.EROFS
+	}
+	if n.e.Gone() {
+		return nil, 0, syscall.ENOENT
+	}
+	rctx, release := reqCtx(ctx)
+	defer release()
+	img, err := n.fsys.o.Views.Decoded(rctx, int(n.e.Index))
+	if err != nil {
+		return nil, 0, n.fsys.viewError(n.e.Path, err)
+	}
+	t := &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: compactPix(img)}
+	return &viewHandle{data: preprocess.EncodeNPY(t)}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// compactPix returns img's pixels without row padding.
+func compactPix(img *preprocess.Image) []byte {
+	if img.Stride == 3*img.W && len(img.Pix) == 3*img.W*img.H {
+		return img.Pix
+	}
+	return img.Compact().Pix
+}
+
+// viewError records why a view could not be made (a corrupt image is
+// named in .epochfs/errors) and returns its errno: EIO for a sample that
+// cannot be preprocessed.
+func (fsys *FS) viewError(p string, err error) syscall.Errno {
+	if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {
+		fsys.errs.add("views: " + p + ": " + oneLine(err.Error()))
+		return syscall.EIO
+	}
+	return fsys.toErrno(err)
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// viewHandle serves one view's bytes.
+type viewHandle struct{ data []byte }
+
+var _ fusefs.FileReader = (*viewHandle)(nil)
+
+func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(h.data)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), int64(len(h.data)))
+	return fuse.ReadResultData(h.data[off:end]), 0
+}
