@@ -61,11 +61,11 @@ func (e *configError) Is(target error) bool { return target == ErrConfig }
 type Options struct {
 	Source     string // absolute path of the dataset on the shared file system
 	Mountpoint string
-	StateDir   string          // the catalog and daemon.lock live here
-	Tiers      []tier.Options  // fastest first
-	Rescan     bool            // walk the source even if the catalog is complete
-	Progress   func(int64)     // called during a walk with the entries seen
-	Workers    int             // background copy workers (placement default if 0)
+	StateDir   string         // the catalog and daemon.lock live here
+	Tiers      []tier.Options // fastest first
+	Rescan     bool           // walk the source even if the catalog is complete
+	Progress   func(int64)    // called during a walk with the entries seen
+	Workers    int            // background copy workers (placement default if 0)
 	Validate   placement.Validate
 	// SourceBandwidth caps source reads in bytes/s (0: none);
 	// SourceTimeout bounds every source operation (tier default if 0).

@@ -71,7 +71,7 @@ type Metrics struct {
 // stat of the source when validated), a source read a network read of up
 // to a copy buffer.
 var (
-	residentOpenBuckets = prometheus.ExponentialBuckets(10e-6, 4, 10) // 10 µs … 2.6 s
+	residentOpenBuckets = prometheus.ExponentialBuckets(10e-6, 4, 10)  // 10 µs … 2.6 s
 	sourceReadBuckets   = prometheus.ExponentialBuckets(100e-6, 4, 10) // 100 µs … 26 s
 )
 

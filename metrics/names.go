@@ -18,8 +18,10 @@ type spec struct {
 	label bool    // exported as a label of the _info gauge, not as a value
 }
 
-func gauge(name, help string) spec   { return spec{name: name, kind: prometheus.GaugeValue, help: help} }
-func counter(name, help string) spec { return spec{name: name, kind: prometheus.CounterValue, help: help} }
+func gauge(name, help string) spec { return spec{name: name, kind: prometheus.GaugeValue, help: help} }
+func counter(name, help string) spec {
+	return spec{name: name, kind: prometheus.CounterValue, help: help}
+}
 
 // statusSpecs gives the keys of .epochfs/status (docs/ctl.md) their
 // names and types. Keys not listed are still exported (specFor).
