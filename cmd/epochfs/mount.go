@@ -193,9 +193,6 @@ func checkUnprivileged(mnt string) error {
 			return usageErr("mounting as a user other than root needs fusermount3, which is not installed: install Debian's fuse3, or mount as root")
 		}
 	}
-	if err := syscall.Access("/dev/fuse", 6); err != nil { // R_OK|W_OK
-		return usageErr("/dev/fuse: %v: this user cannot use FUSE; mount as root, or ask the administrator for access to /dev/fuse", err)
-	}
 	if err := syscall.Access(mnt, 2|1); err != nil { // W_OK|X_OK
 		return usageErr("mount point %s: not writable by uid %d (fusermount3 mounts only on directories the user may write): use a directory of your own, or mount as root", mnt, os.Geteuid())
 	}

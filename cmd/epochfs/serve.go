@@ -251,8 +251,10 @@ func fusermountReason(logPath string, from int64) string {
 	why := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "fusermount") {
-			why = l
+		// "/usr/bin/fusermount3: failed to open /dev/fuse: Permission denied"
+		l := strings.TrimSpace(sc.Text())
+		if i := strings.Index(l, "fusermount"); i >= 0 && !strings.HasPrefix(l, "epochfs") && strings.Contains(l[i:], ": ") {
+			why = l[i:]
 		}
 	}
 	return why
@@ -262,6 +264,8 @@ func fusermountReason(logPath string, from int64) string {
 func unprivilegedMountMessage(mnt, why, logPath string) string {
 	hint := "mount as root, or fix what fusermount3 says"
 	switch {
+	case strings.Contains(why, "/dev/fuse"):
+		hint = "this user may not use /dev/fuse: ask the administrator to allow it (Debian's default is mode 0666) or mount as root"
 	case strings.Contains(why, "allow_other") || strings.Contains(why, "user_allow_other"):
 		hint = "add 'user_allow_other' to /etc/fuse.conf, or mount as root"
 	case strings.Contains(why, "mount count") || strings.Contains(why, "mount_max"):
