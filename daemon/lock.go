@@ -113,21 +113,34 @@ func LockPID(dir string) int {
 }
 
 // FileLock is an exclusive flock(2) on a file, held until Release. The
-// mount and unmount commands serialize on them (cmd/epochfs).
-type FileLock struct{ f *os.File }
+// mount and unmount commands serialize on them (cmd/epochfs). Unlike
+// daemon.lock, such a file may be removed by its holder (RemoveAndRelease):
+// a process that opened the file before the removal and locks it after
+// finds that the path no longer names what it locked, and tries again.
+type FileLock struct {
+	f    *os.File
+	path string
+}
 
 // Lock takes the lock of path (creating the file), waiting for another
 // holder when wait is true; without wait a held lock fails with
 // ErrLocked.
 func Lock(path string, wait bool) (*FileLock, error) {
-	f, err := tryLock(path, wait)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil, fmt.Errorf("daemon: lock %s: %w", path, ErrLocked)
+	for {
+		f, err := tryLock(path, wait)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("daemon: lock %s: %w", path, ErrLocked)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("daemon: lock %s: %w", path, err)
+		}
+		var held, named syscall.Stat_t
+		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(path, &named) == nil &&
+			held.Dev == named.Dev && held.Ino == named.Ino {
+			return &FileLock{f: f, path: path}, nil
+		}
+		f.Close() // removed (and perhaps made anew) meanwhile
 	}
-	if err != nil {
-		return nil, fmt.Errorf("daemon: lock %s: %w", path, err)
-	}
-	return &FileLock{f: f}, nil
 }
 
 // Release drops the lock; a nil lock is a no-op.
@@ -137,5 +150,18 @@ func (l *FileLock) Release() error {
 	}
 	err := l.f.Close()
 	l.f = nil
+	return err
+}
+
+// RemoveAndRelease removes the lock file, then drops the lock: for a lock
+// of something that is gone (an unmounted mount point).
+func (l *FileLock) RemoveAndRelease() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := os.Remove(l.path)
+	if rerr := l.Release(); err == nil {
+		err = rerr
+	}
 	return err
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,4 +101,34 @@ func TestProcRunningTellsAReusedPidFromItsProcess(t *testing.T) {
 	if ProcRunning(pid, start+1) {
 		t.Fatal("a different start time counts as the same process")
 	}
+}
+
+func TestAFileLockRemovedByItsHolderIsNotTakenOnTheOldFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	a, err := Lock(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(path, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second lock: %v, want ErrLocked", err)
+	}
+	// A waiter that opened the file before its removal.
+	got := make(chan *FileLock, 1)
+	go func() {
+		l, err := Lock(path, true)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(50 * time.Millisecond) // let it block (a wait, not an assertion)
+	if err := a.RemoveAndRelease(); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	// b holds the file now at path; nobody else may take it.
+	if _, err := Lock(path, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("lock while the waiter holds it: %v, want ErrLocked", err)
+	}
+	b.Release()
 }

@@ -62,7 +62,7 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer lk.Release()
+	defer releaseMountpoint(lk, mnt)
 	mountedAlready, err := prepareMountpoint(ma, stdout, stderr)
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer lk.Release()
+	defer releaseMountpoint(lk, mnt)
 	users := loadUsers(mnt)
 	if *userRef != "" {
 		users.Users = slices.DeleteFunc(users.Users, func(s string) bool { return s == *userRef })

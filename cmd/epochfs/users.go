@@ -124,3 +124,16 @@ func addUser(mnt, id string, keep bool) error {
 	}
 	return nil
 }
+
+// releaseMountpoint drops mnt's lock, and removes the lock file when
+// nothing is left to serialize on: no epochfs mount at mnt and no user of
+// it.
+func releaseMountpoint(lk *daemon.FileLock, mnt string) {
+	if m, mounted := daemon.FindMount(mnt); !mounted || !m.Epochfs() {
+		if u := loadUsers(mnt); len(u.Users) == 0 && !u.Keep {
+			lk.RemoveAndRelease()
+			return
+		}
+	}
+	lk.Release()
+}

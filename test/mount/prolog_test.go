@@ -100,6 +100,17 @@ func TestConcurrentMountsSerializeAndAllSucceedWithOneDaemon(t *testing.T) {
 			t.Fatalf("after the unmount of job%d of %d: mounted %v: %s", i, n, mounted(mnt), out)
 		}
 	}
+	if left := runtimeFiles(mnt); len(left) > 0 {
+		t.Fatalf("files of the unmounted %s left in /run/epochfs: %v", mnt, left)
+	}
+}
+
+// runtimeFiles lists /run/epochfs's files of the mount point mnt (its
+// record, lock and users).
+func runtimeFiles(mnt string) []string {
+	key := strings.ReplaceAll(strings.TrimPrefix(mnt, "/"), "/", "%2F")
+	left, _ := filepath.Glob(filepath.Join("/run/epochfs", key+".*"))
+	return left
 }
 
 func TestADeadMountIsClearedAndMountedAgain(t *testing.T) {
@@ -151,6 +162,9 @@ func TestKeptMountIsNeverUnmountedByAUserButByAPlainUnmount(t *testing.T) {
 	binMount(t, src, mnt, state, "--tier=mem="+filepath.Join(base, "tier")+":1GiB", "--user-ref", "b")
 	if code, out := cli(t, "unmount", "--user-ref", "b", mnt); code != 0 || mounted(mnt) {
 		t.Fatalf("unmount --user-ref of the only user after a kept mount: exit %d, mounted %v: %s", code, mounted(mnt), out)
+	}
+	if left := runtimeFiles(mnt); len(left) > 0 {
+		t.Fatalf("files of the unmounted %s left in /run/epochfs: %v", mnt, left)
 	}
 }
 
