@@ -241,3 +241,36 @@ func TestMetricsEndpointExportsEveryStatusCounterTiersJobsAndReadLatencies(t *te
 		t.Fatal("the metrics endpoint answers after the mount is gone")
 	}
 }
+
+// The unit in contrib/systemd (and docs/admin.md) is one systemd accepts,
+// with this binary in place of /usr/local/bin/epochfs.
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("no systemd-analyze")
+	}
+	unit, err := os.ReadFile("../../contrib/systemd/epochfs-imagenet.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(unit, []byte("Type=notify")) || !bytes.Contains(unit, []byte("mount --foreground")) {
+		t.Fatal("the unit does not run `epochfs mount --foreground` as Type=notify")
+	}
+	doc, err := os.ReadFile("../../docs/admin.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(unit), "\n") {
+		if strings.HasPrefix(l, "ExecStart=") && !bytes.Contains(doc, []byte(l)) {
+			t.Errorf("docs/admin.md does not show the unit's %s", l)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "epochfs-imagenet.service")
+	if err := os.WriteFile(p, bytes.ReplaceAll(unit, []byte("/usr/local/bin/epochfs"), []byte(binPath)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", p).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
