@@ -7,6 +7,7 @@ package main
 // with a short timeout.
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 // statusTimeout bounds the read of .epochfs/status that finds or checks
 // the daemon of a mount.
 const statusTimeout = 2 * time.Second
+
+var errStatusTimeout = fmt.Errorf("no answer within %s", statusTimeout)
 
 // findDaemon returns the running daemon that serves (or, detached, still
 // drains) mnt; the zero record if there is none.

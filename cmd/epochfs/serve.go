@@ -17,6 +17,10 @@ package main
 //     2: two catalogs cannot share it.
 //   - --user-ref ID counts ID as a user of the mount (users.go).
 //
+// Lock order: RUNTIME/KEY.lock, then STATE/mount.lock; the daemon then
+// takes STATE/daemon.lock for its life (daemon/lock.go). An unmount takes
+// KEY.lock only.
+//
 // The daemon itself is assembled by the daemon package; serve runs it in
 // this process until the mount goes away or a signal comes.
 
@@ -58,7 +62,7 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 		return serve(ma, stderr, nil)
 	}
 	mnt := ma.cfg.Mountpoint
-	lk, err := lockMountpoint(mnt)
+	lk, err := lockMountpoint(mnt, stderr)
 	if err != nil {
 		return err
 	}
@@ -87,12 +91,14 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if ma.foreground {
-		return serve(ma, stderr, func() error {
+		err := serve(ma, stderr, func() error {
 			err := addUser(mnt, ma.userRef, ma.keep)
 			lk.Release()
 			slk.Release()
 			return err
 		})
+		tidyMountpoint(mnt)
+		return err
 	}
 	if err := daemonize(ma, args, stdout); err != nil {
 		return err

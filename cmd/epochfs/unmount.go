@@ -55,7 +55,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mnt, _ := filepath.Abs(pos[0])
-	lk, err := lockMountpoint(mnt)
+	lk, err := lockMountpoint(mnt, stderr)
 	if err != nil {
 		return err
 	}

@@ -23,14 +23,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/epochfs/epochfs/daemon"
 )
-
-var errStatusTimeout = fmt.Errorf("no answer within %s", statusTimeout)
 
 // maxUserRef bounds a user id.
 const maxUserRef = 128
@@ -57,9 +56,9 @@ func usersPath(mnt string) string {
 	return filepath.Join(daemon.RuntimeDir(), daemon.Key(mnt)+".users")
 }
 
-// lockMountpoint takes mnt's lock, waiting for a mount or unmount of mnt
-// in progress.
-func lockMountpoint(mnt string) (*daemon.FileLock, error) {
+// lockMountpoint takes mnt's lock, waiting (and saying so on stderr) for a
+// mount or unmount of mnt in progress.
+func lockMountpoint(mnt string, stderr io.Writer) (*daemon.FileLock, error) {
 	dir := daemon.RuntimeDir()
 	if err := daemon.MakeRuntimeDir(dir); err != nil {
 		return nil, runtimeErr("runtime directory: %v", err)
@@ -67,7 +66,7 @@ func lockMountpoint(mnt string) (*daemon.FileLock, error) {
 	path := filepath.Join(dir, daemon.Key(mnt)+".lock")
 	lk, err := daemon.Lock(path, false)
 	if errors.Is(err, daemon.ErrLocked) {
-		fmt.Fprintf(os.Stderr, "epochfs: waiting for another mount or unmount of %s\n", mnt)
+		fmt.Fprintf(stderr, "epochfs: waiting for another mount or unmount of %s\n", mnt)
 		lk, err = daemon.Lock(path, true)
 	}
 	if err != nil {
@@ -136,4 +135,13 @@ func releaseMountpoint(lk *daemon.FileLock, mnt string) {
 		}
 	}
 	lk.Release()
+}
+
+// tidyMountpoint removes mnt's lock file if nobody holds it and nothing is
+// left to serialize on (after a foreground daemon's exit).
+func tidyMountpoint(mnt string) {
+	lk, err := daemon.Lock(filepath.Join(daemon.RuntimeDir(), daemon.Key(mnt)+".lock"), false)
+	if err == nil {
+		releaseMountpoint(lk, mnt)
+	}
 }
