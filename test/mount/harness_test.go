@@ -173,9 +173,6 @@ func (e *env) mount() {
 	if os.Getenv("EPOCHFS_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	if err := os.MkdirAll(e.state, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	m, err := epochd.New(context.Background(), epochd.Options{
 		Source: e.src, Mountpoint: e.mnt, StateDir: e.state, Tiers: tiers,
 		Workers: 2, Validate: e.opts.validate, SourceTimeout: e.opts.sourceTimeout,
