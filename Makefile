@@ -4,7 +4,7 @@ PATH    := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build test ci vet demo bench bench-quick bench-deps fuzz deps clean
+.PHONY: build test ci vet tidy-check test-slurm demo bench bench-quick bench-deps fuzz deps clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/epochfs ./cmd/epochfs
@@ -20,9 +20,20 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
-# The CI suite: vet, every test under the race detector, real FUSE mounts.
-ci: deps build vet
+# go.mod and go.sum must be as `go mod tidy` leaves them.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
+
+# epochfs's prolog and epilog under a real one-node Slurm (test/slurm/run.sh;
+# needs root and Debian's slurmctld, slurmd, slurm-client and munge).
+test-slurm: build
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
+
+# The CI suite: vet, a tidy go.mod, every test under the race detector, real
+# FUSE mounts, then the Slurm prolog and epilog under a real Slurm.
+ci: deps build vet tidy-check
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -race -count=1 -timeout 30m ./...
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
 
 # Mount a generated sample dataset, train two epochs over it, show the status.
 demo: deps build

@@ -27,6 +27,7 @@ type Config struct {
 	Model      Model      `toml:"model"`
 	Preprocess Preprocess `toml:"preprocess"`
 	Sampler    Sampler    `toml:"sampler"`
+	Metrics    Metrics    `toml:"metrics"`
 }
 
 // Tier is one local storage tier; tiers are listed fastest first.
@@ -222,6 +223,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Preprocess.Validate(); err != nil {
+		return err
+	}
+	if err := c.Metrics.Validate(); err != nil {
 		return err
 	}
 	return c.Sampler.Validate()

@@ -71,6 +71,10 @@ type Options struct {
 	// (default DefaultBufferGrace).
 	BufferGrace time.Duration
 	Logger      *zap.Logger
+	// ObserveOpen, if set, is called after each successful Open with
+	// whether it was opened on a tier copy and how long the open took
+	// (validation included): the metrics' resident open latency.
+	ObserveOpen func(resident bool, took time.Duration)
 }
 
 // Stats are the placer's counters.

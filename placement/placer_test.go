@@ -562,11 +562,14 @@ func closeWithCopiesInProgress(t *testing.T) {
 	d := dataset{}
 	for i := 0; i < 16; i++ {
 		p := fmt.Sprintf("slow/%02d", i)
-		d[p] = content(p, 1<<20+1+i)
+		d[p] = content(p, 2<<20+1+i)
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	// A slow source: 1 MiB/s shared by sixteen copies of a bit over 1 MiB.
-	e.source = tier.NewSource(e.src, 1<<20)
+	// A slow source: 64 KiB/s shared by sixteen copies of a bit over 2
+	// MiB. The cap is paid after each read: the 1 MiB burst and one more
+	// read go at once, then the debt takes 16 s, and no copy can finish
+	// before all have started.
+	e.source = tier.NewSource(e.src, 64<<10)
 	e.p.src = e.source
 	ctx := context.Background()
 	var readers []*Reader

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
@@ -37,7 +38,15 @@ type Reader struct {
 // mode asks for it (validate.go); a resident file is then opened on its
 // tier copy; otherwise a whole-file copy starts (or is joined) and the
 // reader follows it.
-func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
+func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
+	if obs := p.o.ObserveOpen; obs != nil {
+		start := time.Now()
+		defer func() {
+			if err == nil {
+				obs(r.tierFD >= 0, time.Since(start))
+			}
+		}()
+	}
 	if e.Kind != KindFile {
 		return nil, ErrNotFile
 	}
@@ -51,7 +60,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{p: p, e: e, tierIdx: -1, tierFD: -1, changed: changed, attr: e.Attr()}
+	r = &Reader{p: p, e: e, tierIdx: -1, tierFD: -1, changed: changed, attr: e.Attr()}
 	// From here on the reader holds resources: shutdown closes it if the
 	// kernel never releases it.
 	p.readers.Store(r, struct{}{})

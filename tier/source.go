@@ -273,25 +273,32 @@ type SourceFile struct {
 }
 
 // ReadAt reads like os.File.ReadAt, waiting for the bandwidth cap first
-// (the wait is not part of the deadline: it is ours, not the source's).
+// (the wait is not part of the deadline: it is ours, not the source's) and
+// charging the cap with the bytes the read returned (see Limiter).
 // The read goes into a buffer of the source's own, copied to p when it
 // returns in time: a read abandoned at the deadline may still write when
 // the source wakes up, and p is the caller's again by then.
 func (sf *SourceFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if err := sf.s.limit.Wait(ctx, len(p)); err != nil {
+	if err := sf.s.limit.Wait(ctx); err != nil {
 		return 0, &SourceError{Op: "read", Path: sf.rel, Err: err}
 	}
 	sf.s.reads.Add(1)
 	bp := sf.s.getReadBuf(len(p))
 	var n int
+	start := time.Now()
 	err, finished := sf.s.call(ctx, "read", sf.rel, func() error {
 		var err error
 		n, err = sf.f.ReadAt(*bp, off)
 		return err
-	}, func() { sf.s.putReadBuf(bp) })
+	}, func() {
+		// What a late read took from the source counts against the cap.
+		sf.s.limit.Done(n, time.Since(start))
+		sf.s.putReadBuf(bp)
+	})
 	if !finished {
 		return 0, err
 	}
+	sf.s.limit.Done(n, time.Since(start))
 	copy(p, (*bp)[:n])
 	sf.s.putReadBuf(bp)
 	sf.s.bytes.Add(int64(n))
@@ -373,14 +380,28 @@ func (sf *SourceFile) CopyTo(ctx context.Context, w io.Writer, buf []byte, progr
 	}
 }
 
-// Limiter is a token bucket over bytes. A zero rate means no limit.
+// Limiter is the bandwidth cap of source reads: a token bucket over bytes,
+// charged after each read with the bytes it returned. A read of a small
+// file through a large copy buffer costs what it read, not the buffer's
+// size (charging the buffer capped 100 KB files at 1 MB/s to one file a
+// second). A read waits only until the reads before it are paid for (the
+// bucket is not in debt); it does not know its size in advance. Over any
+// window the bytes read are at most the burst, plus the rate times the
+// window, plus the reads already admitted at its start (one buffer per
+// reader); in the long run the rate is the cap whatever the read sizes.
+// A zero rate means no limit.
+//
+// The limiter also sees every read's duration (Done): an observer set
+// with SetObserver gets it, e.g. a latency histogram.
 type Limiter struct {
 	rate  float64 // bytes per second
 	burst float64
 
 	mu     sync.Mutex
-	tokens float64
+	tokens float64 // negative: the debt of reads already done
 	last   time.Time
+
+	observe atomic.Pointer[func(n int, took time.Duration)]
 }
 
 // NewLimiter returns a limiter of rate bytes/s with a burst of 1/4 s of
@@ -396,35 +417,66 @@ func NewLimiter(rate float64) *Limiter {
 	return &Limiter{rate: rate, burst: burst, tokens: burst, last: time.Now()}
 }
 
-// Wait blocks until n bytes may be read, or ctx ends.
-func (l *Limiter) Wait(ctx context.Context, n int) error {
-	if l.rate <= 0 || n <= 0 {
-		return nil
-	}
-	l.mu.Lock()
-	now := time.Now()
+// refill adds the tokens earned since the last call; l.mu is held.
+func (l *Limiter) refill(now time.Time) {
 	l.tokens += now.Sub(l.last).Seconds() * l.rate
 	if l.tokens > l.burst {
 		l.tokens = l.burst
 	}
 	l.last = now
-	l.tokens -= float64(n)
-	deficit := -l.tokens
-	l.mu.Unlock()
-	if deficit <= 0 {
+}
+
+// Wait blocks until the bytes of earlier reads are paid for, or ctx ends.
+func (l *Limiter) Wait(ctx context.Context) error {
+	if l.rate <= 0 {
 		return nil
 	}
-	d := time.Duration(deficit / l.rate * float64(time.Second))
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		// Give back what was not used.
+	for {
 		l.mu.Lock()
-		l.tokens += float64(n)
+		l.refill(time.Now())
+		debt := -l.tokens
 		l.mu.Unlock()
-		return ctx.Err()
+		if debt <= 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		tm := time.NewTimer(time.Duration(debt / l.rate * float64(time.Second)))
+		select {
+		case <-tm.C:
+			// Other readers may have run up a new debt meanwhile: look again.
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
 	}
 }
+
+// Done charges a read of n bytes that took took, and reports it to the
+// observer.
+func (l *Limiter) Done(n int, took time.Duration) {
+	if fn := l.observe.Load(); fn != nil {
+		(*fn)(n, took)
+	}
+	if l.rate <= 0 || n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	l.refill(time.Now())
+	l.tokens -= float64(n)
+	l.mu.Unlock()
+}
+
+// SetObserver has fn called after every read with its bytes and duration
+// (nil: none). fn runs on the reader's goroutine: keep it cheap.
+func (l *Limiter) SetObserver(fn func(n int, took time.Duration)) {
+	if fn == nil {
+		l.observe.Store(nil)
+		return
+	}
+	l.observe.Store(&fn)
+}
+
+// Limiter is the source's bandwidth cap, which also times its reads.
+func (s *Source) Limiter() *Limiter { return s.limit }

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -247,9 +251,10 @@ func TestSourceCopyToWritesIntoTier(t *testing.T) {
 }
 
 func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
-	// With a negligible rate only the burst (1 MiB) may be read; the copy
-	// then waits until its context ends.
-	data := pattern(1<<20 + 1)
+	// With a negligible rate the burst (1 MiB) and the read that spends
+	// its last byte may be read; the copy then waits until its context
+	// ends.
+	data := pattern(2 << 20)
 	src := NewSource(writeSource(t, map[string][]byte{"f": data}), 1e-3)
 	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
@@ -257,7 +262,7 @@ func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
 	}
 	defer sf.Close()
 	// The context ends shortly after the burst has been copied, however
-	// long that took: without a cap the last byte would be copied at once.
+	// long that took: without a cap the rest would be copied at once.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	progress := func(off int64) {
@@ -270,18 +275,63 @@ func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("capped CopyTo = %d, %v; want it to wait past the burst until canceled", n, err)
 	}
-	if n != 1<<20 || !bytes.Equal(out.Bytes(), data[:1<<20]) {
-		t.Errorf("capped CopyTo copied %d bytes, want exactly the 1 MiB burst", n)
+	if n != 1<<20+64<<10 || !bytes.Equal(out.Bytes(), data[:n]) {
+		t.Errorf("capped CopyTo copied %d bytes, want the 1 MiB burst and the one read that spent it", n)
 	}
-	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 16, Bytes: 1 << 20}); got != want {
+	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 17, Bytes: 1<<20 + 64<<10}); got != want {
 		t.Errorf("Stats() = %+v, want %+v (a read that waits is not counted)", got, want)
 	}
 }
 
-func canceledContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
+// The cap is charged with the bytes read, not the copy buffer's size: 100
+// KB files copied through a 1 MiB buffer at 1 MB/s copy at 1 MB/s (the bug
+// this replaces charged 1 MiB per read: one file a second).
+func TestSourceBandwidthCapChargesTheBytesReadSoSmallFilesCopyAtTheCap(t *testing.T) {
+	const (
+		rate  = 1e6
+		size  = 100_000
+		files = 30 // 3 MB: 3 s at the cap
+	)
+	m := map[string][]byte{}
+	for i := 0; i < files; i++ {
+		m[fmt.Sprintf("f%02d", i)] = pattern(size)
+	}
+	src := NewSource(writeSource(t, m), rate)
+	// Spend the burst first: the rate is measured from an empty bucket.
+	src.Limiter().Done(1<<20, 0)
+	var reads, readBytes atomic.Int64
+	src.Limiter().SetObserver(func(n int, took time.Duration) {
+		reads.Add(1)
+		readBytes.Add(int64(n))
+	})
+	// A liveness bound: the old charge would take 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	var total int64
+	for i := 0; i < files; i++ {
+		sf, err := src.Open(ctx, fmt.Sprintf("f%02d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := sf.CopyTo(ctx, io.Discard, buf, nil)
+		sf.Close()
+		if err != nil {
+			t.Fatalf("copy %d: %v after %v (%d bytes)", i, err, time.Since(start), total)
+		}
+		total += n
+	}
+	took := time.Since(start)
+	// Pay after reading: the first read is free (the bucket is empty, not
+	// in debt), so the copy takes (total - one file) / rate.
+	got := float64(total-size) / took.Seconds()
+	if got < 0.9*rate || got > 1.1*rate {
+		t.Fatalf("copied %d bytes in %v: %.0f B/s, want within 10%% of the %.0f B/s cap", total, took, got, float64(rate))
+	}
+	if reads.Load() != files || readBytes.Load() != total {
+		t.Errorf("observer saw %d reads of %d bytes, want %d reads of %d", reads.Load(), readBytes.Load(), files, total)
+	}
 }
 
 func TestLimiterZeroRateNeverBlocks(t *testing.T) {
@@ -289,72 +339,85 @@ func TestLimiterZeroRateNeverBlocks(t *testing.T) {
 		l := NewLimiter(rate)
 		// A limiter that waited would see the canceled context and fail.
 		for i := 0; i < 3; i++ {
-			if err := l.Wait(canceledContext(), 1<<40); err != nil {
+			l.Done(1<<40, 0)
+			if err := l.Wait(canceledContext()); err != nil {
 				t.Fatalf("NewLimiter(%v).Wait = %v, want nil", rate, err)
 			}
 		}
 	}
 }
 
-func TestLimiterBlocksAfterBurst(t *testing.T) {
+func TestLimiterWaitsOnlyOnceTheBytesReadExceedTheBurst(t *testing.T) {
 	l := NewLimiter(1e-3) // burst is the 1 MiB minimum
-	if err := l.Wait(canceledContext(), 1<<20); err != nil {
-		t.Fatalf("Wait within the burst = %v, want nil without waiting", err)
+	for i := 0; i < 16; i++ {
+		if err := l.Wait(canceledContext()); err != nil {
+			t.Fatalf("Wait %d within the burst = %v, want nil without waiting", i, err)
+		}
+		l.Done(64<<10, 0)
 	}
+	// The burst is spent exactly, not overdrawn: one more read may go.
+	if err := l.Wait(canceledContext()); err != nil {
+		t.Fatalf("Wait with the burst spent exactly = %v, want nil", err)
+	}
+	l.Done(1, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := l.Wait(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait after the burst is spent = %v, want context.DeadlineExceeded", err)
+	if err := l.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait in debt = %v, want context.DeadlineExceeded", err)
 	}
-	// A wait that gave up returns its tokens.
-	l.mu.Lock()
-	tokens := l.tokens
-	l.mu.Unlock()
-	if tokens < -0.5 {
-		t.Errorf("tokens = %v after an abandoned wait, want the 1 byte given back", tokens)
+	// Reads charged nothing (a failed read, EOF at once) cost nothing.
+	l2 := NewLimiter(1e-3)
+	for i := 0; i < 100; i++ {
+		l2.Done(0, 0)
 	}
-	if err := l.Wait(canceledContext(), 1); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait with a canceled context after the burst = %v, want context.Canceled", err)
-	}
-	// Zero-byte waits never block.
-	if err := l.Wait(canceledContext(), 0); err != nil {
-		t.Fatalf("Wait(0) = %v", err)
+	if err := l2.Wait(canceledContext()); err != nil {
+		t.Fatalf("Wait after reads of 0 bytes = %v", err)
 	}
 }
 
 func TestLimiterBurstIsQuarterSecondOfTraffic(t *testing.T) {
 	const rate = 1 << 30 // burst: 256 MiB
-	// The bucket never holds more than the burst, however long it idles,
-	// so a wait for more than the burst always blocks.
-	if err := NewLimiter(rate).Wait(canceledContext(), rate/4+rate/100); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait(burst + 1%%) on a fresh limiter = %v, want it to wait (context.Canceled)", err)
-	}
+	// The bucket never holds more than the burst, however long it idles:
+	// reads of the burst and 1% more put it in debt.
 	l := NewLimiter(rate)
-	if err := l.Wait(canceledContext(), rate/4); err != nil {
-		t.Fatalf("Wait(rate/4) on a fresh limiter = %v, want nil", err)
+	time.Sleep(10 * time.Millisecond)
+	l.Done(rate/4+rate/100, 0)
+	if err := l.Wait(canceledContext()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after reading the burst + 1%% = %v, want it to wait (context.Canceled)", err)
 	}
-	if err := l.Wait(canceledContext(), rate/2); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait(rate/2) after the burst = %v, want it to wait (context.Canceled)", err)
+	l = NewLimiter(rate)
+	l.Done(rate/4, 0)
+	if err := l.Wait(canceledContext()); err != nil {
+		t.Fatalf("Wait after reading exactly the burst = %v, want nil", err)
 	}
 }
 
-func TestLimiterConcurrentWaitersShareTheCap(t *testing.T) {
-	l := NewLimiter(1e-3)
-	ctx := canceledContext()
-	// 16 waiters of 64 KiB fit in the 1 MiB burst; every later one waits.
-	var ok, waited int
-	for i := 0; i < 20; i++ {
-		switch err := l.Wait(ctx, 64<<10); {
-		case err == nil:
-			ok++
-		case errors.Is(err, context.Canceled):
-			waited++
-		default:
-			t.Fatal(err)
-		}
+func TestLimiterConcurrentReadersShareTheCap(t *testing.T) {
+	// Four readers of 100 KB at 1 MB/s for about 1 s: together they read
+	// at most the burst, the rate times the time, and one read each that
+	// was admitted before the debt showed.
+	const rate, size, readers = 1e6, 100_000, 4
+	l := NewLimiter(rate)
+	l.Done(1<<20, 0) // start from an empty bucket
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for r := 0; r < readers; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l.Wait(ctx) == nil {
+				total.Add(size)
+				l.Done(size, 0)
+			}
+		}()
 	}
-	if ok != 16 || waited != 4 {
-		t.Errorf("%d waits passed and %d blocked, want 16 and 4", ok, waited)
+	wg.Wait()
+	took := time.Since(start).Seconds()
+	if limit := rate*took + readers*size; float64(total.Load()) > limit {
+		t.Fatalf("%d readers read %d bytes in %.2fs, over the cap's %.0f", readers, total.Load(), took, limit)
 	}
 }
 
@@ -487,4 +550,10 @@ func TestSourceFailingLastsTheBackoffOrUntilACallSucceeds(t *testing.T) {
 	if src.Failing() {
 		t.Fatal("ENOENT counted as a failure")
 	}
+}
+
+func canceledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }

@@ -3,41 +3,44 @@ package main
 // `epochfs unmount` succeeds only once the daemon that served the mount has
 // exited: until then it holds the state directory (its lock and the
 // catalog), and a mount of the same state directory would fail. The daemon
-// is found without asking it, since it may be hung or dead: from the
-// runtime record its mount wrote (daemon.go), checked against the process
-// table and the mount's device number, and only failing that (a mount made
-// without a record) from .epochfs/status with a short timeout. A mount
-// whose daemon is dead has no daemon to wait for.
+// is found without asking it (daemon.go). A mount whose daemon is dead has
+// no daemon to wait for.
+//
+// With --user-ref ID it first drops ID from the mount's users (users.go)
+// and unmounts only if no user is left and the mount is not kept. Nothing
+// mounted is success with a note (an epilog after a job that did not
+// mount), unless --strict.
 
 import (
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/epochfs/epochfs/daemon"
 )
 
-const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] MOUNTPOINT"
+const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] [--user-ref ID] [--strict] MOUNTPOINT"
 
 // defaultUnmountTimeout is how long unmount waits for the daemon to exit.
 // It is longer than the daemon's own bounded shutdown (twice
-// defaultShutdownTimeout), so only a daemon that still serves open files
-// of a lazily detached mount outlasts it.
+// daemon.DefaultShutdownTimeout), so only a daemon that still serves open
+// files of a lazily detached mount outlasts it.
 const defaultUnmountTimeout = 30 * time.Second
-
-// statusTimeout bounds the read of .epochfs/status that finds the daemon of
-// a mount without a runtime record.
-const statusTimeout = 2 * time.Second
 
 func runUnmount(args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("unmount", unmountSynopsis, stderr)
 	lazy := f.Bool("lazy", false, "detach now even if files are open or the daemon is dead")
 	timeout := f.Duration("timeout", defaultUnmountTimeout, "how long to wait for the daemon to exit")
+	userRef := f.String("user-ref", "", "drop ID from the mount's users; unmount only if it was the last and the mount is not kept")
+	strict := f.Bool("strict", false, "exit 2 when MOUNTPOINT is not mounted (default: exit 0 with a note)")
 	pos, err := parseFlags(f, args)
 	if err != nil {
 		return err
@@ -48,11 +51,38 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	if *timeout <= 0 {
 		return usageErr("--timeout %s: want a positive duration", *timeout)
 	}
+	if err := checkUserRef(*userRef); err != nil {
+		return err
+	}
 	mnt, _ := filepath.Abs(pos[0])
+	lk, err := lockMountpoint(mnt, stderr)
+	if err != nil {
+		return err
+	}
+	defer releaseMountpoint(lk, mnt)
+	users := loadUsers(mnt)
+	if *userRef != "" {
+		users.Users = slices.DeleteFunc(users.Users, func(s string) bool { return s == *userRef })
+		if err := saveUsers(mnt, users); err != nil {
+			return runtimeErr("users of %s: %v", mnt, err)
+		}
+		if n := len(users.Users); n > 0 {
+			fmt.Fprintf(stdout, "epochfs: %s is still used by %d other user(s) (%s); left mounted\n", mnt, n, strings.Join(users.Users, " "))
+			return nil
+		}
+		if users.Keep {
+			fmt.Fprintf(stdout, "epochfs: %s is kept (mounted with --keep); left mounted\n", mnt)
+			return nil
+		}
+	}
 	d := findDaemon(mnt)
+	entry, mounted := daemon.FindMount(mnt)
 	detached := *lazy
 	switch {
-	case isMountpoint(mnt):
+	case mounted:
+		if err := checkMayUnmount(mnt, entry); err != nil {
+			return err
+		}
 		if err := unmount(mnt, *lazy); err != nil {
 			return err
 		}
@@ -61,91 +91,64 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		// unmount, so that a retry tells when it is gone.
 		detached = true
 	default:
-		return usageErr("%s is not mounted", mnt)
+		saveUsers(mnt, mountUsers{})
+		if *strict {
+			return usageErr("%s is not mounted", mnt)
+		}
+		fmt.Fprintf(stdout, "epochfs: %s is not mounted; nothing to do\n", mnt)
+		return nil
 	}
 	if d.PID > 0 && !waitExit(d, *timeout) {
 		if detached {
-			return runtimeErr("%s is detached but its daemon (pid %d) is still running: files are still open on it or the source does not answer; it exits when they are closed (see %s)", mnt, d.PID, d.logPath())
+			return runtimeErr("%s is detached but its daemon (pid %d) is still running: files are still open on it or the source does not answer; it exits when they are closed (see %s)", mnt, d.PID, d.LogPath())
 		}
-		return runtimeErr("%s is unmounted but its daemon (pid %d) is still running: it is still closing (the source does not answer?) (see %s)", mnt, d.PID, d.logPath())
+		return runtimeErr("%s is unmounted but its daemon (pid %d) is still running: it is still closing (the source does not answer?) (see %s)", mnt, d.PID, d.LogPath())
+	}
+	if err := saveUsers(mnt, mountUsers{}); err != nil {
+		fmt.Fprintf(stderr, "epochfs unmount: warning: users of %s: %v\n", mnt, err)
 	}
 	fmt.Fprintf(stdout, "epochfs: unmounted %s\n", mnt)
 	return nil
 }
 
-func unmount(mnt string, lazy bool) error {
-	if os.Geteuid() == 0 {
-		flags := 0
-		if lazy {
-			flags = syscall.MNT_DETACH
-		}
-		err := syscall.Unmount(mnt, flags)
-		if errors.Is(err, syscall.EBUSY) {
-			return runtimeErr("%s is busy (a process has files open there); close them or use --lazy", mnt)
-		}
-		if err != nil {
-			return runtimeErr("unmount %s: %v", mnt, err)
-		}
+// checkMayUnmount refuses, with what to do, the unmount of a FUSE mount
+// that another user made by a user other than root: fusermount3 would only
+// say that it finds no entry for it in /etc/mtab.
+func checkMayUnmount(mnt string, m daemon.MountEntry) error {
+	uid := os.Geteuid()
+	if uid == 0 || m.UserID < 0 || m.UserID == uid {
 		return nil
 	}
-	a := []string{"-u"}
-	if lazy {
-		a = append(a, "-z")
+	who := "uid " + strconv.Itoa(m.UserID)
+	if u, err := user.LookupId(strconv.Itoa(m.UserID)); err == nil {
+		who = fmt.Sprintf("%s (uid %d)", u.Username, m.UserID)
 	}
-	out, err := exec.Command("fusermount3", append(a, mnt)...).CombinedOutput()
-	if err != nil {
-		return runtimeErr("fusermount3: %s", strings.TrimSpace(string(out)))
+	if m.UserID == 0 {
+		return runtimeErr("%s was mounted by %s and only root can unmount it: run 'sudo epochfs unmount %s' or ask an administrator (a job's epilog, which runs as root, unmounts it)", mnt, who, mnt)
 	}
-	return nil
+	return runtimeErr("%s was mounted by %s and only that user or root can unmount it", mnt, who)
 }
 
-// findDaemon returns the running daemon that serves (or, detached, still
-// drains) mnt; the zero record if there is none.
-func findDaemon(mnt string) daemonRecord {
-	dev, mounted := mountDev(mnt)
-	if r, ok := readRecord(mnt); ok && r.running() && (!mounted || r.Dev == dev) {
-		return r
+func unmount(mnt string, lazy bool) error {
+	err := daemon.Unmount(mnt, lazy)
+	if err == nil {
+		return nil
 	}
-	if !mounted {
-		return daemonRecord{}
+	if errors.Is(err, syscall.EBUSY) {
+		return runtimeErr("%s is busy (a process has files open there); close them or use --lazy", mnt)
 	}
-	pid := statusPID(mnt)
-	if pid <= 0 {
-		return daemonRecord{}
+	var ue *daemon.UnmountError
+	if errors.As(err, &ue) && ue.Output != "" {
+		return runtimeErr("cannot unmount %s: %s", mnt, ue.Output)
 	}
-	r := daemonRecord{PID: pid, Start: procStart(pid), Mountpoint: mnt}
-	if !r.running() {
-		return daemonRecord{}
-	}
-	return r
-}
-
-// statusPID reads the daemon's pid from the mount's status (0 if the
-// daemon does not answer in time: hung, or dead).
-func statusPID(mnt string) int {
-	ch := make(chan int, 1)
-	go func() {
-		kv, err := readStatus(mnt)
-		if err != nil {
-			ch <- 0
-			return
-		}
-		pid, _ := strconv.Atoi(kv["pid"])
-		ch <- pid
-	}()
-	select {
-	case pid := <-ch:
-		return pid
-	case <-time.After(statusTimeout):
-		return 0
-	}
+	return runtimeErr("unmount %s: %v", mnt, errors.Unwrap(err))
 }
 
 // waitExit waits up to timeout for the daemon to exit and reports whether
 // it did.
-func waitExit(d daemonRecord, timeout time.Duration) bool {
+func waitExit(d daemon.Record, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	for d.running() {
+	for d.Running() {
 		if time.Now().After(deadline) {
 			return false
 		}

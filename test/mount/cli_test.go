@@ -119,6 +119,11 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 	if mounted(mnt) {
 		t.Fatal("a failed mount left a mount behind")
 	}
+	for _, m := range []string{mnt, full, busy} {
+		if left := runtimeFiles(m); len(left) > 0 {
+			t.Errorf("a failed mount left files in /run/epochfs: %v", left)
+		}
+	}
 }
 
 // A tier on a tiny file system fills; every read still succeeds from the

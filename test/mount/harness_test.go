@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	epochd "github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
@@ -111,13 +111,15 @@ func requireFUSE(t *testing.T) {
 	}
 }
 
-// env is one in-process mount of a source tree.
+// env is one in-process mount of a source tree, assembled by the daemon
+// package as `epochfs mount` assembles it.
 type env struct {
 	t     *testing.T
 	src   string
 	mnt   string
 	state string
 	tiers []tierSpec
+	m     *epochd.Mount
 	cat   *placement.Catalog
 	p     *placement.Placer
 	fsys  *fs.FS
@@ -137,9 +139,11 @@ type envOpts struct {
 	sourceTimeout time.Duration // default tier.DefaultSourceTimeout
 	noPassthrough bool
 	statfs        func(string) (uint64, uint64, error)
-	// bufferBytes > 0 serves .epochfs/jobs/ with a shared buffer of this
+	// bufferBytes > 0 gives .epochfs/jobs/ a shared buffer of this
 	// budget.
 	bufferBytes int64
+	// metricsListen serves metrics on this address ("127.0.0.1:0").
+	metricsListen string
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -161,71 +165,43 @@ func newEnv(t *testing.T, src string, quotas ...int64) *env {
 func (e *env) mount() {
 	t := e.t
 	t.Helper()
-	var tiers []*tier.Tier
-	var names []string
+	var tiers []tier.Options
 	for _, ts := range e.tiers {
-		tr, err := tier.Open(tier.Options{Name: ts.name, Dir: ts.dir, Quota: ts.quota, Statfs: e.opts.statfs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tiers = append(tiers, tr)
-		names = append(names, ts.name)
+		tiers = append(tiers, tier.Options{Name: ts.name, Dir: ts.dir, Quota: ts.quota, Statfs: e.opts.statfs})
 	}
-	cat, err := placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: e.state, Source: e.src, Tiers: names})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srcd = tier.OpenSource(tier.SourceOptions{Root: e.src, Timeout: e.opts.sourceTimeout})
 	log := zap.NewNop()
 	if os.Getenv("EPOCHFS_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, Validate: e.opts.validate,
-		BufferBytes: e.opts.bufferBytes, Logger: log})
+	m, err := epochd.New(context.Background(), epochd.Options{
+		Source: e.src, Mountpoint: e.mnt, StateDir: e.state, Tiers: tiers,
+		Workers: 2, Validate: e.opts.validate, SourceTimeout: e.opts.sourceTimeout,
+		BufferBytes: e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
+		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var jm *jobs.Manager
-	if e.opts.bufferBytes > 0 {
-		if jm, err = jobs.New(jobs.Options{Placer: p, BufferBytes: e.opts.bufferBytes}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fsys, err := fs.Mount(fs.Options{Placer: p, Source: e.src, Mountpoint: e.mnt, Version: "test", NoPassthrough: e.opts.noPassthrough, Jobs: jm, Logger: log})
-	if err != nil {
-		if jm != nil {
-			jm.Close()
-		}
-		p.Close()
-		cat.Close()
-		t.Fatal(err)
-	}
-	e.cat, e.p, e.fsys, e.jm = cat, p, fsys, jm
+	e.m = m
+	e.cat, e.p, e.fsys, e.srcd, e.jm = m.Catalog(), m.Placer(), m.FS(), m.Source(), m.Jobs()
 	t.Cleanup(e.unmount)
 }
 
-// unmount unmounts (idempotent) and checks the mount is gone.
+// unmount unmounts (idempotent), takes the mount down and checks the
+// mount is gone.
 func (e *env) unmount() {
-	if e.fsys == nil {
+	if e.m == nil {
 		return
 	}
-	if err := e.fsys.Unmount(); err != nil {
-		// Busy (a failed test left a file open): detach it so that the
-		// run fails instead of waiting forever for the server to stop.
+	if err := e.m.Unmount(); err != nil {
+		// Busy (a failed test left a file open): Close detaches it so that
+		// the run fails instead of waiting forever for the server to stop.
 		e.t.Errorf("unmount: %v", err)
-		if derr := syscall.Unmount(e.mnt, syscall.MNT_DETACH); derr != nil {
-			e.t.Errorf("lazy unmount: %v", derr)
-		}
 	}
-	e.fsys.Wait()
-	if e.jm != nil {
-		e.jm.Close()
+	if err := e.m.Close(); err != nil {
+		e.t.Errorf("close: %v", err)
 	}
-	e.p.Close()
-	if err := e.cat.Close(); err != nil {
-		e.t.Errorf("catalog close: %v", err)
-	}
-	e.fsys = nil
+	e.m, e.fsys = nil, nil
 	if mounted(e.mnt) {
 		e.t.Errorf("%s still mounted", e.mnt)
 	}

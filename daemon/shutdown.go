@@ -1,42 +1,41 @@
-package main
+package daemon
 
 // The daemon's way out is bounded. Once the kernel mount is gone (or on
-// SIGTERM) the daemon closes what it opened, last opened first: the jobs
+// SIGTERM) Close shuts down what New opened, last opened first: the jobs
 // manager (it waits for prefetches), the placer (it waits for the copies
 // in progress) and the catalog (it syncs and closes badger). A copy blocked
 // in a read from a source that does not answer cannot be cancelled, so a
 // close that waits for it would keep the process, its lock and its catalog
 // forever. Each close therefore runs in a goroutine, and all of them share
 // one deadline; a close still running at the deadline is abandoned, named
-// in the log, and the process exits with code 1 (the exit reclaims the
-// goroutine, the descriptors and the locks). Closes marked always (the
-// catalog) still run after an abandoned one, with a deadline of their own,
-// so the copies already completed stay recorded.
+// in the log, and Close returns an error (the daemon's process exits with
+// code 1, which reclaims the goroutine, the descriptors and the locks).
+// Closes marked always (the catalog) still run after an abandoned one,
+// with a deadline of their own, so the copies already completed stay
+// recorded.
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// defaultShutdownTimeout bounds the daemon's closes after the mount is gone.
-// It stays well under defaultUnmountTimeout: twice this (the closes, then a
-// last catalog sync) is still less, so an unmount sees a daemon that gave
-// up on a hung source exit.
-const defaultShutdownTimeout = 10 * time.Second
+// DefaultShutdownTimeout bounds the closes after the mount is gone.
+const DefaultShutdownTimeout = 10 * time.Second
 
-// shutdownStep is one thing the daemon closes on its way out.
-type shutdownStep struct {
+// step is one thing the daemon closes on its way out.
+type step struct {
 	what   string // what the daemon waits for, as the log names it
 	close  func() error
 	always bool // run even after an earlier step was abandoned
 }
 
 // shutdown runs steps in reverse order within timeout (see the top of this
-// file). It returns a runtime error naming the first step abandoned, or
-// the closes' own errors.
-func shutdown(log *zap.Logger, steps []shutdownStep, timeout time.Duration) error {
+// file). It returns an error matching ErrShutdownStuck naming the first
+// step abandoned, or the closes' own errors.
+func shutdown(log *zap.Logger, steps []step, timeout time.Duration) error {
 	deadline := time.After(timeout)
 	var errs []error
 	abandoned := ""
@@ -65,10 +64,7 @@ func shutdown(log *zap.Logger, steps []shutdownStep, timeout time.Duration) erro
 		}
 	}
 	if abandoned != "" {
-		return runtimeErr("shutdown: %s did not finish within %s (the source does not answer?); exiting without it", abandoned, timeout)
+		return fmt.Errorf("%w: %s did not finish within %s (the source does not answer?); exiting without it", ErrShutdownStuck, abandoned, timeout)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return &exitError{code: exitRuntime, err: err}
-	}
-	return nil
+	return errors.Join(errs...)
 }

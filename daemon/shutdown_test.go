@@ -1,8 +1,9 @@
-package main
+package daemon
 
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +15,14 @@ func TestShutdownAbandonsAStuckCloseAndStillClosesTheCatalog(t *testing.T) {
 	stuck := make(chan struct{})
 	defer close(stuck)
 	var order []string
-	steps := []shutdownStep{
+	steps := []step{
 		{what: "catalog", always: true, close: func() error { order = append(order, "catalog"); return nil }},
 		{what: "placer", close: func() error { <-stuck; return nil }},
 		{what: "jobs", close: func() error { order = append(order, "jobs"); return nil }},
 	}
 	err := shutdown(zap.NewNop(), steps, 50*time.Millisecond)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitRuntime || !strings.Contains(err.Error(), "placer") {
-		t.Fatalf("shutdown with a stuck close: %v, want a runtime error naming the placer", err)
+	if !errors.Is(err, ErrShutdownStuck) || !strings.Contains(err.Error(), "placer") {
+		t.Fatalf("shutdown with a stuck close: %v, want ErrShutdownStuck naming the placer", err)
 	}
 	if strings.Join(order, ",") != "jobs,catalog" {
 		t.Fatalf("closed %v, want jobs then the catalog", order)
@@ -33,7 +33,7 @@ func TestShutdownSkipsTheRestAfterAStuckCloseButNotTheAlwaysSteps(t *testing.T) 
 	stuck := make(chan struct{})
 	defer close(stuck)
 	ran := false
-	steps := []shutdownStep{
+	steps := []step{
 		{what: "other", close: func() error { ran = true; return nil }},
 		{what: "jobs", close: func() error { <-stuck; return nil }},
 	}
@@ -47,7 +47,7 @@ func TestShutdownSkipsTheRestAfterAStuckCloseButNotTheAlwaysSteps(t *testing.T) 
 
 func TestShutdownReturnsTheClosesErrors(t *testing.T) {
 	bad := errors.New("placement: catalog sync: disk gone")
-	steps := []shutdownStep{{what: "catalog", always: true, close: func() error { return bad }}}
+	steps := []step{{what: "catalog", always: true, close: func() error { return bad }}}
 	if err := shutdown(zap.NewNop(), steps, time.Minute); !errors.Is(err, bad) {
 		t.Fatalf("shutdown: %v, want %v", err, bad)
 	}
@@ -59,20 +59,16 @@ func TestStateLockIsExclusiveAndNamesItsHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = checkStateFree(dir)
-	var inUse *stateInUseError
-	if !errors.As(err, &inUse) || inUse.pid != os.Getpid() {
-		t.Fatalf("check of a held lock: %v, want in use by pid %d", err, os.Getpid())
-	}
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitRuntime {
-		t.Fatalf("exit code of %v: want %d", err, exitRuntime)
+	err = CheckStateFree(dir)
+	var inUse *StateInUseError
+	if !errors.As(err, &inUse) || inUse.PID != os.Getpid() || !errors.Is(err, ErrStateInUse) {
+		t.Fatalf("check of a held lock: %v, want ErrStateInUse by pid %d", err, os.Getpid())
 	}
 	if err := l.release(); err != nil {
 		t.Fatal(err)
 	}
 	// Released (as by the holder's death): free, and taken over.
-	if err := checkStateFree(dir); err != nil {
+	if err := CheckStateFree(dir); err != nil {
 		t.Fatalf("check of a released lock: %v", err)
 	}
 	l, err = lockState(dir)
@@ -85,7 +81,7 @@ func TestStateLockIsExclusiveAndNamesItsHolder(t *testing.T) {
 func TestRecordNamesOfDifferentMountPointsDiffer(t *testing.T) {
 	seen := map[string]string{}
 	for _, m := range []string{"/mnt/a/b", "/mnt/a_b", "/mnt/a%2Fb", "/mnt/a-b", "/mnt/a b", "/" + strings.Repeat("x", 300), "/" + strings.Repeat("x", 301)} {
-		n := recordName(m)
+		n := Key(m) + ".json"
 		if strings.Contains(n, "/") || len(n) > 255 {
 			t.Errorf("%q: name %q is not one path element", m, n)
 		}
@@ -98,11 +94,41 @@ func TestRecordNamesOfDifferentMountPointsDiffer(t *testing.T) {
 
 func TestProcRunningTellsAReusedPidFromItsProcess(t *testing.T) {
 	pid := os.Getpid()
-	start := procStart(pid)
-	if start == 0 || !procRunning(pid, start) {
-		t.Fatalf("this process: start %d, running %v", start, procRunning(pid, start))
+	start := ProcStart(pid)
+	if start == 0 || !ProcRunning(pid, start) {
+		t.Fatalf("this process: start %d, running %v", start, ProcRunning(pid, start))
 	}
-	if procRunning(pid, start+1) {
+	if ProcRunning(pid, start+1) {
 		t.Fatal("a different start time counts as the same process")
 	}
+}
+
+func TestAFileLockRemovedByItsHolderIsNotTakenOnTheOldFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	a, err := Lock(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(path, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second lock: %v, want ErrLocked", err)
+	}
+	// A waiter that opened the file before its removal.
+	got := make(chan *FileLock, 1)
+	go func() {
+		l, err := Lock(path, true)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(50 * time.Millisecond) // let it block (a wait, not an assertion)
+	if err := a.RemoveAndRelease(); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	// b holds the file now at path; nobody else may take it.
+	if _, err := Lock(path, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("lock while the waiter holds it: %v, want ErrLocked", err)
+	}
+	b.Release()
 }

@@ -1,0 +1,408 @@
+package main
+
+// `epochfs mount` is safe to call from a job prolog, several at once:
+//
+//   - Mounts (and unmounts) of one mount point serialize on
+//     RUNTIME/KEY.lock (users.go), and mounts of one state directory on
+//     STATE/mount.lock, held from the first check until the daemon reports
+//     the mount ready (or fails). The second of two concurrent mounts then
+//     finds the first one's mount.
+//   - A mount point already served by a live epochfs of the same source is
+//     left as it is (exit 0, "nothing to do"); of another source, exit 2.
+//     A live daemon is one whose runtime record names the mount (same
+//     device number) and whose status answers.
+//   - A dead epochfs mount (its daemon is gone: "Transport endpoint is not
+//     connected") is detached lazily and mounted again.
+//   - A state directory held by the daemon of another mount point is exit
+//     2: two catalogs cannot share it.
+//   - --user-ref ID counts ID as a user of the mount (users.go).
+//
+// Lock order: RUNTIME/KEY.lock, then STATE/mount.lock; the daemon then
+// takes STATE/daemon.lock for its life (daemon/lock.go). An unmount takes
+// KEY.lock only.
+//
+// The daemon itself is assembled by the daemon package; serve runs it in
+// this process until the mount goes away or a signal comes.
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"go.uber.org/zap"
+
+	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/tier"
+)
+
+func runMount(args []string, stdout, stderr io.Writer) error {
+	ma, err := parseMountArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	if ma.readyFD >= 0 {
+		// The daemon started by daemonize: its parent holds the locks
+		// and has done the checks.
+		return serve(ma, stderr, nil)
+	}
+	mnt := ma.cfg.Mountpoint
+	lk, err := lockMountpoint(mnt, stderr)
+	if err != nil {
+		return err
+	}
+	defer releaseMountpoint(lk, mnt)
+	mountedAlready, err := prepareMountpoint(ma, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if mountedAlready {
+		return addUser(mnt, ma.userRef, ma.keep)
+	}
+	if err := checkPaths(&ma.cfg); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(ma.cfg.StateDir, 0o700); err != nil {
+		return usageErr("state directory %s: %v", ma.cfg.StateDir, err)
+	}
+	slk, err := daemon.Lock(filepath.Join(ma.cfg.StateDir, "mount.lock"), true)
+	if err != nil {
+		return runtimeErr("%v", err)
+	}
+	defer slk.Release()
+	// Refuse here, with the holder's pid, rather than from a daemon that
+	// would fail later. The daemon takes the lock again for good.
+	if err := checkStateFree(ma.cfg); err != nil {
+		return err
+	}
+	if ma.foreground {
+		err := serve(ma, stderr, func() error {
+			err := addUser(mnt, ma.userRef, ma.keep)
+			lk.Release()
+			slk.Release()
+			return err
+		})
+		tidyMountpoint(mnt)
+		return err
+	}
+	if err := daemonize(ma, args, stdout); err != nil {
+		return err
+	}
+	return addUser(mnt, ma.userRef, ma.keep)
+}
+
+// prepareMountpoint looks at what is mounted at the mount point already:
+// a live epochfs of the same source (mountedAlready), of another source
+// (exit 2), or a dead epochfs mount, which it clears.
+func prepareMountpoint(ma *mountArgs, stdout, stderr io.Writer) (mountedAlready bool, err error) {
+	mnt := ma.cfg.Mountpoint
+	entry, mounted := daemon.FindMount(mnt)
+	if !mounted || !entry.Epochfs() {
+		return false, nil // checkPaths names any other mount
+	}
+	if d := findDaemon(mnt); d.PID > 0 {
+		st, err := statusWithin(mnt, statusTimeout)
+		if err != nil {
+			return false, runtimeErr("%s is mounted but its daemon (pid %d) does not answer (%v): see %s; 'epochfs unmount --lazy %s' detaches it", mnt, d.PID, err, d.LogPath(), mnt)
+		}
+		src := st["source"]
+		if src != ma.cfg.Source {
+			return false, usageErr("%s is already mounted from %s (epochfs pid %d), not from %s: unmount it first ('epochfs unmount %s') or use another mount point", mnt, src, d.PID, ma.cfg.Source, mnt)
+		}
+		if d.Config != "" && d.Config != ma.configID {
+			fmt.Fprintf(stderr, "epochfs mount: warning: %s is mounted with another configuration (pid %d); keeping it: unmount it and mount again to apply this one\n", mnt, d.PID)
+		}
+		fmt.Fprintf(stdout, "epochfs: %s is already mounted at %s (pid %d); nothing to do\n", src, mnt, d.PID)
+		return true, nil
+	}
+	// The kernel still has the mount but nobody serves it.
+	if err := daemon.Unmount(mnt, true); err != nil {
+		return false, runtimeErr("%s is a dead epochfs mount (its daemon is gone) and cannot be cleared: %v", mnt, err)
+	}
+	fmt.Fprintf(stdout, "epochfs: cleared the dead epochfs mount at %s (its daemon is gone)\n", mnt)
+	return false, nil
+}
+
+// checkStateFree fails when a live daemon holds the state directory: exit
+// 2 if it serves another mount point, else exit 1 (a daemon of this mount
+// point still draining).
+func checkStateFree(cfg config.Config) error {
+	err := daemon.CheckStateFree(cfg.StateDir)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, daemon.ErrStateInUse) {
+		// A daemon that still serves its mount elsewhere is a
+		// configuration error; one draining a detached mount goes away.
+		if r, ok := daemon.RecordOfState(cfg.StateDir); ok && r.Mountpoint != cfg.Mountpoint && servesMount(r) {
+			what := "epochfs"
+			if r.Source != "" {
+				what = "epochfs mount of " + r.Source
+			}
+			return usageErr("state directory %s is in use by the %s at %s (pid %d): give this mount its own --state", cfg.StateDir, what, r.Mountpoint, r.PID)
+		}
+		return &exitError{code: exitRuntime, err: err}
+	}
+	return runtimeErr("%v", err)
+}
+
+// servesMount reports whether r's mount is still at its mount point.
+func servesMount(r daemon.Record) bool {
+	dev, ok := daemon.MountDev(r.Mountpoint)
+	return ok && dev == r.Dev
+}
+
+// configID identifies a configuration: a hash of what the daemon is
+// started with (the log settings aside).
+func configID(cfg config.Config) string {
+	cfg.Log = config.Log{}
+	data, _ := json.Marshal(cfg)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// daemonize starts the daemon in the background and waits until it
+// reports the mount ready or fails.
+func daemonize(ma *mountArgs, args []string, stdout io.Writer) error {
+	logPath := filepath.Join(ma.cfg.StateDir, "epochfs.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return runtimeErr("log file: %v", err)
+	}
+	defer logf.Close()
+	var logStart int64
+	if st, err := logf.Stat(); err == nil {
+		logStart = st.Size()
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return runtimeErr("%v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return runtimeErr("%v", err)
+	}
+	cmd := exec.Command(exe, append([]string{"mount", "--foreground", "--ready-fd=3"}, args...)...)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A service manager waiting for our readiness hears it from us, not
+	// from the daemon (it is not the unit's main process).
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "NOTIFY_SOCKET=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	// The child resolves relative paths from here, then moves to "/".
+	if err := cmd.Start(); err != nil {
+		return runtimeErr("start daemon: %v", err)
+	}
+	pw.Close()
+	line, _ := bufio.NewReader(pr).ReadString('\n')
+	pr.Close()
+	line = strings.TrimSpace(line)
+	switch {
+	case line == "ok":
+		pid := cmd.Process.Pid
+		cmd.Process.Release()
+		fmt.Fprintf(stdout, "epochfs: %s mounted at %s (pid %d, log %s)\n", ma.cfg.Source, ma.cfg.Mountpoint, pid, logPath)
+		return nil
+	case strings.HasPrefix(line, "err "):
+		cmd.Wait()
+		code, msg, _ := strings.Cut(strings.TrimPrefix(line, "err "), " ")
+		c, _ := strconv.Atoi(code)
+		if c == 0 {
+			c = exitRuntime
+		}
+		if why := fusermountReason(logPath, logStart); why != "" {
+			msg = unprivilegedMountMessage(ma.cfg.Mountpoint, why, logPath)
+		}
+		return &exitError{code: c, err: errors.New(msg)}
+	default:
+		cmd.Wait()
+		return runtimeErr("the daemon exited before the mount was ready; see %s", logPath)
+	}
+}
+
+// fusermountReason returns the last line fusermount wrote to the log after
+// offset from: its reason for refusing an unprivileged mount.
+func fusermountReason(logPath string, from int64) string {
+	if os.Geteuid() == 0 {
+		return ""
+	}
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return ""
+	}
+	why := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "/usr/bin/fusermount3: failed to open /dev/fuse: Permission denied"
+		l := strings.TrimSpace(sc.Text())
+		if i := strings.Index(l, "fusermount"); i >= 0 && !strings.HasPrefix(l, "epochfs") && strings.Contains(l[i:], ": ") {
+			why = l[i:]
+		}
+	}
+	return why
+}
+
+// unprivilegedMountMessage says what fusermount3 refused and what to do.
+func unprivilegedMountMessage(mnt, why, logPath string) string {
+	hint := "mount as root, or fix what fusermount3 says"
+	switch {
+	case strings.Contains(why, "/dev/fuse"):
+		hint = "this user may not use /dev/fuse: ask the administrator to allow it (Debian's default is mode 0666) or mount as root"
+	case strings.Contains(why, "allow_other") || strings.Contains(why, "user_allow_other"):
+		hint = "add 'user_allow_other' to /etc/fuse.conf, or mount as root"
+	case strings.Contains(why, "mount count") || strings.Contains(why, "mount_max"):
+		hint = "this user has too many FUSE mounts (mount_max in /etc/fuse.conf): unmount some, or mount as root"
+	case strings.Contains(why, "mountpoint") || strings.Contains(why, "Permission denied"):
+		hint = fmt.Sprintf("use a mount point owned and writable by uid %d, or mount as root", os.Geteuid())
+	}
+	return fmt.Sprintf("cannot mount %s as uid %d: %s: %s (log: %s)", mnt, os.Geteuid(), why, hint, logPath)
+}
+
+// serve runs the daemon in this process until the mount goes away or a
+// signal comes. onReady, if set, runs once the mount answers.
+func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
+	cfg := &ma.cfg
+	var ready *os.File
+	if ma.readyFD >= 0 {
+		ready = os.NewFile(uintptr(ma.readyFD), "ready")
+	}
+	defer func() {
+		if ready != nil {
+			if err != nil {
+				code := exitRuntime
+				var ee *exitError
+				if errors.As(err, &ee) {
+					code = ee.code
+				}
+				fmt.Fprintf(ready, "err %d %s\n", code, strings.ReplaceAll(err.Error(), "\n", " "))
+			}
+			ready.Close()
+		}
+	}()
+	log := newLogger(cfg.Log, stderr)
+	defer log.Sync()
+	// Hold no directory busy: every path is absolute by now.
+	os.Chdir("/")
+	raiseNoFile(log)
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	validate, err := placement.ParseValidate(cfg.Placement.Validate)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	var tiers []tier.Options
+	for _, tc := range cfg.Tiers {
+		o := tier.Options{Name: tc.Name, Dir: tc.Path, Quota: tc.Quota.Bytes}
+		if tc.MinFree.IsPct {
+			o.MinFreePct = tc.MinFree.Pct
+		} else {
+			o.MinFreeBytes = tc.MinFree.Bytes
+		}
+		tiers = append(tiers, o)
+	}
+	lastLog := time.Now()
+	m, err := daemon.New(ctx, daemon.Options{
+		Source: cfg.Source, Mountpoint: cfg.Mountpoint, StateDir: cfg.StateDir, Tiers: tiers,
+		Rescan: ma.rescan,
+		Progress: func(n int64) {
+			if time.Since(lastLog) > 5*time.Second {
+				lastLog = time.Now()
+				log.Info("walking the source", zap.Int64("entries", n))
+			}
+		},
+		Workers: cfg.Placement.Workers, Validate: validate,
+		SourceBandwidth: cfg.Placement.SourceBandwidth.BytesPerSec,
+		SourceTimeout:   cfg.Placement.SourceTimeoutDuration(),
+		RefreshRate:     cfg.Placement.RefreshRate,
+		BufferBytes:     cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
+		NoPassthrough: ma.noPassthrough, Version: version,
+		Model: func(files, bytes int64) []byte {
+			return mountModelText(context.Background(), *cfg, files, bytes)
+		},
+		MetricsListen:   cfg.Metrics.Listen,
+		ShutdownTimeout: ma.shutdownTimeout,
+		RuntimeDir:      daemon.RuntimeDir(), ConfigID: ma.configID,
+		Logger: log,
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, daemon.ErrConfig):
+			return usageErr("%v", err)
+		case errors.Is(err, daemon.ErrStateInUse):
+			return &exitError{code: exitRuntime, err: err}
+		case errors.Is(err, daemon.ErrMount) && os.Geteuid() != 0 && ready == nil:
+			return runtimeErr("cannot mount %s as uid %d: %v (fusermount3's reason is printed above): mount as root, or fix what it says", cfg.Mountpoint, os.Geteuid(), err)
+		}
+		return runtimeErr("%v", err)
+	}
+	log.Info("mounted", zap.String("source", cfg.Source), zap.String("mountpoint", cfg.Mountpoint),
+		zap.Bool("passthrough", m.FS().Passthrough()), zap.Int64("files", m.Catalog().Files()),
+		zap.Bool("walked", m.Catalog().Walked()), zap.Int("pid", os.Getpid()),
+		zap.String("metrics", m.MetricsAddr()))
+	if ready != nil {
+		fmt.Fprintln(ready, "ok")
+		ready.Close()
+		ready = nil
+	}
+	if onReady != nil {
+		if err := onReady(); err != nil {
+			log.Warn("mounted, but the user could not be recorded", zap.Error(err))
+		}
+	}
+	// systemd (Type=notify): the mount answers now. Without NOTIFY_SOCKET
+	// this does nothing.
+	if _, err := sddaemon.SdNotify(false, fmt.Sprintf("READY=1\nMAINPID=%d\nSTATUS=serving %s at %s", os.Getpid(), cfg.Source, cfg.Mountpoint)); err != nil {
+		log.Warn("sd_notify READY failed", zap.Error(err))
+	}
+	select {
+	case <-m.Done():
+		log.Info("unmounted")
+	case <-ctx.Done():
+		log.Info("signal received; unmounting")
+	}
+	sddaemon.SdNotify(false, "STOPPING=1")
+	if err := m.Close(); err != nil {
+		return runtimeErr("%v", err)
+	}
+	return nil
+}
+
+// raiseNoFile lifts RLIMIT_NOFILE to its hard limit: every open dataset
+// file holds a tier or source descriptor.
+func raiseNoFile(log *zap.Logger) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return
+	}
+	if r.Cur < r.Max {
+		r.Cur = r.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+			log.Warn("cannot raise the open-file limit", zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,34 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Metrics is the [metrics] section: the Prometheus endpoint of the mount.
+type Metrics struct {
+	// Listen is the endpoint's address, host:port (e.g.
+	// "127.0.0.1:9464"); "" (the default) serves no metrics. A bare
+	// ":9464" is refused: listening on every interface is asked for by
+	// name ("0.0.0.0:9464").
+	Listen string `toml:"listen"`
+}
+
+// Validate checks the [metrics] section.
+func (m *Metrics) Validate() error {
+	if m.Listen == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(m.Listen)
+	if err != nil {
+		return fmt.Errorf("metrics.listen = %q: want HOST:PORT, e.g. \"127.0.0.1:9464\"", m.Listen)
+	}
+	if host == "" {
+		return fmt.Errorf("metrics.listen = %q: give the address to listen on, e.g. \"127.0.0.1:%s\" (\"0.0.0.0:%s\" for every interface)", m.Listen, port, port)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("metrics.listen = %q: port %q: want 0 to 65535", m.Listen, port)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMetricsListenIsOffByDefaultAndWantsAnAddress(t *testing.T) {
+	if d := Default(); d.Metrics.Listen != "" {
+		t.Fatalf("default metrics.listen = %q, want off", d.Metrics.Listen)
+	}
+	for _, ok := range []string{"127.0.0.1:9464", "[::1]:9464", "0.0.0.0:9464", "localhost:0"} {
+		c, err := Parse(Default(), "[metrics]\nlisten = \""+ok+"\"\n", "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil || c.Metrics.Listen != ok {
+			t.Errorf("listen = %q: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		":9464":           `"127.0.0.1:9464"`,
+		"9464":            "HOST:PORT",
+		"127.0.0.1:http":  "port",
+		"127.0.0.1:70000": "port",
+	} {
+		c, err := Parse(Default(), "[metrics]\nlisten = \""+bad+"\"\n", "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "metrics.listen") || !strings.Contains(err.Error(), want) {
+			t.Errorf("listen = %q: %v, want an error naming metrics.listen and %s", bad, err, want)
+		}
+	}
+}

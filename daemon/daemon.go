@@ -1,0 +1,359 @@
+// Package daemon assembles one epochfs mount and takes it down again. The
+// CLI's daemon (`epochfs mount`) and the mount tests build their mounts
+// with New, so the tests run the production wiring.
+//
+// A Mount's life, in order: take STATE/daemon.lock (before anything in the
+// state directory or the tiers is touched: a daemon still draining them
+// owns them), listen for metrics (a bad address fails before anything is
+// mounted), open the tiers, the catalog, the source, the placer and the
+// jobs manager, mount, write the runtime record (record.go). Close undoes
+// it: unmount if the mount is still there (lazily if files are open, then
+// waiting for them up to the shutdown deadline), close the jobs manager,
+// the placer and the catalog within that deadline (shutdown.go), stop the
+// metrics server, remove the record, drop the lock.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/jobs"
+	"github.com/epochfs/epochfs/metrics"
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/tier"
+)
+
+// Errors of New and Close. Callers map them to exit codes with errors.Is.
+var (
+	// ErrConfig marks an error in what the caller asked for (a tier that
+	// cannot be used, a state directory of another source): exit 2.
+	ErrConfig = errors.New("daemon: configuration")
+	// ErrStateInUse: another live daemon holds the state directory.
+	ErrStateInUse = errors.New("daemon: state directory in use")
+	// ErrShutdownStuck: a close did not finish within the shutdown
+	// deadline and was abandoned.
+	ErrShutdownStuck = errors.New("shutdown")
+	// ErrLocked: a lock taken without waiting is held (Lock).
+	ErrLocked = errors.New("held by another process")
+	// ErrMount: the kernel mount itself failed (for a user other than
+	// root, fusermount3 refused it and said why on stderr).
+	ErrMount = errors.New("daemon: mount")
+)
+
+// configError marks err as ErrConfig while keeping its own chain.
+type configError struct{ err error }
+
+func (e *configError) Error() string        { return e.err.Error() }
+func (e *configError) Unwrap() error        { return e.err }
+func (e *configError) Is(target error) bool { return target == ErrConfig }
+
+// Options describe one mount. Only Source, Mountpoint, StateDir and Tiers
+// are required.
+type Options struct {
+	Source     string // absolute path of the dataset on the shared file system
+	Mountpoint string
+	StateDir   string         // the catalog and daemon.lock live here
+	Tiers      []tier.Options // fastest first
+	Rescan     bool           // walk the source even if the catalog is complete
+	Progress   func(int64)    // called during a walk with the entries seen
+	Workers    int            // background copy workers (placement default if 0)
+	Validate   placement.Validate
+	// SourceBandwidth caps source reads in bytes/s (0: none);
+	// SourceTimeout bounds every source operation (tier default if 0).
+	SourceBandwidth float64
+	SourceTimeout   time.Duration
+	RefreshRate     float64
+	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
+	// and Lease configure the jobs of .epochfs/jobs/.
+	BufferBytes   int64
+	Lookahead     int
+	Lease         time.Duration
+	NoPassthrough bool
+	Version       string
+	// Model renders .epochfs/model from the dataset's file count and
+	// bytes; nil leaves the file out.
+	Model func(files, bytes int64) []byte
+	// MetricsListen is the metrics endpoint's address (host:port); ""
+	// serves none.
+	MetricsListen string
+	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
+	ShutdownTimeout time.Duration
+	// RuntimeDir, if set, is where the runtime record is written (the
+	// CLI's daemon: RuntimeDir()); ConfigID is recorded in it.
+	RuntimeDir string
+	ConfigID   string
+	Logger     *zap.Logger
+}
+
+// Mount is one assembled, mounted dataset.
+type Mount struct {
+	o       Options
+	log     *zap.Logger
+	lock    *stateLock
+	steps   []step // closed by Close, last first
+	cat     *placement.Catalog
+	src     *tier.Source
+	p       *placement.Placer
+	jm      *jobs.Manager
+	fsys    *fs.FS
+	met     *metrics.Metrics
+	metSrv  *metrics.Server
+	dev     string
+	rec     Record
+	recPath string
+	done    chan struct{} // closed when the kernel mount is gone
+
+	closeOnce sync.Once
+	closeErr  error
+	owners    sync.Map // uid → user name, for the metrics' owner label
+}
+
+// New takes the state directory, assembles the mount and mounts it. It
+// returns once the kernel answers requests on the mount point. On error
+// everything it opened is closed again.
+func New(ctx context.Context, o Options) (_ *Mount, err error) {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	m := &Mount{o: o, log: o.Logger, done: make(chan struct{})}
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return nil, &configError{fmt.Errorf("daemon: state directory: %w", err)}
+	}
+	if m.lock, err = lockState(o.StateDir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.teardown()
+		}
+	}()
+	if o.MetricsListen != "" {
+		m.met = metrics.New(metrics.Options{Status: m.statusEntries, Jobs: m.jobList, Logger: o.Logger})
+		if m.metSrv, err = m.met.Listen(o.MetricsListen); err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+	}
+	var tiers []*tier.Tier
+	var names []string
+	for _, to := range o.Tiers {
+		t, err := tier.Open(to)
+		if err != nil {
+			return nil, &configError{fmt.Errorf("daemon: %w", err)}
+		}
+		tiers = append(tiers, t)
+		names = append(names, to.Name)
+	}
+	m.cat, err = placement.OpenCatalog(ctx, placement.CatalogOptions{
+		StateDir: o.StateDir, Source: o.Source, Tiers: names, Rescan: o.Rescan,
+		Workers: 16, Logger: o.Logger, Progress: o.Progress,
+	})
+	if err != nil {
+		if errors.Is(err, placement.ErrOtherSource) {
+			return nil, &configError{fmt.Errorf("daemon: %w", err)}
+		}
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	m.steps = append(m.steps, step{what: "the catalog (sync and close)", close: m.cat.Close, always: true})
+	m.src = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth, Timeout: o.SourceTimeout})
+	po := placement.Options{
+		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
+		Validate: o.Validate, RefreshRate: o.RefreshRate, Logger: o.Logger,
+		BufferBytes: o.BufferBytes,
+	}
+	if m.met != nil {
+		po.ObserveOpen = m.met.ObserveOpen
+		m.src.Limiter().SetObserver(m.met.ObserveSourceRead)
+	}
+	if m.p, err = placement.New(po); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	m.steps = append(m.steps, step{what: "the placer (copies in progress, reading the source)",
+		close: func() error { m.p.Close(); return nil }})
+	m.jm, err = jobs.New(jobs.Options{
+		Placer: m.p, BufferBytes: o.BufferBytes, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	m.steps = append(m.steps, step{what: "the jobs manager (prefetches in flight, reading the source)",
+		close: func() error { m.jm.Close(); return nil }})
+	fo := fs.Options{
+		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
+		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Jobs: m.jm,
+	}
+	if o.Model != nil {
+		fo.Model = func() []byte { return o.Model(m.cat.Files(), m.cat.Bytes()) }
+	}
+	fsys, err := fs.Mount(fo)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMount, err)
+	}
+	m.fsys = fsys
+	go func() { fsys.Wait(); close(m.done) }()
+	m.dev, _ = MountDev(o.Mountpoint)
+	if o.RuntimeDir != "" {
+		m.rec = Record{PID: os.Getpid(), Start: ProcStart(os.Getpid()), StateDir: o.StateDir,
+			Mountpoint: o.Mountpoint, Dev: m.dev, Source: o.Source, Config: o.ConfigID}
+		if m.metSrv != nil {
+			m.rec.Metrics = m.metSrv.Addr()
+		}
+		if path, rerr := writeRecord(o.RuntimeDir, m.rec); rerr != nil {
+			o.Logger.Warn("cannot write the runtime record; 'epochfs unmount' finds this daemon through its status only", zap.Error(rerr))
+		} else {
+			m.recPath = path
+		}
+	}
+	return m, nil
+}
+
+// FS is the mounted file system.
+func (m *Mount) FS() *fs.FS { return m.fsys }
+
+// Placer is the mount's placer.
+func (m *Mount) Placer() *placement.Placer { return m.p }
+
+// Catalog is the mount's catalog.
+func (m *Mount) Catalog() *placement.Catalog { return m.cat }
+
+// Source is the mount's source.
+func (m *Mount) Source() *tier.Source { return m.src }
+
+// Jobs is the mount's jobs manager.
+func (m *Mount) Jobs() *jobs.Manager { return m.jm }
+
+// Dev is the mount's device number (MAJOR:MINOR).
+func (m *Mount) Dev() string { return m.dev }
+
+// MetricsAddr is the metrics endpoint's address, "" without one.
+func (m *Mount) MetricsAddr() string {
+	if m.metSrv == nil {
+		return ""
+	}
+	return m.metSrv.Addr()
+}
+
+// Done is closed once the kernel mount is gone (unmounted here or from
+// outside) and the FUSE server has stopped.
+func (m *Mount) Done() <-chan struct{} { return m.done }
+
+// Unmount unmounts the mount; it fails (EBUSY) while files are open.
+func (m *Mount) Unmount() error {
+	if err := m.fsys.Unmount(); err != nil {
+		return fmt.Errorf("daemon: unmount %s: %w", m.o.Mountpoint, err)
+	}
+	return nil
+}
+
+// Close takes the mount down (see the package comment) and returns the
+// first error; an abandoned close matches ErrShutdownStuck. It is safe to
+// call more than once.
+func (m *Mount) Close() error {
+	m.closeOnce.Do(func() {
+		select {
+		case <-m.done:
+		default:
+			m.stopMount()
+			select {
+			case <-m.done:
+			case <-time.After(m.o.ShutdownTimeout):
+				// Open files keep a detached mount alive; Close asks the
+				// mount to go, so it goes, and their reads fail from now on.
+				m.log.Warn("files are still open on the detached mount; exiting anyway", zap.Duration("after", m.o.ShutdownTimeout))
+			}
+		}
+		m.closeErr = m.teardown()
+	})
+	return m.closeErr
+}
+
+// stopMount unmounts the mount, lazily if files are open. It leaves the
+// mount point alone when it no longer shows this mount: the mount was
+// detached from outside, and a later mount may sit there now.
+func (m *Mount) stopMount() {
+	if cur, ok := MountDev(m.o.Mountpoint); !ok || cur != m.dev {
+		m.log.Info("the mount was detached already; waiting for its open files")
+		return
+	}
+	if err := m.fsys.Unmount(); err != nil {
+		m.log.Warn("unmount failed; detaching lazily", zap.Error(err))
+		if err := Unmount(m.o.Mountpoint, true); err != nil {
+			m.log.Error("lazy unmount failed", zap.Error(err))
+		}
+	}
+}
+
+// teardown closes what New opened, last first, within the deadline, then
+// stops the metrics server, removes the record and drops the lock.
+func (m *Mount) teardown() error {
+	err := shutdown(m.log, m.steps, m.o.ShutdownTimeout)
+	if m.metSrv != nil {
+		if cerr := m.metSrv.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if m.recPath != "" {
+		removeRecord(m.recPath, m.rec)
+	}
+	if lerr := m.lock.release(); err == nil && lerr != nil {
+		err = fmt.Errorf("daemon: release %s: %w", LockName, lerr)
+	}
+	return err
+}
+
+// statusEntries is the status for the metrics (nothing before the mount).
+func (m *Mount) statusEntries() []metrics.Entry {
+	if m.fsys == nil {
+		return nil
+	}
+	st := m.fsys.Status()
+	out := make([]metrics.Entry, len(st))
+	for i, e := range st {
+		out[i] = metrics.Entry{Key: e.Key, Value: e.Value, Numeric: e.Numeric}
+	}
+	return out
+}
+
+// jobList is the live jobs for the metrics.
+func (m *Mount) jobList() []metrics.Job {
+	if m.fsys == nil || m.jm == nil {
+		return nil
+	}
+	var out []metrics.Job
+	for _, name := range m.jm.Jobs() {
+		st, err := m.jm.Status(name)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		j := metrics.Job{Name: name, Status: string(st)}
+		if uid, ok := m.fsys.JobOwner(name); ok {
+			j.Owner = m.userName(uid)
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// userName is uid's login name, or the number if it has none.
+func (m *Mount) userName(uid uint32) string {
+	if v, ok := m.owners.Load(uid); ok {
+		return v.(string)
+	}
+	name := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	m.owners.Store(uid, name)
+	return name
+}

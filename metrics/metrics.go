@@ -1,0 +1,189 @@
+// Package metrics serves one mount's counters to Prometheus.
+//
+// It keeps no second list of what the mount counts. At each scrape it reads
+// the mount's status (the entries of .epochfs/status) and each live job's
+// status (.epochfs/jobs/NAME/status) and turns every entry into a metric by
+// rule (names.go): a numeric key becomes a gauge or a counter whose name
+// carries its unit, "tier.NAME.KEY" becomes a per-tier metric labelled
+// tier, on/off and yes/no become 1/0 gauges, and other text becomes a label
+// of an _info gauge. A key added to the status later is exported under a
+// derived name without a change here; names.go only gives known keys their
+// Prometheus names, types and help.
+//
+// Two histograms time what the daemon itself sees of reads. Reads of a
+// resident file go from the kernel straight to the tier file through FUSE
+// passthrough and never reach the daemon; what it sees of them is their
+// open (the validation against the source, when the mode asks for one, and
+// the open of the tier copy): epochfs_resident_open_seconds. Reads from the
+// source (copies into the tiers and reads of files not yet copied) are
+// timed per read call: epochfs_source_read_seconds.
+package metrics
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Entry is one status line: a key and its value.
+type Entry struct {
+	Key     string
+	Value   string
+	Numeric bool
+}
+
+// Job is one live training job of the mount.
+type Job struct {
+	Name   string
+	Owner  string // user name (or uid) of who made the job; "" if unknown
+	Status string // the job's status file: key=value lines
+}
+
+// Options configure the metrics of one mount.
+type Options struct {
+	// Status returns the mount's status entries (required).
+	Status func() []Entry
+	// Jobs returns the live jobs (nil: none).
+	Jobs   func() []Job
+	Logger *zap.Logger
+}
+
+// Metrics is the registry of one mount.
+type Metrics struct {
+	o            Options
+	reg          *prometheus.Registry
+	residentOpen prometheus.Histogram
+	sourceRead   prometheus.Histogram
+}
+
+// Histogram buckets, in seconds: a resident open is a local open (plus a
+// stat of the source when validated), a source read a network read of up
+// to a copy buffer.
+var (
+	residentOpenBuckets = prometheus.ExponentialBuckets(10e-6, 4, 10)  // 10 µs … 2.6 s
+	sourceReadBuckets   = prometheus.ExponentialBuckets(100e-6, 4, 10) // 100 µs … 26 s
+)
+
+// New builds the registry: the status collector, the two read histograms,
+// and Go's runtime and process collectors.
+func New(o Options) *Metrics {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	m := &Metrics{o: o, reg: prometheus.NewRegistry()}
+	m.residentOpen = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "epochfs_resident_open_seconds",
+		Help:    "Opens of resident files as the daemon serves them (validation and the tier open; passthrough reads never reach the daemon).",
+		Buckets: residentOpenBuckets,
+	})
+	m.sourceRead = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "epochfs_source_read_seconds",
+		Help:    "Read calls to the source (copies into the tiers and reads of files not yet copied).",
+		Buckets: sourceReadBuckets,
+	})
+	m.reg.MustRegister(m.residentOpen, m.sourceRead, &statusCollector{m: m},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveOpen records an open of a dataset file; only opens of resident
+// files are timed (the others start or join a copy).
+func (m *Metrics) ObserveOpen(resident bool, took time.Duration) {
+	if resident {
+		m.residentOpen.Observe(took.Seconds())
+	}
+}
+
+// ObserveSourceRead records one read call to the source.
+func (m *Metrics) ObserveSourceRead(n int, took time.Duration) {
+	m.sourceRead.Observe(took.Seconds())
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: zapErrorLog{m.o.Logger}})
+}
+
+// Registry is the registry (tests gather from it directly).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+type zapErrorLog struct{ log *zap.Logger }
+
+func (z zapErrorLog) Println(v ...any) { z.log.Warn("metrics: " + fmt.Sprint(v...)) }
+
+// Server is the HTTP endpoint of one mount's metrics.
+type Server struct {
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Listen serves /metrics on addr (host:port; port 0 picks one).
+func (m *Metrics) Listen(addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "epochfs metrics: /metrics")
+	})
+	s := &Server{ln: ln, done: make(chan struct{}),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.o.Logger.Warn("metrics: server stopped", zap.Error(err))
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server: scrapes in progress get a second to finish.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = s.srv.Close()
+	}
+	<-s.done
+	if err != nil {
+		return fmt.Errorf("metrics: close: %w", err)
+	}
+	return nil
+}
+
+// parseKV splits key=value lines.
+func parseKV(text string) []Entry {
+	var out []Entry
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok || k == "" {
+			continue
+		}
+		_, err := strconv.ParseFloat(v, 64)
+		out = append(out, Entry{Key: k, Value: v, Numeric: err == nil})
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape fetches addr's /metrics and parses it as Prometheus does.
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the sample of fam whose labels include want.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("no metric %s", name)
+	}
+	for _, m := range f.Metric {
+		if !hasLabels(m, want) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no sample of %s with labels %v", name, want)
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, l := range m.Label {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func testStatus() []Entry {
+	return []Entry{
+		{"version", "1.2", false},
+		{"source", "/lustre/x", false},
+		{"pid", "42", true},
+		{"passthrough", "on", false},
+		{"files_total", "10", true},
+		{"resident_pct", "50.00", true},
+		{"source_bytes", "4096", true},
+		{"placements_queued", "3", true},
+		{"a_key_added_later", "7", true},
+		{"tier.mem.path", "/dev/shm/e", false},
+		{"tier.mem.used", "1000", true},
+		{"tier.mem.errors", "2", true},
+		{"tier.mem.healthy", "yes", false},
+		{"tier.nvme.used", "5", true},
+	}
+}
+
+func TestEveryStatusKeyIsExportedWithUnitsInTheNames(t *testing.T) {
+	m := New(Options{
+		Status: testStatus,
+		Jobs: func() []Job {
+			return []Job{{Name: "resnet", Owner: "alice", Status: "name=resnet\nsampler=ods\nbatch_size=32\nepoch=2\nposition=64\nbatches=70\nsource_reads=5\nlast_read=2026-01-02T03:04:05Z\n"}}
+		},
+	})
+	srv, err := m.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	m.ObserveOpen(true, 3*time.Millisecond)
+	m.ObserveOpen(false, time.Second) // not resident: not timed
+	m.ObserveSourceRead(1<<20, 40*time.Millisecond)
+	m.ObserveSourceRead(10, time.Millisecond)
+	fams := scrape(t, srv.Addr())
+
+	cases := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"epochfs_dataset_files", nil, 10},
+		{"epochfs_resident_ratio", nil, 0.5},
+		{"epochfs_source_read_bytes_total", nil, 4096},
+		{"epochfs_placement_queue_depth", nil, 3},
+		{"epochfs_passthrough", nil, 1},
+		{"epochfs_a_key_added_later", nil, 7},
+		{"epochfs_tier_used_bytes", map[string]string{"tier": "mem"}, 1000},
+		{"epochfs_tier_used_bytes", map[string]string{"tier": "nvme"}, 5},
+		{"epochfs_tier_errors_total", map[string]string{"tier": "mem"}, 2},
+		{"epochfs_tier_healthy", map[string]string{"tier": "mem"}, 1},
+		{"epochfs_tier_info", map[string]string{"tier": "mem", "path": "/dev/shm/e"}, 1},
+		{"epochfs_info", map[string]string{"version": "1.2", "source": "/lustre/x", "pid": "42"}, 1},
+		{"epochfs_job_epoch", map[string]string{"job": "resnet", "owner": "alice"}, 2},
+		{"epochfs_job_batches_total", map[string]string{"job": "resnet", "owner": "alice"}, 70},
+		{"epochfs_job_source_reads_total", map[string]string{"job": "resnet"}, 5},
+		{"epochfs_job_info", map[string]string{"job": "resnet", "sampler": "ods"}, 1},
+		{"epochfs_job_last_read_timestamp_seconds", map[string]string{"job": "resnet"}, 1767323045},
+		{"epochfs_resident_open_seconds", nil, 1},
+		{"epochfs_source_read_seconds", nil, 2},
+	}
+	for _, c := range cases {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "epochfs_") {
+			continue
+		}
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			if !strings.HasSuffix(name, "_total") {
+				t.Errorf("counter %s does not end in _total", name)
+			}
+		case dto.MetricType_GAUGE:
+			if strings.HasSuffix(name, "_total") {
+				t.Errorf("gauge %s ends in _total", name)
+			}
+		}
+	}
+	if _, ok := fams["go_goroutines"]; !ok {
+		t.Error("no Go runtime metrics")
+	}
+}
+
+func TestEveryKnownKeyHasAUniqueNameWithItsUnit(t *testing.T) {
+	seen := map[string]string{}
+	for _, table := range []map[string]spec{statusSpecs, tierSpecs, jobSpecs} {
+		for key, s := range table {
+			if s.label {
+				continue
+			}
+			if o, dup := seen[s.name]; dup {
+				t.Errorf("%s and %s share the metric name %s", key, o, s.name)
+			}
+			seen[s.name] = key
+			if (s.kind == 1) != strings.HasSuffix(s.name, "_total") { // 1: CounterValue
+				t.Errorf("%s: %s: counters and only counters end in _total", key, s.name)
+			}
+			if strings.Contains(key, "bytes") && !strings.Contains(s.name, "bytes") {
+				t.Errorf("%s: %s: a byte count's name says bytes", key, s.name)
+			}
+			if s.help == "" {
+				t.Errorf("%s: no help", key)
+			}
+		}
+	}
+}
+
+func TestListenRefusesAnAddressInUse(t *testing.T) {
+	m := New(Options{Status: testStatus})
+	a, err := m.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if b, err := m.Listen(a.Addr()); err == nil {
+		b.Close()
+		t.Fatalf("a second listen on %s succeeded", a.Addr())
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, err := http.Get("http://" + a.Addr() + "/metrics"); err == nil {
+		t.Fatal("the closed server still answers")
+	}
+}

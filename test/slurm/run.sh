@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# epochfs under a real Slurm: a one-node cluster on localhost (Debian's
+# slurmctld, slurmd and munge), our prolog and epilog from contrib/slurm/,
+# jobs run by an ordinary user. It checks what the admin guide promises:
+#
+#   1. two jobs back to back: both read the dataset correctly; the second
+#      reads nothing from the source (the tiers kept the copies);
+#   2. two dataset jobs started together, and a job that does not use the
+#      dataset: both checksums correct, no drained node, the mount goes
+#      only after the last dataset job;
+#   3. the daemon killed in the middle of a job: the next job's prolog
+#      remounts and the job reads correctly; the killed job's epilog leaves
+#      the new mount alone;
+#   4. a job whose mount fails (its source is gone): the job fails with
+#      "Permission denied", the node is not drained.
+#
+# Everything lives in one temp directory; munged, slurmctld and slurmd run
+# in the foreground as background processes of this script and are stopped
+# by pid at the end, with any mount left. Needs root. Without the Debian
+# packages it skips, unless EPOCHFS_REQUIRE_FUSE=1 (CI), when it fails.
+#
+#   bash test/slurm/run.sh [path/to/epochfs]
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${1:-$ROOT/bin/epochfs}
+USER_NAME=epochfs-test
+T0=$(date +%s)
+
+say() { echo "slurm test: $*"; }
+die() {
+	echo "slurm test: FAIL: $*" >&2
+	FAILED=1
+	exit 1
+}
+
+missing=()
+for c in slurmctld slurmd munged sbatch squeue sinfo scontrol; do
+	command -v "$c" >/dev/null 2>&1 || [ -x "/usr/sbin/$c" ] || missing+=("$c")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "${EPOCHFS_REQUIRE_FUSE:-}" = 1 ]; then
+		echo "slurm test: FAIL: missing ${missing[*]} (apt-get install slurmctld slurmd slurm-client munge) and EPOCHFS_REQUIRE_FUSE=1" >&2
+		exit 1
+	fi
+	say "SKIP: missing ${missing[*]} (apt-get install slurmctld slurmd slurm-client munge)"
+	exit 0
+fi
+[ "$(id -u)" = 0 ] || die "needs root"
+[ -x "$BIN" ] || die "no epochfs binary at $BIN (make build)"
+id -u munge >/dev/null 2>&1 || die "no munge user (the munge package makes it)"
+if ! id -u "$USER_NAME" >/dev/null 2>&1; then
+	useradd --system --no-create-home --shell /usr/sbin/nologin "$USER_NAME" || die "useradd $USER_NAME"
+fi
+
+W=$(mktemp -d /tmp/epochfs-slurm.XXXXXX)
+chmod 755 "$W"
+MNT=$W/mnt/imagenet
+SRC=$W/src
+FAILED=0
+PIDS=()
+
+cleanup() {
+	local rc=$?
+	set +e
+	if [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ]; then
+		scancel --full --quiet -u "$USER_NAME" 2>/dev/null
+	fi
+	# Stop the daemons we started, last first, by pid.
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${PIDS[i]}" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	# A mount the epilogs did not take down (a failure): take it down, and
+	# wait for its daemon.
+	if mountpoint -q "$MNT" 2>/dev/null || [ -e "/run/epochfs/$(key "$MNT").json" ]; then
+		"$BIN" unmount --lazy --timeout 30s "$MNT" >/dev/null 2>&1
+	fi
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		echo "slurm test: FAIL: $MNT still mounted at the end" >&2
+		umount -l "$MNT"
+		rc=1
+	fi
+	rm -f "/run/epochfs/$(key "$MNT")".{json,users,lock}
+	if [ $rc -ne 0 ] || [ "$FAILED" = 1 ] || [ -n "${VERBOSE:-}" ]; then
+		for f in "$W"/log/*; do
+			[ -f "$f" ] || continue
+			echo "---- $(basename "$f") (last 40 lines)" >&2
+			tail -n 40 "$f" >&2
+		done
+		[ -f "$W/state/epochfs.log" ] && { echo "---- epochfs.log" >&2; tail -n 40 "$W/state/epochfs.log" >&2; }
+	fi
+	rm -rf "$W"
+	say "took $(($(date +%s) - T0))s"
+	exit $rc
+}
+trap cleanup EXIT
+
+# key is the name of a mount point's runtime files (daemon.Key, for paths
+# of letters, digits and ./-_).
+key() { local k=${1#/}; printf '%s' "${k//\//%2F}"; }
+
+mkdir -p "$W"/{munge,etc,slurmstate,spool,log,prolog.d,epilog.d,jobs,tier,state} "$W/mnt"
+# The dataset: 150 files of 40-120 KB in 3 classes, and its checksums.
+for c in 0 1 2; do
+	mkdir -p "$SRC/class$c"
+	for i in $(seq 50); do
+		head -c $((40000 + (i * 1600))) /dev/urandom >"$SRC/class$c/img$i.bin"
+	done
+done
+(cd "$SRC" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$W/jobs/SHA256SUMS"
+chmod -R a+rX "$SRC" "$W/jobs"
+chmod 1777 "$W/jobs"
+
+# munge, with its own key and socket (a munged of the system, if any, is
+# left alone).
+chown munge:munge "$W/munge"
+head -c 1024 /dev/urandom >"$W/munge/munge.key"
+chown munge:munge "$W/munge/munge.key"
+chmod 400 "$W/munge/munge.key"
+setpriv --reuid munge --regid munge --clear-groups /usr/sbin/munged --foreground \
+	--socket="$W/munge/munge.sock" --key-file="$W/munge/munge.key" \
+	--pid-file="$W/munge/munged.pid" --seed-file="$W/munge/munged.seed" >"$W/log/munged.log" 2>&1 &
+PIDS+=($!)
+
+HOST=$(hostname -s)
+export SLURM_CONF=$W/etc/slurm.conf
+cat >"$SLURM_CONF" <<EOF
+ClusterName=epochfsci
+SlurmctldHost=$HOST
+SlurmctldPort=16817
+SlurmdPort=16818
+AuthType=auth/munge
+AuthInfo=socket=$W/munge/munge.sock
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$W/slurmstate
+SlurmdSpoolDir=$W/spool
+SlurmctldPidFile=$W/slurmctld.pid
+SlurmdPidFile=$W/slurmd.pid
+SlurmctldLogFile=$W/log/slurmctld.log
+SlurmdLogFile=$W/log/slurmd.log
+# No systemd and no cgroups here.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/builtin
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+# What contrib/slurm/slurm.conf.example asks for.
+Prolog=$W/prolog.d/*
+Epilog=$W/epilog.d/*
+PrologFlags=Alloc
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$(nproc) Features=imagenet State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
+EOF
+# Our scripts as shipped, and their settings beside slurm.conf.
+install -m 0755 "$ROOT/contrib/slurm/epochfs-prolog" "$W/prolog.d/epochfs"
+install -m 0755 "$ROOT/contrib/slurm/epochfs-epilog" "$W/epilog.d/epochfs"
+cat >"$W/imagenet.toml" <<EOF
+source = "$SRC"
+mountpoint = "$MNT"
+state_dir = "$W/state"
+
+[[tier]]
+name = "disk"
+path = "$W/tier"
+quota = "1GiB"
+
+[placement]
+workers = 2
+EOF
+settings() {
+	cat >"$W/etc/epochfs.env" <<EOF
+EPOCHFS=$BIN
+EPOCHFS_CONFIG=$1
+EPOCHFS_MOUNT=$MNT
+EPOCHFS_FEATURE=imagenet
+EPOCHFS_WARMUP=all
+EPOCHFS_KEEP=0
+EPOCHFS_SLURM_LOG=$W/log/epochfs-slurm.log
+EOF
+}
+settings "$W/imagenet.toml"
+
+/usr/sbin/slurmctld -D -f "$SLURM_CONF" >"$W/log/slurmctld.out" 2>&1 &
+PIDS+=($!)
+/usr/sbin/slurmd -D -f "$SLURM_CONF" >"$W/log/slurmd.out" 2>&1 &
+PIDS+=($!)
+
+# wait_for CMD... polls until CMD succeeds; the bound is a liveness bound.
+wait_for() {
+	local what=$1
+	shift
+	for _ in $(seq 600); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	die "not reached in 60s: $what"
+}
+node_idle() { [ "$(sinfo -h -n "$HOST" -o %T 2>/dev/null)" = idle ]; }
+wait_for "node idle" node_idle
+
+# as_user runs a Slurm command as the ordinary user.
+as_user() { setpriv --reuid "$USER_NAME" --regid "$USER_NAME" --clear-groups env -i PATH=/usr/bin:/bin SLURM_CONF="$SLURM_CONF" "$@"; }
+# submit NAME [sbatch options] -- script: prints the job id.
+submit() {
+	local name=$1
+	shift
+	as_user sbatch --parsable -J "$name" -o "$W/jobs/$name.out" -e "$W/jobs/$name.out" -D "$W/jobs" "$@"
+}
+job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+finished() { case "$(job_state "$1")" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;; esac; return 1; }
+running() { [ "$(job_state "$1")" = RUNNING ]; }
+wait_done() { wait_for "job $1 finished" finished "$1"; }
+mounted() { mountpoint -q "$MNT"; }
+no_drain() {
+	local r
+	r=$(sinfo -R -h)
+	[ -z "$r" ] || die "a drained node: $r"
+	local st
+	st=$(sinfo -h -n "$HOST" -o %T)
+	case "$st" in idle | mixed | allocated) ;; *) die "node state $st" ;; esac
+}
+status_of() { cat "$MNT/.epochfs/status"; }
+
+# The job that checks the dataset: every file's checksum, then the status.
+CHECK="cd $MNT && sha256sum --quiet -c $W/jobs/SHA256SUMS && echo CHECKSUMS-OK; grep -E '^(source_reads|pid)=' $MNT/.epochfs/status"
+
+say "1: two jobs back to back"
+j1=$(submit back1 --constraint=imagenet --wrap "$CHECK")
+wait_done "$j1"
+grep -q CHECKSUMS-OK "$W/jobs/back1.out" || die "job 1: $(cat "$W/jobs/back1.out")"
+[ "$(job_state "$j1")" = COMPLETED ] || die "job 1 $(job_state "$j1")"
+wait_for "job 1's epilog unmounted" sh -c "! mountpoint -q $MNT"
+j2=$(submit back2 --constraint=imagenet --wrap "$CHECK")
+wait_done "$j2"
+grep -q CHECKSUMS-OK "$W/jobs/back2.out" || die "job 2: $(cat "$W/jobs/back2.out")"
+grep -qx 'source_reads=0' "$W/jobs/back2.out" || die "job 2 read the source again: $(cat "$W/jobs/back2.out")"
+wait_for "job 2's epilog unmounted" sh -c "! mountpoint -q $MNT"
+no_drain
+
+say "2: two dataset jobs together and a job without the dataset"
+ja=$(submit togetherA --constraint=imagenet --wrap "$CHECK; touch $W/jobs/A-done")
+jb=$(submit togetherB --constraint=imagenet --wrap "$CHECK; while [ ! -e $W/jobs/B-go ]; do sleep 0.1; done")
+jc=$(submit plain --wrap "ls / >/dev/null && echo PLAIN-OK")
+wait_done "$ja"
+wait_done "$jc"
+grep -q CHECKSUMS-OK "$W/jobs/togetherA.out" || die "job A: $(cat "$W/jobs/togetherA.out")"
+grep -q PLAIN-OK "$W/jobs/plain.out" || die "the job without the dataset: $(cat "$W/jobs/plain.out")"
+running "$jb" || die "job B is $(job_state "$jb"), want RUNNING"
+# A's epilog ran (A is completed): B still uses the mount.
+wait_for "B's checksums" grep -q CHECKSUMS-OK "$W/jobs/togetherB.out"
+mounted || die "A's epilog unmounted under B"
+status_of >/dev/null || die "the mount does not answer while B runs"
+no_drain
+touch "$W/jobs/B-go"
+wait_done "$jb"
+[ "$(job_state "$jb")" = COMPLETED ] || die "job B $(job_state "$jb")"
+wait_for "the last job's epilog unmounted" sh -c "! mountpoint -q $MNT"
+no_drain
+
+say "3: the daemon killed in the middle of a job"
+jd=$(submit killed --constraint=imagenet --wrap "while [ ! -e $W/jobs/D-go ]; do sleep 0.1; done; cat $MNT/class0/img1.bin >/dev/null 2>&1 || echo READ-FAILED")
+wait_for "job D running" running "$jd"
+wait_for "D's mount" mounted
+pid=$(sed -n 's/^pid=//p' "$MNT/.epochfs/status")
+[ -n "$pid" ] || die "no daemon pid"
+kill -KILL "$pid"
+wait_for "daemon $pid gone" sh -c "! kill -0 $pid 2>/dev/null"
+je=$(submit afterkill --constraint=imagenet --wrap "$CHECK")
+wait_done "$je"
+grep -q CHECKSUMS-OK "$W/jobs/afterkill.out" || die "the job after the kill: $(cat "$W/jobs/afterkill.out")"
+grep -q "cleared the dead epochfs mount" "$W/log/epochfs-slurm.log" || die "the prolog did not clear the dead mount"
+mounted || die "E's epilog unmounted under D"
+touch "$W/jobs/D-go"
+wait_done "$jd"
+wait_for "the last job's epilog unmounted" sh -c "! mountpoint -q $MNT"
+no_drain
+
+say "4: a job whose mount fails"
+mv "$SRC" "$W/src-away"
+jf=$(submit nomount --constraint=imagenet --wrap "ls $MNT")
+wait_done "$jf"
+mv "$W/src-away" "$SRC"
+[ "$(job_state "$jf")" = FAILED ] || die "the job without its mount is $(job_state "$jf"), want FAILED"
+grep -q "Permission denied" "$W/jobs/nomount.out" || die "the job without its mount: $(cat "$W/jobs/nomount.out"), want Permission denied"
+mounted && die "something is mounted"
+no_drain
+
+say "ok: 4 scenarios, $(($(date +%s) - T0))s"
