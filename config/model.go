@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/epochfs/epochfs/model"
+	"github.com/epochfs/epochfs/model/splitspec"
 )
 
 // Model is the [model] section: the inputs of the DSI performance model
@@ -78,18 +78,6 @@ func (n NVLink) Err() error { return n.err }
 
 // DefaultModel returns the [model] defaults: nothing set, a local cache.
 func DefaultModel() Model { return Model{Cache: "local"} }
-
-// ParsedSplit returns the forced split, or nil when none is set.
-func (m *Model) ParsedSplit() (*model.Split, error) {
-	if strings.TrimSpace(m.Split) == "" {
-		return nil, nil
-	}
-	s, err := model.ParseSplit(m.Split)
-	if err != nil {
-		return nil, fmt.Errorf("model.%w", err) // "model.split \"…\": why"
-	}
-	return &s, nil
-}
 
 // Validate checks every [model] key that is set. Errors name the key and
 // the value.
@@ -173,8 +161,10 @@ func (m *Model) Validate() error {
 	default:
 		return fmt.Errorf("model.cache = %q: want \"local\" or \"remote\"", m.Cache)
 	}
-	if _, err := m.ParsedSplit(); err != nil {
-		return err
+	if strings.TrimSpace(m.Split) != "" {
+		if _, _, _, err := splitspec.Parse(m.Split); err != nil {
+			return fmt.Errorf("model.%w", err) // "model.split \"…\": why"
+		}
 	}
 	return nil
 }

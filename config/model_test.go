@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/epochfs/epochfs/model/splitspec"
 	"math"
 	"strings"
 	"testing"
@@ -74,9 +75,9 @@ func TestModelSectionExample(t *testing.T) {
 	if m.NVLink.Mode != "none" || m.Cache != "remote" {
 		t.Errorf("nvlink %q cache %q, want none, remote", m.NVLink.Mode, m.Cache)
 	}
-	s, err := m.ParsedSplit()
-	if err != nil || s == nil || math.Abs(s.E-0.58) > 1e-12 || math.Abs(s.D-0.42) > 1e-12 || s.A != 0 {
-		t.Errorf("split = %+v, %v; want 0.58/0.42/0", s, err)
+	e, d, a, err := splitspec.Parse(m.Split)
+	if err != nil || math.Abs(e-0.58) > 1e-12 || math.Abs(d-0.42) > 1e-12 || a != 0 {
+		t.Errorf("split = %g/%g/%g, %v; want 0.58/0.42/0", e, d, a, err)
 	}
 }
 
@@ -89,8 +90,8 @@ func TestModelDefaults(t *testing.T) {
 	if m.Cache != "local" || m.Nodes != nil || m.MemoryBudget.Raw != "" || m.TDecodeAugment != nil {
 		t.Errorf("defaults: %+v", m)
 	}
-	if s, err := m.ParsedSplit(); s != nil || err != nil {
-		t.Errorf("no split: got %+v, %v", s, err)
+	if m.Split != "" {
+		t.Errorf("no split: got %q", m.Split)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("defaults do not validate: %v", err)
@@ -191,8 +192,11 @@ func FuzzModelSection(f *testing.F) {
 				t.Fatalf("accepted %v", *v)
 			}
 		}
-		if s, err := m.ParsedSplit(); err != nil || (s != nil && s.Validate() != nil) {
-			t.Fatalf("split %q: %v", m.Split, err)
+		if m.Split != "" {
+			e, d, a, err := splitspec.Parse(m.Split)
+			if err != nil || e < 0 || d < 0 || a < 0 || math.Abs(e+d+a-1) > 1e-9 {
+				t.Fatalf("split %q: %g/%g/%g %v", m.Split, e, d, a, err)
+			}
 		}
 	})
 }

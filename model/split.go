@@ -3,7 +3,8 @@ package model
 import (
 	"math"
 	"strconv"
-	"strings"
+
+	"github.com/epochfs/epochfs/model/splitspec"
 )
 
 // Split is a division of the memory budget: the fractions x_E, x_D and x_A
@@ -86,30 +87,11 @@ func (s Split) Validate() error {
 
 // ParseSplit parses a forced split in the paper's X-Y-Z notation: percent of
 // the memory budget for encoded, decoded and augmented samples, e.g.
-// "58-42-0" or "50-25.5-24.5". The three must each be in 0–100 and sum to
-// 100.
+// "58-42-0" or "50-25.5-24.5" (splitspec.Parse).
 func ParseSplit(text string) (Split, error) {
-	parts := strings.Split(strings.TrimSpace(text), "-")
-	if len(parts) != 3 {
-		return Split{}, invalid("split %q: want ENCODED-DECODED-AUGMENTED percentages, e.g. 58-42-0", text)
+	e, d, a, err := splitspec.Parse(text)
+	if err != nil {
+		return Split{}, invalid("%v", err)
 	}
-	names := [3]string{"encoded", "decoded", "augmented"}
-	var v [3]float64
-	var sum float64
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		f, err := strconv.ParseFloat(p, 64)
-		if err != nil || p == "" || strings.ContainsAny(p, "+xXpP_") {
-			return Split{}, invalid("split %q: %s percentage %q is not a number", text, names[i], p)
-		}
-		if math.IsNaN(f) || f < 0 || f > 100 {
-			return Split{}, invalid("split %q: %s percentage %s: want 0 to 100", text, names[i], p)
-		}
-		v[i] = f
-		sum += f
-	}
-	if math.Abs(sum-100) > 1e-6 {
-		return Split{}, invalid("split %q: percentages sum to %g, want 100", text, sum)
-	}
-	return Split{E: v[0] / sum, D: v[1] / sum, A: v[2] / sum}, nil
+	return Split{E: e, D: d, A: a}, nil
 }

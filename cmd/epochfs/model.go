@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -14,12 +13,6 @@ import (
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/model/profile"
 )
-
-// tensorBytes is the preprocessed sample inflation is derived from when
-// [model] inflation is not set: one 224×224×3 float32 tensor, the usual
-// output of RandomResizedCrop(224) + ToTensor (Seneca's M = 5.12 for
-// ImageNet's 114.62 KiB mean is this size to 0.2 %).
-const tensorBytes = 224 * 224 * 3 * 4
 
 func runModel(args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("model", "model [--config FILE] [--profile] [--json]", stderr)
@@ -75,20 +68,11 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 		prof = &rep
 	}
 	cores, memory := profile.Host(ctx)
-	inputs, params, more, err := resolveInputs(cfg, prof, memory)
-	if err != nil {
-		return err
-	}
-	warnings = append(warnings, more...)
-	forced, err := cfg.Model.ParsedSplit()
+	d, rep, err := model.DecideSettings(modelSettings(cfg.Model), observed(cfg, prof, memory), warnings)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	d, err := model.Decide(params, forced)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	rep := model.NewReport(d, inputs, warnings)
+	warnings = rep.Warnings
 	if *asJSON {
 		out := struct {
 			model.Report
@@ -109,211 +93,53 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// resolveInputs turns the [model] section and the profile into the model's
-// parameters. Configured values win over measured ones; a value neither
-// configured nor measured is derived, defaulted or unbounded, or is an error
-// naming its key.
-func resolveInputs(cfg config.Config, prof *profile.Report, memory profile.Measurement) ([]model.Input, model.Params, []string, error) {
-	m := cfg.Model
-	var ins []model.Input
-	var warnings []string
-	add := func(key, symbol, unit string, v float64, source string) float64 {
-		ins = append(ins, model.Input{Key: key, Symbol: symbol, Unit: unit, Value: model.Num(v), Source: source})
-		return v
-	}
-	missing := func(key, what string) error {
-		return usageErr("model.%s: not set and not measured: set it in [model]%s", key, what)
-	}
-	measuredOr := func(key, symbol, unit string, cfgSet bool, cfgV float64, meas *profile.Measurement, what string) (float64, error) {
-		switch {
-		case cfgSet:
-			return add(key, symbol, unit, cfgV, "config"), nil
-		case meas != nil && meas.OK:
-			return add(key, symbol, unit, meas.Value, "measured: "+meas.How), nil
-		case meas != nil:
-			return 0, missing(key, what+" ("+meas.How+")")
-		default:
-			return 0, missing(key, what)
-		}
-	}
-	var p model.Params
-	p.CacheRemote = m.Cache == "remote"
-
-	// S_cache.
-	if m.MemoryBudget.Raw == "" {
-		return nil, p, nil, usageErr("model.memory_budget: missing: the RAM to split between encoded, decoded and augmented samples, e.g. memory_budget = \"64GiB\"")
-	}
-	p.SCache = add("memory_budget", "S_cache", "bytes", float64(m.MemoryBudget.Bytes), "config")
-	if memory.OK && !p.CacheRemote && p.SCache > memory.Value {
-		warnings = append(warnings, fmt.Sprintf("model.memory_budget = %s is larger than this node's physical memory (%s)", m.MemoryBudget.Raw, config.FormatBytes(int64(memory.Value))))
-	}
-
-	pick := func(get func(*profile.Report) *profile.Measurement) *profile.Measurement {
-		if prof == nil {
+// modelSettings is the [model] section as the model's plain settings.
+func modelSettings(m config.Model) model.Settings {
+	size := func(v config.Size) *float64 {
+		if v.Raw == "" {
 			return nil
 		}
-		return get(prof)
+		f := float64(v.Bytes)
+		return &f
 	}
-	srcHint := " (or give source and run with --profile)"
-	var err error
-	if p.SData, err = measuredOr("sample_bytes", "S_data", "bytes", m.SampleBytes.Raw != "", float64(m.SampleBytes.Bytes),
-		pick(func(r *profile.Report) *profile.Measurement { return &r.SampleBytes }), srcHint); err != nil {
-		return nil, p, nil, err
-	}
-	var nCfg float64
-	if m.DatasetSamples != nil {
-		nCfg = *m.DatasetSamples
-	}
-	if p.NTotal, err = measuredOr("dataset_samples", "N_total", "samples", m.DatasetSamples != nil, nCfg,
-		pick(func(r *profile.Report) *profile.Measurement { return &r.Samples }), srcHint); err != nil {
-		return nil, p, nil, err
-	}
-	if m.Inflation != nil {
-		p.M = add("inflation", "M", "×", *m.Inflation, "config")
-	} else {
-		p.M = add("inflation", "M", "×", tensorBytes/p.SData, fmt.Sprintf("derived: a 224×224×3 float32 tensor (%d B) / S_data", tensorBytes))
-	}
-	p.Nodes = 1
-	if m.Nodes != nil {
-		p.Nodes = *m.Nodes
-		add("nodes", "n", "nodes", float64(p.Nodes), "config")
-	} else {
-		add("nodes", "n", "nodes", 1, "default")
-	}
-
-	// Throughputs, samples/s per node.
-	if m.TGPU != nil {
-		p.TGPU = add("t_gpu", "T_GPU", "samples/s", *m.TGPU, "config")
-	} else {
-		p.TGPU = add("t_gpu", "T_GPU", "samples/s", model.Unbounded, "unbounded: not set")
-	}
-	cpuHint := " (or profile it: --profile with source set to a JPEG/PNG dataset)"
-	var tda, ta float64
-	if m.TDecodeAugment != nil {
-		tda = *m.TDecodeAugment
-	}
-	if m.TAugment != nil {
-		ta = *m.TAugment
-	}
-	if p.TDA, err = measuredOr("t_decode_augment", "T_D+A", "samples/s", m.TDecodeAugment != nil, tda,
-		pick(func(r *profile.Report) *profile.Measurement { return &r.DecodeAugment }), cpuHint); err != nil {
-		return nil, p, nil, err
-	}
-	if p.TA, err = measuredOr("t_augment", "T_A", "samples/s", m.TAugment != nil, ta,
-		pick(func(r *profile.Report) *profile.Measurement { return &r.Augment }), cpuHint); err != nil {
-		return nil, p, nil, err
-	}
-
-	// Bandwidths, bytes/s.
-	rateOr := func(key, symbol string, r config.Rate, why string) float64 {
-		if r.Raw != "" {
-			return add(key, symbol, "bytes/s", r.BytesPerSec, "config")
+	rate := func(v config.Rate) *float64 {
+		if v.Raw == "" {
+			return nil
 		}
-		return add(key, symbol, "bytes/s", model.Unbounded, "unbounded: "+why)
+		f := v.BytesPerSec
+		return &f
 	}
-	p.BPCIe = rateOr("b_pcie", "B_PCIe", m.BPCIe, "not set")
-	p.BNIC = rateOr("b_nic", "B_NIC", m.BNIC, "not set")
+	return model.Settings{
+		MemoryBudget: size(m.MemoryBudget), MemoryBudgetText: m.MemoryBudget.Raw,
+		Inflation: m.Inflation, SampleBytes: size(m.SampleBytes), DatasetSamples: m.DatasetSamples,
+		Nodes: m.Nodes, TGPU: m.TGPU, TDecodeAugment: m.TDecodeAugment, TAugment: m.TAugment,
+		BPCIe: rate(m.BPCIe), BNIC: rate(m.BNIC), BCache: rate(m.BCache), BStorage: rate(m.BStorage),
+		CPCIe: size(m.CPCIe), CNw: size(m.CNw), GPUsPerNode: m.GPUsPerNode, ModelBytes: size(m.ModelBytes),
+		NVLink: m.NVLink.Mode, BatchSize: m.BatchSize, BNVMe: rate(m.BNVMe), SNVMe: size(m.SNVMe),
+		Remote: m.Cache == "remote", Split: m.Split,
+	}
+}
 
-	// The tiers: which are RAM and which are disk (NVMe/SSD).
-	var memTier, diskTier *profile.TierReport
-	var diskQuota int64
-	var diskNames []string
+// observed is what the profile (nil: none) and the config tell of the node.
+func observed(cfg config.Config, prof *profile.Report, memory profile.Measurement) model.Observed {
+	conv := func(m profile.Measurement) *model.Measured {
+		return &model.Measured{Value: m.Value, How: m.How, OK: m.OK}
+	}
+	obs := model.Observed{Memory: *conv(memory)}
+	if prof != nil {
+		obs.Samples, obs.SampleBytes, obs.StorageRandom = conv(prof.Samples), conv(prof.SampleBytes), conv(prof.StorageRandom)
+		obs.DecodeAugment, obs.Augment = conv(prof.DecodeAugment), conv(prof.Augment)
+	}
 	for i, t := range cfg.Tiers {
-		var tr profile.TierReport
+		to := model.TierObserved{Name: t.Name, Quota: t.Quota.Bytes}
 		if prof != nil && i < len(prof.Tiers) {
-			tr = prof.Tiers[i]
+			to.Memory, to.Read = prof.Tiers[i].Memory, *conv(prof.Tiers[i].Read)
 		} else {
-			memFS, _, _ := profile.IsMemoryFS(t.Path)
-			tr = profile.TierReport{Name: t.Name, Path: t.Path, Memory: memFS}
+			to.Memory, _, _ = profile.IsMemoryFS(t.Path)
 		}
-		if tr.Memory {
-			if memTier == nil {
-				memTier = &tr
-			}
-			continue
-		}
-		if diskTier == nil {
-			diskTier = &tr
-		}
-		diskQuota += t.Quota.Bytes
-		diskNames = append(diskNames, t.Name)
+		obs.Tiers = append(obs.Tiers, to)
 	}
-
-	switch {
-	case m.BCache.Raw != "":
-		p.BCache = add("b_cache", "B_cache", "bytes/s", m.BCache.BytesPerSec, "config")
-	case !p.CacheRemote && memTier != nil && memTier.Read.OK:
-		p.BCache = add("b_cache", "B_cache", "bytes/s", memTier.Read.Value, fmt.Sprintf("measured: RAM tier %q: %s", memTier.Name, memTier.Read.How))
-	default:
-		p.BCache = add("b_cache", "B_cache", "bytes/s", model.Unbounded, "unbounded: not set")
-	}
-
-	var bst float64
-	if m.BStorage.Raw != "" {
-		bst = m.BStorage.BytesPerSec
-	}
-	if p.BStorage, err = measuredOr("b_storage", "B_storage", "bytes/s", m.BStorage.Raw != "", bst,
-		pick(func(r *profile.Report) *profile.Measurement { return &r.StorageRandom }), srcHint); err != nil {
-		return nil, p, nil, err
-	}
-
-	// Gradient overheads.
-	batch := 1
-	if m.BatchSize != nil {
-		batch = *m.BatchSize
-	}
-	perSample := ""
-	if batch > 1 {
-		perSample = fmt.Sprintf(" / batch_size %d", batch)
-	}
-	switch {
-	case m.CPCIe.Raw != "":
-		p.CPCIe = add("c_pcie", "C_PCIe", "bytes", float64(m.CPCIe.Bytes), "config")
-	case m.NVLink.Mode == "intra" || m.NVLink.Mode == "inter":
-		p.CPCIe = add("c_pcie", "C_PCIe", "bytes", 0, "derived: NVLink within the node")
-	case m.GPUsPerNode != nil && m.ModelBytes.Raw != "":
-		p.CPCIe = add("c_pcie", "C_PCIe", "bytes", model.RingAllReduceBytes(*m.GPUsPerNode, float64(m.ModelBytes.Bytes))/float64(batch),
-			fmt.Sprintf("derived: 2(g−1)/g × model_bytes, g = gpus_per_node %d%s", *m.GPUsPerNode, perSample))
-	default:
-		p.CPCIe = add("c_pcie", "C_PCIe", "bytes", 0, "default: no gradient traffic on PCIe (set c_pcie, or gpus_per_node and model_bytes)")
-	}
-	switch {
-	case m.CNw.Raw != "":
-		p.CNw = add("c_nw", "C_nw", "bytes", float64(m.CNw.Bytes), "config")
-	case m.NVLink.Mode == "inter":
-		p.CNw = add("c_nw", "C_nw", "bytes", 0, "derived: NVLink between nodes")
-	case m.ModelBytes.Raw != "":
-		p.CNw = add("c_nw", "C_nw", "bytes", model.RingAllReduceBytes(p.Nodes, float64(m.ModelBytes.Bytes))/float64(batch),
-			fmt.Sprintf("derived: 2(n−1)/n × model_bytes, n = nodes %d%s", p.Nodes, perSample))
-	default:
-		p.CNw = add("c_nw", "C_nw", "bytes", 0, "default: no gradient traffic on the network (set c_nw, or model_bytes)")
-	}
-
-	// The NVMe tier.
-	switch {
-	case m.SNVMe.Raw != "":
-		p.SNVMe = add("s_nvme", "S_nvme", "bytes", float64(m.SNVMe.Bytes), "config")
-	case diskQuota > 0:
-		p.SNVMe = add("s_nvme", "S_nvme", "bytes", float64(diskQuota), fmt.Sprintf("derived: quota of disk tier(s) %s", strings.Join(diskNames, ", ")))
-	default:
-		p.SNVMe = add("s_nvme", "S_nvme", "bytes", 0, "default: no disk tier")
-	}
-	switch {
-	case m.BNVMe.Raw != "":
-		p.BNVMe = add("b_nvme", "B_nvme", "bytes/s", m.BNVMe.BytesPerSec, "config")
-	case diskTier != nil && diskTier.Read.OK:
-		p.BNVMe = add("b_nvme", "B_nvme", "bytes/s", diskTier.Read.Value, fmt.Sprintf("measured: tier %q: %s", diskTier.Name, diskTier.Read.How))
-	case p.SNVMe > 0:
-		p.BNVMe = add("b_nvme", "B_nvme", "bytes/s", model.Unbounded, "unbounded: not set (run with --profile to measure the disk tier)")
-	default:
-		p.BNVMe = add("b_nvme", "B_nvme", "bytes/s", model.Unbounded, "unbounded: no disk tier")
-	}
-
-	// A path with no finite bound makes the optimum infinite.
-	if math.IsInf(p.TGPU, 1) && math.IsInf(p.BPCIe, 1) && math.IsInf(p.BCache, 1) && (!p.CacheRemote || math.IsInf(p.BNIC, 1)) {
-		return nil, p, nil, usageErr("model: nothing bounds the augmented path: set t_gpu, b_pcie or b_cache")
-	}
-	return ins, p, warnings, nil
+	return obs
 }
 
 func printModel(w io.Writer, r model.Report, d model.Decision, cores, memory profile.Measurement, prof *profile.Report) {
@@ -425,19 +251,17 @@ func mountModelText(ctx context.Context, cfg config.Config, files, bytes int64) 
 		prof.DatasetBytes = profile.Measurement{Value: float64(bytes), How: "catalog: bytes in the dataset", OK: true}
 	}
 	_, memory := profile.Host(ctx)
-	inputs, params, warnings, err := resolveInputs(cfg, prof, memory)
+	obs := observed(cfg, prof, memory)
+	obs.Tiers = obs.Tiers[:0]
+	for _, t := range cfg.Tiers { // the mount's tiers: no bandwidth measured
+		mem, _, _ := profile.IsMemoryFS(t.Path)
+		obs.Tiers = append(obs.Tiers, model.TierObserved{Name: t.Name, Quota: t.Quota.Bytes, Memory: mem})
+	}
+	_, rep, err := model.DecideSettings(modelSettings(cfg.Model), obs, nil)
 	if err != nil {
 		return []byte("error=" + oneLineErr(err) + "\n")
 	}
-	forced, err := cfg.Model.ParsedSplit()
-	if err != nil {
-		return []byte("error=" + oneLineErr(err) + "\n")
-	}
-	d, err := model.Decide(params, forced)
-	if err != nil {
-		return []byte("error=" + oneLineErr(err) + "\n")
-	}
-	return []byte(model.NewReport(d, inputs, warnings).KeyValues())
+	return []byte(rep.KeyValues())
 }
 
 func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
