@@ -30,6 +30,10 @@ type Config struct {
 	Metrics    Metrics    `toml:"metrics"`
 }
 
+// QuotaFromModel as a tier's quota gives the tier the DSI model's share of
+// model.memory_budget for encoded samples (a RAM tier).
+const QuotaFromModel = "model"
+
 // Tier is one local storage tier; tiers are listed fastest first.
 type Tier struct {
 	Name    string    `toml:"name"`
@@ -153,6 +157,7 @@ func (c *Config) ValidateMount() error {
 // Validate checks every key that is set.
 func (c *Config) Validate() error {
 	seen := map[string]bool{}
+	fromModel := 0
 	for i, t := range c.Tiers {
 		key := fmt.Sprintf("tier[%d]", i)
 		if t.Name != "" {
@@ -174,14 +179,23 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(t.Path) {
 			return fmt.Errorf("%s: path %q: must be absolute", key, t.Path)
 		}
-		if t.Quota.Raw == "" {
-			return fmt.Errorf("%s: quota: missing (e.g. quota = \"4GiB\")", key)
-		}
-		if err := t.Quota.Err(); err != nil {
-			return fmt.Errorf("%s: quota: %v", key, err)
-		}
-		if t.Quota.Bytes <= 0 {
-			return fmt.Errorf("%s: quota %q: must be greater than 0", key, t.Quota.Raw)
+		if t.Quota.Raw == QuotaFromModel {
+			if fromModel++; fromModel > 1 {
+				return fmt.Errorf("%s: quota = %q: only one tier can take the model's encoded share", key, QuotaFromModel)
+			}
+			if c.Model.MemoryBudget.Raw == "" {
+				return fmt.Errorf("%s: quota = %q: needs model.memory_budget (the model splits it between this tier and the caches)", key, QuotaFromModel)
+			}
+		} else {
+			if t.Quota.Raw == "" {
+				return fmt.Errorf("%s: quota: missing (e.g. quota = \"4GiB\")", key)
+			}
+			if err := t.Quota.Err(); err != nil {
+				return fmt.Errorf("%s: quota: %v", key, err)
+			}
+			if t.Quota.Bytes <= 0 {
+				return fmt.Errorf("%s: quota %q: must be greater than 0", key, t.Quota.Raw)
+			}
 		}
 		if t.MinFree.Raw != "" {
 			if err := t.MinFree.Err(); err != nil {

@@ -30,7 +30,28 @@ type Preprocess struct {
 	// MaxPixels: images declaring more pixels are refused before
 	// decoding; 0 means DefaultMaxPixels.
 	MaxPixels int64 `toml:"max_pixels"`
+	// Seed seeds the augmentations of the mount's views: generation g of a
+	// sample equals `epochfs preprocess --seed SEED+g` of its file.
+	Seed uint64 `toml:"seed"`
+	// DecodedCache and AugmentedCache are the views' cache budgets. Unset:
+	// the DSI model's split of model.memory_budget when it is set, else
+	// DefaultDecodedCache and DefaultAugmentedCache.
+	DecodedCache   Size `toml:"decoded_cache"`
+	AugmentedCache Size `toml:"augmented_cache"`
+	// Views turns the preprocessed views of the mount on (default).
+	Views *bool `toml:"views"`
 }
+
+// The views' cache budgets when neither the config nor the model sets them:
+// no decoded cache, and an augmented cache that holds what concurrent jobs
+// with one pipeline share while the slower ones catch up.
+const (
+	DefaultDecodedCache   = 0
+	DefaultAugmentedCache = 1 << 30
+)
+
+// ViewsOn reports whether the mount serves views.
+func (p *Preprocess) ViewsOn() bool { return p.Views == nil || *p.Views }
 
 // DefaultMaxPixels is PIL's Image.MAX_IMAGE_PIXELS.
 const DefaultMaxPixels = 89478485
@@ -69,6 +90,20 @@ func (p *Preprocess) Validate() error {
 	}
 	if p.Workers < 0 || p.Workers > 1024 {
 		return fmt.Errorf("preprocess.workers = %d: want 0 (one per core) to 1024", p.Workers)
+	}
+	for _, c := range []struct {
+		key string
+		v   Size
+	}{{"decoded_cache", p.DecodedCache}, {"augmented_cache", p.AugmentedCache}} {
+		if c.v.Raw == "" {
+			continue
+		}
+		if err := c.v.Err(); err != nil {
+			return fmt.Errorf("preprocess.%s: %v", c.key, err)
+		}
+		if c.v.Bytes < 0 {
+			return fmt.Errorf("preprocess.%s = %q: must be 0 or more", c.key, c.v.Raw)
+		}
 	}
 	if p.MaxPixels < 0 {
 		return fmt.Errorf("preprocess.max_pixels = %d: want a number of pixels, or 0 for the default %d", p.MaxPixels, DefaultMaxPixels)

@@ -28,7 +28,9 @@ import (
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/metrics"
+	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -79,9 +81,14 @@ type Options struct {
 	Lease         time.Duration
 	NoPassthrough bool
 	Version       string
-	// Model renders .epochfs/model from the dataset's file count and
-	// bytes; nil leaves the file out.
-	Model func(files, bytes int64) []byte
+	// ModelSettings is the [model] section. With a memory budget, the
+	// DSI model splits it (views.go): a tier whose Quota is 0 takes the
+	// encoded share, caches without budgets of their own take theirs.
+	// .epochfs/model shows the decision and what was applied; nil leaves
+	// the file out.
+	ModelSettings *model.Settings
+	// Views, if set, serves the preprocessed views (.epochfs/views/).
+	Views *ViewsOptions
 	// MetricsListen is the metrics endpoint's address (host:port); ""
 	// serves none.
 	MetricsListen string
@@ -106,6 +113,9 @@ type Mount struct {
 	jm      *jobs.Manager
 	fsys    *fs.FS
 	met     *metrics.Metrics
+	engine  *preprocess.Engine
+	view    *preprocess.View
+	split   *memorySplit
 	metSrv  *metrics.Server
 	dev     string
 	rec     Record
@@ -145,16 +155,12 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	var tiers []*tier.Tier
 	var names []string
 	for _, to := range o.Tiers {
-		t, err := tier.Open(to)
-		if err != nil {
-			return nil, &configError{fmt.Errorf("daemon: %w", err)}
-		}
-		tiers = append(tiers, t)
 		names = append(names, to.Name)
 	}
+	// The catalog first: the model splits the memory by its counts, and
+	// a tier's quota may be the model's share.
 	m.cat, err = placement.OpenCatalog(ctx, placement.CatalogOptions{
 		StateDir: o.StateDir, Source: o.Source, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
@@ -166,6 +172,19 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	m.steps = append(m.steps, step{what: "the catalog (sync and close)", close: m.cat.Close, always: true})
+	m.split = m.decideSplit(ctx)
+	topts, err := m.applyTierQuotas(m.split, o.Tiers)
+	if err != nil {
+		return nil, err
+	}
+	var tiers []*tier.Tier
+	for _, to := range topts {
+		t, err := tier.Open(to)
+		if err != nil {
+			return nil, &configError{fmt.Errorf("daemon: %w", err)}
+		}
+		tiers = append(tiers, t)
+	}
 	m.src = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth, Timeout: o.SourceTimeout})
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
@@ -193,8 +212,16 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
 		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Jobs: m.jm,
 	}
-	if o.Model != nil {
-		fo.Model = func() []byte { return o.Model(m.cat.Files(), m.cat.Bytes()) }
+	if o.Views != nil {
+		dec, aug := m.cacheBudgets(m.split, o.Views)
+		if err := m.startViews(o.Views, dec, aug); err != nil {
+			return nil, err
+		}
+		fo.Views = m.view
+	}
+	if o.ModelSettings != nil {
+		text := m.split.modelText()
+		fo.Model = func() []byte { return text }
 	}
 	fsys, err := fs.Mount(fo)
 	if err != nil {

@@ -86,6 +86,24 @@ func (fsys *FS) status() []kv {
 		i64("buffer_hits", bs.Hits),
 		i64("buffer_refused", bs.Refused),
 	)
+	if v := fsys.o.Views; v != nil {
+		es := v.Engine().Stats()
+		out = append(out,
+			i64("decoded_cache_budget", es.DecodedBudget),
+			i64("decoded_cache_bytes", es.DecodedBytes),
+			i64("decoded_cache_entries", int64(es.DecodedEntries)),
+			i64("decoded_cache_hits", es.DecodedHits),
+			i64("augmented_cache_budget", es.AugmentedBudget),
+			i64("augmented_cache_bytes", es.AugmentedBytes),
+			i64("augmented_cache_entries", int64(es.AugmentedEntries)),
+			i64("augmented_cache_hits", es.AugmentedHits),
+			i64("augmented_cache_evictions", es.AugmentedEvicted),
+			i64("preprocess_decodes", es.Decodes),
+			i64("preprocess_augments", es.Augments),
+			i64("preprocess_failed", es.Failed),
+			i64("preprocess_in_flight", int64(es.InFlight)),
+		)
+	}
 	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."
 		tpt := "off"

@@ -255,6 +255,9 @@ func (e *Engine) View(o Options) (*View, error) {
 	return v, nil
 }
 
+// Engine is the engine the view belongs to.
+func (v *View) Engine() *Engine { return v.e }
+
 // Key is the view's pipeline key.
 func (v *View) Key() string { return v.key }
 

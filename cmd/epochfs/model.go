@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/epochfs/epochfs/config"
@@ -239,29 +238,3 @@ func fmtUnit(v float64, unit string) string {
 		return fmt.Sprintf("%.6g", v)
 	}
 }
-
-// mountModelText renders the model's decision for .epochfs/model from the
-// config and the catalog's dataset counts (no profiling at mount time). A
-// model that cannot decide (inputs missing) says why on an error= line.
-func mountModelText(ctx context.Context, cfg config.Config, files, bytes int64) []byte {
-	prof := &profile.Report{}
-	if files > 0 {
-		prof.Samples = profile.Measurement{Value: float64(files), How: "catalog: files in the dataset", OK: true}
-		prof.SampleBytes = profile.Measurement{Value: float64(bytes) / float64(files), How: "catalog: mean file size", OK: true}
-		prof.DatasetBytes = profile.Measurement{Value: float64(bytes), How: "catalog: bytes in the dataset", OK: true}
-	}
-	_, memory := profile.Host(ctx)
-	obs := observed(cfg, prof, memory)
-	obs.Tiers = obs.Tiers[:0]
-	for _, t := range cfg.Tiers { // the mount's tiers: no bandwidth measured
-		mem, _, _ := profile.IsMemoryFS(t.Path)
-		obs.Tiers = append(obs.Tiers, model.TierObserved{Name: t.Name, Quota: t.Quota.Bytes, Memory: mem})
-	}
-	_, rep, err := model.DecideSettings(modelSettings(cfg.Model), obs, nil)
-	if err != nil {
-		return []byte("error=" + oneLineErr(err) + "\n")
-	}
-	return []byte(rep.KeyValues())
-}
-
-func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }

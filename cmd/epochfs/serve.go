@@ -48,6 +48,7 @@ import (
 	"github.com/epochfs/epochfs/config"
 	"github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -341,9 +342,8 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		RefreshRate:     cfg.Placement.RefreshRate,
 		BufferBytes:     cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
 		NoPassthrough: ma.noPassthrough, Version: version,
-		Model: func(files, bytes int64) []byte {
-			return mountModelText(context.Background(), *cfg, files, bytes)
-		},
+		ModelSettings:   ptr(modelSettings(cfg.Model)),
+		Views:           viewsOptions(cfg.Preprocess),
 		MetricsListen:   cfg.Metrics.Listen,
 		ShutdownTimeout: ma.shutdownTimeout,
 		RuntimeDir:      daemon.RuntimeDir(), ConfigID: ma.configID,
@@ -404,5 +404,27 @@ func raiseNoFile(log *zap.Logger) {
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 			log.Warn("cannot raise the open-file limit", zap.Error(err))
 		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// viewsOptions is the [preprocess] section for the daemon (nil: views off).
+func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
+	if !pc.ViewsOn() {
+		return nil
+	}
+	budget := func(v config.Size) int64 {
+		if v.Raw == "" {
+			return -1
+		}
+		return v.Bytes
+	}
+	return &daemon.ViewsOptions{
+		Pipeline: preprocess.Options{Static: pc.Static, Augment: pc.Augment, Normalize: pc.Normalize,
+			Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels, FastUpsample: pc.FastUpsample},
+		Seed: pc.Seed, Workers: pc.Workers,
+		DecodedBytes: budget(pc.DecodedCache), AugmentedBytes: budget(pc.AugmentedCache),
+		DefaultDecoded: config.DefaultDecodedCache, DefaultAugmented: config.DefaultAugmentedCache,
 	}
 }

@@ -18,6 +18,7 @@ import (
 	epochd "github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
+	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/test/faultfs"
 	"github.com/epochfs/epochfs/tier"
@@ -144,6 +145,10 @@ type envOpts struct {
 	bufferBytes int64
 	// metricsListen serves metrics on this address ("127.0.0.1:0").
 	metricsListen string
+	// views serves .epochfs/views/ (and the jobs' views) with these
+	// options; model splits model.memory_budget.
+	views *epochd.ViewsOptions
+	model *model.Settings
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -178,6 +183,7 @@ func (e *env) mount() {
 		Workers: 2, Validate: e.opts.validate, SourceTimeout: e.opts.sourceTimeout,
 		BufferBytes: e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
+		Views: e.opts.views, ModelSettings: e.opts.model,
 	})
 	if err != nil {
 		t.Fatal(err)

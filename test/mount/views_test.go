@@ -1,0 +1,180 @@
+package mount
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	epochd "github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/model"
+	"github.com/epochfs/epochfs/preprocess"
+)
+
+// makeJPEGs writes n small JPEGs of varied sizes under src/class{0,1}/
+// and returns their dataset paths.
+func makeJPEGs(t *testing.T, src string, n int) []string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(5, 5))
+	var paths []string
+	for i := 0; i < n; i++ {
+		w, h := 90+rng.IntN(80), 70+rng.IntN(80)
+		img := image.NewRGBA(image.Rect(0, 0, w, h))
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				img.Set(x, y, color.RGBA{uint8(x * 3), uint8(y * 2), uint8(rng.IntN(256)), 255})
+			}
+		}
+		var b bytes.Buffer
+		if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 85}); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join("class"+strconv.Itoa(i%2), "img"+strconv.Itoa(i)+".jpg")
+		os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755)
+		if err := os.WriteFile(filepath.Join(src, p), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+var viewPipeline = preprocess.Options{Static: []string{"resize:64", "center_crop:48"},
+	Augment: []string{"random_resized_crop:32", "hflip:0.5"}, Output: "uint8_hwc"}
+
+func TestDecodedViewsAreTheStaticStepsOfEachFile(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	paths := makeJPEGs(t, src, 12)
+	os.WriteFile(filepath.Join(src, "class0", "corrupt.jpg"), []byte("\xff\xd8\xffnot really"), 0o644)
+	os.WriteFile(filepath.Join(src, "class1", "secret.jpg"), mustRead(t, filepath.Join(src, paths[0])), 0o600)
+	e := newEnv(t, src, 1<<30)
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 1 << 20, AugmentedBytes: 1 << 20}
+	e.mount()
+	p, err := preprocess.New(viewPipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, rel := range paths {
+		data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/views/decoded", rel+".npy"))
+		if err != nil {
+			t.Fatalf("view of %s: %v", rel, err)
+		}
+		got, err := preprocess.DecodeNPY(data)
+		if err != nil {
+			t.Fatalf("view of %s is not a .npy: %v", rel, err)
+		}
+		want, err := p.Decode(mustRead(t, filepath.Join(src, rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Shape) != 3 || got.Shape[0] != 48 || got.Shape[1] != 48 || got.Shape[2] != 3 || !bytes.Equal(got.U8, compact(want)) {
+			t.Fatalf("view of %s: shape %v, differs from the static steps", rel, got.Shape)
+		}
+	}
+	// Listing: every file with .npy, directories as they are.
+	ls, err := exec.Command("ls", filepath.Join(e.mnt, ".epochfs/views/decoded/class0")).Output()
+	if err != nil || !strings.Contains(string(ls), "img0.jpg.npy") || !strings.Contains(string(ls), "corrupt.jpg.npy") {
+		t.Fatalf("ls of a views directory: %v\n%s", err, ls)
+	}
+	// A corrupt image: EIO, named in errors; the daemon lives on.
+	_, err = os.ReadFile(filepath.Join(e.mnt, ".epochfs/views/decoded/class0/corrupt.jpg.npy"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("view of a corrupt image: %v, want EIO", err)
+	}
+	errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs/errors"))
+	if !bytes.Contains(errs, []byte("class0/corrupt.jpg")) {
+		t.Errorf(".epochfs/errors does not name the corrupt image:\n%s", errs)
+	}
+	st := e.status()
+	if st["decoded_cache_entries"] != strconv.Itoa(len(paths)) || st["preprocess_failed"] != "1" {
+		t.Errorf("status: decoded_cache_entries=%s preprocess_failed=%s", st["decoded_cache_entries"], st["preprocess_failed"])
+	}
+	// A second read comes from the decoded cache.
+	before := e.num("source_reads")
+	if _, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/views/decoded", paths[1]+".npy")); err != nil {
+		t.Fatal(err)
+	}
+	if e.num("source_reads") != before {
+		t.Error("a cached decoded view read the file again")
+	}
+	// A user who may not read a file may not read its view.
+	uid, gid := testUser(t)
+	os.Chmod(filepath.Dir(e.mnt), 0o755)
+	cmd := exec.Command("cat", filepath.Join(e.mnt, ".epochfs/views/decoded/class1/secret.jpg.npy"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
+		t.Fatalf("another user read the view of a 0600 file: %v: %s", err, out)
+	}
+}
+
+func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	makeJPEGs(t, src, 6)
+	e := newEnv(t, src, 0) // quota 0: the model's encoded share
+	// A RAM tier: a tmpfs of its own.
+	if err := os.MkdirAll(e.tiers[0].dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", e.tiers[0].dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(e.tiers[0].dir, syscall.MNT_DETACH) })
+	budget, tgpu, tda, ta, bst := float64(64<<20), 2000.0, 300.0, 900.0, 50e6
+	e.opts.model = &model.Settings{MemoryBudget: &budget, MemoryBudgetText: "64MiB", TGPU: &tgpu,
+		TDecodeAugment: &tda, TAugment: &ta, BStorage: &bst, Split: "50-30-20"}
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: 8 << 20}
+	e.mount()
+	kv := map[string]string{}
+	data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[k] = v
+		}
+	}
+	want := map[string]string{
+		"split_encoded_pct": "50", "split_decoded_pct": "30", "split_augmented_pct": "20",
+		"applied.tier.t0.quota": strconv.Itoa(32 << 20), "applied.decoded_cache_bytes": strconv.FormatInt(int64(0.3*budget), 10),
+		"applied.augmented_cache_bytes": strconv.Itoa(8 << 20),
+	}
+	for k, v := range want {
+		if kv[k] != v {
+			t.Errorf(".epochfs/model %s = %q, want %q\n%s", k, kv[k], v, data)
+		}
+	}
+	if !strings.Contains(kv["applied.augmented_cache_bytes.source"], "overrides the model") {
+		t.Errorf("the explicit augmented budget is not reported as an override: %q", kv["applied.augmented_cache_bytes.source"])
+	}
+	st := e.status()
+	if st["tier.t0.quota"] != strconv.Itoa(32<<20) || st["decoded_cache_budget"] != want["applied.decoded_cache_bytes"] ||
+		st["augmented_cache_budget"] != strconv.Itoa(8<<20) {
+		t.Errorf("status: tier quota %s, decoded budget %s, augmented budget %s", st["tier.t0.quota"], st["decoded_cache_budget"], st["augmented_cache_budget"])
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func compact(img *preprocess.Image) []byte {
+	return img.Compact().Pix
+}
