@@ -255,11 +255,12 @@ func mountedDataset(t *testing.T, files, classes int) (src, mnt string, paths []
 	return src, mnt, paths, total
 }
 
-func mountEpochfs(t *testing.T, bin, src, mnt, tierDir, stateDir string) {
+func mountEpochfs(t *testing.T, bin, src, mnt, tierDir, stateDir string, extra ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "mount", "--tier", "mem="+tierDir+":1GiB", "--state", stateDir, src, mnt).CombinedOutput()
+	args := append([]string{"mount", "--tier", "mem=" + tierDir + ":1GiB", "--state", stateDir}, extra...)
+	out, err := exec.CommandContext(ctx, bin, append(args, src, mnt)...).CombinedOutput()
 	logPath := filepath.Join(stateDir, "epochfs.log")
 	if err != nil {
 		log, _ := os.ReadFile(logPath)
