@@ -395,7 +395,7 @@ func serve(ma *mountArgs, stderr io.Writer) (err error) {
 	steps = append(steps, shutdownStep{what: "the placer (copies in progress, reading the source)",
 		close: func() error { p.Close(); return nil }})
 	jm, err := jobs.New(jobs.Options{
-		Placer: p, BufferBytes: cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead,
+		Placer: p, Lookahead: cfg.Sampler.Lookahead,
 		Lease: cfg.Sampler.LeaseDuration(), Logger: log,
 	})
 	if err != nil {

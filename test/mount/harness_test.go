@@ -187,7 +187,7 @@ func (e *env) mount() {
 	}
 	var jm *jobs.Manager
 	if e.opts.bufferBytes > 0 {
-		if jm, err = jobs.New(jobs.Options{Placer: p, BufferBytes: e.opts.bufferBytes}); err != nil {
+		if jm, err = jobs.New(jobs.Options{Placer: p}); err != nil {
 			t.Fatal(err)
 		}
 	}
