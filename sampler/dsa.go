@@ -120,7 +120,9 @@ func (d *dsaIndex) move(e int32, m uint64) {
 }
 
 // has reports whether j draws through DSA.
-func (d *dsaIndex) has(j *job) bool { return d.inGroup&(1<<uint(j.slot)) != 0 && slices.Contains(d.group, j) }
+func (d *dsaIndex) has(j *job) bool {
+	return d.inGroup&(1<<uint(j.slot)) != 0 && slices.Contains(d.group, j)
+}
 
 // remove: job j took e (compensation: e stays needed by the others).
 func (d *dsaIndex) remove(j *job, e int32) {
