@@ -234,7 +234,7 @@ func TestVerifyTakesContent(t *testing.T) {
 // line per call; the job's config ends as the whole document, and a bad
 // line puts back the config the job had.
 func TestConfigIsTheWholeDocumentHoweverItIsWritten(t *testing.T) {
-	const initial = "batch_size=32\nseed=0\nsampler=ods\nsubset=all\nworld_size=1\ndrop_last=false\n"
+	const initial = "batch_size=32\nseed=0\nsampler=ods\nsubset=all\n"
 	f := &fakeConfig{cfg: initial}
 	d := newDocument(f.sink(), maxConfigDoc)
 	for _, l := range []string{"batch_size=256\n", "seed=7\n", "sampler=random\n"} {
@@ -242,7 +242,7 @@ func TestConfigIsTheWholeDocumentHoweverItIsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := d.close(); err != nil || f.cfg != "batch_size=256\nseed=7\nsampler=random\nsubset=all\nworld_size=1\ndrop_last=false\n" {
+	if err := d.close(); err != nil || f.cfg != "batch_size=256\nseed=7\nsampler=random\nsubset=all\n" {
 		t.Fatalf("config %q, %v", f.cfg, err)
 	}
 	f = &fakeConfig{cfg: initial}
@@ -256,7 +256,7 @@ func TestConfigIsTheWholeDocumentHoweverItIsWritten(t *testing.T) {
 	d = newDocument(f.sink(), maxConfigDoc)
 	d.write([]byte("seed=9\nbatch_si"))
 	d.write([]byte("ze=3"))
-	if err := d.close(); err != nil || f.cfg != "batch_size=3\nseed=9\nsampler=ods\nsubset=all\nworld_size=1\ndrop_last=false\n" {
+	if err := d.close(); err != nil || f.cfg != "batch_size=3\nseed=9\nsampler=ods\nsubset=all\n" {
 		t.Fatalf("config %q, %v", f.cfg, err)
 	}
 }
@@ -311,7 +311,7 @@ func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
 			}
 		}
 
-		const initial = "batch_size=5\nseed=1\nsampler=sequential\nsubset=all\nworld_size=1\ndrop_last=false\n"
+		const initial = "batch_size=5\nseed=1\nsampler=sequential\nsubset=all\n"
 		one, many := &fakeConfig{cfg: initial}, &fakeConfig{cfg: initial}
 		err1 := writeDoc(newDocument(one.sink(), maxConfigDoc), data, nil)
 		errN := writeDoc(newDocument(many.sink(), maxConfigDoc), data, cuts)

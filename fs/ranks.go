@@ -73,7 +73,10 @@ func (d *ranksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	base := d.ino - d.ino&(1<<inoJobShift-1) // the job's block
 	n := &rankDir{ref: d.ref, rank: r, ino: rankIno(base, r)}
 	n.fillAttr(&out.Attr)
-	out.SetEntryTimeout(time.Second)
+	// Not cached: a config of fewer ranks takes the directory away at
+	// once (the kernel looks it up again at every path walk; 0 would be
+	// the mount's default).
+	out.SetEntryTimeout(time.Nanosecond)
 	out.SetAttrTimeout(0)
 	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: n.ino}), 0
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,10 +42,15 @@ func DefaultConfig() Config {
 // write it back. Keys are rendered in table order; a key not given in a
 // document keeps DefaultConfig's value. Add keys here (a view, augment
 // steps): parsing, rendering, the error text and the docs' list follow.
+// A key added after the first four is optional: it is rendered only when
+// it differs from its default, so a plain job's config reads as it always
+// did.
 type key struct {
 	name string
 	// repeat: the key may be given several times (its values add up).
 	repeat bool
+	// optional: rendered only when its value is not the default.
+	optional bool
 	// want describes the values, for errors.
 	want   string
 	parse  func(c *Config, v string) error
@@ -97,7 +103,7 @@ var keys = []key{
 			}
 			return out
 		}},
-	{name: "world_size", want: fmt.Sprintf("an integer in 1..%d", sampler.MaxWorldSize),
+	{name: "world_size", optional: true, want: fmt.Sprintf("an integer in 1..%d", sampler.MaxWorldSize),
 		parse: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > sampler.MaxWorldSize {
@@ -107,7 +113,7 @@ var keys = []key{
 			return nil
 		},
 		render: func(c *Config) []string { return []string{strconv.Itoa(c.WorldSize)} }},
-	{name: "drop_last", want: "true or false",
+	{name: "drop_last", optional: true, want: "true or false",
 		parse: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -226,11 +232,17 @@ func lookupKey(name string) *key {
 	return nil
 }
 
-// Format renders c as ParseConfig's input, every key in table order.
+// Format renders c as ParseConfig's input, in table order: every key but
+// the optional ones at their default.
 func (c Config) Format() []byte {
 	var b bytes.Buffer
+	def := DefaultConfig()
 	for _, k := range keys {
-		for _, v := range k.render(&c) {
+		vals := k.render(&c)
+		if k.optional && slices.Equal(vals, k.render(&def)) {
+			continue
+		}
+		for _, v := range vals {
 			b.WriteString(k.name)
 			b.WriteByte('=')
 			b.WriteString(v)

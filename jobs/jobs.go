@@ -88,7 +88,8 @@ type Manager struct {
 	seq  uint64
 	// moved is closed (and replaced) whenever a rank moves on, a rank or a
 	// job goes, or a config changes: what a waiting rank waits for.
-	moved chan struct{}
+	moved   chan struct{}
+	waiting map[rankKey]int // reads waiting for the slowest rank
 
 	wake      chan struct{}
 	ctx       context.Context
@@ -135,7 +136,7 @@ func New(o Options) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		o: o, p: o.Placer, s: s, log: o.Logger, files: files,
-		jobs: map[string]*job{}, moved: make(chan struct{}),
+		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
 		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
 		inflight: make(chan struct{}, o.Fetchers),
 	}

@@ -39,12 +39,29 @@ func (m *Manager) Next(ctx context.Context, name string) (paths []byte, endOfEpo
 // or ctx ends (the error then wraps ctx's).
 func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []byte, endOfEpoch bool, err error) {
 	renew := m.renewEvery()
+	key := rankKey{name, rank}
+	waiting := false
+	defer func() {
+		if waiting {
+			m.mu.Lock()
+			if m.waiting[key]--; m.waiting[key] == 0 {
+				delete(m.waiting, key)
+			}
+			m.mu.Unlock()
+		}
+	}()
 	for {
 		m.mu.Lock()
 		moved := m.moved
 		m.mu.Unlock()
 		batch, end, err := m.s.NextRank(name, rank)
 		if errors.Is(err, sampler.ErrRankAhead) {
+			if !waiting {
+				waiting = true
+				m.mu.Lock()
+				m.waiting[key]++
+				m.mu.Unlock()
+			}
 			t := time.NewTimer(renew)
 			select {
 			case <-moved:
@@ -76,6 +93,12 @@ func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []
 		}
 		return b.Bytes(), false, nil
 	}
+}
+
+// rankKey names a rank of a job.
+type rankKey struct {
+	job  string
+	rank int
 }
 
 // renewEvery is how often a waiting rank renews its lease.
@@ -117,10 +140,15 @@ func (m *Manager) RankStatus(name string, rank int) ([]byte, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
+	m.mu.Lock()
+	waiting := m.waiting[rankKey{name, rank}] > 0
+	m.mu.Unlock()
 	state := "reading"
 	switch {
 	case st.Lost:
 		state = "lost"
+	case waiting:
+		state = "waiting" // for the slowest rank to finish its epoch
 	case st.Ended:
 		state = "ended"
 	}
