@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,14 @@ func loadRank(t *testing.T, dir string, r int) rankLog {
 // and a config file of cfg, and unmounts at cleanup.
 func mountWith(t *testing.T, bin, src, base, quota, cfg string) (mnt string) {
 	t.Helper()
+	mnt, _ = mountWithUnmount(t, bin, src, base, quota, cfg)
+	return mnt
+}
+
+// mountWithUnmount is mountWith that also returns the unmount (it runs
+// once, at the latest at cleanup).
+func mountWithUnmount(t *testing.T, bin, src, base, quota, cfg string) (mnt string, unmount func()) {
+	t.Helper()
 	mnt = filepath.Join(base, "mnt")
 	for _, d := range []string{"mnt", "tier", "state"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
@@ -68,7 +77,14 @@ func mountWith(t *testing.T, bin, src, base, quota, cfg string) (mnt string) {
 	if st, err := readStatus(mnt); err == nil {
 		pid, _ = strconv.Atoi(st["pid"])
 	}
-	t.Cleanup(func() {
+	var once sync.Once
+	unmount = func() { once.Do(func() { unmountBin(t, bin, mnt, state, pid) }) }
+	t.Cleanup(unmount)
+	return mnt, unmount
+}
+
+func unmountBin(t *testing.T, bin, mnt, state string, pid int) {
+	{
 		var out []byte
 		var err error
 		for i := 0; i < 20; i++ {
@@ -92,8 +108,7 @@ func mountWith(t *testing.T, bin, src, base, quota, cfg string) (mnt string) {
 			log, _ := os.ReadFile(filepath.Join(state, "epochfs.log"))
 			t.Logf("epochfs.log:\n%s", log)
 		}
-	})
-	return mnt
+	}
 }
 
 // freePort returns a TCP port nobody listens on now.
