@@ -16,7 +16,8 @@ import (
 // source per epoch with 20 % of the dataset resident: one 4-rank job, and
 // two concurrent 2-rank jobs, with epochfs.DistributedSampler and with
 // torch's own DistributedSampler, each run on a fresh mount (same catalog
-// and tier, empty buffer), reps times. Every read drops its page cache, as
+// and tier, empty buffer), reps times. The ranks of all jobs start their
+// first epoch together (EPOCHFS_MEASURE_SKEW=1: as torchrun starts them). Every read drops its page cache, as
 // a dataset larger than RAM would. The ratio is source bytes per epoch ÷
 // (1 − f) × dataset bytes. Only with EPOCHFS_MEASURE=1 (a few minutes);
 // EPOCHFS_MEASURE_REPS (default 3), EPOCHFS_MEASURE_FILES (default 400),
@@ -74,12 +75,22 @@ func TestMeasureDDPSourceBytes(t *testing.T) {
 			errs := make(chan error, s.jobs)
 			start := time.Now()
 			var outs []string
+			// Every rank of every job starts its first epoch together, so
+			// that the jobs run side by side, as concurrent jobs of equal
+			// speed would; EPOCHFS_MEASURE_SKEW=1 lets them start as they
+			// come (torchrun's start-up differs by a second or two).
+			ready := t.TempDir()
+			startArg := []string{"--start", fmt.Sprintf("%s:%d", ready, s.jobs*s.ranks)}
+			if os.Getenv("EPOCHFS_MEASURE_SKEW") != "" {
+				startArg = nil
+			}
 			for j := range s.jobs {
 				out := t.TempDir()
 				outs = append(outs, out)
 				cmd := exec.Command(torchrun, "--standalone", "--nproc_per_node="+strconv.Itoa(s.ranks), "--redirects", "1", "--tee", "1",
 					script, "--mount", mnt, "--out", out, "--job", fmt.Sprintf("m%d", j), "--epochs", strconv.Itoa(epochs),
 					"--batch", strconv.Itoa(batch), "--train", "--uncached", "--sampler", s.sampler, "--seed", strconv.Itoa(7+j))
+				cmd.Args = append(cmd.Args, startArg...)
 				go func() {
 					logs, err := runRanks(t, cmd, 20*time.Minute)
 					if err != nil {

@@ -6,13 +6,14 @@ rank's status file} after every epoch.
 
     ddp_train.py --mount MNT --out DIR [--job NAME] [--epochs 2] [--batch 16] [--train]
                  [--die-after K] [--pace S] [--sampler epochfs|torch] [--workers 0]
-                 [--uncached]
+                 [--uncached] [--start DIR:N]
 
 --train wraps a tiny model in DistributedDataParallel (gloo) and all-reduces every step; without
 it the ranks only load. --die-after K: the rank SIGKILLs itself after K batches of epoch 1.
 --pace S: rank 0 sleeps S seconds after each batch of epoch 1 until the job's status says a rank
 was lost (its reads renew its lease meanwhile; the dead rank's runs out).
 --uncached: every file is read with its page cache dropped after (a dataset larger than RAM).
+--start DIR:N: the rank starts its first epoch once N ranks (of every job) are ready (files in DIR).
 """
 import argparse
 import io
@@ -65,6 +66,7 @@ def main():
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--uncached", action="store_true")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--start", default="", help="DIR:N: start the first epoch once N ranks (of all jobs) are ready")
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -83,6 +85,14 @@ def main():
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     out = os.path.join(a.out, f"rank-{rank}.json")
+    if a.start:
+        d, n = a.start.rsplit(":", 1)
+        open(os.path.join(d, f"{a.job}-{rank}"), "w").close()
+        deadline = time.monotonic() + 300
+        while len(os.listdir(d)) < int(n):
+            if time.monotonic() > deadline:
+                sys.exit(f"only {len(os.listdir(d))} of {n} ranks ready after 300 s")
+            time.sleep(0.01)
     epochs = []
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
