@@ -328,7 +328,8 @@ func TestParseTierFlag(t *testing.T) {
 		if tr.Name != tc.name || tr.Path != tc.path || tr.Quota.Raw != tc.raw || tr.Quota.Bytes != tc.bytes || tr.Quota.Err() != nil {
 			t.Errorf("ParseTierFlag(%q) = %+v, want %s=%s:%s (%d bytes)", tc.in, tr, tc.name, tc.path, tc.raw, tc.bytes)
 		}
-		c := Config{Tiers: []Tier{tr}, Placement: Default().Placement, Log: Default().Log}
+		c := Default()
+		c.Tiers = []Tier{tr}
 		if err := c.Validate(); err != nil {
 			t.Errorf("ParseTierFlag(%q) then Validate: %v", tc.in, err)
 		}
@@ -412,6 +413,8 @@ func TestSamplerSectionDefaultsAndErrorsNameTheKey(t *testing.T) {
 		"buffer = \"-1\"":   "sampler.buffer",
 		"lease = \"soon\"":  "sampler.lease",
 		"lease = \"0s\"":    "sampler.lease",
+		"lookahead = 0":     "sampler.lookahead",
+		"lease = \"\"":      "sampler.lease",
 		"lookahead = -1":    "sampler.lookahead",
 		"lookahead = 1000":  "sampler.lookahead",
 	} {

@@ -40,18 +40,12 @@ func (s *Sampler) Validate() error {
 	if s.Buffer.Bytes < 0 {
 		return fmt.Errorf("sampler.buffer = %q: must not be negative", s.Buffer.Raw)
 	}
-	if s.Lease == "" {
-		s.Lease = "2m" // unset: the default
-	}
 	d, err := time.ParseDuration(s.Lease)
 	if err != nil {
 		return fmt.Errorf("sampler.lease = %q: want a duration such as \"2m\" or \"90s\"", s.Lease)
 	}
 	if d == 0 {
 		return fmt.Errorf("sampler.lease = %q: must not be zero (negative means never)", s.Lease)
-	}
-	if s.Lookahead == 0 {
-		s.Lookahead = 2 // unset: the default
 	}
 	if s.Lookahead < 1 || s.Lookahead > 64 {
 		return fmt.Errorf("sampler.lookahead = %d: want 1 to 64", s.Lookahead)

@@ -201,7 +201,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	m.steps = append(m.steps, step{what: "the placer (copies in progress, reading the source)",
 		close: func() error { m.p.Close(); return nil }})
 	m.jm, err = jobs.New(jobs.Options{
-		Placer: m.p, BufferBytes: o.BufferBytes, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger,
+		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)

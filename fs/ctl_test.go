@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
-	"github.com/epochfs/epochfs/sampler"
 )
 
 // fakePaths is a path document's target without a placer: a path exists
@@ -61,11 +61,11 @@ type fakeConfig struct{ cfg string }
 func (f *fakeConfig) sink() docSink {
 	return &configDoc{
 		apply: func(text []byte) error {
-			c, err := sampler.ParseJobConfig(text)
+			c, err := jobs.ParseConfig(text)
 			if err != nil {
-				return invalid("%v", err)
+				return err
 			}
-			f.cfg = c.Format()
+			f.cfg = string(c.Format())
 			return nil
 		},
 		current: func() []byte { return []byte(f.cfg) },
@@ -248,7 +248,7 @@ func TestConfigIsTheWholeDocumentHoweverItIsWritten(t *testing.T) {
 	f = &fakeConfig{cfg: initial}
 	d = newDocument(f.sink(), maxConfigDoc)
 	d.write([]byte("batch_size=64\n"))
-	if err := d.write([]byte("colour=blue\n")); !errors.Is(err, errInvalid) || f.cfg != initial {
+	if err := d.write([]byte("colour=blue\n")); !errors.Is(err, jobs.ErrInvalid) || f.cfg != initial {
 		t.Fatalf("a bad line: %v, config %q; want EINVAL and the config as it was", err, f.cfg)
 	}
 	// A config without a final newline is applied at the close.

@@ -22,18 +22,17 @@ func (fsys *FS) Status() []StatusEntry {
 }
 
 // JobOwner returns the uid of the user who made job name's directory under
-// .epochfs/jobs/, if the mount saw it made.
+// .epochfs/jobs/ (0 for root).
 func (fsys *FS) JobOwner(name string) (uid uint32, ok bool) {
 	if fsys.o.Jobs == nil {
 		return 0, false
 	}
-	id, live := fsys.o.Jobs.Job(name)
+	info, live := fsys.o.Jobs.Lookup(name)
 	if !live {
 		return 0, false
 	}
-	o, found := fsys.jobOwners.Load(id)
-	if !found {
-		return 0, false
+	if info.Owner == nil {
+		return 0, true
 	}
-	return o.(owner).uid, true
+	return info.Owner.UID, true
 }

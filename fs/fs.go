@@ -65,7 +65,6 @@ type FS struct {
 	seenErrs    sync.Map
 	errs        errorRing
 	start       time.Time
-	jobOwners   sync.Map // job id (uint64) → owner: who made the job's directory
 }
 
 // Mount mounts the dataset at o.Mountpoint and returns once the kernel

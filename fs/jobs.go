@@ -3,23 +3,126 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// .epochfs/jobs/: mkdir NAME registers a job, rmdir ends it; each job
-// directory holds config, next and status. Policy is in package jobs.
+// .epochfs/jobs/: mkdir NAME registers a job, rmdir ends it. A job's
+// directory holds the entries of jobEntries; rank/R/ (fs/ranks.go) those
+// of rankEntries. Policy, and who owns a job, are package jobs'.
+//
+// Inode numbers: job id i has the block jobIno(i) .. jobIno(i)+2^24-1: its
+// directory at the base, its entries at +1+k (k: the index in
+// jobEntries), rank R's directory at +(R+1)<<8 and its entries at +1+k
+// (rankEntries). 4096 ranks of 255 entries each fit.
+const (
+	inoJobBase  = 1<<62 + 1<<40
+	inoJobShift = 24
+)
 
-// inoJobBase: a job's directory is inoJobBase + id<<2, its files +1..+3.
-const inoJobBase = 1<<62 + 1<<40
+func jobIno(id uint64) uint64 { return inoJobBase + id<<inoJobShift }
 
-// jobFiles are the files of a job directory, in readdir order.
-var jobFiles = []string{"config", "next", "status"}
+// jobEntry is one entry of a job's or a rank's directory. New files (a
+// job's batch, its views) are added to the lists; the nodes, readdir,
+// inode numbers and the error of a create follow.
+type jobEntry struct {
+	name string
+	mode uint32 // S_IFREG or S_IFDIR
+	// node builds the entry's node; rank is -1 in the job's directory.
+	node func(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder
+}
+
+// jobRef names the job a node belongs to: a node of a job that ended (or
+// was made again under the same name) answers ENOENT.
+type jobRef struct {
+	fsys  *FS
+	name  string
+	id    uint64
+	owner owner
+}
+
+func (r jobRef) info() (jobs.Info, bool) {
+	in, ok := r.fsys.o.Jobs.Lookup(r.name)
+	return in, ok && in.ID == r.id
+}
+
+func (r jobRef) live() bool { _, ok := r.info(); return ok }
+
+// label names a job's file in logs and .epochfs/errors.
+func (r jobRef) label(rank int, file string) string {
+	if rank < 0 {
+		return "jobs/" + r.name + "/" + file
+	}
+	return "jobs/" + r.name + "/rank/" + itoa(rank) + "/" + file
+}
+
+var jobEntries = []jobEntry{
+	{name: "config", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
+		m := ref.fsys.o.Jobs
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "config"), ino: ino, mode: 0o644, owner: ref.owner, max: maxConfigDoc,
+			read: func() []byte { b, _ := m.Config(ref.name); return b },
+			doc: func(*placement.Cred) docSink {
+				return &configDoc{
+					apply:   func(text []byte) error { return m.Configure(ref.name, text) },
+					current: func() []byte { b, _ := m.Config(ref.name); return b },
+				}
+			}}}
+	}},
+	{name: "next", mode: syscall.S_IFREG, node: newNextFile},
+	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "status"), ino: ino, mode: 0o444, owner: ref.owner,
+			read: func() []byte { b, _ := ref.fsys.o.Jobs.Status(ref.name); return b }}}
+	}},
+	{name: "rank", mode: syscall.S_IFDIR, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
+		return &ranksDir{ref: ref, ino: ino}
+	}},
+}
+
+// entryNames lists the entries' names for error messages.
+func entryNames(list []jobEntry) string {
+	var b bytes.Buffer
+	for i, e := range list {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.name)
+	}
+	return b.String()
+}
+
+// lookupEntry makes the node of entry name of list under parent.
+func lookupEntry(ctx context.Context, parent *fusefs.Inode, list []jobEntry, ref jobRef, rank int, base uint64, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	for k, e := range list {
+		if e.name != name {
+			continue
+		}
+		ino := base + 1 + uint64(k)
+		n := e.node(ref, rank, ino)
+		if a, ok := n.(interface{ fillAttr(*fuse.Attr) }); ok {
+			a.fillAttr(&out.Attr)
+		}
+		out.SetEntryTimeout(time.Second)
+		out.SetAttrTimeout(0)
+		return parent.NewInode(ctx, n, fusefs.StableAttr{Mode: e.mode, Ino: ino}), 0
+	}
+	noNegative(out)
+	return nil, syscall.ENOENT
+}
+
+func listEntries(list []jobEntry, base uint64) fusefs.DirStream {
+	out := make([]fuse.DirEntry, len(list))
+	for k, e := range list {
+		out[k] = fuse.DirEntry{Name: e.name, Mode: e.mode, Ino: base + 1 + uint64(k)}
+	}
+	return fusefs.NewListDirStream(out)
+}
 
 // noNegative makes the kernel forget a failed lookup at once: a job name
 // that does not exist now may be created by mkdir from anywhere.
@@ -59,18 +162,20 @@ func (d *jobsDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.At
 }
 
 // owner is the user and group a job's directory and files belong to: who
-// made the directory. With default_permissions the kernel then lets only
-// them (and root) change the job's config, take its batches or remove it.
+// made the directory (jobs.Info.Owner). With default_permissions the kernel
+// then lets only them (and root) change the job's config, take its batches
+// or remove it.
 type owner struct{ uid, gid uint32 }
 
-func (d *jobsDir) jobInode(ctx context.Context, name string, id uint64, mkdir bool, out *fuse.EntryOut) *fusefs.Inode {
-	j := &jobDir{fsys: d.fsys, name: name, ino: inoJobBase + id<<2}
-	if c, ok := ctx.(*fuse.Context); ok && mkdir {
-		d.fsys.jobOwners.Store(id, owner{c.Uid, c.Gid})
+func ownerOf(c *placement.Cred) owner {
+	if c == nil {
+		return owner{}
 	}
-	if o, ok := d.fsys.jobOwners.Load(id); ok {
-		j.owner = o.(owner)
-	}
+	return owner{c.UID, c.GID}
+}
+
+func (d *jobsDir) jobInode(ctx context.Context, in jobs.Info, out *fuse.EntryOut) *fusefs.Inode {
+	j := &jobDir{ref: jobRef{fsys: d.fsys, name: in.Name, id: in.ID, owner: ownerOf(in.Owner)}, ino: jobIno(in.ID)}
 	j.fillAttr(&out.Attr)
 	out.SetEntryTimeout(time.Second)
 	out.SetAttrTimeout(0)
@@ -78,36 +183,28 @@ func (d *jobsDir) jobInode(ctx context.Context, name string, id uint64, mkdir bo
 }
 
 func (d *jobsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	id, ok := d.fsys.o.Jobs.Job(name)
+	in, ok := d.fsys.o.Jobs.Lookup(name)
 	if !ok {
 		noNegative(out)
 		return nil, syscall.ENOENT
 	}
-	return d.jobInode(ctx, name, id, false, out), 0
+	return d.jobInode(ctx, in, out), 0
 }
 
 func (d *jobsDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	m := d.fsys.o.Jobs
 	var list []fuse.DirEntry
-	for _, n := range m.Jobs() {
-		if id, ok := m.Job(n); ok {
-			list = append(list, fuse.DirEntry{Name: n, Mode: syscall.S_IFDIR, Ino: inoJobBase + id<<2})
-		}
+	for _, in := range d.fsys.o.Jobs.List() {
+		list = append(list, fuse.DirEntry{Name: in.Name, Mode: syscall.S_IFDIR, Ino: jobIno(in.ID)})
 	}
 	return fusefs.NewListDirStream(list), 0
 }
 
 func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	m := d.fsys.o.Jobs
-	if err := m.RegisterAs(name, callerCred(ctx)); err != nil {
+	in, err := d.fsys.o.Jobs.Register(name, callerCred(ctx))
+	if err != nil {
 		return nil, d.fsys.ctlError("jobs/"+name, err)
 	}
-	id, ok := m.Job(name)
-	if !ok {
-		return nil, syscall.ENOENT
-	}
-	d.forgetEndedOwners()
-	return d.jobInode(ctx, name, id, true, out), 0
+	return d.jobInode(ctx, in, out), 0
 }
 
 // Create refuses a file in jobs/ (any user may try: the directory is
@@ -116,41 +213,15 @@ func (d *jobsDir) Create(ctx context.Context, name string, flags uint32, mode ui
 	return nil, nil, 0, d.fsys.ctlError("jobs/"+name, denied("files cannot be created in jobs/: mkdir jobs/NAME registers a job"))
 }
 
-// forgetEndedOwners drops the owners of jobs that ended without rmdir (their
-// lease ran out), so the map holds no more entries than live jobs.
-func (d *jobsDir) forgetEndedOwners() {
-	live := map[uint64]bool{}
-	for _, n := range d.fsys.o.Jobs.Jobs() {
-		if id, ok := d.fsys.o.Jobs.Job(n); ok {
-			live[id] = true
-		}
-	}
-	d.fsys.jobOwners.Range(func(k, _ any) bool {
-		if !live[k.(uint64)] {
-			d.fsys.jobOwners.Delete(k)
-		}
-		return true
-	})
-}
-
 func (d *jobsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
-	id, ok := d.fsys.o.Jobs.Job(name)
-	if err := d.fsys.o.Jobs.End(name); err != nil {
-		return d.fsys.toErrno(err)
-	}
-	if ok {
-		d.fsys.jobOwners.Delete(id)
-	}
-	return 0
+	return d.fsys.toErrno(d.fsys.o.Jobs.End(name))
 }
 
 // jobDir is .epochfs/jobs/NAME/.
 type jobDir struct {
 	fusefs.Inode
-	fsys  *FS
-	name  string
-	ino   uint64
-	owner owner
+	ref jobRef
+	ino uint64
 }
 
 var (
@@ -161,11 +232,11 @@ var (
 )
 
 func (j *jobDir) fillAttr(a *fuse.Attr) {
-	ctlAttr(a, j.ino, syscall.S_IFDIR|0o755, j.owner, time.Now())
+	ctlAttr(a, j.ino, syscall.S_IFDIR|0o755, j.ref.owner, time.Now())
 }
 
 func (j *jobDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if _, ok := j.fsys.o.Jobs.Job(j.name); !ok {
+	if !j.ref.live() {
 		return syscall.ENOENT
 	}
 	j.fillAttr(&out.Attr)
@@ -173,63 +244,22 @@ func (j *jobDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 	return 0
 }
 
-func (j *jobDir) spec(name string) (ctlSpec, bool) {
-	m := j.fsys.o.Jobs
-	job := j.name
-	label := "jobs/" + job + "/" + name
-	switch name {
-	case "config":
-		return ctlSpec{name: label, ino: j.ino + 1, mode: 0o644, owner: j.owner, max: maxConfigDoc,
-			read: func() []byte { b, _ := m.Config(job); return b },
-			doc: func(*placement.Cred) docSink {
-				return &configDoc{
-					apply:   func(text []byte) error { return m.Configure(job, text) },
-					current: func() []byte { b, _ := m.Config(job); return b },
-				}
-			}}, true
-	case "status":
-		return ctlSpec{name: label, ino: j.ino + 3, mode: 0o444, owner: j.owner,
-			read: func() []byte { b, _ := m.Status(job); return b }}, true
-	}
-	return ctlSpec{}, false
-}
-
 func (j *jobDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if _, ok := j.fsys.o.Jobs.Job(j.name); !ok {
+	if !j.ref.live() {
 		noNegative(out)
 		return nil, syscall.ENOENT
 	}
-	if name == "next" {
-		n := &nextFile{fsys: j.fsys, job: j.name, ino: j.ino + 2, owner: j.owner}
-		n.fillAttr(&out.Attr)
-		out.SetEntryTimeout(time.Second)
-		out.SetAttrTimeout(0)
-		return j.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: n.ino}), 0
-	}
-	s, ok := j.spec(name)
-	if !ok {
-		noNegative(out)
-		return nil, syscall.ENOENT
-	}
-	f := &ctlFile{fsys: j.fsys, spec: s}
-	f.fillAttr(&out.Attr)
-	out.SetEntryTimeout(time.Second)
-	out.SetAttrTimeout(0)
-	return j.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: s.ino}), 0
+	return lookupEntry(ctx, &j.Inode, jobEntries, j.ref, -1, j.ino, name, out)
 }
 
 // Create refuses a new file in a job's directory (its owner's), and
 // records it.
 func (j *jobDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, j.fsys.ctlError("jobs/"+j.name+"/"+name, denied("no such job file (config, next, status)"))
+	return nil, nil, 0, j.ref.fsys.ctlError(j.ref.label(-1, name), denied("no such job file ("+entryNames(jobEntries)+")"))
 }
 
 func (j *jobDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	list := make([]fuse.DirEntry, len(jobFiles))
-	for i, n := range jobFiles {
-		list[i] = fuse.DirEntry{Name: n, Mode: syscall.S_IFREG, Ino: j.ino + 1 + uint64(i)}
-	}
-	return fusefs.NewListDirStream(list), 0
+	return listEntries(jobEntries, j.ino), 0
 }
 
 // configDoc is a job config document. After every write, its complete
@@ -279,15 +309,21 @@ func (d *configDoc) abort() {
 	}
 }
 
-// nextFile is jobs/NAME/next: each read at offset 0 takes the job's next
-// batch; reads at later offsets continue it. A read at the end of an epoch
-// returns 0 bytes once. Writes fail with EINVAL.
+// nextFile is jobs/NAME/next (rank -1: a job of world size 1) or
+// jobs/NAME/rank/R/next: each read at offset 0 takes the next batch;
+// reads at later offsets continue it. A read at the end of an epoch
+// returns 0 bytes once. A rank's read may wait for the slowest rank
+// (jobs.Manager.NextRank) until the reader is interrupted. Writes fail
+// with EINVAL.
 type nextFile struct {
 	fusefs.Inode
-	fsys  *FS
-	job   string
-	ino   uint64
-	owner owner
+	ref  jobRef
+	rank int
+	ino  uint64
+}
+
+func newNextFile(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
+	return &nextFile{ref: ref, rank: rank, ino: ino}
 }
 
 var (
@@ -300,7 +336,7 @@ func (n *nextFile) fillAttr(a *fuse.Attr) {
 	// Only the job's owner takes its batches. Writable by the owner only
 	// so that their write reaches the daemon and fails with EINVAL and a
 	// reason, rather than EACCES in the kernel.
-	ctlAttr(a, n.ino, syscall.S_IFREG|0o600, n.owner, time.Now())
+	ctlAttr(a, n.ino, syscall.S_IFREG|0o600, n.ref.owner, time.Now())
 }
 
 func (n *nextFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -316,7 +352,8 @@ func (n *nextFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 }
 
 func (n *nextFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if _, ok := n.fsys.o.Jobs.Job(n.job); !ok {
+	in, ok := n.ref.info()
+	if !ok || n.rank >= in.WorldSize {
 		return nil, 0, syscall.ENOENT
 	}
 	return &nextHandle{n: n}, fuse.FOPEN_DIRECT_IO, 0
@@ -339,9 +376,20 @@ func (h *nextHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if off == 0 {
-		b, _, err := h.n.fsys.o.Jobs.Next(h.n.job)
-		if err != nil {
-			return nil, h.n.fsys.ctlError("jobs/"+h.n.job+"/next", err)
+		rctx, done := reqCtx(ctx)
+		var b []byte
+		var err error
+		if m := h.n.ref.fsys.o.Jobs; h.n.rank < 0 {
+			b, _, err = m.Next(rctx, h.n.ref.name)
+		} else {
+			b, _, err = m.NextRank(rctx, h.n.ref.name, h.n.rank)
+		}
+		done()
+		switch {
+		case errors.Is(err, context.Canceled):
+			return nil, h.n.ref.fsys.toErrno(err) // interrupted while waiting for the slowest rank
+		case err != nil:
+			return nil, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "next"), err)
 		}
 		h.batch = b
 	}
@@ -353,5 +401,5 @@ func (h *nextHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (h *nextHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	return 0, h.n.fsys.ctlError("jobs/"+h.n.job+"/next", invalid("next is read-only: read it for the next batch"))
+	return 0, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "next"), invalid("next is read-only: read it for the next batch"))
 }

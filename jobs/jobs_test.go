@@ -26,9 +26,24 @@ func newManager(t testing.TB, n int) (*Manager, []string) {
 	return newManagerOf(t, paths, nil), paths
 }
 
+// newManagerWith is newManager with manager options (the placer is set).
+func newManagerWith(t testing.TB, n int, o Options) (*Manager, []string) {
+	t.Helper()
+	var paths []string
+	for i := 0; i < n; i++ {
+		paths = append(paths, fmt.Sprintf("c%d/img%03d.jpg", i%2, i))
+	}
+	return newManagerOpts(t, paths, nil, o), paths
+}
+
 // newManagerOf builds a source of the given files (prepare may change the
 // tree before the catalog walks it), a catalog, a placer and a manager.
 func newManagerOf(t testing.TB, paths []string, prepare func(src string)) *Manager {
+	t.Helper()
+	return newManagerOpts(t, paths, prepare, Options{})
+}
+
+func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Options) *Manager {
 	t.Helper()
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
@@ -56,7 +71,8 @@ func newManagerOf(t testing.TB, paths []string, prepare func(src string)) *Manag
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Options{Placer: p, BufferBytes: 4096})
+	o.Placer = p
+	m, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +91,7 @@ func epoch(t testing.TB, m *Manager, name string) []string {
 	t.Helper()
 	var out []string
 	for i := 0; ; i++ {
-		b, end, err := m.Next(name)
+		b, end, err := m.Next(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +121,7 @@ func sortedEqual(a, b []string) bool {
 func TestBadJobNamesAreRejected(t *testing.T) {
 	m, _ := newManager(t, 4)
 	for _, n := range []string{"", ".", "..", "a/b", "../x", "a b", "ü", strings.Repeat("x", 65), "a\x00"} {
-		if err := m.Register(n); !errors.Is(err, ErrInvalid) {
+		if _, err := m.Register(n, nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Register(%q) = %v, want ErrInvalid", n, err)
 		}
 	}
@@ -113,11 +129,11 @@ func TestBadJobNamesAreRejected(t *testing.T) {
 		t.Fatalf("jobs %v after rejected names", m.Jobs())
 	}
 	for _, n := range []string{"a", "resnet-50_v1.2", strings.Repeat("x", 64)} {
-		if err := m.Register(n); err != nil {
+		if _, err := m.Register(n, nil); err != nil {
 			t.Errorf("Register(%q): %v", n, err)
 		}
 	}
-	if err := m.Register("a"); !errors.Is(err, ErrExists) {
+	if _, err := m.Register("a", nil); !errors.Is(err, ErrExists) {
 		t.Fatalf("second Register: %v, want ErrExists", err)
 	}
 	if err := m.End("nope"); !errors.Is(err, ErrNoJob) {
@@ -127,13 +143,13 @@ func TestBadJobNamesAreRejected(t *testing.T) {
 
 func TestBadConfigChangesNothing(t *testing.T) {
 	m, _ := newManager(t, 10)
-	if err := m.Register("j"); err != nil {
+	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Configure("j", []byte("batch_size=3\nseed=5\nsampler=random\n")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.Next("j"); err != nil {
+	if _, _, err := m.Next(context.Background(), "j"); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := m.Config("j")
@@ -158,7 +174,7 @@ func TestBadConfigChangesNothing(t *testing.T) {
 
 func TestSubsetPrefixesResolveToTheirFiles(t *testing.T) {
 	m, paths := newManager(t, 12)
-	if err := m.Register("j"); err != nil {
+	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Configure("j", []byte("batch_size=4\nsubset=c1\nsubset=/c0/img000.jpg/\n")); err != nil {
@@ -188,7 +204,7 @@ func TestEveryPathExactlyOncePerEpochAndEndOfEpochOnce(t *testing.T) {
 	m, paths := newManager(t, 37)
 	for _, kind := range []string{"ods", "random", "sequential"} {
 		name := "j-" + kind
-		if err := m.Register(name); err != nil {
+		if _, err := m.Register(name, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := m.Configure(name, []byte("batch_size=5\nseed=9\nsampler="+kind+"\n")); err != nil {
@@ -217,7 +233,7 @@ func TestEveryPathExactlyOncePerEpochAndEndOfEpochOnce(t *testing.T) {
 
 func TestDefaultsAndEnd(t *testing.T) {
 	m, paths := newManager(t, 40)
-	if err := m.Register("j"); err != nil {
+	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := m.Config("j")
@@ -227,7 +243,7 @@ func TestDefaultsAndEnd(t *testing.T) {
 	if err := m.Configure("j", []byte("seed=3\n")); err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := m.Next("j")
+	b, _, err := m.Next(context.Background(), "j")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +253,10 @@ func TestDefaultsAndEnd(t *testing.T) {
 	if err := m.End("j"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.Next("j"); !errors.Is(err, ErrNoJob) {
+	if _, _, err := m.Next(context.Background(), "j"); !errors.Is(err, ErrNoJob) {
 		t.Fatalf("Next after End: %v", err)
 	}
-	if _, ok := m.Job("j"); ok {
+	if _, ok := m.Lookup("j"); ok {
 		t.Fatal("job still listed")
 	}
 }
@@ -253,11 +269,11 @@ func FuzzJobNamesAndConfigs(f *testing.F) {
 	f.Add("y", []byte("sampler=random\nsubset=all\n#c\n\n"))
 	m, paths := newManager(f, 9)
 	f.Fuzz(func(t *testing.T, name string, cfg []byte) {
-		if err := m.Register(name); err != nil {
+		if _, err := m.Register(name, nil); err != nil {
 			if CheckName(name) == nil && !errors.Is(err, ErrExists) && !errors.Is(err, ErrTooMany) {
 				t.Fatalf("Register(%q) of a valid name: %v", name, err)
 			}
-			if _, ok := m.Job(name); ok && CheckName(name) != nil {
+			if _, ok := m.Lookup(name); ok && CheckName(name) != nil {
 				t.Fatalf("invalid name %q registered", name)
 			}
 			return
@@ -290,7 +306,7 @@ func FuzzJobNamesAndConfigs(f *testing.F) {
 func TestNamesThatAreNotLinesComeQuotedFromNext(t *testing.T) {
 	paths := []string{"c/a\nb", "c/new\nline", "#hash", " lead", "trail ", "\"quoted\"", "c/back\\slash", "c/plain"}
 	m := newManagerOf(t, paths, nil)
-	if err := m.Register("j"); err != nil {
+	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Configure("j", []byte("batch_size=3\nsampler=random\n")); err != nil {
@@ -335,7 +351,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 		t.Skip("needs root to chown")
 	}
 	who := &placement.Cred{UID: uid, GID: gid}
-	if err := m.RegisterAs("u", who); err != nil {
+	if _, err := m.Register("u", who); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Configure("u", []byte("batch_size=2\nsampler=random\n")); err != nil {
@@ -364,7 +380,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 		t.Fatalf("subset=pub gave %q", got)
 	}
 	// Root's job sees everything.
-	if err := m.Register("r"); err != nil {
+	if _, err := m.Register("r", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := epoch(t, m, "r"); !sortedEqual(got, paths) {
@@ -372,7 +388,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 	}
 	// A user who may read nothing cannot register a job.
 	m2 := newManagerOf(t, []string{"secret/z"}, func(src string) { os.Chmod(filepath.Join(src, "secret"), 0o700) })
-	if err := m2.RegisterAs("v", who); !errors.Is(err, ErrInvalid) {
+	if _, err := m2.Register("v", who); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a job of no readable file: %v, want ErrInvalid", err)
 	}
 }

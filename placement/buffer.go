@@ -36,6 +36,26 @@ var ErrBufferFull = errors.New("placement: shared buffer full")
 // DefaultBufferGrace is how long a released entry is kept at most.
 const DefaultBufferGrace = 30 * time.Second
 
+// The budget's split, decided here and nowhere else. The sampler counts
+// (bufferHeadroom-1)/bufferHeadroom of the budget as its slots
+// (BufferSlots); the rest is headroom for what it does not count: demand
+// fetches before it is asked, released entries in their grace period,
+// dropped entries still being read. A demand fetch takes a file of at most
+// the headroom.
+const bufferHeadroom = 4
+
+// BufferSlots is the number of samples the sampler may count in the shared
+// buffer: three quarters of the budget divided by the catalog's mean file
+// size, at most the number of files; 0 without a buffer or files.
+func (p *Placer) BufferSlots() int {
+	files, bytes := p.cat.Files(), p.cat.Bytes()
+	if p.buf == nil || files == 0 {
+		return 0
+	}
+	mean := max(bytes/files, 1)
+	return int(min((p.buf.budget-p.buf.budget/bufferHeadroom)/mean, files))
+}
+
 // BufferStats are the shared buffer's counters.
 type BufferStats struct {
 	Budget   int64 // bytes
@@ -449,7 +469,7 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 		return false
 	}
 	hook := p.demandHook.Load()
-	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.budget/4 || !hook.Wanted(e) {
+	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.budget/bufferHeadroom || !hook.Wanted(e) {
 		return false
 	}
 	select {

@@ -1,9 +1,6 @@
 package sampler
 
-import (
-	"slices"
-	"sort"
-)
+import "sort"
 
 // The per-sample status byte: the low 2 bits are the buffer state, the high
 // 6 bits the reference count, valid while the state is not stNone: the
@@ -29,6 +26,7 @@ type Stats struct {
 	Evicted     int // entries released for room for an entry more jobs want
 	Failed      int // prefetches reported failed
 	Substituted int // draws replaced by buffered samples, all jobs
+	RanksLost   int // ranks lost for their lease, all jobs, total
 }
 
 func (s *Sampler) state(e int32) uint8 { return s.status[e] & stateMask }
@@ -69,28 +67,16 @@ func (s *Sampler) bufRemove(e int32, release bool) {
 	}
 }
 
-// bufAdjust adds delta to the count of every entry that job j wants (after a
-// join or an epoch start: +1; before it leaves: -1), releasing entries that
-// nobody wants any more.
-func (s *Sampler) bufAdjust(j *job, delta int) {
-	for _, e := range slices.Clone(s.buf) {
-		if !j.wants(e) {
-			continue
-		}
-		r := s.ref(e) + delta
-		s.setRef(e, max(r, 0))
-		if r <= 0 && s.state(e) == stBuffered {
-			s.bufRemove(e, true)
-			s.stats.Released++
-		}
-	}
-}
-
-// serve accounts for job j reading e (e has left j's plan already).
-func (s *Sampler) serve(j *job, e int32) {
+// serve accounts for rank r of job j reading e. A planned sample has left
+// its epoch's plan already: if the job no longer wants it, its reference
+// goes. Padding was not planned: the job had it already.
+func (s *Sampler) serve(j *job, planned bool, e int32) {
 	switch st := s.state(e); {
 	case st != stNone:
 		j.st.BufferReads++
+		if !planned || j.wants(e) {
+			return
+		}
 		r := s.ref(e) - 1
 		s.setRef(e, max(r, 0))
 		if r <= 0 && st == stBuffered {
@@ -104,16 +90,20 @@ func (s *Sampler) serve(j *job, e int32) {
 	}
 }
 
-// substitutable reports whether the planned sample e of job j may be
-// replaced: nobody holds or fetches it, it is not resident, and no other job
-// has it planned (a DSA draw shared with another job is kept).
-func (s *Sampler) substitutable(j *job, e int32) bool {
+// substitutable reports whether the sample e planned in epoch ep of job j
+// may be replaced: nobody holds or fetches it, it is not resident, and it
+// is planned nowhere else (a DSA draw shared with another job, or a draw of
+// the job's other epoch in flight, is kept: it is fetched anyway).
+func (s *Sampler) substitutable(j *job, ep *epoch, e int32) bool {
 	if s.state(e) != stNone || s.res.Resident(int(e)) {
 		return false
 	}
 	for _, o := range s.order {
-		if o != j {
-			if _, ok := o.planned[e]; ok {
+		for _, oe := range o.eps {
+			if oe == ep {
+				continue
+			}
+			if _, ok := oe.planned[e]; ok {
 				return false
 			}
 		}
@@ -121,17 +111,19 @@ func (s *Sampler) substitutable(j *job, e int32) bool {
 	return true
 }
 
-// substitute replaces the substitutable samples among the first k of j's
-// plan by buffered (or in-flight) samples that j has not had this epoch,
-// earliest positions first. Displaced draws return to j's unseen set, so the
-// epoch still covers them. Buffered candidates are taken in buffer order.
-func (s *Sampler) substitute(j *job, k int) {
-	if s.opt.NoSubstitution || len(s.buf) == 0 {
+// substitute replaces the substitutable samples among the first k of r's
+// plan by buffered (or in-flight) samples that no rank of j has had in r's
+// epoch, earliest positions first. Displaced draws return to the epoch's
+// unseen set, so the epoch still covers them. Buffered candidates are taken
+// in buffer order.
+func (s *Sampler) substitute(j *job, r *rank, k int) {
+	if s.opt.NoSubstitution || len(s.buf) == 0 || len(r.plan) == 0 {
 		return
 	}
+	ep := r.ep
 	var pos []int
-	for p := 0; p < k && p < len(j.plan); p++ {
-		if s.substitutable(j, j.plan[p]) {
+	for p := 0; p < k && p < len(r.plan); p++ {
+		if s.substitutable(j, ep, r.plan[p]) {
 			pos = append(pos, p)
 		}
 	}
@@ -143,15 +135,15 @@ func (s *Sampler) substitute(j *job, k int) {
 		if len(subs) == len(pos) {
 			break
 		}
-		if j.free(e) {
+		if j.free(ep, e) {
 			subs = append(subs, e)
 		}
 	}
 	for i, e := range subs {
 		p := pos[i]
-		s.untake(j, j.plan[p])
-		s.take(j, e)
-		j.plan[p] = e
+		s.untake(j, ep, r.plan[p])
+		s.take(j, ep, r, e)
+		r.plan[p] = e
 		j.st.Substitutions++
 		s.stats.Substituted++
 	}
@@ -160,7 +152,7 @@ func (s *Sampler) substitute(j *job, k int) {
 // Prefetch returns up to max samples that the buffer should fetch now, best
 // first, and marks them as being fetched: the caller must report each one
 // with Installed or Failed. Candidates are the non-resident samples in the
-// live jobs' lookahead windows (ODS jobs first take what the buffer already
+// live ranks' lookahead windows (ODS jobs first take what the buffer already
 // holds), ordered by the number of live jobs that still want them, then by
 // how soon they are read. When the buffer is full, an installed entry wanted
 // by fewer jobs than a candidate is evicted for it (see Releases).
@@ -179,22 +171,22 @@ func (s *Sampler) Prefetch(max int) []int {
 	var cands []cand
 	idx := map[int32]int{}
 	for _, j := range s.order {
-		if j.served < j.set.n {
-			s.fill(j)
-		}
-		if j.cfg.Kind == KindODS {
-			s.substitute(j, len(j.plan))
-		}
-		for p, e := range j.plan {
-			if s.state(e) != stNone || s.res.Resident(int(e)) {
-				continue
+		for _, r := range j.ranks {
+			s.fillRank(j, r)
+			if j.cfg.Kind == KindODS {
+				s.substitute(j, r, len(r.plan))
 			}
-			if c, ok := idx[e]; ok {
-				cands[c].first = min(cands[c].first, p)
-				continue
+			for p, e := range r.plan {
+				if s.state(e) != stNone || s.res.Resident(int(e)) {
+					continue
+				}
+				if c, ok := idx[e]; ok {
+					cands[c].first = min(cands[c].first, p)
+					continue
+				}
+				idx[e] = len(cands)
+				cands = append(cands, cand{e: e, want: s.wantCount(e), first: p})
 			}
-			idx[e] = len(cands)
-			cands = append(cands, cand{e: e, want: s.wantCount(e), first: p})
 		}
 	}
 	sort.Slice(cands, func(a, b int) bool {
@@ -347,8 +339,10 @@ func (s *Sampler) Stats() Stats {
 
 func (s *Sampler) plannedByAny(e int32) bool {
 	for _, j := range s.order {
-		if _, ok := j.planned[e]; ok {
-			return true
+		for _, ep := range j.eps {
+			if _, ok := ep.planned[e]; ok {
+				return true
+			}
 		}
 	}
 	return false

@@ -7,11 +7,18 @@
 // epoch, whatever substitutions happen; the order is uniformly random apart
 // from the preference for buffered samples.
 //
-// A job (RegisterJob) has a subset, a seed, a batch size and a kind (ods,
-// random, sequential). Its state is a seen vector of 1 bit per subset sample
-// (a drawSet: taken = served or planned) with a Fenwick tree over 512-sample
-// blocks for O(log n) uniform draws, and a plan: the next Lookahead batches,
-// drawn ahead so that Prefetch can name them truthfully.
+// A job (RegisterJob) has a subset, a seed, a batch size, a kind (ods,
+// random, sequential) and W ranks (data-parallel training; W = 1 for a plain
+// job). Per epoch it has a seen vector of 1 bit per subset sample shared by
+// its ranks (a drawSet: taken = handed out or planned) with a Fenwick tree
+// over 512-sample blocks for O(log n) uniform draws; per rank, a plan: its
+// next Lookahead batches, drawn ahead so that Prefetch can name them
+// truthfully. Ranks get torch's DistributedSampler counts (ranks.go): the
+// same number each per epoch, disjoint apart from padding, covering the
+// subset; a rank may run one epoch ahead of the slowest, not two.
+//
+// The sampler knows nothing of ctl files: parsing a job's config and
+// rendering its status are the jobs package's.
 //
 // ODS (Seneca §5.2): a planned draw that is neither resident, buffered, being
 // fetched, nor planned by another job is replaced by a buffered sample this
@@ -29,6 +36,7 @@
 // |∩ D_i| / max |D_i| allows while each job's draw stays uniform over its
 // unseen samples.
 //
-// Leases (TensorSocket §3.2): a job that neither reads nor touches for
-// Options.Lease is dropped and its references released.
+// Leases (TensorSocket §3.2): a rank that neither reads nor touches for
+// Options.Lease is lost, and the live ranks take over its share; a job whose
+// ranks are all lost is dropped and its references released.
 package sampler

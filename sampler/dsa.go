@@ -40,7 +40,9 @@ func (s *Sampler) invalidateDSA() {
 
 // dsaActive reports whether ODS jobs draw through DSA: at least two live ODS
 // jobs whose subsets are not all the same (identical subsets share through
-// the buffer: DSA would give them nearly the same order).
+// the buffer: DSA would give them nearly the same order). A job with two
+// epochs in flight (a rank ahead of the others) draws on its own until the
+// older one completes.
 func (s *Sampler) dsaActive() bool {
 	if s.dsaKnown {
 		return s.dsa != nil
@@ -51,7 +53,7 @@ func (s *Sampler) dsaActive() bool {
 	}
 	var group []*job
 	for _, j := range s.order {
-		if j.cfg.Kind == KindODS && len(group) < MaxDSAJobs {
+		if j.cfg.Kind == KindODS && len(j.eps) == 1 && len(group) < MaxDSAJobs {
 			group = append(group, j)
 		}
 	}
@@ -75,7 +77,7 @@ func (s *Sampler) dsaActive() bool {
 	for e := int32(0); int(e) < s.n; e++ {
 		var m uint64
 		for _, j := range group {
-			if j.free(e) {
+			if j.free(j.eps[0], e) {
 				m |= 1 << uint(j.slot)
 			}
 		}
@@ -117,15 +119,20 @@ func (d *dsaIndex) move(e int32, m uint64) {
 	d.buckets[b].elems = append(d.buckets[b].elems, e)
 }
 
+// has reports whether j draws through DSA.
+func (d *dsaIndex) has(j *job) bool {
+	return d.inGroup&(1<<uint(j.slot)) != 0 && slices.Contains(d.group, j)
+}
+
 // remove: job j took e (compensation: e stays needed by the others).
-func (d *dsaIndex) remove(_ *Sampler, j *job, e int32) {
+func (d *dsaIndex) remove(j *job, e int32) {
 	if bit := uint64(1) << uint(j.slot); d.inGroup&bit != 0 {
 		d.move(e, d.mask(e)&^bit)
 	}
 }
 
 // restore: job j gave e back (a displaced ODS draw).
-func (d *dsaIndex) restore(_ *Sampler, j *job, e int32) {
+func (d *dsaIndex) restore(j *job, e int32) {
 	if bit := uint64(1) << uint(j.slot); d.inGroup&bit != 0 {
 		d.move(e, d.mask(e)|bit)
 	}
@@ -166,21 +173,42 @@ func (s *Sampler) dsaCount(in func(m uint64) bool) int {
 	return total
 }
 
-// dsaFill draws rounds of Algorithm 1 until j's plan holds want samples. A
-// round involves every DSA job that still has free samples and whose plan is
-// under twice its window (Joader's partial sampling: a job far ahead of the
-// others does not wait, a job far behind is not drawn for).
-func (s *Sampler) dsaFill(j *job, want int) {
-	for len(j.plan) < want && j.set.free > 0 {
+// dsaFill draws rounds of Algorithm 1 until r's plan holds want samples.
+// A round involves every DSA job that still has free samples and a rank
+// that has read, still needs draws and whose plan is under twice its
+// window (Joader's partial sampling: a job far ahead of the others does not
+// wait, a job far behind is not drawn for); that rank gets the job's draw.
+func (s *Sampler) dsaFill(j *job, r *rank, want int) {
+	for len(r.plan) < want && r.need() > 0 && j.eps[0].set.free > 0 {
 		var p []*job
 		for _, k := range s.dsa.group {
-			kw := 2 * max(s.opt.Lookahead*k.cfg.BatchSize, k.cfg.BatchSize)
-			if k == j || (k.set.free > 0 && len(k.plan) < kw && k.served < k.set.n && k.epoch > 0 && !k.ended) {
+			if k == j {
+				k.drawFor = r
+				p = append(p, k)
+			} else if kr := s.dsaRank(k); kr != nil {
+				k.drawFor = kr
 				p = append(p, k)
 			}
 		}
 		s.dsaRound(p)
 	}
+}
+
+// dsaRank is the rank of DSA job k that a round draws for: one that has
+// read, still needs draws in k's epoch and has the shortest plan, under
+// twice its window; nil if none.
+func (s *Sampler) dsaRank(k *job) *rank {
+	if k.eps[0].set.free == 0 {
+		return nil
+	}
+	var best *rank
+	limit := 2 * s.window(k)
+	for _, r := range k.ranks {
+		if r.started && r.drawing() && r.ep == k.eps[0] && len(r.plan) < limit && (best == nil || len(r.plan) < len(best.plan)) {
+			best = r
+		}
+	}
+	return best
 }
 
 // dsaRound is one round of the selecting procedure (Algorithm 1) followed by
@@ -198,9 +226,10 @@ func (s *Sampler) dsaFill(j *job, want int) {
 // job draws from R_1 − S − I on its own. Every job's draw is then uniform
 // over its free set (Lemma 1–2), and jobs share as often as eq. 10 allows.
 func (s *Sampler) dsaRound(p []*job) {
+	free := func(k *job) int { return k.eps[0].set.free }
 	sort.SliceStable(p, func(a, b int) bool {
-		if p[a].set.free != p[b].set.free {
-			return p[a].set.free < p[b].set.free
+		if free(p[a]) != free(p[b]) {
+			return free(p[a]) < free(p[b])
 		}
 		return p[a].slot < p[b].slot
 	})
@@ -217,7 +246,7 @@ func (s *Sampler) dsaRound(p []*job) {
 		c := s.dsaCount(inI)
 		g := 0
 		for _, k := range p {
-			rs := k.set.free - sizeS
+			rs := free(k) - sizeS
 			if rs <= 0 || s.rng.Float64()*float64(rs) >= float64(c) {
 				break
 			}
@@ -239,19 +268,19 @@ func (s *Sampler) dsaRound(p []*job) {
 	}
 }
 
+// dsaAssign gives e to the rank each job of to draws for.
 func (s *Sampler) dsaAssign(e int32, to []*job) {
 	if e < 0 {
 		// Cannot happen with consistent counts; draw on their own instead.
 		for _, k := range to {
-			if k.set.free > 0 {
-				s.drawOwn(k)
-			}
+			s.drawOwn(k, k.drawFor)
 		}
 		return
 	}
 	for _, k := range to {
-		s.take(k, e)
-		k.plan = append(k.plan, e)
+		r := k.drawFor
+		s.take(k, r.ep, r, e)
+		r.plan = append(r.plan, e)
 		if len(to) > 1 {
 			k.st.SharedDraws++
 		}

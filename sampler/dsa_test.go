@@ -28,16 +28,18 @@ func dsaTrials(t *testing.T, s *Sampler, trials int) (map[string]map[int32]int, 
 	for range trials {
 		var p []*job
 		for _, j := range s.dsa.group {
-			if j.set.free > 0 {
+			if j.eps[0].set.free > 0 {
+				j.drawFor = j.ranks[0]
 				p = append(p, j)
 			}
 		}
 		s.dsaRound(p)
 		first, same := int32(-1), true
 		for _, j := range p {
-			e := j.plan[len(j.plan)-1]
-			j.plan = j.plan[:len(j.plan)-1]
-			s.untake(j, e)
+			r := j.ranks[0]
+			e := r.plan[len(r.plan)-1]
+			r.plan = r.plan[:len(r.plan)-1]
+			s.untake(j, r.ep, e)
 			if counts[j.name] == nil {
 				counts[j.name] = map[int32]int{}
 			}
@@ -89,8 +91,8 @@ func TestDSAPerDrawMarginalIsUniformOverEachJobsFreeSet(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d"} {
 		j := s.jobs[name]
 		var cells []int
-		for l := 0; l < j.set.n; l++ {
-			if !j.set.has(l) {
+		for l := 0; l < j.eps[0].set.n; l++ {
+			if !j.eps[0].set.has(l) {
 				cells = append(cells, counts[name][j.global(l)])
 			}
 		}
@@ -142,9 +144,8 @@ func TestDSASharesDrawsAsOftenAsJoadersBound(t *testing.T) {
 			}
 		}
 		for i := range c.subsets {
-			// Start the epochs, then give back the first draws.
-			j := s.jobs[fmt.Sprint(i)]
-			s.startEpoch(j)
+			// The ranks have read: DSA draws for them.
+			s.jobs[fmt.Sprint(i)].ranks[0].started = true
 		}
 		const trials = 20000
 		_, shared := dsaTrials(t, s, trials)

@@ -19,29 +19,55 @@ func (s *Sampler) check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range s.order {
-		if j.served+len(j.plan)+j.set.free != j.set.n {
-			return fmt.Errorf("job %s: served %d + planned %d + free %d != %d", j.name, j.served, len(j.plan), j.set.free, j.set.n)
+		if len(j.eps) > 2 {
+			return fmt.Errorf("job %s: %d epochs in flight", j.name, len(j.eps))
 		}
-		if len(j.planned) != len(j.plan) {
-			return fmt.Errorf("job %s: planned set %d != plan %d", j.name, len(j.planned), len(j.plan))
-		}
-		for _, e := range j.plan {
-			l, ok := j.local(e)
-			if !ok || !j.set.has(l) {
-				return fmt.Errorf("job %s: planned %d not taken or not in subset", j.name, e)
+		for i, ep := range j.eps {
+			if ep.complete() {
+				return fmt.Errorf("job %s: epoch %d complete and in flight", j.name, ep.num)
 			}
-			if _, ok := j.planned[e]; !ok {
-				return fmt.Errorf("job %s: plan entry %d missing from planned set", j.name, e)
+			if i > 0 && ep.num != j.eps[i-1].num+1 {
+				return fmt.Errorf("job %s: epochs %d and %d in flight", j.name, j.eps[i-1].num, ep.num)
+			}
+			if ep.distinct+len(ep.planned)+ep.set.free != ep.set.n {
+				return fmt.Errorf("job %s epoch %d: handed out %d + planned %d + free %d != %d", j.name, ep.num, ep.distinct, len(ep.planned), ep.set.free, ep.set.n)
+			}
+			plans := 0
+			for _, r := range j.ranks {
+				if r.ep == ep {
+					plans += len(r.plan)
+				}
+			}
+			if plans != len(ep.planned) {
+				return fmt.Errorf("job %s epoch %d: planned set %d != plans %d", j.name, ep.num, len(ep.planned), plans)
+			}
+			free := 0
+			for l := 0; l < ep.set.n; l++ {
+				if !ep.set.has(l) {
+					free++
+				}
+			}
+			if free != ep.set.free {
+				return fmt.Errorf("job %s epoch %d: free count %d, bits say %d", j.name, ep.num, ep.set.free, free)
 			}
 		}
-		free := 0
-		for l := 0; l < j.set.n; l++ {
-			if !j.set.has(l) {
-				free++
+		for _, r := range j.ranks {
+			ep := r.ep
+			if ep.got[r.id]+len(r.plan) > ep.quota[r.id] {
+				return fmt.Errorf("job %s rank %d: got %d + planned %d > quota %d", j.name, r.id, ep.got[r.id], len(r.plan), ep.quota[r.id])
 			}
-		}
-		if free != j.set.free {
-			return fmt.Errorf("job %s: free count %d, bits say %d", j.name, j.set.free, free)
+			if len(r.plan) > 0 && (r.lost || !j.inFlight(ep)) {
+				return fmt.Errorf("job %s rank %d: a plan of %d while lost (%v) or out of flight", j.name, r.id, len(r.plan), r.lost)
+			}
+			for _, e := range r.plan {
+				l, ok := j.local(e)
+				if !ok || !ep.set.has(l) {
+					return fmt.Errorf("job %s rank %d: planned %d not taken or not in subset", j.name, r.id, e)
+				}
+				if owner, ok := ep.planned[e]; !ok || int(owner) != r.id {
+					return fmt.Errorf("job %s rank %d: plan entry %d planned for %d (%v)", j.name, r.id, e, owner, ok)
+				}
+			}
 		}
 	}
 	if len(s.buf) > s.opt.BufferSlots {
@@ -71,7 +97,7 @@ func (s *Sampler) check() error {
 		for e := int32(0); int(e) < s.n; e++ {
 			var m uint64
 			for _, j := range d.group {
-				if j.free(e) {
+				if j.free(j.eps[0], e) {
 					m |= 1 << uint(j.slot)
 				}
 			}

@@ -4,7 +4,8 @@ package sampler
 // structures.
 type Memory struct {
 	// SeenBits: the jobs' seen vectors, 1 bit per sample of each subset
-	// (rounded up to 64-bit words).
+	// (rounded up to 64-bit words) per epoch in flight, plus one kept for
+	// the next epoch once one completed.
 	SeenBits int
 	// Status: the per-sample status + reference count, 1 byte per sample.
 	Status int
@@ -18,7 +19,8 @@ type Memory struct {
 	// DSA: the dependent sampling tree while DSA is active (10 bytes per
 	// sample), else 0.
 	DSA int
-	// Plans: the lookahead windows and the buffer index (small).
+	// Plans: the lookahead windows, per-rank state and the buffer index
+	// (small).
 	Plans int
 	// Total is the sum.
 	Total int
@@ -31,10 +33,21 @@ func (s *Sampler) MemoryUsage() Memory {
 	var m Memory
 	m.Status = len(s.status)
 	for _, j := range s.order {
-		m.SeenBits += 8 * len(j.set.bits)
-		m.DrawIndex += 4 * len(j.set.tree)
+		sets := []*drawSet{j.spare}
+		for _, ep := range j.eps {
+			sets = append(sets, ep.set)
+			m.Plans += 16*len(ep.planned) + 8*len(ep.quota) + 4*len(ep.first)
+		}
+		for _, d := range sets {
+			if d != nil {
+				m.SeenBits += 8 * len(d.bits)
+				m.DrawIndex += 4 * len(d.tree)
+			}
+		}
 		m.Subsets += 4 * len(j.subset)
-		m.Plans += 4*cap(j.plan) + 16*len(j.planned)
+		for _, r := range j.ranks {
+			m.Plans += 4*cap(r.plan) + 96
+		}
 	}
 	m.Plans += 4*cap(s.buf) + 16*len(s.bufPos)
 	if d := s.dsa; d != nil {

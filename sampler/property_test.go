@@ -199,12 +199,12 @@ func (w *workload) step() {
 		// Everyone but one job keeps reading; time passes past the lease.
 		keep := names[w.c.IntN(len(names))]
 		for range 2 {
-			if err := w.s.Touch(keep); err != nil {
+			if err := w.s.Touch(keep, 0); err != nil {
 				w.t.Fatal(err)
 			}
 			w.clk.Advance(w.lease / 2)
 		}
-		if err := w.s.Touch(keep); err != nil {
+		if err := w.s.Touch(keep, 0); err != nil {
 			w.t.Fatal(err)
 		}
 		w.clk.Advance(w.lease - time.Second)

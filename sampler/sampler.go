@@ -2,10 +2,8 @@ package sampler
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 )
@@ -19,7 +17,7 @@ const MaxJobs = 63
 // DefaultLease is Options.Lease when it is zero.
 const DefaultLease = 2 * time.Minute
 
-// DefaultLookahead is Options.Lookahead (batches pre-drawn per job) when it is zero.
+// DefaultLookahead is Options.Lookahead (batches pre-drawn per rank) when it is zero.
 const DefaultLookahead = 2
 
 // Residency tells the sampler which samples are resident in a tier: reading
@@ -45,11 +43,12 @@ type Options struct {
 	// (installed plus being fetched). 0 disables the buffer: no prefetch,
 	// no substitution.
 	BufferSlots int
-	// Lookahead is how many batches of each job are drawn ahead of its
-	// reads, and so known to Prefetch (default DefaultLookahead).
+	// Lookahead is how many batches of each rank are drawn ahead of its
+	// reads, and so known to Prefetch (0: DefaultLookahead).
 	Lookahead int
-	// Lease: a job that has not called Next or Touch for this long is
-	// dropped (default DefaultLease; negative: never).
+	// Lease: a rank that has not called NextRank or Touch for this long is
+	// lost; a job whose ranks are all lost is dropped (0: DefaultLease;
+	// negative: never).
 	Lease time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -63,8 +62,8 @@ type Options struct {
 }
 
 // Sampler holds every job's epoch state and the shared buffer's index. It is
-// safe for concurrent use; every method is O(batch · jobs) or O(buffer)
-// except epoch starts, which are O(subset).
+// safe for concurrent use; every method is O(batch · jobs · ranks) or
+// O(buffer) except epoch starts, which are O(subset).
 type Sampler struct {
 	mu   sync.Mutex
 	opt  Options
@@ -86,22 +85,6 @@ type Sampler struct {
 
 	dsa      *dsaIndex // nil unless DSA is active (dsa.go)
 	dsaKnown bool      // whether dsa reflects the live jobs
-}
-
-type job struct {
-	name    string
-	slot    int
-	cfg     JobConfig
-	subset  []int32 // sorted, unique; nil = all samples
-	set     *drawSet
-	plan    []int32 // drawn, not yet served; head first
-	planned map[int32]struct{}
-	served  int
-	epoch   int
-	ended   bool // the end of the epoch was reported; the next Next starts one
-	rng     *rand.Rand
-	last    time.Time
-	st      JobStatus
 }
 
 // New returns a Sampler over opt.Samples samples.
@@ -143,16 +126,26 @@ func New(opt Options) (*Sampler, error) {
 // Samples returns N.
 func (s *Sampler) Samples() int { return s.n }
 
-// RegisterJob adds a live job. Its first Next starts epoch 1.
+// Lease returns the lease in effect (negative: never).
+func (s *Sampler) Lease() time.Duration { return s.opt.Lease }
+
+// RegisterJob adds a live job of cfg.WorldSize ranks, all in epoch 1
+// (their first NextRank starts it).
 func (s *Sampler) RegisterJob(name string, cfg JobConfig) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty job name", ErrBadConfig)
 	}
 	if cfg.BatchSize <= 0 || cfg.BatchSize > MaxBatchSize {
-		return fmt.Errorf("%w: job %q: batch_size=%d: want 1..%d", ErrBadConfig, name, cfg.BatchSize, MaxBatchSize)
+		return fmt.Errorf("%w: job %q: batch size %d: want 1..%d", ErrBadConfig, name, cfg.BatchSize, MaxBatchSize)
 	}
-	if cfg.Kind > KindSequential {
+	if cfg.Kind >= kinds {
 		return fmt.Errorf("%w: job %q: sampler kind %d", ErrBadConfig, name, cfg.Kind)
+	}
+	if cfg.WorldSize == 0 {
+		cfg.WorldSize = 1
+	}
+	if cfg.WorldSize < 1 || cfg.WorldSize > MaxWorldSize {
+		return fmt.Errorf("%w: job %q: world size %d: want 1..%d", ErrBadConfig, name, cfg.WorldSize, MaxWorldSize)
 	}
 	var subset []int32
 	if cfg.Subset != nil {
@@ -175,6 +168,15 @@ func (s *Sampler) RegisterJob(name string, cfg JobConfig) error {
 		return fmt.Errorf("%w: job %q: the dataset is empty", ErrBadConfig, name)
 	}
 	cfg.Subset = nil // the sorted copy is kept instead
+	m := s.n
+	if subset != nil {
+		m = len(subset)
+	}
+	share := perRank(m, cfg.WorldSize, cfg.DropLast)
+	if share == 0 {
+		return fmt.Errorf("%w: job %q: %d samples over %d ranks with drop_last: every rank would get none",
+			ErrBadConfig, name, m, cfg.WorldSize)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,23 +192,21 @@ func (s *Sampler) RegisterJob(name string, cfg JobConfig) error {
 	for s.slots&(1<<uint(slot)) != 0 {
 		slot++
 	}
-	m := s.n
-	if subset != nil {
-		m = len(subset)
+	j := &job{name: name, slot: slot, cfg: cfg, subset: subset, size: m, share: share, minLast: now}
+	j.st = JobStatus{Name: name, Kind: cfg.Kind, BatchSize: cfg.BatchSize, Size: m,
+		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, PerRank: share}
+	j.ranks = make([]*rank, cfg.WorldSize)
+	for i := range j.ranks {
+		j.ranks[i] = &rank{id: i, last: now}
 	}
-	j := &job{
-		name: name, slot: slot, cfg: cfg, subset: subset,
-		set: newDrawSet(m), planned: map[int32]struct{}{}, last: now,
-	}
-	j.st = JobStatus{Name: name, Kind: cfg.Kind, BatchSize: cfg.BatchSize, Size: m}
-	j.rng = j.seededRNG()
 	s.slots |= 1 << uint(slot)
 	s.jobs[name] = j
 	s.order = append(s.order, j)
 	delete(s.expired, name)
-	// The new job wants every buffered sample of its subset.
-	s.bufAdjust(j, +1)
-	s.invalidateDSA()
+	ep := s.newEpoch(j) // the new job wants every buffered sample of its subset
+	for _, r := range j.ranks {
+		r.ep = ep
+	}
 	return nil
 }
 
@@ -223,23 +223,27 @@ func (s *Sampler) EndJob(name string) error {
 	return nil
 }
 
-// Touch renews a job's lease without reading (a heartbeat).
-func (s *Sampler) Touch(name string) error {
+// Touch renews a rank's lease without reading (a heartbeat). A lost rank
+// stays lost until it reads.
+func (s *Sampler) Touch(name string, rank int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opt.Now()
 	s.reap(now)
-	j, err := s.lookup(name)
+	_, r, err := s.lookupRank(name, rank)
 	if err != nil {
 		return err
 	}
-	j.last = now
+	if !r.lost {
+		r.last = now
+	}
 	return nil
 }
 
-// Reap drops every job whose lease has expired and returns their names. Every
-// other method reaps too; Part 2 calls Reap on a timer so that a dead job is
-// dropped even when nothing else happens.
+// Reap loses every rank whose lease has expired, drops every job whose
+// ranks are all lost, and returns the dropped jobs' names. Every other
+// method reaps too; the jobs layer calls Reap on a timer so that a dead job
+// is dropped even when nothing else happens.
 func (s *Sampler) Reap() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -258,46 +262,32 @@ func (s *Sampler) Jobs() []string {
 	return names
 }
 
-// Next returns the job's next batch: up to BatchSize sample indices that the
-// job has not had this epoch. When the epoch is exhausted it returns
-// (nil, true, nil) once; the following call starts the next epoch. Next
-// renews the job's lease.
+// Next is NextRank of rank 0 (the only rank of a job of world size 1).
 func (s *Sampler) Next(name string) (batch []int, endOfEpoch bool, err error) {
+	return s.NextRank(name, 0)
+}
+
+// NextRank returns the rank's next batch: up to BatchSize sample indices.
+// Each epoch, every rank of the job gets the job's share (see JobConfig.
+// DropLast), no sample goes to two ranks (padding aside), and together
+// they get every sample of the subset. Once the rank got its share,
+// NextRank returns (nil, true, nil) once; the following call starts its
+// next epoch, or answers ErrRankAhead while that would put the rank two
+// epochs ahead of the slowest live rank (call again later: each call
+// renews the lease). NextRank renews the rank's lease; a lost rank that
+// calls it rejoins.
+func (s *Sampler) NextRank(name string, rank int) (batch []int, endOfEpoch bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opt.Now()
 	s.reap(now)
-	j, err := s.lookup(name)
+	j, r, err := s.lookupRank(name, rank)
 	if err != nil {
 		return nil, false, err
 	}
-	j.last = now
-	if j.epoch == 0 || j.ended {
-		s.startEpoch(j)
-	}
-	if j.served == j.set.n {
-		j.ended = true
-		return nil, true, nil
-	}
-	s.fill(j)
-	k := min(j.cfg.BatchSize, len(j.plan))
-	if j.cfg.Kind == KindODS {
-		s.substitute(j, k)
-	}
-	batch = make([]int, k)
-	for i, e := range j.plan[:k] {
-		batch[i] = int(e)
-		delete(j.planned, e)
-		s.serve(j, e)
-	}
-	j.plan = append(j.plan[:0], j.plan[k:]...)
-	j.served += k
-	j.st.Batches++
-	// Draw the next window now, so that Prefetch sees it before the next read.
-	if j.served < j.set.n {
-		s.fill(j)
-	}
-	return batch, false, nil
+	r.last = now
+	r.st.LastRead = now
+	return s.nextRank(j, r)
 }
 
 // JobStatus is a job's progress and counters.
@@ -306,29 +296,46 @@ type JobStatus struct {
 	Kind      Kind
 	BatchSize int
 	Size      int // samples in the subset
-	Epoch     int // 1-based; 0 before the first Next
-	Position  int // samples served this epoch
-	Planned   int // samples drawn ahead (the lookahead window)
-	Batches   int // batches served, all epochs
-	// Samples served, all epochs, by where they were when served.
+	WorldSize int
+	DropLast  bool
+	PerRank   int // samples per rank per epoch (with every rank live)
+	Epoch     int // the epoch of the slowest live rank; 0 before any rank read
+	Position  int // samples handed out in that epoch, all ranks
+	Planned   int // samples drawn ahead, all ranks
+	Batches   int // batches handed out, all ranks, all epochs
+	// Samples handed out, all epochs, by where they were then.
 	ResidentReads int // in a tier
 	BufferReads   int // in the shared buffer or being fetched into it
 	SourceReads   int // neither: the reader fetches from the source
 	Substitutions int // draws replaced by buffered samples (ODS)
 	SharedDraws   int // draws shared with another job by DSA
-	LastRead      time.Time
+	Padded        int // padding handed out (ceil(M/W)·W − M per epoch)
+	RanksLive     int // ranks not lost
+	Lost          []int
+	RanksLost     int // rank losses, total
+	// Dropped counts samples of epochs that a lost rank left and no live
+	// rank could take over (they had all reported that epoch's end).
+	Dropped  int
+	LastRead time.Time
 }
 
-// Format renders the status as key=value lines (the ctl file's form).
-func (st JobStatus) Format() string {
-	return fmt.Sprintf("name=%s\nsampler=%s\nbatch_size=%d\nsize=%d\nepoch=%d\nposition=%d\nplanned=%d\nbatches=%d\n"+
-		"resident_reads=%d\nbuffer_reads=%d\nsource_reads=%d\nsubstitutions=%d\nshared_draws=%d\nlast_read=%s\n",
-		st.Name, st.Kind, st.BatchSize, st.Size, st.Epoch, st.Position, st.Planned, st.Batches,
-		st.ResidentReads, st.BufferReads, st.SourceReads, st.Substitutions, st.SharedDraws,
-		st.LastRead.UTC().Format(time.RFC3339Nano))
+// RankStatus is one rank's progress.
+type RankStatus struct {
+	Rank     int
+	Epoch    int // 0 before its first read
+	Position int // samples handed out this epoch (padding included)
+	Quota    int // samples it gets this epoch
+	Planned  int
+	Ended    bool // the end of its epoch was reported; it has not read since
+	Lost     bool // it did not read for the lease
+	Batches  int
+	Padded   int
+	Losses   int // times lost
+	Rejoined int // times it read again after being lost
+	LastRead time.Time
 }
 
-// Status returns the job's status. It does not renew the lease.
+// Status returns the job's status. It does not renew any lease.
 func (s *Sampler) Status(name string) (JobStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -338,7 +345,47 @@ func (s *Sampler) Status(name string) (JobStatus, error) {
 		return JobStatus{}, err
 	}
 	st := j.st
-	st.Epoch, st.Position, st.Planned, st.LastRead = j.epoch, j.served, len(j.plan), j.last
+	var slow *epoch
+	started := false
+	for _, r := range j.ranks {
+		st.Planned += len(r.plan)
+		started = started || r.started
+		if r.lost {
+			st.Lost = append(st.Lost, r.id)
+			continue
+		}
+		st.RanksLive++
+		if r.st.LastRead.After(st.LastRead) {
+			st.LastRead = r.st.LastRead
+		}
+		if slow == nil || r.ep.num < slow.num {
+			slow = r.ep
+		}
+	}
+	if slow != nil && started {
+		st.Epoch = slow.num
+		for _, g := range slow.got {
+			st.Position += g
+		}
+	}
+	return st, nil
+}
+
+// RankStatus returns one rank's status. It does not renew its lease.
+func (s *Sampler) RankStatus(name string, rank int) (RankStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reap(s.opt.Now())
+	_, r, err := s.lookupRank(name, rank)
+	if err != nil {
+		return RankStatus{}, err
+	}
+	st := r.st
+	st.Rank, st.Ended, st.Lost, st.Planned = r.id, r.ended, r.lost, len(r.plan)
+	if r.started {
+		st.Epoch = r.ep.num
+	}
+	st.Position, st.Quota = r.ep.got[r.id], r.ep.quota[r.id]
 	return st, nil
 }
 
@@ -352,17 +399,51 @@ func (s *Sampler) lookup(name string) (*job, error) {
 	return nil, fmt.Errorf("%w: %q", ErrNoJob, name)
 }
 
+func (s *Sampler) lookupRank(name string, rank int) (*job, *rank, error) {
+	j, err := s.lookup(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rank < 0 || rank >= len(j.ranks) {
+		return nil, nil, fmt.Errorf("%w: job %q has ranks 0..%d, not %d", ErrNoRank, name, len(j.ranks)-1, rank)
+	}
+	return j, j.ranks[rank], nil
+}
+
 func (s *Sampler) reap(now time.Time) []string {
 	if s.opt.Lease < 0 {
 		return nil
 	}
 	var dropped []string
 	for _, j := range slices.Clone(s.order) {
-		if now.Sub(j.last) >= s.opt.Lease {
+		if now.Sub(j.minLast) < s.opt.Lease {
+			continue
+		}
+		var expired []*rank
+		live := 0
+		oldest := now
+		for _, r := range j.ranks {
+			switch {
+			case r.lost:
+			case now.Sub(r.last) >= s.opt.Lease:
+				expired = append(expired, r)
+			default:
+				live++
+				if r.last.Before(oldest) {
+					oldest = r.last
+				}
+			}
+		}
+		if live == 0 {
 			s.drop(j)
 			s.expired[j.name] = now
 			dropped = append(dropped, j.name)
+			continue
 		}
+		for _, r := range expired {
+			s.loseRank(j, r)
+		}
+		j.minLast = oldest
 	}
 	// Remember expired names for a while so that their errors say why.
 	for name, t := range s.expired {
@@ -374,112 +455,9 @@ func (s *Sampler) reap(now time.Time) []string {
 }
 
 func (s *Sampler) drop(j *job) {
-	s.bufAdjust(j, -1)
+	s.rewant(j, func() { j.eps = nil })
 	delete(s.jobs, j.name)
 	s.order = slices.DeleteFunc(s.order, func(o *job) bool { return o == j })
 	s.slots &^= 1 << uint(j.slot)
 	s.invalidateDSA()
-}
-
-func (j *job) seededRNG() *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(j.name))
-	return rand.New(rand.NewPCG(j.cfg.Seed^h.Sum64(), uint64(j.epoch)*0x9e3779b97f4a7c15+1))
-}
-
-func (s *Sampler) startEpoch(j *job) {
-	if j.epoch > 0 {
-		// Every sample of the subset becomes wanted again.
-		j.set.reset()
-		j.served = 0
-		s.bufAdjust(j, +1)
-		s.invalidateDSA()
-	}
-	j.epoch++
-	j.ended = false
-	j.rng = j.seededRNG()
-}
-
-// local maps a sample to the job's local index.
-func (j *job) local(e int32) (int, bool) {
-	if j.subset == nil {
-		return int(e), true
-	}
-	i := sort.Search(len(j.subset), func(k int) bool { return j.subset[k] >= e })
-	return i, i < len(j.subset) && j.subset[i] == e
-}
-
-func (j *job) global(l int) int32 {
-	if j.subset == nil {
-		return int32(l)
-	}
-	return j.subset[l]
-}
-
-// wants reports whether the job has not been served e this epoch and e is in
-// its subset.
-func (j *job) wants(e int32) bool {
-	l, ok := j.local(e)
-	if !ok {
-		return false
-	}
-	if !j.set.has(l) {
-		return true
-	}
-	_, p := j.planned[e]
-	return p
-}
-
-// free reports whether e is in the job's subset and neither served nor planned.
-func (j *job) free(e int32) bool {
-	l, ok := j.local(e)
-	return ok && !j.set.has(l)
-}
-
-// take moves a free sample into the job's plan.
-func (s *Sampler) take(j *job, e int32) {
-	l, _ := j.local(e)
-	j.set.take(l)
-	j.planned[e] = struct{}{}
-	if s.dsa != nil {
-		s.dsa.remove(s, j, e)
-	}
-}
-
-// untake returns a planned sample to the job's unseen set.
-func (s *Sampler) untake(j *job, e int32) {
-	l, _ := j.local(e)
-	j.set.untake(l)
-	delete(j.planned, e)
-	if s.dsa != nil {
-		s.dsa.restore(s, j, e)
-	}
-}
-
-// fill draws the job's plan up to its window.
-func (s *Sampler) fill(j *job) {
-	want := max(s.opt.Lookahead*j.cfg.BatchSize, j.cfg.BatchSize)
-	if len(j.plan) >= want || j.set.free == 0 {
-		return
-	}
-	if j.cfg.Kind == KindODS && s.dsaActive() {
-		s.dsaFill(j, want)
-		return
-	}
-	for len(j.plan) < want && j.set.free > 0 {
-		s.drawOwn(j)
-	}
-}
-
-// drawOwn appends one draw of the job's own (no DSA).
-func (s *Sampler) drawOwn(j *job) {
-	var l int
-	if j.cfg.Kind == KindSequential {
-		l = j.set.kth(0)
-	} else {
-		l = j.set.kth(j.rng.IntN(j.set.free))
-	}
-	e := j.global(l)
-	s.take(j, e)
-	j.plan = append(j.plan, e)
 }

@@ -432,7 +432,7 @@ func TestLeaseDropsAJobAndReleasesItsReferences(t *testing.T) {
 		}
 	}
 	clk.Advance(50 * time.Second)
-	if err := s.Touch("live"); err != nil {
+	if err := s.Touch("live", 0); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(10 * time.Second)

@@ -166,14 +166,6 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func compact(img *preprocess.Image) []byte {
 	return img.Compact().Pix

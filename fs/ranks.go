@@ -1,0 +1,146 @@
+package fs
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// .epochfs/jobs/NAME/rank/R/: one directory per rank of a job of
+// world_size W (R = 0..W-1), each with the entries of rankEntries, owned
+// by the job's owner. A config that changes W changes the directories; a
+// node of a rank that no longer exists answers ENOENT.
+
+var rankEntries = []jobEntry{
+	{name: "next", mode: syscall.S_IFREG, node: newNextFile},
+	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "status"), ino: ino, mode: 0o444, owner: ref.owner,
+			read: func() []byte { b, _ := ref.fsys.o.Jobs.RankStatus(ref.name, rank); return b }}}
+	}},
+}
+
+func rankIno(jobBase uint64, rank int) uint64 { return jobBase + uint64(rank+1)<<8 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// parseRank reads a rank directory's name: a decimal number without
+// leading zeros.
+func parseRank(name string) (int, bool) {
+	r, err := strconv.Atoi(name)
+	if err != nil || r < 0 || strconv.Itoa(r) != name {
+		return 0, false
+	}
+	return r, true
+}
+
+// ranksDir is jobs/NAME/rank/.
+type ranksDir struct {
+	fusefs.Inode
+	ref jobRef
+	ino uint64
+}
+
+var (
+	_ fusefs.NodeLookuper  = (*ranksDir)(nil)
+	_ fusefs.NodeReaddirer = (*ranksDir)(nil)
+	_ fusefs.NodeGetattrer = (*ranksDir)(nil)
+)
+
+func (d *ranksDir) fillAttr(a *fuse.Attr) {
+	ctlAttr(a, d.ino, syscall.S_IFDIR|0o755, d.ref.owner, time.Now())
+}
+
+func (d *ranksDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if !d.ref.live() {
+		return syscall.ENOENT
+	}
+	d.fillAttr(&out.Attr)
+	out.SetTimeout(0)
+	return 0
+}
+
+func (d *ranksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	in, ok := d.ref.info()
+	r, isRank := parseRank(name)
+	if !ok || !isRank || r >= in.WorldSize {
+		noNegative(out)
+		return nil, syscall.ENOENT
+	}
+	base := d.ino - d.ino&(1<<inoJobShift-1) // the job's block
+	n := &rankDir{ref: d.ref, rank: r, ino: rankIno(base, r)}
+	n.fillAttr(&out.Attr)
+	// Not cached: a config of fewer ranks takes the directory away at
+	// once (the kernel looks it up again at every path walk; 0 would be
+	// the mount's default).
+	out.SetEntryTimeout(time.Nanosecond)
+	out.SetAttrTimeout(0)
+	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: n.ino}), 0
+}
+
+func (d *ranksDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	in, ok := d.ref.info()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	base := d.ino - d.ino&(1<<inoJobShift-1)
+	list := make([]fuse.DirEntry, in.WorldSize)
+	for r := range list {
+		list[r] = fuse.DirEntry{Name: itoa(r), Mode: syscall.S_IFDIR, Ino: rankIno(base, r)}
+	}
+	return fusefs.NewListDirStream(list), 0
+}
+
+// rankDir is jobs/NAME/rank/R/.
+type rankDir struct {
+	fusefs.Inode
+	ref  jobRef
+	rank int
+	ino  uint64
+}
+
+var (
+	_ fusefs.NodeLookuper  = (*rankDir)(nil)
+	_ fusefs.NodeReaddirer = (*rankDir)(nil)
+	_ fusefs.NodeGetattrer = (*rankDir)(nil)
+	_ fusefs.NodeCreater   = (*rankDir)(nil)
+)
+
+// live reports whether the job still has this rank.
+func (d *rankDir) live() bool {
+	in, ok := d.ref.info()
+	return ok && d.rank < in.WorldSize
+}
+
+func (d *rankDir) fillAttr(a *fuse.Attr) {
+	ctlAttr(a, d.ino, syscall.S_IFDIR|0o755, d.ref.owner, time.Now())
+}
+
+func (d *rankDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if !d.live() {
+		return syscall.ENOENT
+	}
+	d.fillAttr(&out.Attr)
+	out.SetTimeout(0)
+	return 0
+}
+
+func (d *rankDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if !d.live() {
+		noNegative(out)
+		return nil, syscall.ENOENT
+	}
+	return lookupEntry(ctx, &d.Inode, rankEntries, d.ref, d.rank, d.ino, name, out)
+}
+
+func (d *rankDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	return listEntries(rankEntries, d.ino), 0
+}
+
+// Create refuses a new file in a rank's directory, and records it.
+func (d *rankDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, d.ref.fsys.ctlError(d.ref.label(d.rank, name), denied("no such rank file ("+entryNames(rankEntries)+")"))
+}

@@ -1,0 +1,101 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/epochfs/epochfs/placement"
+)
+
+// The shared buffer, run for the sampler. The placer holds the bytes and
+// decides the budget's split (placement.Placer.BufferSlots); the sampler
+// holds the index. A loop, every Options.Interval and whenever a batch is
+// handed out, reaps expired leases, applies the sampler's releases to the
+// buffer, and asks the sampler what to prefetch (up to Options.Fetchers
+// fetches in flight): the placer reads those files whole into the buffer,
+// and each is reported Installed or Failed. A released entry is not
+// dropped at once: the rank that was handed it last reads it right after
+// its next call, so the buffer keeps it until its room is needed or its
+// grace period ends (placement.Placer.Release). A demand read of a file
+// that fits no tier is offered to the sampler through placement's
+// DemandHook.
+
+func (m *Manager) wakeUp() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) loop() {
+	defer close(m.done)
+	t := time.NewTicker(m.o.Interval)
+	defer t.Stop()
+	lost := 0
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+			// Reaping loses ranks (the ranks waiting for them may go
+			// on) and drops jobs.
+			dropped := m.s.Reap()
+			if l := m.s.Stats().RanksLost; l != lost || len(dropped) > 0 {
+				lost = l
+				m.mu.Lock()
+				m.syncLocked()
+				m.movedLocked()
+				m.mu.Unlock()
+			}
+			m.p.Sweep()
+		case <-m.wake:
+		}
+		m.applyReleases()
+		m.prefetch()
+	}
+}
+
+func (m *Manager) applyReleases() {
+	for _, i := range m.s.Releases(nil) {
+		m.p.Release(m.files[i])
+	}
+}
+
+// prefetch starts as many fetches as there are free slots.
+func (m *Manager) prefetch() {
+	free := cap(m.inflight) - len(m.inflight)
+	if free <= 0 {
+		return
+	}
+	for _, i := range m.s.Prefetch(free) {
+		m.inflight <- struct{}{}
+		m.fetchWG.Add(1)
+		e := m.files[i]
+		m.p.Fetch(e, func(err error) {
+			defer m.fetchWG.Done()
+			if err != nil {
+				m.s.Failed(i)
+			} else if !m.s.Installed(i) {
+				// Every job was handed it while it was being fetched:
+				// their readers are on their way.
+				m.p.Release(e)
+			}
+			<-m.inflight
+			m.wakeUp()
+		})
+	}
+}
+
+// wanted is placement's question before a demand read of a file that fits
+// no tier: only when a live job still wants e this epoch does the read go
+// through the buffer.
+func (m *Manager) wanted(e *placement.Entry) bool {
+	return e.Index >= 0 && int(e.Index) < len(m.files) && m.s.Wanted(int(e.Index))
+}
+
+// onFetched is placement's hook once a demand read buffered a file.
+func (m *Manager) onFetched(e *placement.Entry) bool {
+	if e.Index < 0 || int(e.Index) >= len(m.files) {
+		return false
+	}
+	return m.s.Installed(int(e.Index))
+}

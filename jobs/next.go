@@ -1,0 +1,180 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/sampler"
+)
+
+// Next returns the next batch of a job of world size 1 (its next file):
+// dataset-relative paths, one per line, quoted by package ctlpath when they
+// are not plain lines. At the end of an epoch it returns (nil, true, nil)
+// once; the next call starts the next epoch. A job of several ranks has no
+// batches of its own: each rank reads its own (NextRank).
+func (m *Manager) Next(ctx context.Context, name string) (paths []byte, endOfEpoch bool, err error) {
+	m.mu.Lock()
+	m.syncLocked()
+	j, ok := m.jobs[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil, false, fmt.Errorf("%w: %q", ErrNoJob, name)
+	}
+	if w := j.cfg.WorldSize; w != 1 {
+		return nil, false, fmt.Errorf("%w: job %q has world_size=%d: each rank reads rank/R/next (R in 0..%d)", ErrInvalid, name, w, w-1)
+	}
+	return m.NextRank(ctx, name, 0)
+}
+
+// NextRank returns the rank's next batch, as Next, with torch's
+// DistributedSampler counts over the job's ranks (sampler.NextRank). A rank
+// that ended its epoch and would run two epochs ahead of the slowest live
+// rank waits here, its lease renewed, until the others move on or are lost,
+// or ctx ends (the error then wraps ctx's).
+func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []byte, endOfEpoch bool, err error) {
+	renew := m.renewEvery()
+	key := rankKey{name, rank}
+	waiting := false
+	defer func() {
+		if waiting {
+			m.mu.Lock()
+			if m.waiting[key]--; m.waiting[key] == 0 {
+				delete(m.waiting, key)
+			}
+			m.mu.Unlock()
+		}
+	}()
+	for {
+		m.mu.Lock()
+		moved := m.moved
+		m.mu.Unlock()
+		batch, end, err := m.s.NextRank(name, rank)
+		if errors.Is(err, sampler.ErrRankAhead) {
+			if !waiting {
+				waiting = true
+				m.mu.Lock()
+				m.waiting[key]++
+				m.mu.Unlock()
+			}
+			t := time.NewTimer(renew)
+			select {
+			case <-moved:
+			case <-t.C: // the next try renews the lease
+			case <-ctx.Done():
+				t.Stop()
+				return nil, false, fmt.Errorf("jobs: %s rank %d waiting for the slowest rank: %w", name, rank, ctx.Err())
+			}
+			t.Stop()
+			continue
+		}
+		if err != nil {
+			return nil, false, wrap(err)
+		}
+		m.mu.Lock()
+		m.movedLocked()
+		m.mu.Unlock()
+		// Releases first: a released entry stays readable for its grace
+		// period, so the reader that comes after this call still hits it.
+		m.applyReleases()
+		m.wakeUp()
+		if end {
+			return nil, true, nil
+		}
+		var b bytes.Buffer
+		for _, i := range batch {
+			b.WriteString(ctlpath.Quote(m.files[i].Path))
+			b.WriteByte('\n')
+		}
+		return b.Bytes(), false, nil
+	}
+}
+
+// rankKey names a rank of a job.
+type rankKey struct {
+	job  string
+	rank int
+}
+
+// renewEvery is how often a waiting rank renews its lease.
+func (m *Manager) renewEvery() time.Duration {
+	if l := m.s.Lease(); l > 0 {
+		return min(l/4, time.Second)
+	}
+	return time.Second
+}
+
+// Status returns the job's status file: key=value lines.
+func (m *Manager) Status(name string) ([]byte, error) {
+	st, err := m.s.Status(name)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	lost := "none"
+	if len(st.Lost) > 0 {
+		s := make([]string, len(st.Lost))
+		for i, r := range st.Lost {
+			s[i] = strconv.Itoa(r)
+		}
+		lost = strings.Join(s, ",")
+	}
+	return render([]kv{
+		{"name", st.Name}, {"sampler", st.Kind.String()}, {"batch_size", st.BatchSize}, {"size", st.Size},
+		{"world_size", st.WorldSize}, {"drop_last", st.DropLast}, {"per_rank", st.PerRank},
+		{"epoch", st.Epoch}, {"position", st.Position}, {"planned", st.Planned}, {"batches", st.Batches},
+		{"resident_reads", st.ResidentReads}, {"buffer_reads", st.BufferReads}, {"source_reads", st.SourceReads},
+		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
+		{"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
+		{"last_read", stamp(st.LastRead)},
+	}), nil
+}
+
+// RankStatus returns the status file of one rank.
+func (m *Manager) RankStatus(name string, rank int) ([]byte, error) {
+	st, err := m.s.RankStatus(name, rank)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	m.mu.Lock()
+	waiting := m.waiting[rankKey{name, rank}] > 0
+	m.mu.Unlock()
+	state := "reading"
+	switch {
+	case st.Lost:
+		state = "lost"
+	case waiting:
+		state = "waiting" // for the slowest rank to finish its epoch
+	case st.Ended:
+		state = "ended"
+	}
+	return render([]kv{
+		{"rank", st.Rank}, {"state", state}, {"epoch", st.Epoch}, {"position", st.Position}, {"quota", st.Quota},
+		{"planned", st.Planned}, {"batches", st.Batches}, {"padded", st.Padded}, {"losses", st.Losses},
+		{"rejoins", st.Rejoined}, {"last_read", stamp(st.LastRead)},
+	}), nil
+}
+
+type kv struct {
+	k string
+	v any
+}
+
+func render(kvs []kv) []byte {
+	var b bytes.Buffer
+	for _, p := range kvs {
+		fmt.Fprintf(&b, "%s=%v\n", p.k, p.v)
+	}
+	return b.Bytes()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
