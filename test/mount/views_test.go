@@ -166,7 +166,6 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 	}
 }
 
-
 func compact(img *preprocess.Image) []byte {
 	return img.Compact().Pix
 }
