@@ -25,8 +25,10 @@ type Stats struct {
 	Released    int // entries released because every live job consumed them
 	Evicted     int // entries released for room for an entry more jobs want
 	Failed      int // prefetches reported failed
-	Substituted int // draws replaced by buffered samples, all jobs
-	RanksLost   int // ranks lost for their lease, all jobs, total
+	Substituted int // draws replaced by buffered or cached samples, all jobs
+	// CacheSubstituted: of them, by samples the views' caches hold.
+	CacheSubstituted int
+	RanksLost        int // ranks lost for their lease, all jobs, total
 }
 
 func (s *Sampler) state(e int32) uint8 { return s.status[e] & stateMask }
@@ -95,20 +97,7 @@ func (s *Sampler) serve(j *job, planned bool, e int32) {
 // is planned nowhere else (a DSA draw shared with another job, or a draw of
 // the job's other epoch in flight, is kept: it is fetched anyway).
 func (s *Sampler) substitutable(j *job, ep *epoch, e int32) bool {
-	if s.state(e) != stNone || s.res.Resident(int(e)) {
-		return false
-	}
-	for _, o := range s.order {
-		for _, oe := range o.eps {
-			if oe == ep {
-				continue
-			}
-			if _, ok := oe.planned[e]; ok {
-				return false
-			}
-		}
-	}
-	return true
+	return s.state(e) == stNone && !s.res.Resident(int(e)) && s.plannedOnlyBy(j, ep, e)
 }
 
 // substitute replaces the substitutable samples among the first k of r's
@@ -117,7 +106,11 @@ func (s *Sampler) substitutable(j *job, ep *epoch, e int32) bool {
 // unseen set, so the epoch still covers them. Buffered candidates are taken
 // in buffer order.
 func (s *Sampler) substitute(j *job, r *rank, k int) {
-	if s.opt.NoSubstitution || len(s.buf) == 0 || len(r.plan) == 0 {
+	if s.opt.NoSubstitution || len(r.plan) == 0 {
+		return
+	}
+	s.substituteCached(j, r, k)
+	if len(s.buf) == 0 {
 		return
 	}
 	ep := r.ep

@@ -72,6 +72,9 @@ type JobConfig struct {
 	// samples already handed out that epoch. Either way every rank gets the
 	// same number, as torch's DistributedSampler.
 	DropLast bool
+	// Views: the job reads preprocessed views; ODS substitutes from
+	// Options.Caches first (caches.go).
+	Views bool
 }
 
 // job is one registered job: its ranks and the epochs they are in.

@@ -69,10 +69,25 @@ type workload struct {
 	held     map[int]bool
 	epochs   int
 	lease    time.Duration
+	cached   map[int]bool // what a fake views cache holds (for every job)
+}
+
+// fakeCaches is a views cache of the workload's choosing.
+type fakeCaches struct{ w *workload }
+
+func (f fakeCaches) Cached(job string, e int) bool { return f.w.cached[e] }
+func (f fakeCaches) Candidates(job string, dst []int, max int) []int {
+	for e := range f.w.cached { // map order: random, as a real cache's may be
+		if len(dst) >= max {
+			break
+		}
+		dst = append(dst, e)
+	}
+	return dst
 }
 
 func newWorkload(t testing.TB, c chooser) *workload {
-	w := &workload{t: t, c: c, clk: newClock(), jobs: map[string]*modelJob{}, held: map[int]bool{}}
+	w := &workload{t: t, c: c, clk: newClock(), jobs: map[string]*modelJob{}, held: map[int]bool{}, cached: map[int]bool{}}
 	w.n = 1 + c.IntN(300)
 	w.resident = make([]bool, w.n)
 	frac := c.IntN(4) // 0, 25, 50, 75 %
@@ -91,6 +106,7 @@ func newWorkload(t testing.TB, c chooser) *workload {
 		Seed:           uint64(c.IntN(1000)),
 		NoDSA:          c.IntN(4) == 0,
 		NoSubstitution: c.IntN(8) == 0,
+		Caches:         fakeCaches{w},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +117,7 @@ func newWorkload(t testing.TB, c chooser) *workload {
 func (w *workload) register() {
 	name := fmt.Sprintf("job%d", w.names)
 	w.names++
-	cfg := JobConfig{BatchSize: 1 + w.c.IntN(17), Seed: uint64(w.c.IntN(5)), Kind: Kind(w.c.IntN(5) % 3)}
+	cfg := JobConfig{BatchSize: 1 + w.c.IntN(17), Seed: uint64(w.c.IntN(5)), Kind: Kind(w.c.IntN(5) % 3), Views: w.c.IntN(2) == 0}
 	switch w.c.IntN(3) {
 	case 1: // a range
 		a := w.c.IntN(w.n)
@@ -240,6 +256,12 @@ func (w *workload) step() {
 	case op == 8:
 		// Residency grows (placement installs a file).
 		w.resident[w.c.IntN(w.n)] = true
+	case op == 9:
+		// The views' caches fill and empty.
+		for range 1 + w.c.IntN(6) {
+			e := w.c.IntN(w.n)
+			w.cached[e] = !w.cached[e]
+		}
 	default:
 		// A job reads, faster jobs more often.
 		var pick []string
@@ -266,7 +288,7 @@ func TestEverySampleExactlyOncePerEpochUnderRandomWorkloads(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		runs = 80
 	}
-	epochs := 0
+	epochs, cacheSubs := 0, 0
 	for seed := range runs {
 		c := &rngChooser{r: rand.New(rand.NewPCG(uint64(seed), 1)), steps: 1500}
 		w := newWorkload(t, c)
@@ -274,12 +296,17 @@ func TestEverySampleExactlyOncePerEpochUnderRandomWorkloads(t *testing.T) {
 			w.step()
 		}
 		epochs += w.epochs
+		cacheSubs += w.s.Stats().CacheSubstituted
+	}
+	// ... and the views' caches must have been substituted from.
+	if cacheSubs == 0 {
+		t.Fatal("no draw was replaced by a cached sample")
 	}
 	// The property must have been exercised: many completed epochs.
 	if epochs < runs {
 		t.Fatalf("only %d epochs completed in %d runs", epochs, runs)
 	}
-	t.Logf("%d runs, %d completed epochs checked", runs, epochs)
+	t.Logf("%d runs, %d completed epochs checked, %d draws replaced by cached samples", runs, epochs, cacheSubs)
 }
 
 func FuzzWorkload(f *testing.F) {

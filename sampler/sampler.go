@@ -54,6 +54,9 @@ type Options struct {
 	Now func() time.Time
 	// Seed seeds the shared DSA decisions.
 	Seed uint64
+	// Caches, if set, is what the views hold: ODS substitutes a views
+	// job's draws from it before the buffer (caches.go).
+	Caches Caches
 	// NoSubstitution turns ODS substitution off (ablation: ods jobs then
 	// differ from random ones only by DSA).
 	NoSubstitution bool
@@ -83,6 +86,7 @@ type Sampler struct {
 	releases []int
 	stats    Stats
 
+	scratch  []int     // Caches.Candidates' buffer
 	dsa      *dsaIndex // nil unless DSA is active (dsa.go)
 	dsaKnown bool      // whether dsa reflects the live jobs
 }
@@ -307,12 +311,14 @@ type JobStatus struct {
 	ResidentReads int // in a tier
 	BufferReads   int // in the shared buffer or being fetched into it
 	SourceReads   int // neither: the reader fetches from the source
-	Substitutions int // draws replaced by buffered samples (ODS)
-	SharedDraws   int // draws shared with another job by DSA
-	Padded        int // padding handed out (ceil(M/W)·W − M per epoch)
-	RanksLive     int // ranks not lost
-	Lost          []int
-	RanksLost     int // rank losses, total
+	Substitutions int // draws replaced by buffered or cached samples (ODS)
+	// CacheSubstitutions: of them, by samples the views' caches hold.
+	CacheSubstitutions int
+	SharedDraws        int // draws shared with another job by DSA
+	Padded             int // padding handed out (ceil(M/W)·W − M per epoch)
+	RanksLive          int // ranks not lost
+	Lost               []int
+	RanksLost          int // rank losses, total
 	// Dropped counts samples of epochs that a lost rank left and no live
 	// rank could take over (they had all reported that epoch's end).
 	Dropped  int
