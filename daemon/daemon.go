@@ -200,8 +200,16 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	m.steps = append(m.steps, step{what: "the placer (copies in progress, reading the source)",
 		close: func() error { m.p.Close(); return nil }})
+	var jviews *jobs.ViewsOptions
+	if o.Views != nil {
+		dec, aug := m.cacheBudgets(m.split, o.Views)
+		if err := m.startViews(o.Views, dec, aug); err != nil {
+			return nil, err
+		}
+		jviews = &jobs.ViewsOptions{Engine: m.engine, Pipeline: o.Views.Pipeline}
+	}
 	m.jm, err = jobs.New(jobs.Options{
-		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger,
+		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger, Views: jviews,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
@@ -212,11 +220,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
 		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Jobs: m.jm,
 	}
-	if o.Views != nil {
-		dec, aug := m.cacheBudgets(m.split, o.Views)
-		if err := m.startViews(o.Views, dec, aug); err != nil {
-			return nil, err
-		}
+	if m.view != nil {
 		fo.Views = m.view
 	}
 	if o.ModelSettings != nil {

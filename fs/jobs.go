@@ -83,6 +83,8 @@ var jobEntries = []jobEntry{
 	{name: "rank", mode: syscall.S_IFDIR, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 		return &ranksDir{ref: ref, ino: ino}
 	}},
+	{name: "batch", mode: syscall.S_IFREG, node: newBatchFile},
+	{name: "augmented", mode: syscall.S_IFDIR, node: newAugmentedDir},
 }
 
 // entryNames lists the entries' names for error messages.

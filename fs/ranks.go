@@ -21,6 +21,7 @@ var rankEntries = []jobEntry{
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "status"), ino: ino, mode: 0o444, owner: ref.owner,
 			read: func() []byte { b, _ := ref.fsys.o.Jobs.RankStatus(ref.name, rank); return b }}}
 	}},
+	{name: "batch", mode: syscall.S_IFREG, node: newBatchFile},
 }
 
 func rankIno(jobBase uint64, rank int) uint64 { return jobBase + uint64(rank+1)<<8 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
@@ -59,18 +60,47 @@ func (d *viewsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	root := d.fsys.p.Catalog().Root()
-	n := &viewNode{fsys: d.fsys, e: root}
+	n := &viewNode{fsys: d.fsys, e: root, tree: d.fsys.decodedTree()}
 	n.fillAttr(&out.Attr)
 	out.SetEntryTimeout(d.fsys.o.Timeout)
 	out.SetAttrTimeout(d.fsys.o.Timeout)
 	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoViewsDecod}), 0
 }
 
-// viewNode is a directory of views/decoded/ or one view file.
+// viewTree is one tree of views mirroring the dataset: views/decoded/, or a
+// job's augmented/.
+type viewTree struct {
+	rootIno uint64
+	inoBase uint64 // + catalog ID
+	// owner, if set, owns every node (a job's views: its owner's only);
+	// else a node has its source file's owner and read bits.
+	owner *owner
+	label string // for .epochfs/errors
+	// open makes a view file's bytes.
+	open func(ctx context.Context, e *placement.Entry) ([]byte, error)
+	// live reports whether the tree still exists (a job's: the job).
+	live func() bool
+}
+
+func (fsys *FS) decodedTree() *viewTree {
+	return &viewTree{rootIno: inoViewsDecod, inoBase: inoViewBase, label: "views/decoded",
+		open: func(ctx context.Context, e *placement.Entry) ([]byte, error) {
+			img, err := fsys.o.Views.Decoded(ctx, int(e.Index))
+			if err != nil {
+				return nil, err
+			}
+			t := &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: compactPix(img)}
+			return preprocess.EncodeNPY(t), nil
+		},
+		live: func() bool { return true }}
+}
+
+// viewNode is a directory of a view tree or one view file.
 type viewNode struct {
 	fusefs.Inode
 	fsys *FS
 	e    *placement.Entry
+	tree *viewTree
 }
 
 var (
@@ -82,13 +112,13 @@ var (
 
 func (n *viewNode) ino() uint64 {
 	if n.e.Path == "" {
-		return inoViewsDecod
+		return n.tree.rootIno
 	}
-	return inoViewBase + n.e.ID
+	return n.tree.inoBase + n.e.ID
 }
 
 // fillAttr: a directory as its source directory; a view read-only with
-// its source file's owner and read bits.
+// its source file's owner and read bits, or the tree's owner's.
 func (n *viewNode) fillAttr(out *fuse.Attr) {
 	fillAttr(n.e, out)
 	out.Ino = n.ino()
@@ -96,11 +126,30 @@ func (n *viewNode) fillAttr(out *fuse.Attr) {
 		out.Mode = syscall.S_IFREG | n.e.Attr().Mode&0o444
 		out.Size, out.Blocks = 0, 0
 	}
+	if o := n.tree.owner; o != nil {
+		out.Uid, out.Gid = o.uid, o.gid
+		if n.e.Kind == placement.KindFile {
+			out.Mode = syscall.S_IFREG | 0o400
+		} else {
+			out.Mode = syscall.S_IFDIR | 0o500
+		}
+	}
+}
+
+// timeout is the kernel's cache time: a job's tree goes with the job.
+func (n *viewNode) timeout() time.Duration {
+	if n.tree.owner != nil {
+		return time.Second
+	}
+	return n.fsys.o.Timeout
 }
 
 func (n *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if !n.tree.live() {
+		return syscall.ENOENT
+	}
 	n.fillAttr(&out.Attr)
-	out.SetTimeout(n.fsys.o.Timeout)
+	out.SetTimeout(n.timeout())
 	return 0
 }
 
@@ -109,6 +158,9 @@ func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOTDIR
 	}
 	c := n.e.Lookup(name)
+	if !n.tree.live() {
+		return nil, syscall.ENOENT
+	}
 	if c == nil || c.Kind != placement.KindDir {
 		base, ok := strings.CutSuffix(name, viewSuffix)
 		if !ok {
@@ -118,10 +170,10 @@ func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 			return nil, syscall.ENOENT
 		}
 	}
-	ch := &viewNode{fsys: n.fsys, e: c}
+	ch := &viewNode{fsys: n.fsys, e: c, tree: n.tree}
 	ch.fillAttr(&out.Attr)
-	out.SetEntryTimeout(n.fsys.o.Timeout)
-	out.SetAttrTimeout(n.fsys.o.Timeout)
+	out.SetEntryTimeout(n.timeout())
+	out.SetAttrTimeout(n.timeout())
 	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: ch.ino()}), 0
 }
 
@@ -130,15 +182,15 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 	for _, c := range n.e.Children() {
 		switch c.Kind {
 		case placement.KindDir:
-			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: inoViewBase + c.ID})
+			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: n.tree.inoBase + c.ID})
 		case placement.KindFile:
-			list = append(list, fuse.DirEntry{Name: c.Name() + viewSuffix, Mode: syscall.S_IFREG, Ino: inoViewBase + c.ID})
+			list = append(list, fuse.DirEntry{Name: c.Name() + viewSuffix, Mode: syscall.S_IFREG, Ino: n.tree.inoBase + c.ID})
 		}
 	}
 	return fusefs.NewListDirStream(list), 0
 }
 
-// Open decodes the file (or takes its decoded form from the cache) and
+// Open makes the view (decodes, or augments, or takes it from a cache) and
 // serves it as .npy bytes.
 func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if n.e.Kind != placement.KindFile {
@@ -150,14 +202,16 @@ func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	if n.e.Gone() {
 		return nil, 0, syscall.ENOENT
 	}
+	if !n.tree.live() {
+		return nil, 0, syscall.ENOENT
+	}
 	rctx, release := reqCtx(ctx)
 	defer release()
-	img, err := n.fsys.o.Views.Decoded(rctx, int(n.e.Index))
+	data, err := n.tree.open(rctx, n.e)
 	if err != nil {
-		return nil, 0, n.fsys.viewError(n.e.Path, err)
+		return nil, 0, n.fsys.viewError(n.tree.label+"/"+n.e.Path, err)
 	}
-	t := &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: compactPix(img)}
-	return &viewHandle{data: preprocess.EncodeNPY(t)}, fuse.FOPEN_DIRECT_IO, 0
+	return &viewHandle{data: data}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // compactPix returns img's pixels without row padding.
@@ -173,7 +227,7 @@ func compactPix(img *preprocess.Image) []byte {
 // cannot be preprocessed.
 func (fsys *FS) viewError(p string, err error) syscall.Errno {
 	if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {
-		fsys.errs.add("views: " + p + ": " + oneLine(err.Error()))
+		fsys.errs.add(p + ": " + oneLine(err.Error()))
 		return syscall.EIO
 	}
 	return fsys.toErrno(err)

@@ -51,6 +51,7 @@ func (m *Manager) loop() {
 		}
 		m.applyReleases()
 		m.prefetch()
+		m.produce()
 	}
 }
 

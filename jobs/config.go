@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/preprocess/spec"
 	"github.com/epochfs/epochfs/sampler"
 )
 
@@ -30,12 +31,26 @@ type Config struct {
 	Subset    []string
 	WorldSize int  // ranks; 1 is a job without ranks of its own
 	DropLast  bool // ranks get floor(M/W) samples, not ceil(M/W)
+	// View is the form of the samples in the job's batch file (views.go):
+	// ViewAugmented (the default), ViewDecoded or ViewEncoded.
+	View string
+	// Augment is the job's own augment steps (nil: the mount's; empty:
+	// none), Output its own output ("": the mount's).
+	Augment []string
+	Output  string
 }
+
+// The forms of a job's batches.
+const (
+	ViewEncoded   = "encoded"
+	ViewDecoded   = "decoded"
+	ViewAugmented = "augmented"
+)
 
 // DefaultConfig is a new job's config, and the value of every key a config
 // document leaves out.
 func DefaultConfig() Config {
-	return Config{BatchSize: DefaultBatchSize, Sampler: sampler.KindODS, WorldSize: 1}
+	return Config{BatchSize: DefaultBatchSize, Sampler: sampler.KindODS, WorldSize: 1, View: ViewAugmented}
 }
 
 // key is one config key: how to read its value into a Config and how to
@@ -123,6 +138,75 @@ var keys = []key{
 			return nil
 		},
 		render: func(c *Config) []string { return []string{strconv.FormatBool(c.DropLast)} }},
+	{name: "view", optional: true, want: "encoded, decoded or augmented",
+		parse: func(c *Config, v string) error {
+			switch v {
+			case ViewEncoded, ViewDecoded, ViewAugmented:
+				c.View = v
+				return nil
+			}
+			return errBadValue
+		},
+		render: func(c *Config) []string { return []string{c.View} }},
+	{name: "augment", optional: true, want: "augment steps separated by commas (random_resized_crop:224,hflip:0.5), none, or mount (the mount's)",
+		parse: func(c *Config, v string) error {
+			switch v {
+			case "mount":
+				c.Augment = nil
+				return nil
+			case "none":
+				c.Augment = []string{}
+				return nil
+			}
+			steps := splitSteps(v)
+			if _, err := spec.ParseList("augment", steps, true); err != nil {
+				return err
+			}
+			c.Augment = steps
+			return nil
+		},
+		render: func(c *Config) []string {
+			switch {
+			case c.Augment == nil:
+				return []string{"mount"}
+			case len(c.Augment) == 0:
+				return []string{"none"}
+			}
+			return []string{strings.Join(c.Augment, ",")}
+		}},
+	{name: "output", optional: true, want: "uint8_hwc, float32_chw, or mount (the mount's)",
+		parse: func(c *Config, v string) error {
+			switch v {
+			case "mount":
+				c.Output = ""
+			case spec.OutputUint8HWC, spec.OutputFloat32CHW:
+				c.Output = v
+			default:
+				return errBadValue
+			}
+			return nil
+		},
+		render: func(c *Config) []string {
+			if c.Output == "" {
+				return []string{"mount"}
+			}
+			return []string{c.Output}
+		}},
+}
+
+// splitSteps splits augment steps at the commas between them: a step's
+// own options (random_resized_crop:224,scale=0.5-1) stay with it.
+func splitSteps(v string) []string {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if len(out) > 0 && strings.Contains(part, "=") && !strings.Contains(part, ":") {
+			out[len(out)-1] += "," + part
+			continue
+		}
+		out = append(out, part)
+	}
+	return out
 }
 
 // errBadValue makes the parser name the key, the value and what the key

@@ -15,7 +15,8 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{BatchSize: 256, Seed: 7, Sampler: sampler.KindRandom, Subset: []string{"train/n01", "val"}, WorldSize: 8, DropLast: true}
+	want := Config{BatchSize: 256, Seed: 7, Sampler: sampler.KindRandom, Subset: []string{"train/n01", "val"}, WorldSize: 8, DropLast: true,
+		View: ViewAugmented}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got %+v, want %+v", cfg, want)
 	}
@@ -36,6 +37,17 @@ func TestParseConfig(t *testing.T) {
 	if doc := string(cfg.Format()); !strings.Contains(doc, "subset=\"all\"\n") || !strings.Contains(doc, "subset="+ctlpath.Quote(" a\nb")+"\n") {
 		t.Fatalf("rendered %q", doc)
 	}
+	// The views' keys: a job's own augment steps and output round trip.
+	cfg, err = ParseConfig([]byte("view=decoded\naugment=random_resized_crop:96,scale=0.5-1, hflip:0.25\noutput=float32_chw\n"))
+	if err != nil || cfg.View != ViewDecoded || !reflect.DeepEqual(cfg.Augment, []string{"random_resized_crop:96,scale=0.5-1", "hflip:0.25"}) || cfg.Output != "float32_chw" {
+		t.Fatalf("views keys: %+v, %v", cfg, err)
+	}
+	if again, err := ParseConfig(cfg.Format()); err != nil || !reflect.DeepEqual(again, cfg) {
+		t.Fatalf("views keys do not round trip: %q → %+v, %v", cfg.Format(), again, err)
+	}
+	if cfg, _ := ParseConfig([]byte("augment=none")); cfg.Augment == nil || len(cfg.Augment) != 0 {
+		t.Fatalf("augment=none: %#v", cfg.Augment)
+	}
 	for _, v := range []string{"True", "1", "false", "FALSE"} {
 		if _, err := ParseConfig([]byte("drop_last=" + v)); err != nil {
 			t.Errorf("drop_last=%s: %v", v, err)
@@ -45,21 +57,25 @@ func TestParseConfig(t *testing.T) {
 
 func TestConfigErrorsWrapErrInvalidAndNameTheKeyAndValue(t *testing.T) {
 	for in, want := range map[string]string{
-		"bach_size=3":                `line 1: unknown key "bach_size" (want batch_size, seed, sampler, subset, world_size, drop_last)`,
-		"batch_size=0":               `batch_size="0": want an integer in 1..1048576`,
-		"batch_size=-1":              `batch_size="-1"`,
-		"batch_size=ten":             `batch_size="ten"`,
-		"batch_size=99999999999":     `batch_size="99999999999"`,
-		"seed=-4":                    `seed="-4"`,
-		"sampler=lru":                `sampler="lru": want ods, random, sequential`,
-		"batch_size=1\nbatch_size=2": "line 2: batch_size given twice",
-		"\n\nhello":                  `line 3: "hello" is not key=value`,
-		"subset=../etc":              `subset="../etc"`,
-		"subset=a/../../b":           `subset="a/../../b"`,
-		"subset=\"a\\qb\"":           `bad quoted path`,
-		"world_size=0":               `world_size="0": want an integer in 1..4096`,
-		"world_size=4097":            `world_size="4097"`,
-		"drop_last=maybe":            `drop_last="maybe": want true or false`,
+		"bach_size=3":                  `line 1: unknown key "bach_size" (want batch_size, seed, sampler, subset, world_size, drop_last, view, augment, output)`,
+		"batch_size=0":                 `batch_size="0": want an integer in 1..1048576`,
+		"batch_size=-1":                `batch_size="-1"`,
+		"batch_size=ten":               `batch_size="ten"`,
+		"batch_size=99999999999":       `batch_size="99999999999"`,
+		"seed=-4":                      `seed="-4"`,
+		"sampler=lru":                  `sampler="lru": want ods, random, sequential`,
+		"batch_size=1\nbatch_size=2":   "line 2: batch_size given twice",
+		"\n\nhello":                    `line 3: "hello" is not key=value`,
+		"subset=../etc":                `subset="../etc"`,
+		"subset=a/../../b":             `subset="a/../../b"`,
+		"subset=\"a\\qb\"":             `bad quoted path`,
+		"world_size=0":                 `world_size="0": want an integer in 1..4096`,
+		"world_size=4097":              `world_size="4097"`,
+		"drop_last=maybe":              `drop_last="maybe": want true or false`,
+		"view=tensor":                  `view="tensor": want encoded, decoded or augmented`,
+		"augment=hflip:1.5":            `augment="hflip:1.5"`,
+		"augment=random_resized_crp:2": `unknown step`,
+		"output=float16":               `output="float16": want uint8_hwc, float32_chw, or mount`,
 	} {
 		_, err := ParseConfig([]byte(in))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "jobs: ") {

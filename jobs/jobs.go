@@ -54,6 +54,8 @@ type Options struct {
 	Seed      uint64
 	Now       func() time.Time
 	Logger    *zap.Logger
+	// Views, if set, gives jobs their preprocessed views (views.go).
+	Views *ViewsOptions
 }
 
 // Info is what the fs layer needs of a live job.
@@ -73,6 +75,7 @@ type job struct {
 	id    uint64
 	owner *placement.Cred
 	cfg   Config
+	vw    *jobView // nil without views
 }
 
 // Manager is the set of jobs of one mount.
@@ -82,6 +85,7 @@ type Manager struct {
 	s     *sampler.Sampler
 	log   *zap.Logger
 	files []*placement.Entry // by index
+	vs    *viewState         // nil without views
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -121,7 +125,14 @@ func New(o Options) (*Manager, error) {
 		return true
 	})
 	slots := o.Placer.BufferSlots()
-	s, err := sampler.New(sampler.Options{
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		o: o, p: o.Placer, log: o.Logger, files: files, vs: newViewState(o.Views),
+		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
+		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
+		inflight: make(chan struct{}, o.Fetchers),
+	}
+	so := sampler.Options{
 		Samples:     len(files),
 		Residency:   sampler.ResidencyFunc(func(i int) bool { return files[i].Tier() >= 0 }),
 		BufferSlots: slots,
@@ -129,17 +140,16 @@ func New(o Options) (*Manager, error) {
 		Lease:       o.Lease,
 		Now:         o.Now,
 		Seed:        o.Seed,
-	})
+	}
+	if m.vs != nil {
+		so.Caches = m
+	}
+	s, err := sampler.New(so)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{
-		o: o, p: o.Placer, s: s, log: o.Logger, files: files,
-		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
-		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
-		inflight: make(chan struct{}, o.Fetchers),
-	}
+	m.s = s
 	if slots > 0 {
 		m.p.SetDemandHook(&placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched})
 	}
@@ -173,18 +183,34 @@ func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	jv, err := m.attachView(name, cfg, nil, who)
+	if err != nil {
+		return Info{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.syncLocked()
 	if _, ok := m.jobs[name]; ok {
+		releaseUnused(jv)
 		return Info{}, fmt.Errorf("%w: %q", ErrExists, name)
 	}
+	if err := m.takeConsumerLocked(jv); err != nil {
+		releaseUnused(jv)
+		return Info{}, err
+	}
 	if err := m.s.RegisterJob(name, sc); err != nil {
+		if jv != nil {
+			m.vs.consumers &^= 1 << uint(jv.consumer)
+		}
+		releaseUnused(jv)
 		return Info{}, wrap(err)
 	}
 	m.seq++
 	j := &job{id: m.seq, owner: who, cfg: cfg}
 	m.jobs[name] = j
+	if jv != nil {
+		m.installViewLocked(name, j, jv)
+	}
 	return j.info(name), nil
 }
 
@@ -211,10 +237,21 @@ func (m *Manager) Configure(name string, doc []byte) error {
 		return err
 	}
 	m.mu.Lock()
+	prev := j.vw
+	if prev != nil {
+		sc.Views = prev.active
+	}
+	m.mu.Unlock()
+	jv, err := m.attachView(name, cfg, prev, j.owner)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.movedLocked()
 	m.syncLocked()
-	if m.jobs[name] != j {
+	if m.jobs[name] != j || j.vw != prev {
+		releaseUnused(jv)
 		return fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
 	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
@@ -225,10 +262,17 @@ func (m *Manager) Configure(name string, doc []byte) error {
 		// config so that the directory stays consistent.
 		if old, oerr := m.samplerConfig(j.cfg, j.owner); oerr != nil || m.s.RegisterJob(name, old) != nil {
 			delete(m.jobs, name)
+			m.dropViewLocked(name, j)
+		} else if prev != nil && prev.active {
+			m.s.SetViews(name, true)
 		}
+		releaseUnused(jv)
 		return wrap(err)
 	}
 	j.cfg = cfg
+	if jv != nil {
+		m.installViewLocked(name, j, jv)
+	}
 	m.wakeUp()
 	return nil
 }
@@ -308,10 +352,12 @@ func (m *Manager) End(name string) error {
 	defer m.mu.Unlock()
 	defer m.movedLocked()
 	m.syncLocked()
-	if _, ok := m.jobs[name]; !ok {
+	j, ok := m.jobs[name]
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
 	delete(m.jobs, name)
+	m.dropViewLocked(name, j)
 	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
 		return wrap(err)
 	}
@@ -364,9 +410,10 @@ func (m *Manager) syncLocked() {
 	for _, n := range live {
 		set[n] = true
 	}
-	for n := range m.jobs {
+	for n, j := range m.jobs {
 		if !set[n] {
 			delete(m.jobs, n)
+			m.dropViewLocked(n, j)
 		}
 	}
 	m.movedLocked()
@@ -400,3 +447,16 @@ type Stats struct {
 
 // Stats returns the live job count.
 func (m *Manager) Stats() Stats { return Stats{Jobs: len(m.Jobs())} }
+
+// viewLines is the job's views part of its status file.
+func (m *Manager) viewLines(name string) []kv {
+	if m.vs == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j, ok := m.jobs[name]; ok {
+		return j.vw.viewStatus()
+	}
+	return nil
+}

@@ -38,6 +38,20 @@ func (m *Manager) Next(ctx context.Context, name string) (paths []byte, endOfEpo
 // rank waits here, its lease renewed, until the others move on or are lost,
 // or ctx ends (the error then wraps ctx's).
 func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []byte, endOfEpoch bool, err error) {
+	batch, end, err := m.nextIndices(ctx, name, rank)
+	if err != nil || end {
+		return nil, end, err
+	}
+	var b bytes.Buffer
+	for _, i := range batch {
+		b.WriteString(ctlpath.Quote(m.files[i].Path))
+		b.WriteByte('\n')
+	}
+	return b.Bytes(), false, nil
+}
+
+// nextIndices is NextRank's batch as sample indices.
+func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch []int, endOfEpoch bool, err error) {
 	renew := m.renewEvery()
 	key := rankKey{name, rank}
 	waiting := false
@@ -83,15 +97,7 @@ func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []
 		// period, so the reader that comes after this call still hits it.
 		m.applyReleases()
 		m.wakeUp()
-		if end {
-			return nil, true, nil
-		}
-		var b bytes.Buffer
-		for _, i := range batch {
-			b.WriteString(ctlpath.Quote(m.files[i].Path))
-			b.WriteByte('\n')
-		}
-		return b.Bytes(), false, nil
+		return batch, end, nil
 	}
 }
 
@@ -123,15 +129,15 @@ func (m *Manager) Status(name string) ([]byte, error) {
 		}
 		lost = strings.Join(s, ",")
 	}
-	return render([]kv{
+	return render(append([]kv{
 		{"name", st.Name}, {"sampler", st.Kind.String()}, {"batch_size", st.BatchSize}, {"size", st.Size},
 		{"world_size", st.WorldSize}, {"drop_last", st.DropLast}, {"per_rank", st.PerRank},
 		{"epoch", st.Epoch}, {"position", st.Position}, {"planned", st.Planned}, {"batches", st.Batches},
 		{"resident_reads", st.ResidentReads}, {"buffer_reads", st.BufferReads}, {"source_reads", st.SourceReads},
 		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
 		{"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
-		{"last_read", stamp(st.LastRead)},
-	}), nil
+		{"cache_substitutions", st.CacheSubstitutions}, {"last_read", stamp(st.LastRead)},
+	}, m.viewLines(name)...)), nil
 }
 
 // RankStatus returns the status file of one rank.

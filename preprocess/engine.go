@@ -411,13 +411,14 @@ func (v *View) prodForLocked(c, s int) *prod {
 	return nil
 }
 
-// Candidates returns up to max samples with a cached generation consumer
-// c has not taken, for ODS to substitute (in no particular order).
-func (v *View) Candidates(c, max int) []int {
+// Candidates appends to dst up to max samples with a cached generation
+// consumer c has not taken, for ODS to substitute (in no particular
+// order).
+func (v *View) Candidates(c int, dst []int, max int) []int {
 	checkConsumer(c)
 	v.e.mu.Lock()
 	defer v.e.mu.Unlock()
-	var out []int
+	out := dst
 	for s, gens := range v.aug {
 		for _, g := range gens {
 			if g.taken&bit(c) == 0 {
@@ -430,6 +431,29 @@ func (v *View) Candidates(c, max int) []int {
 		}
 	}
 	return out
+}
+
+// Cached reports whether a generation of s that consumer c has not taken
+// is cached (cheap: no pool statistics).
+func (v *View) Cached(c, s int) bool {
+	checkConsumer(c)
+	v.e.mu.Lock()
+	defer v.e.mu.Unlock()
+	return v.cachedForLocked(c, s) != nil
+}
+
+// DecodedCandidates appends to dst up to max samples whose decoded form is
+// cached.
+func (v *View) DecodedCandidates(dst []int, max int) []int {
+	v.e.mu.Lock()
+	defer v.e.mu.Unlock()
+	for s := range v.static.dec {
+		if len(dst) >= max {
+			break
+		}
+		dst = append(dst, s)
+	}
+	return dst
 }
 
 // DecodedCached reports whether the decoded form of s is cached.

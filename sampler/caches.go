@@ -96,3 +96,17 @@ func (s *Sampler) Plan(name string, rank int, dst []int) ([]int, error) {
 	}
 	return dst, nil
 }
+
+// SetViews turns a job's preference for the views' caches on or off
+// (JobConfig.Views): the jobs layer turns it on at the job's first read of
+// a view.
+func (s *Sampler) SetViews(name string, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	j.cfg.Views = on
+	return nil
+}

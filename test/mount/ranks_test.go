@@ -48,7 +48,7 @@ func TestRankDirectoriesFollowWorldSizeAndBelongToTheJobsOwner(t *testing.T) {
 	if code, out := shell(t, true, `mkdir "$1" && printf 'batch_size=3\nsampler=random\nworld_size=4\n' > "$1/config"`, dir); code != 0 {
 		t.Fatalf("the user's mkdir and config: exit %d: %s", code, out)
 	}
-	if code, out := shell(t, true, `ls "$1/rank" | tr '\n' ' '; ls "$1/rank/2" | tr '\n' ' '`, dir); code != 0 || out != "0 1 2 3 next status " {
+	if code, out := shell(t, true, `ls "$1/rank" | tr '\n' ' '; ls "$1/rank/2" | tr '\n' ' '`, dir); code != 0 || out != "0 1 2 3 batch next status " {
 		t.Fatalf("ls rank, rank/2: exit %d: %q", code, out)
 	}
 	// Forget the kernel's dentries: ownership comes from the daemon.

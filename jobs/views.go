@@ -1,0 +1,628 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/preprocess/spec"
+	"github.com/puzpuzpuz/xsync/v3"
+	"go.uber.org/zap"
+)
+
+// A job's views (docs/views.md). Every job is a consumer of the mount's
+// preprocessing engine (preprocess.Engine): its pipeline is the mount's
+// with the job's own augment steps and output, and jobs with equal
+// pipelines share one View, so each augmentation is computed once for all
+// of them and no job takes the same one twice.
+//
+// Batches. A read of jobs/NAME/batch (or a rank's) takes the job's next
+// batch as one .npz: x, the samples' tensors stacked (view=augmented or
+// decoded; view=encoded: the files' bytes one after the other, with
+// offsets), y, their labels (torchvision ImageFolder's classes of the
+// job's subset root), and paths. The samples come from the sampler in the
+// job's order, and are produced ahead (the rank's plan: its lookahead) on
+// the engine's pool. MinatoLoader: a sample whose production runs past the
+// pool's timeout does not hold its batch back: the batch is completed with
+// samples that are ready, drawn further ahead in the same epoch, and the
+// slow one goes into a later batch of that epoch (the rank's carry). A
+// sample that cannot be preprocessed (a corrupt image) is left out of its
+// batch and counted.
+//
+// Lock order: Manager.mu, then the sampler's lock, then the engine's. The
+// sampler asks the views what they hold (Caches) with its lock held: that
+// path reads m.views, a lock-free map, and the engine, never Manager.mu.
+
+// ViewsOptions give a Manager the mount's views.
+type ViewsOptions struct {
+	Engine   *preprocess.Engine
+	Pipeline preprocess.Options // the mount's default pipeline
+}
+
+// jobView is a job's part of the views.
+type jobView struct {
+	view     *preprocess.View
+	consumer int
+	form     string
+	root     string         // the class root: the job's one subset directory, else ""
+	classes  map[string]int // first path component under root → label
+	fixed    bool           // the form has one shape for every sample (batches stack)
+	// active: the job reads views (a batch or an augmented file): it is
+	// a consumer of its View, and ODS prefers what the caches hold for
+	// it. A job that reads only next is not: generations would wait in
+	// the cache for it forever. Guarded by Manager.mu.
+	active bool
+
+	cached, produced, corrupt atomic.Int64
+}
+
+// carry is what a rank drew and has not been handed yet: samples set
+// aside while slow, and the draws taken to complete a batch.
+type carry struct {
+	mu      sync.Mutex // held by the rank's batch read
+	samples []int
+	ended   bool // the sampler ended the epoch; the carry drains first
+}
+
+// viewState is the manager's views state.
+type viewState struct {
+	o         *ViewsOptions
+	consumers uint64 // slots in use (guarded by Manager.mu)
+	byJob     *xsync.MapOf[string, *jobView]
+	carries   map[rankKey]*carry // guarded by Manager.mu
+}
+
+func newViewState(o *ViewsOptions) *viewState {
+	if o == nil {
+		return nil
+	}
+	return &viewState{o: o, byJob: xsync.NewMapOf[string, *jobView](), carries: map[rankKey]*carry{}}
+}
+
+// pipelineFor is the job's pipeline: the mount's, with the job's own
+// augment steps and output.
+func (vs *viewState) pipelineFor(cfg Config) preprocess.Options {
+	o := vs.o.Pipeline
+	if cfg.Augment != nil {
+		o.Augment = cfg.Augment
+	}
+	if cfg.Output != "" {
+		o.Output = cfg.Output
+		if cfg.Output != spec.OutputFloat32CHW {
+			o.Normalize = nil
+		}
+	}
+	return o
+}
+
+// fixedSize reports whether the steps end every image at one size: the
+// last step that sets the size is a crop or a resize to H×W.
+func fixedSize(steps []string) bool {
+	fixed := false
+	for _, t := range steps {
+		st, err := spec.Parse(t)
+		if err != nil {
+			return false
+		}
+		switch st.Kind {
+		case spec.CenterCrop, spec.RandomResizedCrop:
+			fixed = true
+		case spec.Resize:
+			fixed = st.H > 0 && st.W > 0 && !st.Short
+		}
+	}
+	return fixed
+}
+
+// attachView gives a job (registered or reconfigured) its view; prev is
+// its current one (nil for a new job). It runs without Manager.mu (the
+// engine may build a pipeline).
+func (m *Manager) attachView(name string, cfg Config, prev *jobView, who *placement.Cred) (*jobView, error) {
+	vs := m.vs
+	if vs == nil {
+		return nil, nil
+	}
+	po := vs.pipelineFor(cfg)
+	jv := &jobView{form: cfg.View}
+	switch cfg.View {
+	case ViewAugmented:
+		jv.fixed = fixedSize(append(slices.Clone(po.Static), po.Augment...))
+	case ViewDecoded:
+		jv.fixed = fixedSize(po.Static)
+	}
+	v, err := vs.o.Engine.View(po) // a reference of its own, even to the same view
+	if err != nil {
+		return nil, fmt.Errorf("%w: the job's pipeline: %w", ErrInvalid, err)
+	}
+	jv.view = v
+	jv.consumer = -1
+	if prev != nil {
+		jv.consumer = prev.consumer
+	}
+	jv.root, jv.classes = m.classesOf(cfg)
+	return jv, nil
+}
+
+// releaseUnused gives back the reference attachView took for a config that
+// was not applied.
+func releaseUnused(jv *jobView) {
+	if jv != nil {
+		jv.view.Release()
+	}
+}
+
+// takeConsumerLocked gives jv a consumer slot (a new job's).
+func (m *Manager) takeConsumerLocked(jv *jobView) error {
+	if jv == nil || jv.consumer >= 0 {
+		return nil
+	}
+	for c := range preprocess.MaxConsumers {
+		if m.vs.consumers&(1<<uint(c)) == 0 {
+			m.vs.consumers |= 1 << uint(c)
+			jv.consumer = c
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %d jobs use views", ErrTooMany, preprocess.MaxConsumers)
+}
+
+// installViewLocked makes jv the job's view, replacing old (the job's
+// config changed: it starts over, its carries go).
+func (m *Manager) installViewLocked(name string, j *job, jv *jobView) {
+	old := j.vw
+	j.vw = jv
+	if jv == nil {
+		return
+	}
+	if old != nil {
+		jv.active = old.active
+		if old.active && old.view != jv.view {
+			old.view.Leave(old.consumer)
+		}
+		if jv.active && old.view != jv.view {
+			jv.view.Join(jv.consumer)
+		}
+		old.view.Release()
+	}
+	m.vs.byJob.Store(name, jv)
+	for k := range m.vs.carries {
+		if k.job == name {
+			delete(m.vs.carries, k)
+		}
+	}
+}
+
+// activateLocked makes the job a consumer of its view at its first views
+// read.
+func (m *Manager) activateLocked(name string, jv *jobView) {
+	if jv.active {
+		return
+	}
+	jv.active = true
+	jv.view.Join(jv.consumer)
+	m.s.SetViews(name, true)
+}
+
+// dropViewLocked releases a job's view (the job ended or was dropped).
+func (m *Manager) dropViewLocked(name string, j *job) {
+	if m.vs == nil || j.vw == nil {
+		return
+	}
+	jv := j.vw
+	j.vw = nil
+	if jv.active {
+		jv.view.Leave(jv.consumer)
+	}
+	jv.view.Release()
+	m.vs.consumers &^= 1 << uint(jv.consumer)
+	if cur, ok := m.vs.byJob.Load(name); ok && cur == jv {
+		m.vs.byJob.Delete(name)
+	}
+	for k := range m.vs.carries {
+		if k.job == name {
+			delete(m.vs.carries, k)
+		}
+	}
+}
+
+// classesOf is ImageFolder's classes for the job: the subdirectories of its
+// one subset directory (or of the dataset root), sorted by name.
+func (m *Manager) classesOf(cfg Config) (string, map[string]int) {
+	cat := m.p.Catalog()
+	root := cat.Root()
+	if len(cfg.Subset) == 1 {
+		if e := cat.Find(cfg.Subset[0]); e != nil && e.Kind == placement.KindDir {
+			root = e
+		}
+	}
+	classes := map[string]int{}
+	for _, c := range root.Children() { // sorted by name, as ImageFolder sorts
+		if c.Kind == placement.KindDir {
+			classes[c.Name()] = len(classes)
+		}
+	}
+	return root.Path, classes
+}
+
+// label is sample e's class for the job, or -1 (not under a class
+// directory of its root).
+func (jv *jobView) label(p string) int64 {
+	rel := p
+	if jv.root != "" {
+		var ok bool
+		if rel, ok = strings.CutPrefix(p, jv.root+"/"); !ok {
+			return -1
+		}
+	}
+	first, _, ok := strings.Cut(rel, "/")
+	if !ok {
+		return -1
+	}
+	if l, found := jv.classes[first]; found {
+		return int64(l)
+	}
+	return -1
+}
+
+// Cached implements sampler.Caches: a form of e the job reads is held.
+func (m *Manager) Cached(job string, e int) bool {
+	jv, ok := m.vs.byJob.Load(job)
+	if !ok {
+		return false
+	}
+	switch jv.form {
+	case ViewAugmented:
+		return jv.view.Cached(jv.consumer, e) || jv.view.DecodedCached(e)
+	case ViewDecoded:
+		return jv.view.DecodedCached(e)
+	}
+	return false
+}
+
+// Candidates implements sampler.Caches: augmented generations the job has
+// not taken, then decoded forms.
+func (m *Manager) Candidates(job string, dst []int, max int) []int {
+	jv, ok := m.vs.byJob.Load(job)
+	if !ok {
+		return dst
+	}
+	if jv.form == ViewAugmented {
+		dst = jv.view.Candidates(jv.consumer, dst, max)
+	}
+	if jv.form != ViewEncoded && len(dst) < max {
+		dst = jv.view.DecodedCandidates(dst, max)
+	}
+	return dst
+}
+
+// produce asks the engine to work ahead on every views job's plans.
+func (m *Manager) produce() {
+	if m.vs == nil {
+		return
+	}
+	type want struct {
+		jv    *jobView
+		name  string
+		ranks int
+	}
+	var ws []want
+	m.mu.Lock()
+	for name, j := range m.jobs {
+		if j.vw != nil && j.vw.active && j.vw.form == ViewAugmented {
+			ws = append(ws, want{j.vw, name, j.cfg.WorldSize})
+		}
+	}
+	m.mu.Unlock()
+	var plan []int
+	for _, w := range ws {
+		for r := 0; r < w.ranks; r++ {
+			plan, _ = m.s.Plan(w.name, r, plan[:0])
+			for _, s := range plan {
+				if !w.jv.view.Want(w.jv.consumer, s) {
+					break // the budget is full: the reader produces the rest
+				}
+			}
+		}
+	}
+}
+
+// Batch is one batch of views.
+type Batch struct {
+	NPZ     []byte
+	Paths   []string // dataset-relative, in the batch's order
+	Corrupt []string // left out: could not be preprocessed
+}
+
+// Batch returns the next batch of a job (rank -1: a job of world size 1)
+// as an .npz, or end=true once at the end of each epoch.
+func (m *Manager) Batch(ctx context.Context, name string, rank int) (b *Batch, end bool, err error) {
+	if m.vs == nil {
+		return nil, false, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
+	}
+	m.mu.Lock()
+	m.syncLocked()
+	j, ok := m.jobs[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil, false, fmt.Errorf("%w: %q", ErrNoJob, name)
+	}
+	if rank < 0 {
+		if w := j.cfg.WorldSize; w != 1 {
+			return nil, false, fmt.Errorf("%w: job %q has world_size=%d: each rank reads rank/R/batch (R in 0..%d)", ErrInvalid, name, w, w-1)
+		}
+		rank = 0
+	}
+	key := rankKey{name, rank}
+	m.mu.Lock()
+	jv, size := j.vw, j.cfg.BatchSize
+	if jv != nil {
+		m.activateLocked(name, jv)
+	}
+	c := m.vs.carries[key]
+	if c == nil {
+		c = &carry{}
+		m.vs.carries[key] = c
+	}
+	m.mu.Unlock()
+	if jv == nil {
+		return nil, false, fmt.Errorf("%w: job %q has no view", ErrInvalid, name)
+	}
+	if (jv.form == ViewAugmented || jv.form == ViewDecoded) && !jv.fixed {
+		return nil, false, fmt.Errorf("%w: view=%s: the pipeline's samples do not all have one size (end it with a crop, or resize:HxW), so a batch cannot stack them; read next and the views one by one", ErrInvalid, jv.form)
+	}
+	if err := m.s.Touch(name, rank); err != nil {
+		return nil, false, wrap(err)
+	}
+	c.mu.Lock()
+	pick, err := m.gather(ctx, name, rank, jv, c, size)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	if pick == nil {
+		return nil, true, nil
+	}
+	return m.assemble(ctx, jv, pick)
+}
+
+// gather chooses the batch's samples from the carry, drawing more from the
+// sampler as needed; nil means the end of the epoch.
+func (m *Manager) gather(ctx context.Context, name string, rank int, jv *jobView, c *carry, size int) ([]int, error) {
+	ready := func() int {
+		n := 0
+		for _, s := range c.samples {
+			if jv.form != ViewAugmented || jv.view.Status(jv.consumer, s) != preprocess.StatusSlow {
+				n++
+			}
+		}
+		return n
+	}
+	for !c.ended && ready() < size {
+		idx, end, err := m.nextIndices(ctx, name, rank)
+		if err != nil {
+			return nil, err
+		}
+		if end {
+			c.ended = true
+			break
+		}
+		c.samples = append(c.samples, idx...)
+		if jv.form == ViewAugmented {
+			for _, s := range idx {
+				jv.view.Want(jv.consumer, s)
+			}
+		}
+	}
+	if len(c.samples) == 0 {
+		c.ended = false // the end, once; the next read starts the next epoch
+		return nil, nil
+	}
+	// Ready and in-production samples first, in order; slow ones only when
+	// the epoch has nothing else left.
+	var pick, rest []int
+	for _, s := range c.samples {
+		slow := jv.form == ViewAugmented && jv.view.Status(jv.consumer, s) == preprocess.StatusSlow
+		if len(pick) < size && (!slow || c.ended) {
+			pick = append(pick, s)
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	if len(pick) == 0 { // every one is slow: take them anyway
+		n := min(size, len(rest))
+		pick, rest = rest[:n], rest[n:]
+	}
+	c.samples = append(c.samples[:0], rest...)
+	return pick, nil
+}
+
+// assemble produces (or takes) the samples' forms and builds the .npz.
+func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch, bool, error) {
+	type got struct {
+		t    *preprocess.Tensor
+		raw  []byte
+		info preprocess.TakeInfo
+		err  error
+	}
+	res := make([]got, len(pick))
+	var wg sync.WaitGroup
+	for i, s := range pick {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &res[i]
+			switch jv.form {
+			case ViewAugmented:
+				r.t, r.info, r.err = jv.view.Take(ctx, jv.consumer, s)
+			case ViewDecoded:
+				var img *preprocess.Image
+				if img, r.err = jv.view.Decoded(ctx, s); r.err == nil {
+					r.t = &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: img.Compact().Pix}
+				}
+			default:
+				e := m.p.Catalog().ByIndex(s)
+				if e == nil {
+					r.err = fmt.Errorf("jobs: sample %d: %w", s, placement.ErrNoEntry)
+					return
+				}
+				r.raw, r.err = m.p.ReadFile(ctx, e)
+			}
+		}()
+	}
+	wg.Wait()
+	b := &Batch{}
+	var labels []int64
+	var quoted []string
+	var parts [][]byte
+	var shape []int
+	dtype := preprocess.Uint8
+	for i, s := range pick {
+		r := res[i]
+		e := m.p.Catalog().ByIndex(s)
+		if r.err != nil {
+			if ctx.Err() != nil {
+				return nil, false, fmt.Errorf("jobs: batch: %w", ctx.Err())
+			}
+			if errors.Is(r.err, preprocess.ErrCorrupt) || errors.Is(r.err, preprocess.ErrTooLarge) || errors.Is(r.err, preprocess.ErrUnsupported) {
+				jv.corrupt.Add(1)
+				b.Corrupt = append(b.Corrupt, e.Path)
+				continue
+			}
+			return nil, false, fmt.Errorf("jobs: batch: %s: %w", e.Path, r.err)
+		}
+		switch {
+		case r.t != nil:
+			if shape == nil {
+				shape, dtype = r.t.Shape, r.t.DType
+			} else if !slices.Equal(shape, r.t.Shape) {
+				return nil, false, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, e.Path, r.t.Shape, shape)
+			}
+			parts = append(parts, tensorBytes(r.t))
+			if r.info.Cached {
+				jv.cached.Add(1)
+			} else {
+				jv.produced.Add(1)
+			}
+		default:
+			parts = append(parts, r.raw)
+		}
+		b.Paths = append(b.Paths, e.Path)
+		quoted = append(quoted, ctlpath.Quote(e.Path))
+		labels = append(labels, jv.label(e.Path))
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	data := make([]byte, 0, total)
+	offsets := []int64{0}
+	for _, p := range parts {
+		data = append(data, p...)
+		offsets = append(offsets, int64(len(data)))
+	}
+	var x npyArray
+	var arrays []npyArray
+	if jv.form == ViewEncoded {
+		x = npyArray{name: "x", descr: "|u1", shape: []int{len(data)}, data: data}
+		arrays = []npyArray{x, int64Array("offsets", offsets)}
+	} else {
+		descr := "|u1"
+		if dtype == preprocess.Float32 {
+			descr = "<f4"
+		}
+		x = npyArray{name: "x", descr: descr, shape: append([]int{len(parts)}, shape...), data: data}
+		if len(parts) == 0 {
+			x.shape = []int{0}
+		}
+		arrays = []npyArray{x}
+	}
+	arrays = append(arrays, int64Array("y", labels), stringArray("paths", quoted))
+	npz, err := writeNPZ(arrays)
+	if err != nil {
+		return nil, false, err
+	}
+	b.NPZ = npz
+	if len(b.Corrupt) > 0 {
+		m.log.Warn("batch: samples left out", zap.Strings("corrupt", b.Corrupt))
+	}
+	return b, false, nil
+}
+
+// tensorBytes is t's data as bytes (little-endian: the platforms epochfs
+// runs on).
+func tensorBytes(t *preprocess.Tensor) []byte {
+	if t.DType != preprocess.Float32 {
+		return t.U8
+	}
+	if len(t.F32) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&t.F32[0])), 4*len(t.F32))
+}
+
+// Augmented returns one augmentation of the dataset file p for the job: a
+// generation the job has not taken (preprocess.View.Take), as .npy.
+func (m *Manager) Augmented(ctx context.Context, name string, e *placement.Entry) ([]byte, error) {
+	if m.vs == nil {
+		return nil, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
+	}
+	m.mu.Lock()
+	m.syncLocked()
+	j, ok := m.jobs[name]
+	var jv *jobView
+	if ok {
+		jv = j.vw
+		if jv != nil {
+			m.activateLocked(name, jv)
+		}
+	}
+	m.mu.Unlock()
+	if !ok || jv == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoJob, name)
+	}
+	if int(e.Index) < 0 || !m.visible(j, e) {
+		return nil, fmt.Errorf("jobs: %s: %w", e.Path, placement.ErrNoEntry)
+	}
+	t, info, err := jv.view.Take(ctx, jv.consumer, int(e.Index))
+	if err != nil {
+		if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {
+			jv.corrupt.Add(1)
+		}
+		return nil, err
+	}
+	if info.Cached {
+		jv.cached.Add(1)
+	} else {
+		jv.produced.Add(1)
+	}
+	return preprocess.EncodeNPY(t), nil
+}
+
+// visible reports whether the job's owner may open e.
+func (m *Manager) visible(j *job, e *placement.Entry) bool {
+	if j.owner.Root() {
+		return true
+	}
+	_, err := m.p.LookupAs(j.owner, e.Path)
+	return err == nil
+}
+
+// viewStatus is the job's views lines for its status file.
+func (jv *jobView) viewStatus() []kv {
+	if jv == nil {
+		return []kv{{"view", "none"}}
+	}
+	return []kv{
+		{"view", jv.form}, {"pipeline", jv.view.Key()},
+		{"view_samples_cached", jv.cached.Load()}, {"view_samples_produced", jv.produced.Load()},
+		{"corrupt", jv.corrupt.Load()},
+	}
+}

@@ -1,0 +1,214 @@
+package mount
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/epochfs/epochfs/ctlpath"
+	epochd "github.com/epochfs/epochfs/daemon"
+)
+
+// npzArray is one member of a batch file.
+type npzArray struct {
+	descr string
+	shape []int
+	data  []byte
+}
+
+var npyDict = regexp.MustCompile(`'descr': '([^']*)', 'fortran_order': False, 'shape': \(([0-9, ]*)\)`)
+
+// readNPZ parses a batch file: a zip of NumPy 1.0 arrays.
+func readNPZ(t *testing.T, b []byte) map[string]npzArray {
+	t.Helper()
+	z, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatalf("batch is not a zip: %v", err)
+	}
+	out := map[string]npzArray{}
+	for _, f := range z.File {
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(r)
+		r.Close()
+		if len(raw) < 10 || string(raw[:8]) != "\x93NUMPY\x01\x00" {
+			t.Fatalf("%s is not a .npy", f.Name)
+		}
+		hl := int(binary.LittleEndian.Uint16(raw[8:10]))
+		m := npyDict.FindStringSubmatch(string(raw[10 : 10+hl]))
+		if m == nil || (10+hl)%64 != 0 {
+			t.Fatalf("%s: header %q", f.Name, raw[10:10+hl])
+		}
+		var shape []int
+		for _, d := range strings.Split(m[2], ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				n, _ := strconv.Atoi(d)
+				shape = append(shape, n)
+			}
+		}
+		out[strings.TrimSuffix(f.Name, ".npy")] = npzArray{descr: m[1], shape: shape, data: raw[10+hl:]}
+	}
+	return out
+}
+
+func (a npzArray) int64s() []int64 {
+	v := make([]int64, len(a.data)/8)
+	for i := range v {
+		v[i] = int64(binary.LittleEndian.Uint64(a.data[8*i:]))
+	}
+	return v
+}
+
+func (a npzArray) strings(t *testing.T) []string {
+	w, _ := strconv.Atoi(strings.TrimPrefix(a.descr, "<U"))
+	var out []string
+	for i := 0; i+4*w <= len(a.data); i += 4 * w {
+		var b []byte
+		for k := 0; k < w; k++ {
+			r := rune(binary.LittleEndian.Uint32(a.data[i+4*k:]))
+			if r == 0 {
+				break
+			}
+			b = utf8.AppendRune(b, r)
+		}
+		p, err := ctlpath.Unquote(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// readBatches reads a job's batch file until the end of an epoch and
+// returns the epoch's paths, labels and tensors' digests.
+func readBatches(t *testing.T, file string) (paths []string, labels []int64, digests []string) {
+	for {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("read %s: %v", file, err)
+			return
+		}
+		if len(b) == 0 {
+			return
+		}
+		a := readNPZ(t, b)
+		x, y, ps := a["x"], a["y"], a["paths"].strings(t)
+		if len(x.shape) != 4 || x.shape[1] != 32 || x.shape[2] != 32 || x.shape[3] != 3 || x.shape[0] != len(ps) || x.descr != "|u1" {
+			t.Errorf("%s: x %s %v for %d paths", file, x.descr, x.shape, len(ps))
+			return
+		}
+		per := 32 * 32 * 3
+		for i := range ps {
+			d := sha256.Sum256(x.data[i*per : (i+1)*per])
+			digests = append(digests, fmt.Sprintf("%x", d[:8]))
+		}
+		paths = append(paths, ps...)
+		labels = append(labels, y.int64s()...)
+	}
+}
+
+func TestBatchesOfThreeJobsShareOnePreprocessingAndRepeatNoTensor(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	good := makeJPEGs(t, src, 30)
+	os.WriteFile(filepath.Join(src, "class0", "corrupt.jpg"), []byte("\xff\xd8\xff broken"), 0o644)
+	e := newEnv(t, src, 1<<30)
+	budget := int64(1 << 20)
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 9, DecodedBytes: 0, AugmentedBytes: budget}
+	e.mount()
+	jobsDir := filepath.Join(e.mnt, ".epochfs/jobs")
+	names := []string{"a", "b", "c"}
+	for _, n := range append(names, "idle") {
+		if err := os.Mkdir(filepath.Join(jobsDir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(jobsDir, n, "config"), []byte("batch_size=8\nseed=1\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The idle job reads one batch, then stops: it is a consumer whose
+	// entries wait for it.
+	idle, _, _ := readOneBatch(t, filepath.Join(jobsDir, "idle", "batch"))
+	seen := make([]map[string]bool, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		seen[i] = map[string]bool{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for epoch := 1; epoch <= 2; epoch++ {
+				paths, labels, digests := readBatches(t, filepath.Join(jobsDir, n, "batch"))
+				sorted := append([]string(nil), paths...)
+				sort.Strings(sorted)
+				want := append([]string(nil), good...)
+				sort.Strings(want)
+				if strings.Join(sorted, "\n") != strings.Join(want, "\n") {
+					t.Errorf("job %s epoch %d: %d paths, not a permutation of the %d good files", n, epoch, len(paths), len(good))
+				}
+				for k, p := range paths {
+					if want := int64(p[len("class")] - '0'); labels[k] != want {
+						t.Errorf("job %s: %s labelled %d, want ImageFolder's %d", n, p, labels[k], want)
+					}
+					if seen[i][digests[k]] {
+						t.Errorf("job %s epoch %d: the tensor of %s was seen before", n, epoch, p)
+					}
+					seen[i][digests[k]] = true
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := e.status()
+	num := func(k string) int64 { v, _ := strconv.ParseInt(st[k], 10, 64); return v }
+	t.Logf("augments %d for 3 jobs × 2 epochs × %d files (+%d for the idle job); cache %d entries, %d bytes of %d",
+		num("preprocess_augments"), len(good), idle, num("augmented_cache_entries"), num("augmented_cache_bytes"), budget)
+	if aug := num("preprocess_augments") - int64(idle); aug > 2*int64(len(good))*11/10 {
+		t.Errorf("%d augmentations for 3 jobs over 2 epochs of %d files: not shared (want at most 1.1 × %d)", aug, len(good), 2*len(good))
+	}
+	if num("augmented_cache_bytes") > budget {
+		t.Errorf("augmented cache holds %d bytes over its %d budget", num("augmented_cache_bytes"), budget)
+	}
+	errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs/errors"))
+	if !bytes.Contains(errs, []byte("class0/corrupt.jpg")) {
+		t.Errorf(".epochfs/errors does not name the corrupt image:\n%s", errs)
+	}
+	jst, _ := os.ReadFile(filepath.Join(jobsDir, "a", "status"))
+	if !bytes.Contains(jst, []byte("corrupt=2")) || !bytes.Contains(jst, []byte("view=augmented")) {
+		t.Errorf("job status lacks the corrupt count or the view:\n%s", jst)
+	}
+	// What waited for the idle job goes with it.
+	if num("augmented_cache_entries") == 0 {
+		t.Error("no entry waits for the idle job")
+	}
+	if err := os.Remove(filepath.Join(jobsDir, "idle")); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.num("augmented_cache_entries"); n != 0 {
+		t.Errorf("%d augmented entries left after the idle job ended", n)
+	}
+}
+
+func readOneBatch(t *testing.T, file string) (int, []string, []int64) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("read %s: %d bytes, %v", file, len(b), err)
+	}
+	a := readNPZ(t, b)
+	return len(a["paths"].strings(t)), a["paths"].strings(t), a["y"].int64s()
+}
