@@ -1,0 +1,123 @@
+"""Batches of preprocessed tensors from the mount (docs/views.md): the daemon decodes and augments
+each sample once for every job on the node that uses the same pipeline, and hands each job its
+batches whole:
+
+    from epochfs import Batches
+    loader = Batches("/mnt/imagenet/train", job="lr-0.1", batch_size=256, seed=7)
+    for epoch in range(E):
+        for x, y in loader:          # x: the stacked tensors, y: ImageFolder's labels
+            ...
+
+AugmentedFolder is a map-style dataset over the job's augmented views, for a DataLoader of your own.
+"""
+import io
+import math
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ._mount import mount_root, register, subset_of
+from ._paths import quote, unquote
+
+
+class Batches:
+    """An iterable over one epoch of (x, y) torch tensors per iteration of a for loop, read from the
+    job's batch file (.epochfs/jobs/JOB/batch, or rank/R/batch for rank R of a data-parallel job of
+    world_size ranks). The job is registered (or reused) with this config: every sample under root,
+    once per epoch, in cache-aware random order (sampler="ods").
+
+    view: "augmented" (the pipeline's random steps per epoch; the default), "decoded" (the static steps
+    only) or "encoded" (x is the files' bytes: a list of bytes objects per batch). augment (a list of
+    steps, e.g. ["random_resized_crop:160", "hflip:0.5"], or [] for none) and output ("uint8_hwc" or
+    "float32_chw") override the mount's [preprocess] pipeline for this job. with_paths=True yields
+    (x, y, paths)."""
+
+    def __init__(self, root, job, batch_size=256, seed=0, sampler="ods", view="augmented", augment=None,
+                 output=None, rank=None, world_size=1, drop_last=False, with_paths=False):
+        root = os.path.abspath(root)
+        self.mnt = mount_root(root)
+        config = {"batch_size": batch_size, "seed": seed, "sampler": sampler, "subset": subset_of(root, self.mnt),
+                  "view": view}
+        if augment is not None:
+            config["augment"] = ",".join(augment) if augment else "none"
+        if output is not None:
+            config["output"] = output
+        if world_size > 1:
+            config["world_size"] = world_size
+            config["drop_last"] = "true" if drop_last else "false"
+        if rank is None or rank == 0:
+            self.dir = register(self.mnt, job, config)
+        else:
+            self.dir = os.path.join(self.mnt, ".epochfs", "jobs", job)
+        self.batch = os.path.join(self.dir, "batch") if world_size <= 1 else \
+            os.path.join(self.dir, "rank", str(rank or 0), "batch")
+        self.view, self.batch_size, self.with_paths = view, batch_size, with_paths
+
+    def __len__(self):
+        """Batches per epoch (for this rank)."""
+        with open(os.path.join(self.dir, "status"), encoding="utf-8") as f:
+            st = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+        return math.ceil(int(st.get("per_rank", st.get("size", 0))) / self.batch_size)
+
+    def __iter__(self):  # one epoch: batches until the 0-byte read that ends it
+        while True:
+            with open(self.batch, "rb") as f:
+                data = f.read()
+            if not data:
+                return
+            with np.load(io.BytesIO(data)) as z:
+                paths = [unquote(p) for p in z["paths"]]
+                y = torch.from_numpy(z["y"])
+                if self.view == "encoded":
+                    buf, off = z["x"], z["offsets"]
+                    x = [buf[off[i]:off[i + 1]].tobytes() for i in range(len(paths))]
+                else:
+                    x = torch.from_numpy(z["x"])
+            yield (x, y, paths) if self.with_paths else (x, y)
+
+
+def find_classes(root):
+    """torchvision ImageFolder's classes: the sorted subdirectories of root."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    return classes, {c: i for i, c in enumerate(classes)}
+
+
+class AugmentedFolder(Dataset):
+    """A map-style dataset of (tensor, label) over the job's augmented views
+    (.epochfs/jobs/JOB/augmented/PATH.npy): each read takes an augmentation the job has not had,
+    made once for every job with the same pipeline. Samples and labels are ImageFolder's: the files
+    under root's class directories (extensions: IMG_EXTENSIONS of torchvision, or any with
+    extensions=None)."""
+
+    IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+    def __init__(self, root, job, seed=0, augment=None, output=None, extensions=IMG_EXTENSIONS):
+        root = os.path.abspath(root)
+        self.mnt = mount_root(root)
+        config = {"seed": seed, "subset": subset_of(root, self.mnt)}
+        if augment is not None:
+            config["augment"] = ",".join(augment) if augment else "none"
+        if output is not None:
+            config["output"] = output
+        self.dir = register(self.mnt, job, config)
+        self.classes, self.class_to_idx = find_classes(root)
+        self.samples = []
+        for c in self.classes:
+            for dirpath, _, files in sorted(os.walk(os.path.join(root, c), followlinks=True)):
+                for name in sorted(files):
+                    if extensions is None or name.lower().endswith(extensions):
+                        self.samples.append((os.path.join(dirpath, name), self.class_to_idx[c]))
+        self.targets = [s[1] for s in self.samples]
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path, label = self.samples[i]
+        rel = os.path.relpath(path, self.mnt)
+        return torch.from_numpy(np.load(os.path.join(self.dir, "augmented", rel + ".npy"))), label
+
+
+__all__ = ["AugmentedFolder", "Batches", "find_classes", "quote"]

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// The Python package's Batches and AugmentedFolder over a real mount with
+// Debian's PyTorch: three jobs take two epochs each of augmented batches;
+// each epoch is a permutation of ImageFolder's samples with its labels, and
+// no job sees a tensor twice; a DataLoader over AugmentedFolder reads the
+// views with ImageFolder's labels.
+func TestPythonBatchesOverAMount(t *testing.T) {
+	requireFUSE(t)
+	requireTorch(t)
+	tmp := t.TempDir()
+	bin, datagenBin, err := buildTools(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(tmp, "source")
+	paths, _ := generate(t, datagenBin, src, 40, 4)
+	cfg := filepath.Join(tmp, "epochfs.toml")
+	os.WriteFile(cfg, []byte("[preprocess]\naugment = [\"random_resized_crop:64\", \"hflip:0.5\"]\noutput = \"float32_chw\"\n"+
+		"normalize = [[0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]\n"), 0o644)
+	mnt := filepath.Join(tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	mountEpochfs(t, bin, src, mnt, filepath.Join(tmp, "tier"), filepath.Join(tmp, "state"), "--config", cfg)
+	pkg, _ := filepath.Abs("../../python")
+	script := `
+import hashlib, json, sys, threading
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets
+from epochfs import Batches, AugmentedFolder
+mnt = sys.argv[1]
+ref = datasets.ImageFolder(mnt)
+import os
+want = {os.path.relpath(p, mnt): y for p, y in ref.samples}
+out = {"jobs": {}, "folder": {}}
+def run(name):
+    b = Batches(mnt, job=name, batch_size=8, seed=3, with_paths=True)
+    seen, epochs = set(), []
+    for epoch in range(2):
+        got, twice, bad_label, shapes = [], 0, 0, set()
+        for x, y, paths in b:
+            shapes.add(tuple(x.shape[1:]) + (str(x.dtype),))
+            for i, p in enumerate(paths):
+                got.append(p)
+                if want[p] != int(y[i]):
+                    bad_label += 1
+                d = hashlib.sha256(x[i].numpy().tobytes()).hexdigest()
+                twice += d in seen
+                seen.add(d)
+        epochs.append({"n": len(got), "distinct": len(set(got)), "covers": set(got) == set(want),
+                       "twice": twice, "bad_label": bad_label, "shapes": sorted(shapes), "len": len(b)})
+    out["jobs"][name] = epochs
+threads = [threading.Thread(target=run, args=(n,)) for n in ("j1", "j2", "j3")]
+[t.start() for t in threads]
+[t.join() for t in threads]
+ds = AugmentedFolder(mnt, job="folder", seed=5)
+n, bad = 0, 0
+for x, y in DataLoader(ds, batch_size=8, shuffle=True, num_workers=2):
+    n += len(y)
+    assert tuple(x.shape[1:]) == (3, 64, 64), x.shape
+mine, theirs = [os.path.relpath(p, mnt) for p, _ in ds.samples], [os.path.relpath(p, mnt) for p, _ in ref.samples]
+out["folder"] = {"n": n, "len": len(ds), "same_samples": mine == theirs, "same_targets": ds.targets == ref.targets}
+print(json.dumps(out))
+`
+	cmd := exec.Command(python, "-c", script, mnt)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pkg)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	var res struct {
+		Jobs map[string][]struct {
+			N        int     `json:"n"`
+			Distinct int     `json:"distinct"`
+			Twice    int     `json:"twice"`
+			BadLabel int     `json:"bad_label"`
+			Len      int     `json:"len"`
+			Covers   bool    `json:"covers"`
+			Shapes   [][]any `json:"shapes"`
+		} `json:"jobs"`
+		Folder struct {
+			N           int  `json:"n"`
+			Len         int  `json:"len"`
+			SameSamples bool `json:"same_samples"`
+			SameTargets bool `json:"same_targets"`
+		} `json:"folder"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for name, epochs := range res.Jobs {
+		for i, ep := range epochs {
+			if ep.N != len(paths) || ep.Distinct != len(paths) || !ep.Covers || ep.Twice != 0 || ep.BadLabel != 0 || ep.Len != 5 {
+				t.Errorf("job %s epoch %d: %+v (want %d samples once each, ImageFolder's labels, no tensor twice)", name, i+1, ep, len(paths))
+			}
+			if len(ep.Shapes) != 1 || len(ep.Shapes[0]) != 4 || ep.Shapes[0][3] != "torch.float32" {
+				t.Errorf("job %s epoch %d: shapes %v, want one (3, 64, 64) float32", name, i+1, ep.Shapes)
+			}
+		}
+	}
+	if len(res.Jobs) != 3 {
+		t.Errorf("jobs: %v", res.Jobs)
+	}
+	if f := res.Folder; f.N != len(paths) || f.Len != len(paths) || !f.SameSamples || !f.SameTargets {
+		t.Errorf("AugmentedFolder: %+v", f)
+	}
+	st := mustStatus(t, mnt)
+	t.Logf("preprocess_augments=%s for 3 jobs × 2 epochs × %d files (+%d for the folder's pass)", st["preprocess_augments"], len(paths), len(paths))
+}
