@@ -13,11 +13,18 @@ type Metrics struct {
 	// ":9464" is refused: listening on every interface is asked for by
 	// name ("0.0.0.0:9464").
 	Listen string `toml:"listen"`
+	// Pprof also serves Go's profiles (net/http/pprof) under
+	// /debug/pprof/ on the same address, for finding where the daemon's
+	// time goes. Off by default.
+	Pprof bool `toml:"pprof"`
 }
 
 // Validate checks the [metrics] section.
 func (m *Metrics) Validate() error {
 	if m.Listen == "" {
+		if m.Pprof {
+			return fmt.Errorf("metrics.pprof = true needs metrics.listen, the address to serve it on")
+		}
 		return nil
 	}
 	host, port, err := net.SplitHostPort(m.Listen)

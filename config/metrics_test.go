@@ -34,3 +34,19 @@ func TestMetricsListenIsOffByDefaultAndWantsAnAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsPprofWantsListen(t *testing.T) {
+	for text, want := range map[string]string{
+		"[metrics]\npprof = true\n":                           "metrics.listen",
+		"[metrics]\nlisten = \"127.0.0.1:0\"\npprof = true\n": "",
+	} {
+		c, err := Parse(Default(), text, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %q", text, err, want)
+		}
+	}
+}

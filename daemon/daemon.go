@@ -92,6 +92,8 @@ type Options struct {
 	// MetricsListen is the metrics endpoint's address (host:port); ""
 	// serves none.
 	MetricsListen string
+	// MetricsPprof also serves Go's profiles on MetricsListen.
+	MetricsPprof bool
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -151,7 +153,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}()
 	if o.MetricsListen != "" {
 		m.met = metrics.New(metrics.Options{Status: m.statusEntries, Jobs: m.jobList, Logger: o.Logger})
-		if m.metSrv, err = m.met.Listen(o.MetricsListen); err != nil {
+		if m.metSrv, err = m.met.Listen(o.MetricsListen, o.MetricsPprof); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}

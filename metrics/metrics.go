@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -129,14 +130,22 @@ type Server struct {
 	done chan struct{}
 }
 
-// Listen serves /metrics on addr (host:port; port 0 picks one).
-func (m *Metrics) Listen(addr string) (*Server, error) {
+// Listen serves /metrics on addr (host:port; port 0 picks one), and Go's
+// profiles under /debug/pprof/ when pprof is set.
+func (m *Metrics) Listen(addr string, pprof bool) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

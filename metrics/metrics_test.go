@@ -97,7 +97,7 @@ func TestEveryStatusKeyIsExportedWithUnitsInTheNames(t *testing.T) {
 			return []Job{{Name: "resnet", Owner: "alice", Status: "name=resnet\nsampler=ods\nbatch_size=32\nepoch=2\nposition=64\nbatches=70\nsource_reads=5\nlast_read=2026-01-02T03:04:05Z\n"}}
 		},
 	})
-	srv, err := m.Listen("127.0.0.1:0")
+	srv, err := m.Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +184,12 @@ func TestEveryKnownKeyHasAUniqueNameWithItsUnit(t *testing.T) {
 
 func TestListenRefusesAnAddressInUse(t *testing.T) {
 	m := New(Options{Status: testStatus})
-	a, err := m.Listen("127.0.0.1:0")
+	a, err := m.Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if b, err := m.Listen(a.Addr()); err == nil {
+	if b, err := m.Listen(a.Addr(), false); err == nil {
 		b.Close()
 		t.Fatalf("a second listen on %s succeeded", a.Addr())
 	}
@@ -198,5 +198,26 @@ func TestListenRefusesAnAddressInUse(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + a.Addr() + "/metrics"); err == nil {
 		t.Fatal("the closed server still answers")
+	}
+}
+
+func TestPprofIsServedOnlyWhenAskedFor(t *testing.T) {
+	m := New(Options{Status: testStatus})
+	for _, on := range []bool{false, true} {
+		srv, err := m.Listen("127.0.0.1:0", on)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + srv.Addr() + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		got := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "goroutine profile")
+		if got != on {
+			t.Errorf("pprof=%v: GET /debug/pprof/goroutine: %d %.60q", on, resp.StatusCode, body)
+		}
 	}
 }

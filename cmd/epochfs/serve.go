@@ -345,6 +345,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		ModelSettings:   ptr(modelSettings(cfg.Model)),
 		Views:           viewsOptions(cfg.Preprocess),
 		MetricsListen:   cfg.Metrics.Listen,
+		MetricsPprof:    cfg.Metrics.Pprof,
 		ShutdownTimeout: ma.shutdownTimeout,
 		RuntimeDir:      daemon.RuntimeDir(), ConfigID: ma.configID,
 		Logger: log,
