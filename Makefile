@@ -70,3 +70,11 @@ bench-readpath: build
 .PHONY: bench-faults
 bench-faults: build
 	$(GO) test -run '^$$' -bench SourceFaults -benchtime 1x -timeout 60m ./test/bench/faults
+
+# Preprocessed views against torchvision DataLoaders (docs/benchmarks.md,
+# "Preprocessed views"): three jobs through batch, one job from the decoded
+# cache, view=encoded batches against native reads. Needs root and Debian's
+# python3-torch/torchvision; ~20 minutes.
+.PHONY: bench-views
+bench-views: build
+	bash test/bench/views/run.sh

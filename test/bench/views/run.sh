@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Preprocessed views against torchvision (docs/benchmarks.md, "Preprocessed views"):
+#
+#   three   3 concurrent jobs taking augmented batches (epochfs.Batches) vs 3 torchvision
+#           DataLoaders (RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor) over the same
+#           mount, one epoch each, the same total worker count (WORKERS: the daemon's
+#           [preprocess] workers, one DataLoader worker per job); aggregate samples/s, the
+#           preprocessing operations per epoch, and the daemon's peak RSS against its budgets.
+#   decoded one job, epochs 2-3 from a decoded cache that holds the dataset, vs one DataLoader
+#           with WORKERS workers, epochs 2-3.
+#   encoded view=encoded batches of 256 vs 8 threads reading the tier directory (warm page cache).
+#
+# The dataset (FILES ImageNet-like JPEGs from test/datagen, in CLASSES classes) is resident in the
+# tier before anything is measured. Runs alternate which side goes first; REPS repetitions; the
+# median and the spread are printed. Needs root, Debian's python3-torch/torchvision (/usr/bin/python3).
+#
+# Environment: WORK (/var/tmp/epochfs-bench-views), FILES (2000), CLASSES (100), REPS (3),
+# WORKERS (3), CASES ("three decoded encoded").
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+HERE=$ROOT/test/bench/views
+WORK=${WORK:-/var/tmp/epochfs-bench-views}
+FILES=${FILES:-2000}
+CLASSES=${CLASSES:-100}
+REPS=${REPS:-3}
+WORKERS=${WORKERS:-3}
+CASES=${CASES:-three decoded encoded}
+PY=/usr/bin/python3
+export PATH=$PATH:/usr/local/go/bin PYTHONPATH=$ROOT/python
+EPOCHFS=$WORK/bin/epochfs
+SRC=$WORK/src MNT=$WORK/mnt TIER=$WORK/tier STATE=$WORK/state
+RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
+DAEMON=
+
+log() { echo "views: $*" >&2; }
+die() { log "$*"; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root"
+mounted() { awk -v m="$MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+do_unmount() {
+	if mounted; then "$EPOCHFS" unmount --lazy "$MNT" >/dev/null 2>&1 || umount -l "$MNT" || true; fi
+	DAEMON=
+}
+trap do_unmount EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK/bin" "$MNT"
+(cd "$ROOT" && go build -o "$WORK/bin/" ./cmd/epochfs ./test/datagen/cmd/datagen)
+if [ ! -e "$WORK/src.complete" ] || [ "$(cat "$WORK/src.complete")" != "$FILES $CLASSES" ]; then
+	log "generating $FILES files"
+	rm -rf "$SRC" "$TIER" "$STATE"
+	"$WORK/bin/datagen" -out "$SRC" -files "$FILES" -classes "$CLASSES" -seed 1 >&2
+	echo "$FILES $CLASSES" >"$WORK/src.complete"
+fi
+
+# mount_views NAME TOML: mount with [preprocess] from TOML, the dataset resident.
+mount_views() {
+	cat >"$WORK/$1.toml"
+	local out
+	out=$("$EPOCHFS" mount --config "$WORK/$1.toml" --tier "disk=$TIER:100GiB" --state "$STATE" "$SRC" "$MNT")
+	DAEMON=$(sed -n 's/.*(pid \([0-9]*\),.*/\1/p' <<<"$out")
+	"$EPOCHFS" warmup --wait 100 "$MNT" >/dev/null
+}
+stat_of() { sed -n "s/^$1=//p" "$MNT/.epochfs/status"; }
+hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$DAEMON/status"; }
+clear_hwm() { echo 5 >"/proc/$DAEMON/clear_refs" 2>/dev/null || true; }
+
+# run3 CMD...: runs 3 consumers at once; prints their samples and the seconds from the first
+# consumer's start of the epoch to the last one's end (Python's start-up is not counted).
+run3() {
+	local pids=() i
+	for i in 1 2 3; do
+		"$@" "$i" >"$WORK/out.$i" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+	jq -s 'add | "\([.[].samples] | add) \(([.[].end] | max) - ([.[].start] | min))"' -r "$WORK"/out.[123]
+}
+epochfs_job() { $PY "$HERE/consume.py" batches "$MNT" "j$REP-$1" --epochs 1 --batch 64; }
+tv_job() { $PY "$HERE/consume.py" torchvision "$MNT" --epochs 1 --workers 1 --batch 64; }
+
+report() { # CASE KEY VALUES...: median (min-max)
+	local cs=$1 key=$2
+	shift 2
+	printf '%s\n' "$@" | sort -g | awk -v c="$cs" -v k="$key" '{ v[NR] = $1 } END { printf "%s %s: %.2f (%.2f-%.2f), n=%d\n", c, k, v[int((NR+1)/2)], v[1], v[NR], NR }'
+}
+
+log "load at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for cs in $CASES; do
+	case $cs in
+	three)
+		mount_views three <<TOML
+[preprocess]
+augment = ["random_resized_crop:224", "hflip:0.5"]
+output = "uint8_hwc"
+workers = $WORKERS
+decoded_cache = "0"
+augmented_cache = "2GiB"
+TOML
+		ratios=() rss=()
+		first=$(stat_of preprocess_augments)
+		for REP in $(seq "$REPS"); do
+			order="epochfs tv"
+			[ $((REP % 2)) = 0 ] && order="tv epochfs"
+			for side in $order; do
+				if [ "$side" = epochfs ]; then
+					before=$(stat_of preprocess_augments)
+					clear_hwm
+					read -r n s < <(run3 epochfs_job)
+					after=$(stat_of preprocess_augments)
+					e_rate=$(echo "$n / $s" | bc -l)
+					rss+=("$(hwm_kb)")
+					log "three rep $REP epochfs: $n samples in ${s}s; $((after - before)) augmentations"
+				else
+					read -r n s < <(run3 tv_job)
+					t_rate=$(echo "$n / $s" | bc -l)
+					log "three rep $REP torchvision: $n samples in ${s}s"
+				fi
+			done
+			ratios+=("$(echo "$e_rate / $t_rate" | bc -l)")
+			echo "{\"case\":\"three\",\"rep\":$REP,\"epochfs_sps\":$e_rate,\"torchvision_sps\":$t_rate}" >>"$RESULTS"
+		done
+		report three "aggregate samples/s, epochfs batches / torchvision DataLoaders" "${ratios[@]}"
+		# Over the whole run: what the producer made ahead for an epoch that never came counts too.
+		sleep 2
+		ops=$(echo "($(stat_of preprocess_augments) - $first) / ($REPS * $FILES)" | bc -l)
+		printf 'three preprocessing operations per epoch of 3 jobs / dataset: %.3f (%d epochs)\n' "$ops" "$REPS"
+		report three "daemon peak RSS (KiB; budgets: augmented 2GiB, decoded 0)" "${rss[@]}"
+		do_unmount
+		;;
+	decoded)
+		mount_views decoded <<TOML
+[preprocess]
+augment = ["random_resized_crop:224", "hflip:0.5"]
+output = "uint8_hwc"
+workers = $WORKERS
+decoded_cache = "8GiB"
+augmented_cache = "512MiB"
+TOML
+		ratios=()
+		for REP in $(seq "$REPS"); do
+			e=$($PY "$HERE/consume.py" batches "$MNT" "d$REP" --epochs 3 --batch 64)
+			t=$($PY "$HERE/consume.py" torchvision "$MNT" --epochs 3 --workers "$WORKERS" --batch 64)
+			er=$(jq '([.[1:][].samples] | add) / ([.[1:][].seconds] | add)' <<<"$e")
+			tr=$(jq '([.[1:][].samples] | add) / ([.[1:][].seconds] | add)' <<<"$t")
+			log "decoded rep $REP: epochfs epochs 2-3 $er samples/s, torchvision $tr (cache $(stat_of decoded_cache_entries) entries)"
+			ratios+=("$(echo "$er / $tr" | bc -l)")
+			echo "{\"case\":\"decoded\",\"rep\":$REP,\"epochfs_sps\":$er,\"torchvision_sps\":$tr}" >>"$RESULTS"
+		done
+		report decoded "samples/s in epochs 2-3, one job from the decoded cache / torchvision" "${ratios[@]}"
+		do_unmount
+		;;
+	encoded)
+		mount_views encoded <<TOML
+[preprocess]
+workers = $WORKERS
+TOML
+		ratios=()
+		$PY "$HERE/consume.py" native "$TIER/data" --threads 8 >/dev/null # warm both
+		$PY "$HERE/consume.py" batches "$MNT" warm --view encoded --batch 256 >/dev/null
+		for REP in $(seq "$REPS"); do
+			e=$($PY "$HERE/consume.py" batches "$MNT" "e$REP" --view encoded --batch 256)
+			n=$($PY "$HERE/consume.py" native "$TIER/data" --threads 8)
+			er=$(jq '.[0].samples / .[0].seconds' <<<"$e")
+			nr=$(jq '.[0].samples / .[0].seconds' <<<"$n")
+			log "encoded rep $REP: batches $er files/s, native 8 threads $nr"
+			ratios+=("$(echo "$er / $nr" | bc -l)")
+			echo "{\"case\":\"encoded\",\"rep\":$REP,\"epochfs_sps\":$er,\"native_sps\":$nr}" >>"$RESULTS"
+		done
+		report encoded "files/s, view=encoded batches / native 8-reader reads of the tier" "${ratios[@]}"
+		do_unmount
+		;;
+	esac
+done
+log "results in $RESULTS"
