@@ -78,11 +78,27 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 type batchHandle struct {
 	n *batchFile
 
-	mu   sync.Mutex
-	data []byte
+	mu    sync.Mutex
+	batch *jobs.Batch
+	data  []byte
 }
 
-var _ fusefs.FileReader = (*batchHandle)(nil)
+var (
+	_ fusefs.FileReader   = (*batchHandle)(nil)
+	_ fusefs.FileReleaser = (*batchHandle)(nil)
+)
+
+// Release gives the last batch's buffer back for later batches: no read of
+// this handle is in flight once the kernel releases it. (A batch replaced
+// by a read at offset 0 is left to the garbage collector, since another
+// thread may still be reading it through the same descriptor.)
+func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.batch.Release()
+	h.batch, h.data = nil, nil
+	return 0
+}
 
 func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.mu.Lock()
@@ -97,7 +113,7 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		case err != nil:
 			return nil, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "batch"), err)
 		}
-		h.data = nil
+		h.batch, h.data = b, nil
 		if b != nil {
 			h.data = b.NPZ
 			if len(b.Corrupt) > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,9 @@ type jobView struct {
 	// it. A job that reads only next is not: generations would wait in
 	// the cache for it forever. Guarded by Manager.mu.
 	active bool
+	// advised: the samples of the job's plan whose files were last read
+	// ahead (view=encoded); used by the manager's loop only.
+	advised map[int]struct{}
 
 	cached, produced, corrupt atomic.Int64
 }
@@ -303,7 +307,11 @@ func (m *Manager) Candidates(job string, dst []int, max int) []int {
 	return dst
 }
 
-// produce asks the engine to work ahead on every views job's plans.
+// produce works ahead on every views job's plans: the engine produces the
+// augmented views of its upcoming samples; the files of a view=encoded
+// job's upcoming samples are read ahead into the page cache, so that the
+// batch reads that gather them do not wait on the disk one batch at a
+// time.
 func (m *Manager) produce() {
 	if m.vs == nil {
 		return
@@ -316,13 +324,29 @@ func (m *Manager) produce() {
 	var ws []want
 	m.mu.Lock()
 	for name, j := range m.jobs {
-		if j.vw != nil && j.vw.active && j.vw.form == ViewAugmented {
+		if j.vw != nil && j.vw.active && (j.vw.form == ViewAugmented || j.vw.form == ViewEncoded) {
 			ws = append(ws, want{j.vw, name, j.cfg.WorldSize})
 		}
 	}
 	m.mu.Unlock()
 	var plan []int
 	for _, w := range ws {
+		if w.jv.form == ViewEncoded {
+			next := make(map[int]struct{}, len(w.jv.advised))
+			for r := 0; r < w.ranks; r++ {
+				plan, _ = m.s.Plan(w.name, r, plan[:0])
+				for _, s := range plan {
+					next[s] = struct{}{}
+					if _, done := w.jv.advised[s]; !done {
+						if e := m.p.Catalog().ByIndex(s); e != nil {
+							m.p.Readahead(e)
+						}
+					}
+				}
+			}
+			w.jv.advised = next
+			continue
+		}
 		for r := 0; r < w.ranks; r++ {
 			plan, _ = m.s.Plan(w.name, r, plan[:0])
 			for _, s := range plan {
@@ -444,21 +468,36 @@ func (m *Manager) gather(ctx context.Context, name string, rank int, jv *jobView
 	return pick, nil
 }
 
-// assemble produces (or takes) the samples' forms and builds the .npz.
+// assemble produces (or takes) the samples' forms and builds the .npz in
+// one buffer (npz.go): tensors are copied into it once, files are read
+// straight into their slots.
 func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch, bool, error) {
 	type got struct {
+		e    *placement.Entry
 		t    *preprocess.Tensor
-		raw  []byte
+		r    *placement.Reader // view=encoded: the file, open
 		info preprocess.TakeInfo
 		err  error
 	}
 	res := make([]got, len(pick))
+	defer func() {
+		for i := range res {
+			if res[i].r != nil {
+				res[i].r.Close()
+			}
+		}
+	}()
+	cat := m.p.Catalog()
 	var wg sync.WaitGroup
 	for i, s := range pick {
+		r := &res[i]
+		if r.e = cat.ByIndex(s); r.e == nil {
+			r.err = fmt.Errorf("jobs: sample %d: %w", s, placement.ErrNoEntry)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &res[i]
 			switch jv.form {
 			case ViewAugmented:
 				r.t, r.info, r.err = jv.view.Take(ctx, jv.consumer, s)
@@ -468,92 +507,134 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch
 					r.t = &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: img.Compact().Pix}
 				}
 			default:
-				e := m.p.Catalog().ByIndex(s)
-				if e == nil {
-					r.err = fmt.Errorf("jobs: sample %d: %w", s, placement.ErrNoEntry)
-					return
-				}
-				r.raw, r.err = m.p.ReadFile(ctx, e)
+				r.r, r.err = m.p.Open(ctx, r.e)
 			}
 		}()
 	}
 	wg.Wait()
+
 	b := &Batch{}
-	var labels []int64
-	var quoted []string
-	var parts [][]byte
+	var keep []int // indexes into res of the samples in the batch
 	var shape []int
 	dtype := preprocess.Uint8
-	for i, s := range pick {
-		r := res[i]
-		e := m.p.Catalog().ByIndex(s)
+	total := 0
+	for i := range res {
+		r := &res[i]
 		if r.err != nil {
 			if ctx.Err() != nil {
 				return nil, false, fmt.Errorf("jobs: batch: %w", ctx.Err())
 			}
-			if errors.Is(r.err, preprocess.ErrCorrupt) || errors.Is(r.err, preprocess.ErrTooLarge) || errors.Is(r.err, preprocess.ErrUnsupported) {
+			if r.e != nil && (errors.Is(r.err, preprocess.ErrCorrupt) || errors.Is(r.err, preprocess.ErrTooLarge) || errors.Is(r.err, preprocess.ErrUnsupported)) {
 				jv.corrupt.Add(1)
-				b.Corrupt = append(b.Corrupt, e.Path)
+				b.Corrupt = append(b.Corrupt, r.e.Path)
 				continue
 			}
-			return nil, false, fmt.Errorf("jobs: batch: %s: %w", e.Path, r.err)
+			path := "?"
+			if r.e != nil {
+				path = r.e.Path
+			}
+			return nil, false, fmt.Errorf("jobs: batch: %s: %w", path, r.err)
 		}
-		switch {
-		case r.t != nil:
+		if r.t != nil {
 			if shape == nil {
 				shape, dtype = r.t.Shape, r.t.DType
 			} else if !slices.Equal(shape, r.t.Shape) {
-				return nil, false, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, e.Path, r.t.Shape, shape)
+				return nil, false, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, r.e.Path, r.t.Shape, shape)
 			}
-			parts = append(parts, tensorBytes(r.t))
+			total += len(tensorBytes(r.t))
 			if r.info.Cached {
 				jv.cached.Add(1)
 			} else {
 				jv.produced.Add(1)
 			}
-		default:
-			parts = append(parts, r.raw)
+		} else {
+			total += int(r.r.Size())
 		}
-		b.Paths = append(b.Paths, e.Path)
-		quoted = append(quoted, ctlpath.Quote(e.Path))
-		labels = append(labels, jv.label(e.Path))
+		keep = append(keep, i)
+		b.Paths = append(b.Paths, r.e.Path)
 	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
+	quoted := make([]string, len(keep))
+	labels := make([]int64, len(keep))
+	for k, i := range keep {
+		quoted[k] = ctlpath.Quote(res[i].e.Path)
+		labels[k] = jv.label(res[i].e.Path)
 	}
-	data := make([]byte, 0, total)
-	offsets := []int64{0}
-	for _, p := range parts {
-		data = append(data, p...)
-		offsets = append(offsets, int64(len(data)))
-	}
-	var x npyArray
-	var arrays []npyArray
+
+	x := npyMember{name: "x", descr: "|u1", shape: []int{total}, size: total}
+	members := []npyMember{x}
 	if jv.form == ViewEncoded {
-		x = npyArray{name: "x", descr: "|u1", shape: []int{len(data)}, data: data}
-		arrays = []npyArray{x, int64Array("offsets", offsets)}
+		members = append(members, npyMember{name: "offsets", descr: "<i8", shape: []int{len(keep) + 1}, size: 8 * (len(keep) + 1)})
 	} else {
-		descr := "|u1"
 		if dtype == preprocess.Float32 {
-			descr = "<f4"
+			members[0].descr = "<f4"
 		}
-		x = npyArray{name: "x", descr: descr, shape: append([]int{len(parts)}, shape...), data: data}
-		if len(parts) == 0 {
-			x.shape = []int{0}
+		members[0].shape = append([]int{len(keep)}, shape...)
+		if len(keep) == 0 {
+			members[0].shape = []int{0}
 		}
-		arrays = []npyArray{x}
 	}
-	arrays = append(arrays, int64Array("y", labels), stringArray("paths", quoted))
-	npz, err := writeNPZ(arrays)
+	width := stringsWidth(quoted)
+	members = append(members,
+		npyMember{name: "y", descr: "<i8", shape: []int{len(keep)}, size: 8 * len(keep)},
+		npyMember{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{len(keep)}, size: 4 * width * len(keep)})
+	f, err := newNPZ(members)
 	if err != nil {
 		return nil, false, err
 	}
-	b.NPZ = npz
+	ok := false
+	defer func() {
+		if !ok {
+			putBuffer(f.buf)
+		}
+	}()
+	data := f.Data(0)
+	offsets := make([]int64, 0, len(keep)+1)
+	off := 0
+	for _, i := range keep {
+		r := &res[i]
+		offsets = append(offsets, int64(off))
+		if r.t != nil {
+			off += copy(data[off:], tensorBytes(r.t))
+		} else {
+			off += int(r.r.Size())
+		}
+	}
+	offsets = append(offsets, int64(off))
+	if jv.form == ViewEncoded {
+		errs := make([]error, len(keep))
+		for k, i := range keep {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[k] = res[i].r.ReadFull(ctx, data[offsets[k]:offsets[k+1]])
+			}()
+		}
+		wg.Wait()
+		for k, err := range errs {
+			if err != nil {
+				return nil, false, fmt.Errorf("jobs: batch: %s: %w", b.Paths[k], err)
+			}
+		}
+		putInt64s(f.Data(1), offsets)
+	}
+	n := len(members)
+	putInt64s(f.Data(n-2), labels)
+	putStrings(f.Data(n-1), quoted, width)
+	b.NPZ = f.Finish()
+	ok = true
 	if len(b.Corrupt) > 0 {
 		m.log.Warn("batch: samples left out", zap.Strings("corrupt", b.Corrupt))
 	}
 	return b, false, nil
+}
+
+// Release gives the batch's buffer back for later batches; b.NPZ must not
+// be used afterwards.
+func (b *Batch) Release() {
+	if b != nil && b.NPZ != nil {
+		putBuffer(b.NPZ)
+		b.NPZ = nil
+	}
 }
 
 // tensorBytes is t's data as bytes (little-endian: the platforms epochfs

@@ -316,16 +316,31 @@ func (p *Placer) ReadFile(ctx context.Context, e *Entry) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	buf := make([]byte, r.attr.Size)
+	buf := make([]byte, r.Size())
+	if err := r.ReadFull(ctx, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// Size is the file's size in the version the open saw.
+func (r *Reader) Size() int64 { return r.attr.Size }
+
+// ReadFull reads the whole file into buf, which holds Size() bytes; a file
+// that ends early changed since the open.
+func (r *Reader) ReadFull(ctx context.Context, buf []byte) error {
+	if int64(len(buf)) != r.attr.Size {
+		return fmt.Errorf("placement: read %s: a buffer of %d bytes for a file of %d", r.e.Path, len(buf), r.attr.Size)
+	}
 	for off := 0; off < len(buf); {
 		n, err := r.ReadAt(ctx, buf[off:], int64(off))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", e.Path, tier.ErrSourceChanged, off, len(buf))
+			return fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", r.e.Path, tier.ErrSourceChanged, off, len(buf))
 		}
 		off += n
 	}
-	return buf, nil
+	return nil
 }

@@ -10,7 +10,6 @@ batches whole:
 
 AugmentedFolder is a map-style dataset over the job's augmented views, for a DataLoader of your own.
 """
-import io
 import math
 import os
 
@@ -19,6 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._mount import mount_root, register, subset_of
+from ._npz import load_npz, read_file
 from ._paths import quote, unquote
 
 
@@ -62,19 +62,20 @@ class Batches:
         return math.ceil(int(st.get("per_rank", st.get("size", 0))) / self.batch_size)
 
     def __iter__(self):  # one epoch: batches until the 0-byte read that ends it
+        hint = 1 << 20
         while True:
-            with open(self.batch, "rb") as f:
-                data = f.read()
-            if not data:
+            data = read_file(self.batch, hint)  # one read; the tensors are views of this buffer
+            if not len(data):
                 return
-            with np.load(io.BytesIO(data)) as z:
-                paths = [unquote(p) for p in z["paths"]]
-                y = torch.from_numpy(z["y"])
-                if self.view == "encoded":
-                    buf, off = z["x"], z["offsets"]
-                    x = [buf[off[i]:off[i + 1]].tobytes() for i in range(len(paths))]
-                else:
-                    x = torch.from_numpy(z["x"])
+            hint = len(data) + (len(data) >> 4)
+            z = load_npz(data)
+            paths = [unquote(p) for p in z["paths"].tolist()]
+            y = torch.from_numpy(z["y"])
+            if self.view == "encoded":
+                buf, off = z["x"], z["offsets"]
+                x = [buf[off[i]:off[i + 1]].tobytes() for i in range(len(paths))]
+            else:
+                x = torch.from_numpy(z["x"])
             yield (x, y, paths) if self.with_paths else (x, y)
 
 

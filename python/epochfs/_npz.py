@@ -1,0 +1,77 @@
+"""Reading batch files without copying them: a batch is a stored (uncompressed) .npz, so every
+member is a run of bytes inside the file. read_file reads the file in one system call into a fresh
+buffer, and load_npz returns NumPy arrays that are views of that buffer (no zlib, no per-member
+copy). Anything that is not such an archive is handed to numpy.load."""
+import io
+import os
+import struct
+
+import numpy as np
+
+_END = struct.Struct("<IHHHHIIH")  # end of central directory, 22 bytes
+_CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")  # central directory header, 46 bytes
+_LOCAL_NAMES = struct.Struct("<HH")  # name and extra lengths at offset 26 of a local header
+
+
+def read_file(path, hint=1 << 20):
+    """The whole file at path, as a memoryview of a new bytearray; hint: the size expected."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        buf = bytearray(max(hint, 1 << 16))
+        n = 0
+        while True:
+            if n == len(buf):
+                buf += bytearray(len(buf))
+            k = os.readv(fd, [memoryview(buf)[n:]])
+            if k == 0:
+                return memoryview(buf)[:n]
+            n += k
+    finally:
+        os.close(fd)
+
+
+def load_npz(mv):
+    """The arrays of the .npz in mv, by name (without .npy): views of mv when the archive is stored
+    and its members are NumPy 1.0 arrays, else what numpy.load gives."""
+    try:
+        return _stored(mv)
+    except (ValueError, struct.error, KeyError):
+        with np.load(io.BytesIO(mv)) as z:
+            return {k: z[k] for k in z.files}
+
+
+def _stored(mv):
+    if len(mv) < _END.size:
+        raise ValueError("too short")
+    sig, _, _, _, count, _, off, comment = _END.unpack_from(mv, len(mv) - _END.size)
+    if sig != 0x06054B50 or comment != 0:
+        raise ValueError("no end record")
+    out = {}
+    p = off
+    for _ in range(count):
+        (sig, _, _, _, method, _, _, _, csize, usize, nlen, xlen, clen, _, _, _, local) = _CENTRAL.unpack_from(mv, p)
+        if sig != 0x02014B50 or method != 0 or csize != usize:
+            raise ValueError("not a stored member")
+        name = bytes(mv[p + 46:p + 46 + nlen]).decode("utf-8")
+        p += 46 + nlen + xlen + clen
+        lnlen, lxlen = _LOCAL_NAMES.unpack_from(mv, local + 26)
+        out[name[:-4] if name.endswith(".npy") else name] = _npy(mv, local + 30 + lnlen + lxlen, usize)
+    return out
+
+
+def _npy(mv, start, size):
+    if bytes(mv[start:start + 8]) != b"\x93NUMPY\x01\x00":
+        raise ValueError("not a NumPy 1.0 array")
+    (hl,) = struct.unpack_from("<H", mv, start + 8)
+    # read_array_header_1_0 reads the header's length and the header that follow magic and version.
+    shape, fortran, dtype = np.lib.format.read_array_header_1_0(io.BytesIO(bytes(mv[start + 8:start + 10 + hl])))
+    if fortran:
+        raise ValueError("Fortran order")
+    count = 1
+    for d in shape:
+        count *= d
+    data = start + 10 + hl
+    if count * dtype.itemsize != size - 10 - hl:
+        raise ValueError("size does not match the header")
+    return np.frombuffer(mv, dtype=dtype, count=count, offset=data).reshape(shape)
+

@@ -1,0 +1,73 @@
+"""The zero-copy batch reader against numpy.load, on archives numpy itself wrote and ones shaped as
+the daemon writes them."""
+import io
+import os
+import tempfile
+import unittest
+import zipfile
+
+import numpy as np
+
+from epochfs._npz import load_npz, read_file
+
+
+class LoadNPZ(unittest.TestCase):
+    def check(self, raw, want):
+        got = load_npz(memoryview(bytearray(raw)))
+        self.assertEqual(sorted(got), sorted(want))
+        for k, v in want.items():
+            self.assertEqual(got[k].dtype, v.dtype, k)
+            np.testing.assert_array_equal(got[k], v, k)
+
+    def test_stored_archive_numpy_wrote(self):
+        want = {"x": np.arange(2 * 3 * 4 * 3, dtype=np.uint8).reshape(2, 3, 4, 3),
+                "y": np.array([3, -1], dtype=np.int64),
+                "paths": np.array(["a/b.jpg", "é/c d.jpg"]),
+                "f": np.linspace(0, 1, 7, dtype=np.float32)}
+        b = io.BytesIO()
+        np.savez(b, **want)
+        self.check(b.getvalue(), want)
+
+    def test_arrays_are_views_of_the_buffer(self):
+        b = io.BytesIO()
+        np.savez(b, x=np.zeros(1000, dtype=np.uint8))
+        buf = bytearray(b.getvalue())
+        x = load_npz(memoryview(buf))["x"]
+        self.assertTrue(x.flags.writeable)
+        i = bytes(buf).index(b"\x00" * 1000)
+        buf[i + 10] = 7
+        self.assertEqual(x[10], 7)
+
+    def test_compressed_archive_falls_back_to_numpy(self):
+        want = {"x": np.arange(100, dtype=np.int64)}
+        b = io.BytesIO()
+        np.savez_compressed(b, **want)
+        self.check(b.getvalue(), want)
+
+    def test_archive_with_a_comment_falls_back(self):
+        want = {"y": np.arange(5, dtype=np.int64)}
+        b = io.BytesIO()
+        np.savez(b, **want)
+        with zipfile.ZipFile(b, "a") as z:
+            z.comment = b"hello"
+        self.check(b.getvalue(), want)
+
+    def test_garbage_is_an_error(self):
+        with self.assertRaises(Exception):
+            load_npz(memoryview(bytearray(b"not a zip file at all, not even close")))
+
+
+class ReadFile(unittest.TestCase):
+    def test_reads_whole_files_of_any_size_whatever_the_hint(self):
+        with tempfile.TemporaryDirectory() as d:
+            for size in (0, 1, 65535, 65536, 65537, 3 << 20):
+                p = os.path.join(d, str(size))
+                data = os.urandom(size)
+                with open(p, "wb") as f:
+                    f.write(data)
+                for hint in (1, 1 << 16, size, 1 << 22):
+                    self.assertEqual(bytes(read_file(p, hint)), data, (size, hint))
+
+
+if __name__ == "__main__":
+    unittest.main()
