@@ -8,7 +8,8 @@
 #           preprocessing operations per epoch, and the daemon's peak RSS against its budgets.
 #   decoded one job, epochs 2-3 from a decoded cache that holds the dataset, vs one DataLoader
 #           with WORKERS workers, epochs 2-3.
-#   encoded view=encoded batches of 256 vs 8 threads reading the tier directory (warm page cache).
+#   encoded view=encoded batches of 256 vs 8 threads reading the tier directory, with the page
+#           cache warm (every file read just before) and cold (drop_caches before each side).
 #
 # The dataset (FILES ImageNet-like JPEGs from test/datagen, in CLASSES classes) is resident in the
 # tier before anything is measured. Runs alternate which side goes first; REPS repetitions; the
@@ -76,6 +77,9 @@ run3() {
 	jq -s 'add | "\([.[].samples] | add) \(([.[].end] | max) - ([.[].start] | min))"' -r "$WORK"/out.[123]
 }
 epochfs_job() { $PY "$HERE/consume.py" batches "$MNT" "j$REP-$1" --epochs 1 --batch 64; }
+# end_jobs NAME...: a finished job is removed, as a training script's epilogue would; a job left
+# behind stays a consumer of the views until its lease ends and would keep what it has not taken.
+end_jobs() { local j; for j in "$@"; do rmdir "$MNT/.epochfs/jobs/$j"; done; }
 tv_job() { $PY "$HERE/consume.py" torchvision "$MNT" --epochs 1 --workers 1 --batch 64; }
 
 report() { # CASE KEY VALUES...: median (min-max)
@@ -106,6 +110,7 @@ TOML
 					before=$(stat_of preprocess_augments)
 					clear_hwm
 					read -r n s < <(run3 epochfs_job)
+					end_jobs "j$REP-1" "j$REP-2" "j$REP-3"
 					after=$(stat_of preprocess_augments)
 					e_rate=$(echo "$n / $s" | bc -l)
 					rss+=("$(hwm_kb)")
@@ -139,6 +144,7 @@ TOML
 		ratios=()
 		for REP in $(seq "$REPS"); do
 			e=$($PY "$HERE/consume.py" batches "$MNT" "d$REP" --epochs 3 --batch 64)
+			end_jobs "d$REP"
 			t=$($PY "$HERE/consume.py" torchvision "$MNT" --epochs 3 --workers "$WORKERS" --batch 64)
 			er=$(jq '([.[1:][].samples] | add) / ([.[1:][].seconds] | add)' <<<"$e")
 			tr=$(jq '([.[1:][].samples] | add) / ([.[1:][].seconds] | add)' <<<"$t")
@@ -154,19 +160,31 @@ TOML
 [preprocess]
 workers = $WORKERS
 TOML
-		ratios=()
-		$PY "$HERE/consume.py" native "$TIER/data" --threads 8 >/dev/null # warm both
+		warm=() cold=()
 		$PY "$HERE/consume.py" batches "$MNT" warm --view encoded --batch 256 >/dev/null
+		end_jobs warm
 		for REP in $(seq "$REPS"); do
-			e=$($PY "$HERE/consume.py" batches "$MNT" "e$REP" --view encoded --batch 256)
-			n=$($PY "$HERE/consume.py" native "$TIER/data" --threads 8)
-			er=$(jq '.[0].samples / .[0].seconds' <<<"$e")
-			nr=$(jq '.[0].samples / .[0].seconds' <<<"$n")
-			log "encoded rep $REP: batches $er files/s, native 8 threads $nr"
-			ratios+=("$(echo "$er / $nr" | bc -l)")
-			echo "{\"case\":\"encoded\",\"rep\":$REP,\"epochfs_sps\":$er,\"native_sps\":$nr}" >>"$RESULTS"
+			for temp in warm cold; do
+				order="epochfs native"
+				[ $((REP % 2)) = 0 ] && order="native epochfs"
+				for side in $order; do
+					if [ "$temp" = cold ]; then sync; echo 3 >/proc/sys/vm/drop_caches; else
+						cat "$TIER"/data/*/* >/dev/null; fi
+					if [ "$side" = epochfs ]; then
+						er=$($PY "$HERE/consume.py" batches "$MNT" "e$REP$temp" --view encoded --batch 256 | jq '.[0].samples / .[0].seconds')
+						end_jobs "e$REP$temp"
+					else
+						nr=$($PY "$HERE/consume.py" native "$TIER/data" --threads 8 | jq '.[0].samples / .[0].seconds')
+					fi
+				done
+				log "encoded rep $REP $temp: batches $er files/s, native 8 threads $nr"
+				r=$(echo "$er / $nr" | bc -l)
+				if [ "$temp" = warm ]; then warm+=("$r"); else cold+=("$r"); fi
+				echo "{\"case\":\"encoded-$temp\",\"rep\":$REP,\"epochfs_sps\":$er,\"native_sps\":$nr}" >>"$RESULTS"
+			done
 		done
-		report encoded "files/s, view=encoded batches / native 8-reader reads of the tier" "${ratios[@]}"
+		report encoded "files/s, view=encoded batches / native 8-reader reads of the tier, warm" "${warm[@]}"
+		report encoded "files/s, view=encoded batches / native 8-reader reads of the tier, cold" "${cold[@]}"
 		do_unmount
 		;;
 	esac
