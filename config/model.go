@@ -42,6 +42,20 @@ type Model struct {
 	// Split forces the split of the memory budget, "ENCODED-DECODED-AUGMENTED"
 	// in percent (e.g. "58-42-0"); empty: the model chooses.
 	Split string `toml:"split"`
+	// Rules is "views" (epochfs's caches: augmented tensors are never
+	// reused, augmented memory lets jobs share them; the default with a
+	// local cache) or "paper" (Seneca's equations as printed; the default
+	// with cache = "remote").
+	Rules string `toml:"rules"`
+	// The views rules' inputs: jobs with one pipeline per node, the bytes
+	// of a decoded sample and of an augmented one, the samples of
+	// augmented memory the jobs need to share a production, and whether
+	// the jobs ingest on the CPUs that preprocess (no GPU).
+	Jobs           *int     `toml:"jobs"`
+	DecodedBytes   Size     `toml:"decoded_bytes"`
+	AugmentedBytes Size     `toml:"augmented_bytes"`
+	ShareWindow    *float64 `toml:"share_window"`
+	IngestOnCPU    bool     `toml:"ingest_on_cpu"`
 }
 
 // NVLink says which GPU links are NVLink, which removes gradient traffic
@@ -93,6 +107,8 @@ func (m *Model) Validate() error {
 		{"c_nw", m.CNw, false},
 		{"model_bytes", m.ModelBytes, false},
 		{"s_nvme", m.SNVMe, false},
+		{"decoded_bytes", m.DecodedBytes, true},
+		{"augmented_bytes", m.AugmentedBytes, true},
 	}
 	for _, s := range sizes {
 		if s.v.Raw == "" {
@@ -148,7 +164,7 @@ func (m *Model) Validate() error {
 		key string
 		v   *int
 		max int
-	}{{"nodes", m.Nodes, 1 << 20}, {"gpus_per_node", m.GPUsPerNode, 1024}, {"batch_size", m.BatchSize, 1 << 30}} {
+	}{{"nodes", m.Nodes, 1 << 20}, {"gpus_per_node", m.GPUsPerNode, 1024}, {"batch_size", m.BatchSize, 1 << 30}, {"jobs", m.Jobs, 4096}} {
 		if c.v != nil && (*c.v < 1 || *c.v > c.max) {
 			return fmt.Errorf("model.%s = %d: want 1 to %d", c.key, *c.v, c.max)
 		}
@@ -160,6 +176,19 @@ func (m *Model) Validate() error {
 	case "", "local", "remote": // "" is the default, local
 	default:
 		return fmt.Errorf("model.cache = %q: want \"local\" or \"remote\"", m.Cache)
+	}
+	switch m.Rules {
+	case "", "views", "paper":
+	default:
+		return fmt.Errorf("model.rules = %q: want \"views\" (epochfs's caches) or \"paper\" (Seneca's equations as printed)", m.Rules)
+	}
+	if m.Rules == "views" && m.Cache == "remote" {
+		return fmt.Errorf("model.rules = \"views\" models the node's own caches: with cache = \"remote\" use rules = \"paper\"")
+	}
+	if m.ShareWindow != nil {
+		if v := *m.ShareWindow; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("model.share_window = %g: want samples, 0 or more", v)
+		}
 	}
 	if strings.TrimSpace(m.Split) != "" {
 		if _, _, _, err := splitspec.Parse(m.Split); err != nil {

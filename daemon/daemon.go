@@ -174,6 +174,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	m.steps = append(m.steps, step{what: "the catalog (sync and close)", close: m.cat.Close, always: true})
+	// The source before the split: the model measures the pipeline on a
+	// few of its files.
+	m.src = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth, Timeout: o.SourceTimeout})
 	m.split = m.decideSplit(ctx)
 	topts, err := m.applyTierQuotas(m.split, o.Tiers)
 	if err != nil {
@@ -187,7 +190,6 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		}
 		tiers = append(tiers, t)
 	}
-	m.src = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth, Timeout: o.SourceTimeout})
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
 		Validate: o.Validate, RefreshRate: o.RefreshRate, Logger: o.Logger,

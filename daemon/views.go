@@ -67,6 +67,9 @@ func (m *Mount) decideSplit(ctx context.Context) *memorySplit {
 		memFS, _, _ := profile.IsMemoryFS(t.Dir)
 		obs.Tiers = append(obs.Tiers, model.TierObserved{Name: t.Name, Memory: memFS, Quota: t.Quota})
 	}
+	if set.TDecodeAugment == nil || set.TAugment == nil || set.ViewsRules() && (set.DecodedBytes == nil || set.AugmentedBytes == nil) {
+		m.profileViews(ctx, m.o.Views, &obs)
+	}
 	d, rep, err := model.DecideSettings(*set, obs, nil)
 	if err != nil {
 		ms.err = err

@@ -50,6 +50,9 @@ func Decide(p Params, forced *Split) (Decision, error) {
 // Why explains the decision in a few lines: what bounds each path in use,
 // how the dataset compares with the budget, and why the split follows.
 func (d Decision) Why() []string {
+	if d.Params.Views {
+		return d.whyViews()
+	}
 	p := d.Params
 	ps := d.Chosen.Paths
 	var out []string
@@ -117,4 +120,44 @@ func bytesStr(v float64) string {
 		return fmt.Sprintf("%.0fB", v)
 	}
 	return fmt.Sprintf("%.1f%s", v, units[i])
+}
+
+// whyViews is Why under the views rules.
+func (d Decision) whyViews() []string {
+	p := d.Params
+	r := d.Chosen
+	v := r.Views
+	var out []string
+	enc := p.NTotal * p.SData
+	ma := augmentedInflation(p)
+	out = append(out, fmt.Sprintf("dataset: %.0f samples × %s = %s encoded, %s decoded (M = %.3g), %s per augmented sample (M_A = %.3g); memory budget %s",
+		p.NTotal, bytesStr(p.SData), bytesStr(enc), bytesStr(enc*p.M), p.M, bytesStr(ma*p.SData), ma, bytesStr(p.SCache)))
+	out = append(out, "an augmented sample is never reused across epochs: every sample a job takes was augmented this epoch; augmented memory lets jobs with one pipeline share each augmentation")
+	if v.Jobs > 1 {
+		need := window(p) * ma * p.SData
+		out = append(out, fmt.Sprintf("%d jobs share %.0f%% of the augmentations (%s of augmented memory holds %.0f samples; sharing all takes W = %.0f, %s): %.2f made per sample and epoch for the %d",
+			v.Jobs, 100*v.Shared, bytesStr(r.Split.A*p.SCache), r.Counts.Augmented, window(p), bytesStr(need), v.Productions, v.Jobs))
+	} else {
+		out = append(out, "one job: augmented memory shares nothing, so it buys no throughput")
+	}
+	out = append(out, fmt.Sprintf("decoded memory holds %.1f%% of the dataset (augmented at T_A = %s/s instead of decoded and augmented at T_D+A = %s/s); memory holds %.1f%% encoded",
+		100*r.Counts.Decoded/p.NTotal, rateStr(p.TA), rateStr(p.TDA), 100*r.Counts.Encoded/p.NTotal))
+	terms := append([]Term(nil), v.Resources...)
+	sort.SliceStable(terms, func(i, j int) bool { return terms[i].Rate < terms[j].Rate })
+	var order []string
+	for _, t := range terms {
+		order = append(order, fmt.Sprintf("%s %s/s", t.Component, rateStr(t.Rate)))
+	}
+	out = append(out, "what each resource allows, tightest first: "+strings.Join(order, " < "))
+	e, dd, a := r.Split.Pct()
+	verb := "best split"
+	if d.Forced {
+		verb = "forced split"
+	}
+	out = append(out, fmt.Sprintf("%s %g-%g-%g (encoded-decoded-augmented) predicts %s samples/s for the %d job(s), bound by %s", verb, e, dd, a, rateStr(r.DSI), v.Jobs, v.Bound))
+	if d.Forced {
+		oe, od, oa := d.Optimum.Split.Pct()
+		out = append(out, fmt.Sprintf("the optimum %g-%g-%g would predict %s samples/s", oe, od, oa, rateStr(d.Optimum.DSI)))
+	}
+	return out
 }

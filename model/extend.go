@@ -124,13 +124,19 @@ type Result struct {
 	Split  Split
 	Counts Counts
 	Paths  PathSet
-	// DSI is DSI_overall in samples/s for the whole job (eq. 9).
+	// DSI is DSI_overall in samples/s for the whole job (eq. 9); under
+	// the views rules, for all the jobs.
 	DSI float64
+	// Views is what the views rules add (nil under the paper's).
+	Views *ViewsResult
 }
 
 // Evaluate predicts the DSI throughput of the split s with the tier
 // extension.
 func Evaluate(p Params, s Split) Result {
+	if p.Views {
+		return evaluateViews(p, s)
+	}
 	ps := Paths(p)
 	c := SampleCounts(p, s)
 	return Result{Split: s, Counts: c, Paths: ps, DSI: overall(p, c, ps)}

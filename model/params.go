@@ -79,6 +79,21 @@ type Params struct {
 	// SNVMe is the capacity of a node's NVMe/SSD tier given to encoded
 	// samples (bytes). 0: there is no such tier.
 	SNVMe float64
+
+	// Views selects the views extension (views.go): the rules of
+	// epochfs's own caches, where an augmented tensor is never reused
+	// across epochs and the augmented memory lets Jobs jobs share each
+	// production. Jobs is the number of jobs with one pipeline on each
+	// node (0: 1); MA the inflation of an augmented sample (a tensor is
+	// MA × S_data bytes; 0: M, which is then the decoded sample's);
+	// Window the samples of augmented memory the jobs need to share every
+	// production (≤ 0: one); IngestOnCPU says the jobs ingest on the CPUs
+	// that preprocess (no GPU), so the two add up.
+	Views       bool
+	Jobs        int
+	MA          float64
+	Window      float64
+	IngestOnCPU bool
 }
 
 // RingAllReduceBytes is the paper's gradient communication overhead of a ring
@@ -156,6 +171,24 @@ func (p Params) Validate() error {
 	}
 	if p.Nodes < 1 {
 		return invalid("model: n = %d: must be ≥ 1", p.Nodes)
+	}
+	if p.Views {
+		if p.CacheRemote {
+			return invalid("model: the views rules model the node's own caches: cache = \"remote\" is the paper's setting")
+		}
+		if p.Jobs < 0 || p.Jobs > 4096 {
+			return invalid("model: jobs = %d: want 1 to 4096", p.Jobs)
+		}
+		if err := finite("M_A", p.MA, 0, false); err != nil {
+			return err
+		}
+		if err := finite("W", p.Window, 0, false); err != nil {
+			return err
+		}
+		if math.IsInf(p.TGPU, 1) && math.IsInf(p.BPCIe, 1) && math.IsInf(p.BCache, 1) && (math.IsInf(p.TA, 1) || math.IsInf(p.TDA, 1)) {
+			return invalid("model: nothing bounds every sample: give T_D+A and T_A, or T_GPU, B_PCIe or B_cache")
+		}
+		return nil
 	}
 	// Every path must have a finite bound, or the optimum is infinite. The
 	// storage path's always has B_storage unless that is unbounded too.

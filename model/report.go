@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -43,6 +44,19 @@ type PathReport struct {
 	Terms   map[string]*float64 `json:"terms"`
 }
 
+// ViewsReport is what the views rules add: how the chosen split shares
+// and what bounds it.
+type ViewsReport struct {
+	Jobs int `json:"jobs"`
+	// Shared is the fraction of productions every job shares;
+	// ProductionsPerSample the samples made per dataset sample and epoch
+	// for all the jobs.
+	Shared               float64             `json:"shared"`
+	ProductionsPerSample float64             `json:"productions_per_sample"`
+	Bound                Component           `json:"bound_by"`
+	Resources            map[string]*float64 `json:"resources"` // samples/s each allows
+}
+
 // Report is the decision in the form the CLI prints as JSON and the mount
 // shows in .epochfs/model. The split keys are the contract.
 type Report struct {
@@ -53,6 +67,8 @@ type Report struct {
 	Single   map[string]SplitReport `json:"single_form"`
 	Paths    map[string]PathReport  `json:"paths"`
 	Cache    string                 `json:"cache"`
+	Rules    string                 `json:"rules"`
+	Views    *ViewsReport           `json:"views,omitempty"`
 	Inputs   map[string]Input       `json:"inputs"`
 	Why      []string               `json:"why"`
 	Warnings []string               `json:"warnings"`
@@ -79,6 +95,7 @@ func NewReport(d Decision, inputs []Input, warnings []string) Report {
 		},
 		Paths:    map[string]PathReport{},
 		Cache:    map[bool]string{true: "remote", false: "local"}[d.Params.CacheRemote],
+		Rules:    map[bool]string{true: "views", false: "paper"}[d.Params.Views],
 		Inputs:   map[string]Input{},
 		Why:      d.Why(),
 		Warnings: append([]string{}, warnings...),
@@ -94,6 +111,13 @@ func NewReport(d Decision, inputs []Input, warnings []string) Report {
 			pr.Terms[string(t.Component)] = Num(t.Rate)
 		}
 		r.Paths[x.p.Name] = pr
+	}
+	if v := d.Chosen.Views; v != nil {
+		r.Views = &ViewsReport{Jobs: v.Jobs, Shared: v.Shared, ProductionsPerSample: v.Productions, Bound: v.Bound,
+			Resources: map[string]*float64{}}
+		for _, t := range v.Resources {
+			r.Views.Resources[string(t.Component)] = Num(t.Rate)
+		}
 	}
 	for _, in := range inputs {
 		r.Inputs[in.Key] = in
@@ -128,6 +152,7 @@ func (r Report) KeyValues() string {
 	split("", r.SplitReport)
 	kv("split_forced", r.Forced)
 	kv("cache", r.Cache)
+	kv("rules", r.Rules)
 	split("optimum.", r.Optimum)
 	for _, f := range []string{"encoded", "decoded", "augmented"} {
 		kv("single."+f+".predicted_samples_per_s", num(round1(r.Single[f].Predicted)))
@@ -137,6 +162,20 @@ func (r Report) KeyValues() string {
 		kv("path."+name+".samples_per_s", num(round1(p.Rate)))
 		kv("path."+name+".bound_by", p.Bound)
 		kv("path."+name+".samples", strconv.FormatFloat(p.Samples, 'f', -1, 64))
+	}
+	if v := r.Views; v != nil {
+		kv("views.jobs", v.Jobs)
+		kv("views.shared", strconv.FormatFloat(math.Round(v.Shared*1000)/1000, 'f', -1, 64))
+		kv("views.productions_per_sample", strconv.FormatFloat(math.Round(v.ProductionsPerSample*1000)/1000, 'f', -1, 64))
+		kv("views.bound_by", v.Bound)
+		names := make([]string, 0, len(v.Resources))
+		for k := range v.Resources {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			kv("views.resource."+k+".samples_per_s", num(round1(v.Resources[k])))
+		}
 	}
 	for _, k := range r.order {
 		in := r.Inputs[k]

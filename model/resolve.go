@@ -58,7 +58,22 @@ type Settings struct {
 	SNVMe            *float64
 	Remote           bool   // cache = "remote"
 	Split            string // forced split, "" for the model's choice
+	Rules            string // "views", "paper"; "": views with a local cache, paper with a remote one
+	Jobs             *int
+	DecodedBytes     *float64
+	AugmentedBytes   *float64
+	ShareWindow      *float64
+	IngestOnCPU      bool
 }
+
+// ViewsRules reports whether the settings select the views rules.
+func (m Settings) ViewsRules() bool {
+	return m.Rules == "views" || m.Rules == "" && !m.Remote
+}
+
+// DefaultBatch is the batch size the sharing window is derived from when
+// model.batch_size is not set.
+const DefaultBatch = 256
 
 // Measured is a value measured on the node; OK false says it could not be,
 // and How says why (or how it was).
@@ -76,6 +91,9 @@ type Observed struct {
 	Augment              *Measured // T_A
 	Memory               Measured  // physical memory
 	Tiers                []TierObserved
+	// The views rules: the mean bytes of a decoded sample and of an
+	// augmented one (the pipeline's output).
+	DecodedBytes, AugmentedBytes *Measured
 }
 
 // TierObserved is one tier of the mount, in its order.
@@ -111,6 +129,10 @@ func Resolve(m Settings, obs Observed) ([]Input, Params, []string, error) {
 	}
 	var p Params
 	p.CacheRemote = m.Remote
+	p.Views = m.ViewsRules()
+	if p.Views && m.Remote {
+		return nil, p, nil, missingf("model.rules = \"views\" models the node's own caches: with cache = \"remote\" use rules = \"paper\"")
+	}
 
 	// S_cache.
 	if m.MemoryBudget == nil {
@@ -129,10 +151,15 @@ func Resolve(m Settings, obs Observed) ([]Input, Params, []string, error) {
 	if p.NTotal, err = measuredOr("dataset_samples", "N_total", "samples", m.DatasetSamples, obs.Samples, srcHint); err != nil {
 		return nil, p, nil, err
 	}
-	if m.Inflation != nil {
+	switch {
+	case !p.Views && m.Inflation != nil:
 		p.M = add("inflation", "M", "×", *m.Inflation, "config")
-	} else {
+	case !p.Views:
 		p.M = add("inflation", "M", "×", TensorBytes/p.SData, fmt.Sprintf("derived: a 224×224×3 float32 tensor (%d B) / S_data", TensorBytes))
+	default:
+		if err := resolveViews(m, obs, &p, add); err != nil {
+			return nil, p, nil, err
+		}
 	}
 	p.Nodes = 1
 	if m.Nodes != nil {
@@ -249,10 +276,60 @@ func Resolve(m Settings, obs Observed) ([]Input, Params, []string, error) {
 	}
 
 	// A path with no finite bound makes the optimum infinite.
-	if math.IsInf(p.TGPU, 1) && math.IsInf(p.BPCIe, 1) && math.IsInf(p.BCache, 1) && (!p.CacheRemote || math.IsInf(p.BNIC, 1)) {
+	if !p.Views && math.IsInf(p.TGPU, 1) && math.IsInf(p.BPCIe, 1) && math.IsInf(p.BCache, 1) && (!p.CacheRemote || math.IsInf(p.BNIC, 1)) {
 		return nil, p, nil, missingf("model: nothing bounds the augmented path: set t_gpu, b_pcie or b_cache")
 	}
 	return ins, p, warnings, nil
+}
+
+// resolveViews resolves the views rules' inputs: the decoded and augmented
+// sizes (M, M_A), the jobs, the sharing window and where ingestion runs.
+func resolveViews(m Settings, obs Observed, p *Params, add func(key, symbol, unit string, v float64, source string) float64) error {
+	switch {
+	case m.DecodedBytes != nil:
+		p.M = add("decoded_bytes", "M", "×", *m.DecodedBytes/p.SData, fmt.Sprintf("derived: decoded_bytes %.0f B (config) / S_data", *m.DecodedBytes))
+	case obs.DecodedBytes != nil && obs.DecodedBytes.OK:
+		p.M = add("decoded_bytes", "M", "×", obs.DecodedBytes.Value/p.SData, fmt.Sprintf("derived: %.0f B per decoded sample (measured: %s) / S_data", obs.DecodedBytes.Value, obs.DecodedBytes.How))
+	case m.Inflation != nil:
+		p.M = add("inflation", "M", "×", *m.Inflation, "config (the decoded sample's inflation)")
+	default:
+		why := "not set"
+		if obs.DecodedBytes != nil {
+			why = "not measured: " + obs.DecodedBytes.How
+		}
+		p.M = add("decoded_bytes", "M", "×", TensorBytes/p.SData, fmt.Sprintf("derived (%s; set decoded_bytes or run with --profile): the paper's M, a 224×224×3 float32 tensor (%d B) / S_data", why, TensorBytes))
+	}
+	switch {
+	case m.AugmentedBytes != nil:
+		p.MA = add("augmented_bytes", "M_A", "×", *m.AugmentedBytes/p.SData, fmt.Sprintf("derived: augmented_bytes %.0f B (config) / S_data", *m.AugmentedBytes))
+	case obs.AugmentedBytes != nil && obs.AugmentedBytes.OK:
+		p.MA = add("augmented_bytes", "M_A", "×", obs.AugmentedBytes.Value/p.SData, fmt.Sprintf("derived: %.0f B per augmented sample (%s) / S_data", obs.AugmentedBytes.Value, obs.AugmentedBytes.How))
+	default:
+		p.MA = add("augmented_bytes", "M_A", "×", TensorBytes/p.SData, fmt.Sprintf("derived: a 224×224×3 float32 tensor (%d B) / S_data", TensorBytes))
+	}
+	p.Jobs = 1
+	if m.Jobs != nil {
+		p.Jobs = *m.Jobs
+		add("jobs", "K", "jobs", float64(p.Jobs), "config")
+	} else {
+		add("jobs", "K", "jobs", 1, "default")
+	}
+	batch, batchFrom := DefaultBatch, fmt.Sprintf("the default batch of %d", DefaultBatch)
+	if m.BatchSize != nil {
+		batch, batchFrom = *m.BatchSize, fmt.Sprintf("batch_size %d", *m.BatchSize)
+	}
+	if m.ShareWindow != nil {
+		p.Window = add("share_window", "W", "samples", *m.ShareWindow, "config")
+	} else {
+		p.Window = add("share_window", "W", "samples", float64(p.Jobs*batch), fmt.Sprintf("derived: jobs %d × %s", p.Jobs, batchFrom))
+	}
+	p.IngestOnCPU = m.IngestOnCPU
+	v, src := 0.0, "default: the jobs ingest on GPUs"
+	if m.IngestOnCPU {
+		v, src = 1, "config: the jobs ingest on the CPUs that preprocess"
+	}
+	add("ingest_on_cpu", "", "bool", v, src)
+	return nil
 }
 
 // DecideSettings resolves and decides: the split (forced by Settings.Split,

@@ -25,11 +25,20 @@ func BruteForce(p Params, steps int) (Result, error) {
 		for j := steps - i; j >= 0; j-- {
 			s := Split{E: float64(i) / float64(steps), D: float64(j) / float64(steps)}
 			s.A = float64(steps-i-j) / float64(steps)
+			if p.Views {
+				if v := views(p, s).dsi; v > best.DSI {
+					best = Result{Split: s, DSI: v}
+				}
+				continue
+			}
 			c := SampleCounts(p, s)
 			if v := overall(p, c, ps); v > best.DSI {
 				best = Result{Split: s, Counts: c, Paths: ps, DSI: v}
 			}
 		}
+	}
+	if p.Views {
+		best = evaluateViews(p, best.Split)
 	}
 	return best, nil
 }
@@ -50,6 +59,12 @@ func BruteForce(p Params, steps int) (Result, error) {
 func Solve(p Params) (Result, error) {
 	if err := p.Validate(); err != nil {
 		return Result{}, err
+	}
+	if p.Views {
+		if p.SCache == 0 {
+			return evaluateViews(p, AllEncoded), nil
+		}
+		return solveViews(p), nil
 	}
 	ps := Paths(p)
 	if p.SCache == 0 {

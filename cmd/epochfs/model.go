@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"runtime"
+	"sort"
 	"syscall"
 
 	"github.com/epochfs/epochfs/config"
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/model/profile"
+	"github.com/epochfs/epochfs/preprocess"
 )
 
 func runModel(args []string, stdout, stderr io.Writer) error {
@@ -45,12 +48,18 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 			opts.Tiers = append(opts.Tiers, profile.Tier{Name: t.Name, Path: t.Path})
 		}
 		if cfg.Source != "" {
-			pp, workers, err := newProfilePipeline(cfg.Preprocess)
+			pl, err := preprocess.New(preprocess.Options{
+				Static: cfg.Preprocess.Static, Augment: cfg.Preprocess.Augment, Normalize: cfg.Preprocess.Normalize,
+				Output: cfg.Preprocess.OutputOrDefault(), MaxPixels: cfg.Preprocess.MaxPixels, FastUpsample: cfg.Preprocess.FastUpsample,
+			})
 			if err != nil {
-				return usageErr("%v", err)
+				return usageErr("preprocess pipeline for the profile: %v", err)
 			}
-			defer pp.Close()
-			opts.Pipeline, opts.Workers = pp, workers
+			defer pl.Close()
+			opts.Pipeline, opts.Workers = preprocess.NewProfiler(pl), cfg.Preprocess.Workers
+			if opts.Workers <= 0 {
+				opts.Workers = runtime.NumCPU()
+			}
 		}
 		m := cfg.Model
 		if m.SampleBytes.Raw != "" && m.DatasetSamples != nil {
@@ -116,6 +125,8 @@ func modelSettings(m config.Model) model.Settings {
 		CPCIe: size(m.CPCIe), CNw: size(m.CNw), GPUsPerNode: m.GPUsPerNode, ModelBytes: size(m.ModelBytes),
 		NVLink: m.NVLink.Mode, BatchSize: m.BatchSize, BNVMe: rate(m.BNVMe), SNVMe: size(m.SNVMe),
 		Remote: m.Cache == "remote", Split: m.Split,
+		Rules: m.Rules, Jobs: m.Jobs, DecodedBytes: size(m.DecodedBytes), AugmentedBytes: size(m.AugmentedBytes),
+		ShareWindow: m.ShareWindow, IngestOnCPU: m.IngestOnCPU,
 	}
 }
 
@@ -128,6 +139,7 @@ func observed(cfg config.Config, prof *profile.Report, memory profile.Measuremen
 	if prof != nil {
 		obs.Samples, obs.SampleBytes, obs.StorageRandom = conv(prof.Samples), conv(prof.SampleBytes), conv(prof.StorageRandom)
 		obs.DecodeAugment, obs.Augment = conv(prof.DecodeAugment), conv(prof.Augment)
+		obs.DecodedBytes, obs.AugmentedBytes = conv(prof.DecodedBytes), conv(prof.AugmentedBytes)
 	}
 	for i, t := range cfg.Tiers {
 		to := model.TierObserved{Name: t.Name, Quota: t.Quota.Bytes}
@@ -142,7 +154,11 @@ func observed(cfg config.Config, prof *profile.Report, memory profile.Measuremen
 }
 
 func printModel(w io.Writer, r model.Report, d model.Decision, cores, memory profile.Measurement, prof *profile.Report) {
-	fmt.Fprintf(w, "DSI model (Seneca §5.1 with the epochfs tier extension): %s cache, %d node(s)\n", r.Cache, d.Params.Nodes)
+	if d.Params.Views {
+		fmt.Fprintf(w, "DSI model (epochfs's views rules: Seneca §5 with augmented tensors never reused): %s cache, %d node(s), %d job(s)\n", r.Cache, d.Params.Nodes, max(d.Params.Jobs, 1))
+	} else {
+		fmt.Fprintf(w, "DSI model (Seneca §5.1 with the epochfs tier extension): %s cache, %d node(s)\n", r.Cache, d.Params.Nodes)
+	}
 	if cores.OK || memory.OK {
 		fmt.Fprintf(w, "this node: %.0f cores, %s memory\n", cores.Value, config.FormatBytes(int64(memory.Value)))
 	}
@@ -173,14 +189,33 @@ func printModel(w io.Writer, r model.Report, d model.Decision, cores, memory pro
 		line("mean sample size", prof.SampleBytes, "bytes")
 		line("T_D+A", prof.DecodeAugment, "samples/s")
 		line("T_A", prof.Augment, "samples/s")
+		line("decoded sample", prof.DecodedBytes, "bytes")
+		line("augmented sample", prof.AugmentedBytes, "bytes")
 	}
-	fmt.Fprintf(w, "\npaths (whole job)   %-12s %-20s %s\n", "SAMPLES/S", "BOUND BY", "SAMPLES SERVED")
-	for _, name := range model.PathOrder {
-		p := r.Paths[name]
-		fmt.Fprintf(w, "  %-17s %-12s %-20s %.0f\n", name, fmtRate(p.Rate), p.Bound, p.Samples)
+	if v := r.Views; v != nil {
+		fmt.Fprintf(w, "\nresources (all jobs) SAMPLES/S\n")
+		names := make([]string, 0, len(v.Resources))
+		for k := range v.Resources {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(w, "  %-17s %s\n", k, fmtRate(v.Resources[k]))
+		}
+		fmt.Fprintf(w, "  bound by %s; %.0f%% of augmentations shared, %.2f made per sample and epoch\n", v.Bound, 100*v.Shared, v.ProductionsPerSample)
+	} else {
+		fmt.Fprintf(w, "\npaths (whole job)   %-12s %-20s %s\n", "SAMPLES/S", "BOUND BY", "SAMPLES SERVED")
+		for _, name := range model.PathOrder {
+			p := r.Paths[name]
+			fmt.Fprintf(w, "  %-17s %-12s %-20s %.0f\n", name, fmtRate(p.Rate), p.Bound, p.Samples)
+		}
 	}
 	fmt.Fprintf(w, "\nsplit of memory_budget (encoded-decoded-augmented %%)   predicted samples/s\n")
-	label := "best (exact solver)"
+	best := "best (exact solver)"
+	if d.Params.Views {
+		best = "best (grid search)"
+	}
+	label := best
 	if r.Forced {
 		label = "forced (model.split)"
 	}
@@ -189,7 +224,7 @@ func printModel(w io.Writer, r model.Report, d model.Decision, cores, memory pro
 	}
 	row(label, r.SplitReport)
 	if r.Forced {
-		row("best (exact solver)", r.Optimum)
+		row(best, r.Optimum)
 	}
 	row("all encoded", r.Single["encoded"])
 	row("all decoded", r.Single["decoded"])

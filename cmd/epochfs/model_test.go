@@ -99,7 +99,7 @@ func TestModelJSONContract(t *testing.T) {
 	for _, key := range []string{"memory_budget", "inflation", "sample_bytes", "dataset_samples", "nodes", "t_gpu",
 		"t_decode_augment", "t_augment", "b_pcie", "b_nic", "b_cache", "b_storage", "c_pcie", "c_nw"} {
 		in, ok := m.Inputs[key]
-		if !ok || in.Source != "config" || in.Value == nil {
+		if !ok || !strings.HasPrefix(in.Source, "config") || in.Value == nil {
 			t.Errorf("input %s: %+v, want a configured value", key, in)
 		}
 	}
@@ -142,14 +142,19 @@ func physicalMemory() float64 {
 }
 
 func TestModelHumanOutput(t *testing.T) {
-	code, out, errs := runCLI("model", "--config", writeConfig(t, issueExample+"split = \"58-42-0\"\n"))
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	for _, want := range []string{"forced (model.split)", "58-42-0", "best (exact solver)", "all encoded", "all augmented",
-		"storage", "cpu_decode_augment", "why", "memory_budget", "S_cache"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+	for rules, wants := range map[string][]string{
+		"paper": {"best (exact solver)", "cpu_decode_augment", "paths (whole job)"},
+		"views": {"best (grid search)", "resources (all jobs)", "bound by", "views rules", "never reused"},
+	} {
+		code, out, errs := runCLI("model", "--config", writeConfig(t, issueExample+"split = \"58-42-0\"\nrules = \""+rules+"\"\n"))
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		for _, want := range append(wants, "forced (model.split)", "58-42-0", "all encoded", "all augmented",
+			"storage", "why", "memory_budget", "S_cache") {
+			if !strings.Contains(out, want) {
+				t.Errorf("rules %s: output lacks %q:\n%s", rules, want, out)
+			}
 		}
 	}
 }
@@ -164,11 +169,12 @@ func TestModelForcedSplit(t *testing.T) {
 	}
 }
 
-// §6: a dataset that fits the budget augmented, on a node whose augmented
-// path is the fastest, is cached all augmented; one far larger than the
-// budget behind slow storage is cached encoded.
+// §6 under the paper's rules: a dataset that fits the budget augmented, on
+// a node whose augmented path is the fastest, is cached all augmented; one
+// far larger than the budget behind slow storage is cached encoded.
 func TestModelQualitativeSplits(t *testing.T) {
 	small := `[model]
+rules = "paper"
 memory_budget = "8GiB"
 sample_bytes = "110KiB"
 dataset_samples = 10000
@@ -186,6 +192,34 @@ b_storage = "200MB/s"
 	m = modelRunJSON(t, "--config", writeConfig(t, large))
 	if m.E != 100 {
 		t.Errorf("large dataset: split %v-%v-%v, want 100-0-0", m.E, m.D, m.A)
+	}
+}
+
+// Under the views rules augmented memory buys one job nothing (it is never
+// a cache across epochs): a dataset that fits decoded is decoded; three
+// jobs get a sharing window of augmented memory and decode the rest.
+func TestModelViewsSplits(t *testing.T) {
+	cfg := `[model]
+memory_budget = "8GiB"
+sample_bytes = "110KiB"
+dataset_samples = 10000
+decoded_bytes = "500KiB"
+augmented_bytes = "147KiB"
+t_decode_augment = 1500
+t_augment = 5000
+b_storage = "200MB/s"
+`
+	m := modelRunJSON(t, "--config", writeConfig(t, cfg))
+	if m.D < 59 || m.A != 0 {
+		t.Errorf("one job: split %v-%v-%v, want the dataset (59.6 %%) decoded and nothing augmented", m.E, m.D, m.A)
+	}
+	m3 := modelRunJSON(t, "--config", writeConfig(t, cfg+"jobs = 3\nbatch_size = 128\n"))
+	window := 3.0 * 128 * 147 * 1024 / (8 << 30) * 100 // percent of the budget
+	if m3.A < window-0.05 || m3.A > window+1 || m3.D < 59 {
+		t.Errorf("three jobs: split %v-%v-%v, want %.2f%% augmented (the window) and the dataset decoded", m3.E, m3.D, m3.A, window)
+	}
+	if m3.Predicted < 2.9*m.Predicted {
+		t.Errorf("three jobs sharing every augmentation predict %v, one job %v", m3.Predicted, m.Predicted)
 	}
 }
 
@@ -220,13 +254,27 @@ func TestModelBadInputIsAUsageErrorNamingTheKey(t *testing.T) {
 			t.Errorf("%s → %q: exit %d, stderr %q; want exit 2 with %q", c.from, c.to, code, errs, c.says)
 		}
 	}
-	// Nothing bounds the augmented path.
-	text := issueExample
+	// Nothing bounds the paper's augmented path (under the views rules
+	// the CPU bounds every sample).
+	text := issueExample + "rules = \"paper\"\n"
 	for _, k := range []string{"t_gpu = 4550\n", "b_pcie = \"32GB/s\"\n", "b_cache = \"10Gbit/s\"\n"} {
 		text = strings.Replace(text, k, "", 1)
 	}
 	if code, _, errs := runCLI("model", "--config", writeConfig(t, text)); code != exitUsage || !strings.Contains(errs, "set t_gpu, b_pcie or b_cache") {
 		t.Errorf("unbounded: exit %d, %q", code, errs)
+	}
+	for _, c := range []struct{ extra, says string }{
+		{"rules = \"magic\"", "model.rules = \"magic\""},
+		{"rules = \"views\"\ncache = \"remote\"", "use rules = \"paper\""},
+		{"jobs = 0", "model.jobs = 0"},
+		{"decoded_bytes = 0", "model.decoded_bytes"},
+		{"augmented_bytes = \"big\"", "model.augmented_bytes"},
+		{"share_window = -1", "model.share_window = -1"},
+	} {
+		code, _, errs := runCLI("model", "--config", writeConfig(t, issueExample+c.extra+"\n"))
+		if code != exitUsage || !strings.Contains(errs, c.says) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 with %q", c.extra, code, errs, c.says)
+		}
 	}
 	if code, _, _ := runCLI("model", "extra-arg"); code != exitUsage {
 		t.Errorf("positional argument: exit %d, want 2", code)

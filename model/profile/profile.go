@@ -122,6 +122,18 @@ type Report struct {
 	// Per node CPU throughput, samples/s.
 	DecodeAugment Measurement // T_D+A
 	Augment       Measurement // T_A
+	// Sizes of a sample's forms, bytes (a Pipeline that is a Sizer).
+	DecodedBytes   Measurement
+	AugmentedBytes Measurement
+}
+
+// Sizer is a Pipeline that tells the memory its forms take: what the
+// views rules of the model need for M and M_A.
+type Sizer interface {
+	// DecodedBytes is the memory of a decoded sample (Decode's result).
+	DecodedBytes(decoded any) int64
+	// AugmentedBytes is the memory of the sample Augment makes of it.
+	AugmentedBytes(decoded any) (int64, error)
 }
 
 // Host reads the number of logical CPUs and the physical memory with
@@ -456,6 +468,35 @@ func CPUThroughput(ctx context.Context, p Pipeline, samples [][]byte, workers, r
 	}
 	augment = measured(float64(n)/elapsed.Seconds(), "our pipeline augmented %d decoded samples (%d files × %d rounds) with %d workers in %v", n, len(samples), rounds, workers, elapsed.Round(time.Millisecond))
 	return decodeAugment, augment, nil
+}
+
+// Sizes measures the mean bytes of a decoded sample and of an augmented
+// one over the samples, when p is a Sizer.
+func Sizes(p Pipeline, samples [][]byte) (decoded, augmented Measurement) {
+	sz, ok := p.(Sizer)
+	if !ok {
+		return skipped("the pipeline does not report sizes"), skipped("the pipeline does not report sizes")
+	}
+	var dsum, asum int64
+	n := 0
+	for _, s := range samples {
+		d, err := p.Decode(s)
+		if err != nil {
+			continue
+		}
+		a, err := sz.AugmentedBytes(d)
+		if err != nil {
+			continue
+		}
+		dsum += sz.DecodedBytes(d)
+		asum += a
+		n++
+	}
+	if n == 0 {
+		return notMeasured("no sample decoded"), notMeasured("no sample decoded")
+	}
+	return measured(float64(dsum)/float64(n), "mean of %d samples decoded with the pipeline's static steps", n),
+		measured(float64(asum)/float64(n), "mean of %d samples through the pipeline", n)
 }
 
 func rate(n int64, d time.Duration) float64 {

@@ -287,3 +287,29 @@ func TestHost(t *testing.T) {
 		t.Errorf("host: cores %+v, memory %+v", cores, memory)
 	}
 }
+
+// sizedPipeline is a fakePipeline that reports sizes: a decoded sample is
+// twice its input, an augmented one 7 bytes.
+type sizedPipeline struct{ fakePipeline }
+
+func (s *sizedPipeline) DecodedBytes(d any) int64 { return 2 * int64(len(d.([]byte))) }
+func (s *sizedPipeline) AugmentedBytes(d any) (int64, error) {
+	if len(d.([]byte)) == 0 {
+		return 0, errors.New("empty")
+	}
+	return 7, nil
+}
+
+func TestSizesAreMeansOverTheSamples(t *testing.T) {
+	samples := [][]byte{make([]byte, 10), make([]byte, 30), {}}
+	d, a := Sizes(&sizedPipeline{}, samples)
+	if !d.OK || d.Value != 40 || !a.OK || a.Value != 7 || !strings.Contains(d.How, "2 samples") {
+		t.Errorf("decoded %+v augmented %+v, want 40 and 7 over the 2 samples that augment", d, a)
+	}
+	if d, a := Sizes(&fakePipeline{}, samples); d.OK || a.OK {
+		t.Errorf("a pipeline without sizes measured %+v %+v", d, a)
+	}
+	if d, _ := Sizes(&sizedPipeline{}, [][]byte{{}}); d.OK {
+		t.Errorf("no sample augments, yet %+v", d)
+	}
+}

@@ -44,6 +44,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	rep.Samples, rep.SampleBytes, rep.DatasetBytes = skipped(none), skipped(none), skipped(none)
 	rep.StorageSequential, rep.StorageRandom = skipped(none), skipped(none)
 	rep.DecodeAugment, rep.Augment = skipped(none), skipped(none)
+	rep.DecodedBytes, rep.AugmentedBytes = skipped(none), skipped(none)
 	if opts.Source == "" {
 		return rep, firstErr
 	}
@@ -54,6 +55,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		rep.Samples, rep.SampleBytes, rep.DatasetBytes = skipped(none), skipped(none), skipped(none)
 		rep.StorageSequential, rep.StorageRandom = skipped(none), skipped(none)
 		rep.DecodeAugment, rep.Augment = skipped(none), skipped(none)
+		rep.DecodedBytes, rep.AugmentedBytes = skipped(none), skipped(none)
 		keep(err)
 		return rep, firstErr
 	}
@@ -99,6 +101,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.Pipeline == nil {
 		msg := "not measured: no preprocessing pipeline given"
 		rep.DecodeAugment, rep.Augment = skipped(msg), skipped(msg)
+		rep.DecodedBytes, rep.AugmentedBytes = skipped(msg), skipped(msg)
 		return rep, firstErr
 	}
 	var samples [][]byte
@@ -118,5 +121,6 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	da, a, err := CPUThroughput(ctx, opts.Pipeline, samples, opts.Workers, 1)
 	keep(err)
 	rep.DecodeAugment, rep.Augment = da, a
+	rep.DecodedBytes, rep.AugmentedBytes = Sizes(opts.Pipeline, samples)
 	return rep, firstErr
 }

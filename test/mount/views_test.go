@@ -156,6 +156,12 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 			t.Errorf(".epochfs/model %s = %q, want %q\n%s", k, kv[k], v, data)
 		}
 	}
+	// What the config does not give, the mount measures on its files.
+	for _, k := range []string{"decoded_bytes", "augmented_bytes"} {
+		if v, _ := strconv.ParseFloat(kv["input."+k], 64); v <= 0 || !strings.Contains(kv["input."+k+".source"], "at mount") {
+			t.Errorf(".epochfs/model input.%s = %q (%s), want measured at mount", k, kv["input."+k], kv["input."+k+".source"])
+		}
+	}
 	if !strings.Contains(kv["applied.augmented_cache_bytes.source"], "overrides the model") {
 		t.Errorf("the explicit augmented budget is not reported as an override: %q", kv["applied.augmented_cache_bytes.source"])
 	}
@@ -168,4 +174,36 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 
 func compact(img *preprocess.Image) []byte {
 	return img.Compact().Pix
+}
+
+// With only a memory budget, the mount measures its pipeline (T_D+A, T_A,
+// the decoded and augmented sizes) on its own files and splits by them.
+func TestModelMeasuresThePipelineAtMount(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	makeJPEGs(t, src, 6)
+	e := newEnv(t, src, 1<<30)
+	budget := float64(64 << 20)
+	e.opts.model = &model.Settings{MemoryBudget: &budget, MemoryBudgetText: "64MiB"}
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: -1}
+	e.mount()
+	data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[k] = v
+		}
+	}
+	for _, k := range []string{"t_decode_augment", "t_augment", "decoded_bytes", "augmented_bytes"} {
+		if v, _ := strconv.ParseFloat(kv["input."+k], 64); v <= 0 || !strings.Contains(kv["input."+k+".source"], "at mount") {
+			t.Errorf("input.%s = %q (%s), want measured at mount\n%s", k, kv["input."+k], kv["input."+k+".source"], data)
+		}
+	}
+	// Six small JPEGs fit the budget decoded: one job decodes them all.
+	if kv["split_augmented_pct"] != "0" || kv["split_decoded_pct"] == "0" || kv["applied.decoded_cache_bytes.source"] == "" {
+		t.Errorf("split %s-%s-%s\n%s", kv["split_encoded_pct"], kv["split_decoded_pct"], kv["split_augmented_pct"], data)
+	}
 }
