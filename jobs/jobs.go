@@ -143,6 +143,9 @@ func New(o Options) (*Manager, error) {
 	}
 	if m.vs != nil {
 		so.Caches = m
+		// A finished production makes room: refill the pool now, not on
+		// the next tick.
+		o.Views.Engine.OnFinish(m.wakeUp)
 	}
 	s, err := sampler.New(so)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -107,7 +108,14 @@ type Engine struct {
 	decUsed int64
 	augUsed int64
 	st      EngineStats
+
+	finished atomic.Pointer[func()] // called after each production (OnFinish)
 }
+
+// OnFinish sets f to be called, without the engine's locks, each time a
+// production finishes: the producer of the prefetches refills the pool
+// then instead of on its next tick. f must not block.
+func (e *Engine) OnFinish(f func()) { e.finished.Store(&f) }
 
 // staticPart is what pipelines with equal static steps share: the decoded
 // cache's entries.
@@ -733,6 +741,9 @@ func (e *Engine) drain() {
 		}
 		e.finishLocked(pr, r.State.Out, r.Err, r.Slow)
 		e.mu.Unlock()
+		if f := e.finished.Load(); f != nil {
+			(*f)()
+		}
 	}
 }
 

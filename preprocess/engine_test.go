@@ -205,6 +205,8 @@ func TestEngineBudgetsHoldUnderPrefetch(t *testing.T) {
 func TestEnginePrefetchIsTakenFromTheCache(t *testing.T) {
 	d := newEngineData(t, 8)
 	e := newTestEngine(t, d, 0, 64<<20)
+	var finished atomic.Int64
+	e.OnFinish(func() { finished.Add(1) })
 	v, _ := e.View(engineOpts)
 	defer v.Release()
 	v.Join(0)
@@ -230,6 +232,13 @@ func TestEnginePrefetchIsTakenFromTheCache(t *testing.T) {
 	}
 	if st := e.Stats(); st.Augments != 8 || st.AugmentedHits != 8 || st.AugmentedEntries != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+	// OnFinish runs after the result is in: wait for the last call.
+	for finished.Load() < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := finished.Load(); n != 8 {
+		t.Errorf("OnFinish called %d times for 8 productions", n)
 	}
 }
 

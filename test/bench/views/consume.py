@@ -5,6 +5,10 @@ epoch.
   consume.py batches MNT JOB --epochs E [--view augmented|decoded|encoded] [--batch B]
   consume.py torchvision MNT --epochs E --workers W [--batch B] [--decoded]
   consume.py native DIR --threads T           (read every file of DIR whole, T threads)
+
+With --ready FILE --go FILE (batches): take one batch, create the ready file, wait for the go file,
+then time the rest of the epoch (the model benchmark's ingestion probe: the daemon has made the
+rest of the epoch in between).
 """
 import argparse
 import json
@@ -18,6 +22,17 @@ def batches(a):
     from epochfs import Batches
     b = Batches(a.root, job=a.job, batch_size=a.batch, seed=a.seed, view=a.view)
     out = []
+    if a.ready:
+        it = iter(b)
+        first = next(it)
+        open(a.ready, "w").close()
+        while not os.path.exists(a.go):
+            time.sleep(0.01)
+        t0, w0, n = time.monotonic(), time.time(), 0
+        for x, y in it:
+            n += len(y)
+        return [{"samples": n, "seconds": time.monotonic() - t0, "start": w0, "end": time.time(),
+                 "first": len(first[1])}]
     for _ in range(a.epochs):
         t0, w0, n = time.monotonic(), time.time(), 0
         for x, y in b:
@@ -77,6 +92,8 @@ def main():
     ap.add_argument("--view", default="augmented")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--ready")
+    ap.add_argument("--go")
     a = ap.parse_args()
     out = {"batches": batches, "torchvision": torchvision, "native": native}[a.mode](a)
     print(json.dumps(out))
