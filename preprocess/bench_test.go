@@ -71,9 +71,11 @@ func BenchmarkTrainPipeline(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if _, err := p.Run(set[i%len(set)], rng); err != nil {
+		t, err := p.Run(set[i%len(set)], rng)
+		if err != nil {
 			b.Fatal(err)
 		}
+		t.Release()
 	}
 	reportPerSec(b)
 }
@@ -158,8 +160,8 @@ func benchRegion(b *testing.B, fast bool) {
 }
 
 // BenchmarkPoolTrainPipeline: the training pipeline through the Pool, each
-// result written as .npy (to io.Discard) by the consumer, as epochfs
-// preprocess and the mount's views use it. Run with -benchmem: allocs/op
+// result written as .npy (to io.Discard) by the consumer and released, as
+// epochfs preprocess and the mount's views use it. Run with -benchmem: allocs/op
 // and B/op are the pool path's allocations per sample.
 func BenchmarkPoolTrainPipeline(b *testing.B) {
 	set := benchSet(b, 16)
@@ -193,6 +195,7 @@ func BenchmarkPoolTrainPipeline(b *testing.B) {
 		if err := WriteNPY(io.Discard, r.State.Out); err != nil {
 			b.Fatal(err)
 		}
+		r.State.Out.Release()
 	}
 	for range 64 { // warm up: buffers, the timeout estimate
 		consume()

@@ -7,6 +7,7 @@ package preprocess
 #include <stdint.h>
 #include <stddef.h>
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PRECISION_BITS (32 - 8 - 2)
@@ -122,6 +123,24 @@ static void epochfs_resample_v_avx2(unsigned char *dst, int dst_stride, int n3, 
 	EPOCHFS_RESAMPLE_V_BODY
 }
 
+// The vertical pass with its row accumulator (n3 int32, from malloc so
+// that Go does not allocate it per sample). Returns -1 if malloc fails.
+static int epochfs_resample_v_any(int avx2, unsigned char *dst, int dst_stride, int n3, int out_h,
+		const unsigned char *src, int src_stride, int ksize,
+		const int32_t *bounds, const int32_t *kk) {
+	int32_t *acc = malloc((size_t)n3 * sizeof(int32_t));
+	if (acc == NULL) {
+		return -1;
+	}
+	if (avx2) {
+		epochfs_resample_v_avx2(dst, dst_stride, n3, out_h, src, src_stride, ksize, bounds, kk, acc);
+	} else {
+		epochfs_resample_v(dst, dst_stride, n3, out_h, src, src_stride, ksize, bounds, kk, acc);
+	}
+	free(acc);
+	return 0;
+}
+
 // ToTensor (+ Normalize) through per-channel tables: packed RGB rows to
 // planar float32. (An AVX2 build of this loop was slower here: the
 // compiler's gathers cost more than the scalar table lookups.)
@@ -181,27 +200,28 @@ func resampleV(dst, src *Image, c coeffs) {
 	if dst.H == 0 || dst.W == 0 {
 		return
 	}
-	acc := make([]int32, 3*dst.W)
-	if haveAVX2 {
-		C.epochfs_resample_v_avx2((*C.uchar)(unsafe.Pointer(&dst.Pix[0])), C.int(dst.Stride), C.int(3*dst.W), C.int(dst.H),
-			(*C.uchar)(unsafe.Pointer(&src.Pix[0])), C.int(src.Stride), C.int(c.ksize),
-			(*C.int32_t)(unsafe.Pointer(&c.bounds[0])), (*C.int32_t)(unsafe.Pointer(&c.kk[0])),
-			(*C.int32_t)(unsafe.Pointer(&acc[0])))
-		return
-	}
-	C.epochfs_resample_v((*C.uchar)(unsafe.Pointer(&dst.Pix[0])), C.int(dst.Stride), C.int(3*dst.W), C.int(dst.H),
+	if C.epochfs_resample_v_any(C.int(b2i(haveAVX2)), (*C.uchar)(unsafe.Pointer(&dst.Pix[0])), C.int(dst.Stride), C.int(3*dst.W), C.int(dst.H),
 		(*C.uchar)(unsafe.Pointer(&src.Pix[0])), C.int(src.Stride), C.int(c.ksize),
-		(*C.int32_t)(unsafe.Pointer(&c.bounds[0])), (*C.int32_t)(unsafe.Pointer(&c.kk[0])),
-		(*C.int32_t)(unsafe.Pointer(&acc[0])))
+		(*C.int32_t)(unsafe.Pointer(&c.bounds[0])), (*C.int32_t)(unsafe.Pointer(&c.kk[0]))) != 0 {
+		panic("preprocess: resample: out of C memory")
+	}
 }
 
 func toFloatCHW(img *Image, lut *[3][256]float32) *Tensor {
-	n := img.W * img.H
-	out := make([]float32, 3*n)
-	if n > 0 {
-		_ = img.Row(img.H - 1)
-		C.epochfs_to_float_chw((*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(img.W), C.int(img.H),
-			(*C.float)(unsafe.Pointer(&lut[0][0])), (*C.float)(unsafe.Pointer(&out[0])))
-	}
+	out := make([]float32, 3*img.W*img.H)
+	toFloatCHWInto(out, img, lut)
 	return &Tensor{DType: Float32, Shape: []int{3, img.H, img.W}, F32: out}
+}
+
+// toFloatCHWInto writes ToTensor (+ Normalize) of img into out (3×W×H
+// float32, CHW).
+func toFloatCHWInto(out []float32, img *Image, lut *[3][256]float32) {
+	n := img.W * img.H
+	if n == 0 {
+		return
+	}
+	_ = img.Row(img.H - 1)
+	_ = out[3*n-1]
+	C.epochfs_to_float_chw((*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(img.W), C.int(img.H),
+		(*C.float)(unsafe.Pointer(&lut[0][0])), (*C.float)(unsafe.Pointer(&out[0])))
 }

@@ -212,6 +212,9 @@ func TestPreprocessOutputMatchesSavedDigests(t *testing.T) {
 	if len(configs) < 7 || len(images) < 6 {
 		t.Fatalf("golden set incomplete: %d configs, %d images", len(configs), len(images))
 	}
+	if d, err := preprocess.NewDecoder(preprocess.DecoderOptions{}); err != nil || !d.UsesTurbo() {
+		t.Skip("the saved digests are of libjpeg-turbo's decodes; this build decodes with Go's image/jpeg")
+	}
 	update := os.Getenv("EPOCHFS_UPDATE_GOLDEN") == "1"
 	var want map[string]string
 	if !update {
