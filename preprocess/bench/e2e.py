@@ -3,10 +3,13 @@
 
 usage: e2e.py EPOCHFS CONFIG OUTROOT REPEATS CPU NAME=DIR [NAME=DIR ...]
 
+With BASELINE=BINARY in the environment, a second epochfs binary (e.g. an
+earlier commit's) runs in the same rotation as "epochfs-baseline".
+
 Each run is a new process pinned to CPU (taskset -c), so "per core" is
 literal: a run cannot use a second core for its garbage collector, a
 background worker or a thread pool. For each repeat and each image set it
-runs both implementations back to back, alternating which goes first, with
+runs the implementations back to back, rotating which goes first, with
 an empty output directory (removed outside the timing). It prints one JSON
 line per run: wall seconds of the whole process, its user and system CPU
 seconds (getrusage of the child), the 1-minute load average just before
@@ -38,10 +41,15 @@ def load1():
         return float(f.read().split()[0])
 
 
+baseline = os.environ.get("BASELINE", "")
+impls = ["epochfs", "pil+torchvision"] + (["epochfs-baseline"] if baseline else [])
+
+
 def run(impl, name, files, out):
     shutil.rmtree(out, ignore_errors=True)
-    if impl == "epochfs":
-        cmd = [epochfs, "preprocess", "--config", config, "--workers", "1", "--seed", "1", "--out", out] + files
+    if impl.startswith("epochfs"):
+        binary = baseline if impl == "epochfs-baseline" else epochfs
+        cmd = [binary, "preprocess", "--config", config, "--workers", "1", "--seed", "1", "--out", out] + files
     else:
         cmd = ["/usr/bin/python3", os.path.join(here, "e2e_torchvision.py"), out] + files
     la = load1()
@@ -68,14 +76,12 @@ for name, files in lists.items():
         sys.exit(f"no images under {dict(sets)[name]}")
 for r in range(repeats):
     for name, files in lists.items():
-        order = ["epochfs", "pil+torchvision"]
-        if r % 2:
-            order.reverse()
+        order = impls[r % len(impls):] + impls[:r % len(impls)]
         rows = [run(impl, name, files, os.path.join(outroot, impl)) for impl in order]
         for row in rows:
             row["repeat"] = r
             print(json.dumps(row), flush=True)
-        if rows[0]["files_out"] != rows[1]["files_out"] or rows[0]["bytes_out"] != rows[1]["bytes_out"]:
+        if len({(x["files_out"], x["bytes_out"]) for x in rows}) != 1:
             sys.exit(f"outputs differ in number or size: {rows}")
         print(f"repeat {r + 1}/{repeats} {name}: " + ", ".join(
             f"{x['impl']} {x['images'] / x['wall']:.0f}/s (load {x['load1']:.2f})" for x in rows), file=sys.stderr)

@@ -17,7 +17,8 @@
 # interleaved, E2E_REPEATS times (preprocess/bench/e2e.py).
 #
 # Knobs: SET_DIR (in-process set), DATAGEN_DIR and CROPS_DIR (e2e sets) to
-# reuse sets; WAIT_LOAD=1.0 waits (up to WAIT_MAX=1200 s) until the 1-minute
+# reuse sets; BASELINE=BINARY adds another epochfs binary (an earlier
+# commit's) to the end-to-end rotation; WAIT_LOAD=1.0 waits (up to WAIT_MAX=1200 s) until the 1-minute
 # load average is below it before measuring, and says when it never was.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -108,7 +109,7 @@ EOF
   trap 'rm -rf "$work" "$outroot"' EXIT
   wait_load
   echo "end to end: start, load average $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)" >&2
-  $PY preprocess/bench/e2e.py "$work/epochfs" "$work/e2e.toml" "$outroot" "$E2E_REPEATS" "$CPU" \
+  BASELINE=${BASELINE:-} $PY preprocess/bench/e2e.py "$work/epochfs" "$work/e2e.toml" "$outroot" "$E2E_REPEATS" "$CPU" \
     "datagen=$datagen_dir" "photo-crops=$crops_dir" >"$work/e2e.jsonl"
   echo
   echo "end to end, each run pinned to CPU $CPU: \`epochfs preprocess --workers 1\` vs PIL + torchvision + np.save, $E2E_REPEATS repeats, interleaved; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -28,21 +28,25 @@ def fmt(v):
 print("| image set | implementation | wall /s, one core | CPU /s | torchvision loop only /s | load1 at start |")
 print("|---|---|---|---|---|---|")
 for s in sets:
-    for impl in ("epochfs", "pil+torchvision"):
+    for impl in ("epochfs", "epochfs-baseline", "pil+torchvision"):
         rs = [r for r in rows if r["set"] == s and r["impl"] == impl]
         if not rs:
             continue
-        loop = fmt([rate(r, "loop") for r in rs]) if impl != "epochfs" else "—"
+        loop = fmt([rate(r, "loop") for r in rs]) if impl == "pil+torchvision" else "—"
         la = [r["load1"] for r in rs]
         print(f"| {s} ({rs[0]['images']} files) | {impl} | {fmt([rate(r, 'wall') for r in rs])} | "
               f"{fmt([rate(r, 'cpu') for r in rs])} | {loop} | {min(la):.2f}–{max(la):.2f} |")
 print()
 for s in sets:
-    e = {r["repeat"]: r for r in rows if r["set"] == s and r["impl"] == "epochfs"}
     t = {r["repeat"]: r for r in rows if r["set"] == s and r["impl"] == "pil+torchvision"}
-    reps = sorted(set(e) & set(t))
-    for what, against, label in (("wall", "wall", "whole processes"),
-                                 ("wall", "loop", "epochfs whole process / torchvision loop only"),
-                                 ("cpu", "cpu", "CPU time")):
-        ratios = [rate(e[i], what) / rate(t[i], against) for i in reps]
-        print(f"- {s}, {label}: {statistics.median(ratios):.2f}× (per repeat {min(ratios):.2f}–{max(ratios):.2f}×)")
+    for impl in ("epochfs", "epochfs-baseline"):
+        e = {r["repeat"]: r for r in rows if r["set"] == s and r["impl"] == impl}
+        reps = sorted(set(e) & set(t))
+        if not reps:
+            continue
+        for what, against, label in (("wall", "wall", "whole processes"),
+                                     ("wall", "loop", "whole process / torchvision loop only"),
+                                     ("cpu", "cpu", "CPU time")):
+            ratios = [rate(e[i], what) / rate(t[i], against) for i in reps]
+            print(f"- {s}, {impl} / torchvision, {label}: {statistics.median(ratios):.2f}× "
+                  f"(per repeat {min(ratios):.2f}–{max(ratios):.2f}×)")
