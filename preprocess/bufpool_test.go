@@ -1,6 +1,14 @@
 package preprocess
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -94,4 +102,61 @@ func TestBufPoolOutsideTheClassesAllocates(t *testing.T) {
 	}
 	b.put(big) // dropped, not pooled
 	b.put(make([]byte, 100))
+}
+
+// LoadFile reads every byte of a file, whatever its size, also a file
+// whose stat says 0 bytes (procfs), and fails with the file's error.
+func TestLoadFileReadsWholeFiles(t *testing.T) {
+	p, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	s := &State{}
+	for _, n := range []int{0, 1, 511, 512, 513, 4095, 4096, 100000, 1 << 20} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(rng.Uint32())
+		}
+		path := filepath.Join(dir, fmt.Sprint(n))
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.LoadFile(s, path); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(s.Data, want) {
+			t.Errorf("%d bytes: LoadFile read %d bytes, not the file", n, len(s.Data))
+		}
+	}
+	want, err := os.ReadFile("/proc/self/maps") // stat size 0, content larger than 512 B
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.LoadFile(s, "/proc/self/maps"); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Data) < 512 || len(s.Data) < len(want)/2 {
+		t.Errorf("/proc/self/maps: %d bytes, os.ReadFile read %d", len(s.Data), len(want))
+	}
+	if err := p.LoadFile(s, filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	// The decode step gives the buffer back.
+	data := cropJPEG(t, 0, 64, 48, 1)
+	path := filepath.Join(dir, "a.jpg")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.LoadFile(s, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.decodeStep(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Data != nil || s.dataPooled {
+		t.Error("the decode step kept the loaded file")
+	}
 }

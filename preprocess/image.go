@@ -82,7 +82,7 @@ type Tensor struct {
 // them.
 func (t *Tensor) NPY() []byte {
 	if t.file != nil {
-		return t.file
+		return t.file[:len(t.file):len(t.file)] // an append must not write into the pool's spare bytes
 	}
 	return EncodeNPY(t)
 }

@@ -98,7 +98,7 @@ type job struct {
 	slow    bool
 	err     error // set on delivery
 	// start and timeout of the run in a fast worker, published to the
-	// worker's timer with the job (fastWorker.cur).
+	// worker's timer with the job (fastTimer.cur).
 	start   time.Time
 	timeout time.Duration
 	// phase: running in a fast worker, detached by the timer, or claimed
@@ -356,19 +356,19 @@ func (p *Pool) startFast() {
 	go p.fastWorker()
 }
 
-// fastWorker runs samples one at a time. Its one timer serves every
-// sample it runs (a timer per sample would be an allocation per sample):
-// cur is the sample in progress, and a firing that finds a sample which
-// has not yet run for its timeout (a stale firing meant for the previous
-// one) does nothing.
-type fastWorker struct {
+// fastTimer is a fast worker's one timer, which serves every sample the
+// worker runs (a timer per sample would be an allocation per sample): cur
+// is the sample in progress, and a firing that finds a sample which has
+// not yet run for its timeout (a stale firing meant for the previous one)
+// does nothing.
+type fastTimer struct {
 	cur   atomic.Pointer[job]
 	timer *time.Timer
 }
 
 func (p *Pool) fastWorker() {
 	defer p.wg.Done()
-	w := &fastWorker{}
+	w := &fastTimer{}
 	w.timer = time.AfterFunc(time.Hour, func() {
 		if j := w.cur.Load(); j != nil && time.Since(j.start) >= j.timeout {
 			p.tryDetach(j)
@@ -393,7 +393,7 @@ func (p *Pool) fastWorker() {
 // runFast runs j in a fast worker. It returns true if the sample was
 // detached while in a step (this goroutine then finished it as a
 // background worker and must exit).
-func (p *Pool) runFast(w *fastWorker, j *job) bool {
+func (p *Pool) runFast(w *fastTimer, j *job) bool {
 	timeout := p.est.timeout()
 	start := time.Now()
 	if timeout > 0 {
