@@ -1,7 +1,10 @@
 package preprocess
 
 import (
+	"context"
+	"io"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -68,9 +71,11 @@ func BenchmarkTrainPipeline(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if _, err := p.Run(set[i%len(set)], rng); err != nil {
+		t, err := p.Run(set[i%len(set)], rng)
+		if err != nil {
 			b.Fatal(err)
 		}
+		t.Release()
 	}
 	reportPerSec(b)
 }
@@ -150,6 +155,55 @@ func benchRegion(b *testing.B, fast bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+	reportPerSec(b)
+}
+
+// BenchmarkPoolTrainPipeline: the training pipeline through the Pool, each
+// result written as .npy (to io.Discard) by the consumer and released, as
+// epochfs preprocess and the mount's views use it. Run with -benchmem: allocs/op
+// and B/op are the pool path's allocations per sample.
+func BenchmarkPoolTrainPipeline(b *testing.B) {
+	set := benchSet(b, 16)
+	p := trainPipeline(b)
+	defer p.Close()
+	pool, err := NewPool(PoolOptions{Workers: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	steps := p.EncodedSteps()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for i := 0; ; i++ {
+			k := strconv.Itoa(i)
+			st := &State{Key: k, Data: set[i%len(set)], RNG: SampleRNG(1, k)}
+			if pool.Submit(ctx, Task{Key: k, State: st, Steps: steps}) != nil {
+				return
+			}
+		}
+	}()
+	consume := func() {
+		r, err := pool.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Err != nil {
+			b.Fatal(r.Err)
+		}
+		if err := WriteNPY(io.Discard, r.State.Out); err != nil {
+			b.Fatal(err)
+		}
+		r.State.Out.Release()
+	}
+	for range 64 { // warm up: buffers, the timeout estimate
+		consume()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		consume()
 	}
 	reportPerSec(b)
 }

@@ -17,7 +17,13 @@
 //     output uint8 HWC or float32 CHW (ToTensor, then Normalize); each
 //     sample's randomness comes from SampleRNG(seed, key).
 //   - NPY encoding (format 1.0, 64-byte aligned data) that numpy.load and
-//     torch.from_numpy read without copying.
+//     torch.from_numpy read without copying. A pipeline makes each tensor
+//     inside its own .npy file (Tensor.NPY: no encoding, no copy, one
+//     write; Tensor.Release: the buffer goes back for the next sample).
+//   - Buffers: every buffer of a sample (the file read by LoadFile, the
+//     decode, the resize, the tensor) comes from a size-classed pool the
+//     pipeline owns, so a long-running caller allocates no image- or
+//     tensor-sized memory per sample (bufpool.go).
 //   - Pool: MinatoLoader's fast/slow load balancer (see pool.go).
 //   - DecodedCache, AugmentedCache and Store: byte budgets from the
 //     caller, consumer counts on augmented entries, one computation per

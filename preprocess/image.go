@@ -60,11 +60,42 @@ const (
 
 // Tensor is a pipeline output: uint8 HWC (U8 set) or float32 CHW (F32 set),
 // C order.
+//
+// A Pipeline makes its tensors inside their own .npy file: one pooled
+// buffer holds the header and then the data, which U8 or F32 views. NPY
+// returns that file without a copy, and Release gives the buffer back for
+// the next sample. A tensor that is not released is left to the garbage
+// collector.
 type Tensor struct {
 	DType DType
 	Shape []int
 	U8    []byte
 	F32   []float32
+
+	file []byte   // the .npy file whose data U8 or F32 views (nil: none)
+	bufs *bufPool // where file goes on Release
+}
+
+// NPY returns t as a .npy file (the bytes EncodeNPY returns). For a
+// tensor made by a Pipeline this is the memory the tensor lives in: no
+// copy is made, and the bytes are valid until Release. Do not modify
+// them.
+func (t *Tensor) NPY() []byte {
+	if t.file != nil {
+		return t.file[:len(t.file):len(t.file)] // an append must not write into the pool's spare bytes
+	}
+	return EncodeNPY(t)
+}
+
+// Release gives the memory of a tensor made by a Pipeline back for reuse.
+// Call it only on a tensor you hold alone (not one from a Store, whose
+// tensors are shared), once you are done with its data and its NPY bytes;
+// t's data is nil afterwards. For other tensors it only clears the data.
+func (t *Tensor) Release() {
+	if t.file != nil {
+		t.bufs.put(t.file)
+	}
+	t.file, t.bufs, t.U8, t.F32 = nil, nil, nil, nil
 }
 
 // Bytes is the size of the tensor's data.

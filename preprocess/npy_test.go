@@ -3,11 +3,16 @@ package preprocess
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -120,5 +125,149 @@ func TestNPYLoadsInNumpyAndTorchWithoutCopy(t *testing.T) {
 	}
 	if i != 2 {
 		t.Fatalf("python reported %d files, want 2", i)
+	}
+}
+
+// encodeNPYReference is the encoder as it was before tensors were laid out
+// as their .npy files: the header through fmt, the floats one by one.
+func encodeNPYReference(t *Tensor) []byte {
+	descr := "|u1"
+	if t.DType == Float32 {
+		descr = "<f4"
+	}
+	shape := make([]string, len(t.Shape))
+	for i, d := range t.Shape {
+		shape[i] = strconv.Itoa(d)
+	}
+	tuple := strings.Join(shape, ", ")
+	if len(shape) == 1 {
+		tuple += ","
+	}
+	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, tuple)
+	total := 10 + len(dict) + 1
+	pad := (64 - total%64) % 64
+	b := []byte("\x93NUMPY\x01\x00")
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(dict)+pad+1))
+	b = append(b, dict...)
+	b = append(b, bytes.Repeat([]byte{' '}, pad)...)
+	b = append(b, '\n')
+	if t.DType != Float32 {
+		return append(b, t.U8...)
+	}
+	for _, v := range t.F32 {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// The encoder gives the previous encoder's bytes for any shape and value,
+// NaN payloads and negative zero included.
+func TestEncodeNPYMatchesTheReferenceEncoder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	shapes := [][]int{{}, {5}, {3, 7}, {2, 3, 4}, {3, 224, 224}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1000000000}}
+	for _, sh := range shapes {
+		n := 1
+		for _, d := range sh {
+			n *= d
+		}
+		for _, dt := range []DType{Uint8, Float32} {
+			tt := &Tensor{DType: dt, Shape: sh}
+			if n > 1<<20 {
+				// Only the header: a shape too large to fill.
+				if got, want := NPYHeader(tt), encodeNPYReference(tt); !bytes.Equal(got, want) {
+					t.Errorf("%v %s header:\n got %q\nwant %q", sh, dt, got, want)
+				}
+				continue
+			}
+			if dt == Uint8 {
+				tt.U8 = make([]byte, n)
+				for i := range tt.U8 {
+					tt.U8[i] = byte(rng.IntN(256))
+				}
+			} else {
+				tt.F32 = make([]float32, n)
+				for i := range tt.F32 {
+					tt.F32[i] = math.Float32frombits(rng.Uint32())
+				}
+				if n > 2 {
+					tt.F32[0], tt.F32[1] = float32(math.Copysign(0, -1)), math.Float32frombits(0x7fc00001)
+				}
+			}
+			want := encodeNPYReference(tt)
+			if got := EncodeNPY(tt); !bytes.Equal(got, want) {
+				t.Errorf("%v %s: EncodeNPY differs from the reference encoder", sh, dt)
+			}
+			if got := tt.NPY(); !bytes.Equal(got, want) {
+				t.Errorf("%v %s: NPY differs from the reference encoder", sh, dt)
+			}
+			if NPYSize(tt) != int64(len(want)) {
+				t.Errorf("%v %s: NPYSize %d, want %d", sh, dt, NPYSize(tt), len(want))
+			}
+			var w bytes.Buffer
+			if err := WriteNPY(&w, tt); err != nil || !bytes.Equal(w.Bytes(), want) {
+				t.Errorf("%v %s: WriteNPY differs from the reference encoder (%v)", sh, dt, err)
+			}
+		}
+	}
+}
+
+// countingWriter counts Write calls.
+type countingWriter struct {
+	bytes.Buffer
+	calls int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.calls++
+	return w.Buffer.Write(b)
+}
+
+// A pipeline's tensor is its own .npy file: NPY gives the reference
+// encoder's bytes without copying (the data views the same memory),
+// WriteNPY stores it in one Write, and Release clears the tensor.
+func TestPipelineTensorIsItsOwnNPYFile(t *testing.T) {
+	data := cropJPEG(t, 1, 320, 240, 5)
+	for _, opts := range []Options{
+		{Augment: []string{"random_resized_crop:64", "hflip:0.5"}},
+		{Augment: []string{"random_resized_crop:64", "hflip:0.5"}, Output: "float32_chw",
+			Normalize: [][]float64{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}}},
+		{Static: []string{"resize:80", "center_crop:64"}, Output: "float32_chw"},
+	} {
+		p, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		tt, err := p.Run(data, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := &Tensor{DType: tt.DType, Shape: tt.Shape, U8: slices.Clone(tt.U8), F32: slices.Clone(tt.F32)}
+		want := encodeNPYReference(plain)
+		file := tt.NPY()
+		if !bytes.Equal(file, want) {
+			t.Fatalf("%+v: NPY differs from the reference encoding of the same tensor", opts)
+		}
+		// The data is the file's tail, not a copy of it.
+		if tt.DType == Float32 {
+			tt.F32[0] = 12.5
+			if math.Float32frombits(binary.LittleEndian.Uint32(file[len(file)-4*len(tt.F32):])) != 12.5 {
+				t.Errorf("%+v: F32 does not view the NPY bytes", opts)
+			}
+		} else {
+			tt.U8[0] ^= 0xff
+			if file[len(file)-len(tt.U8)] != tt.U8[0] {
+				t.Errorf("%+v: U8 does not view the NPY bytes", opts)
+			}
+		}
+		var w countingWriter
+		if err := WriteNPY(&w, tt); err != nil || w.calls != 1 || !bytes.Equal(w.Bytes(), file) {
+			t.Errorf("%+v: WriteNPY: %d calls, %v", opts, w.calls, err)
+		}
+		tt.Release()
+		if tt.U8 != nil || tt.F32 != nil || tt.file != nil {
+			t.Errorf("%+v: Release left data in the tensor", opts)
+		}
+		tt.Release() // twice is harmless
 	}
 }

@@ -3,9 +3,11 @@ package preprocess
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
+	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"unsafe"
 
 	"github.com/epochfs/epochfs/preprocess/spec"
 )
@@ -87,9 +89,13 @@ func (p *Pipeline) Decoder() *Decoder { return p.dec }
 // run's seed and the sample's key, so a sample's augmentation does not
 // depend on which worker ran it or in what order.
 func SampleRNG(seed uint64, key string) *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return rand.New(rand.NewPCG(seed, h.Sum64()))
+	// FNV-1a (hash/fnv's New64a), over the string without copying it.
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return rand.New(rand.NewPCG(seed, h))
 }
 
 // State is one sample moving through the steps of a pipeline (or of any
@@ -114,11 +120,13 @@ type State struct {
 	// the decoded form); otherwise its buffer is recycled.
 	Keep bool
 
-	scratch      []byte // pooled buffer behind Img, recycled when Img is replaced
+	scratch      []byte // pooled buffer behind Img, recycled when Img is replaced; never shared
+	dataPooled   bool   // Data came from LoadFile: the decode step recycles it
 	denom        int    // the image is decoded at 1/denom of fullW×fullH
 	fullW, fullH int
-	crop         *Crop      // drawn before a fused decode
-	box          [4]float64 // the crop in the coordinates of the decoded region // drawn before the decode when the crop drives DCT scaling
+	crop         Crop       // drawn before a fused decode (when cropped)
+	cropped      bool       // crop was drawn before the decode
+	box          [4]float64 // the crop in the coordinates of the decoded region
 }
 
 // Step is one unit of work on a sample. The pool times samples between
@@ -137,14 +145,71 @@ func (p *Pipeline) EncodedSteps() []Step {
 	return append(steps, p.AugmentSteps()...)
 }
 
-// replace sets the image a step produced and recycles the buffer of the
-// one it replaced, unless the decoded form is being kept.
+// replace sets the image a step produced (a fresh buffer, which becomes
+// the sample's scratch) and recycles the buffer of the one it replaced.
+// The decoded form is never scratch (markDecoded lets go of it), so a
+// kept or cached decoded form is never recycled.
 func (p *Pipeline) replace(s *State, img *Image) {
-	if s.scratch != nil && s.Decoded == nil && img != s.Img {
+	if s.scratch != nil && img != s.Img {
 		p.dec.bufs.put(s.scratch)
 	}
 	s.scratch = nil
+	if img != nil {
+		s.scratch = img.Pix
+	}
 	s.Img, s.Owned = img, true
+}
+
+// LoadFile reads the file at path into s.Data, in a buffer from the
+// pipeline's pool that the decode step gives back once it has decoded it
+// (so a long-running caller does not allocate a buffer per sample).
+func (p *Pipeline) LoadFile(s *State, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("preprocess: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("preprocess: %w", err)
+	}
+	// One byte more than the size, so that reading the whole file ends
+	// with io.EOF and not with a grown buffer; a file that grew since the
+	// stat (or that has no size) is still read whole, as os.ReadFile does.
+	n := 512
+	if sz := fi.Size(); sz > 0 && sz < math.MaxInt32 {
+		n = int(sz) + 1
+	}
+	buf := p.dec.bufs.get(n)
+	read := 0
+	for {
+		if read == len(buf) {
+			grown := p.dec.bufs.get(2 * len(buf))
+			copy(grown, buf)
+			p.dec.bufs.put(buf)
+			buf = grown
+		}
+		m, err := f.Read(buf[read:])
+		read += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			p.dec.bufs.put(buf)
+			return fmt.Errorf("preprocess: %w", err)
+		}
+	}
+	p.releaseData(s)
+	s.Data, s.dataPooled = buf[:read], true
+	return nil
+}
+
+// releaseData recycles s.Data if LoadFile read it.
+func (p *Pipeline) releaseData(s *State) {
+	if s.dataPooled {
+		p.dec.bufs.put(s.Data)
+		s.Data, s.dataPooled = nil, false
+	}
 }
 
 // DecodedSteps returns the steps from encoded bytes to the decoded form
@@ -190,6 +255,7 @@ func (p *Pipeline) markDecoded(keep bool) Step {
 }
 
 func (p *Pipeline) decodeStep(_ context.Context, s *State) error {
+	defer p.releaseData(s)
 	if p.fusedCrop(s) {
 		return p.decodeCrop(s)
 	}
@@ -241,29 +307,31 @@ func (p *Pipeline) fusedCrop(s *State) bool {
 // draws it from the full image), picks the DCT scale that keeps the crop
 // at least dctMargin times the output size, and decodes only the crop.
 func (p *Pipeline) decodeCrop(s *State) error {
+	h, err := p.dec.DecodeHeader(s.Data)
+	if err != nil {
+		return err
+	}
 	st := p.augment[0]
-	img, denom, err := p.dec.DecodeRegion(s.Data, func(h Header) (int, Rect) {
-		s.fullW, s.fullH = h.W, h.H
-		c := RandomResizedCropParams(s.RNG, h.W, h.H, st.Scale, st.Ratio)
-		d := 1
-		if p.dct && h.Scalable {
-			for _, cand := range []int{8, 4, 2} {
-				if float64(c.W)/float64(cand) >= dctMargin*float64(st.W) && float64(c.H)/float64(cand) >= dctMargin*float64(st.H) {
-					d = cand
-					break
-				}
+	s.fullW, s.fullH = h.W, h.H
+	c := RandomResizedCropParams(s.RNG, h.W, h.H, st.Scale, st.Ratio)
+	d := 1
+	if p.dct && h.Scalable {
+		for _, cand := range [...]int{8, 4, 2} {
+			if float64(c.W)/float64(cand) >= dctMargin*float64(st.W) && float64(c.H)/float64(cand) >= dctMargin*float64(st.H) {
+				d = cand
+				break
 			}
 		}
-		df := float64(d)
-		bx0, by0 := float64(c.Left)/df, float64(c.Top)/df
-		bx1, by1 := float64(c.Left+c.W)/df, float64(c.Top+c.H)/df
-		x0, y0 := int(bx0), int(by0)
-		x1 := min(int(math.Ceil(bx1)), scaled(h.W, d))
-		y1 := min(int(math.Ceil(by1)), scaled(h.H, d))
-		s.box = [4]float64{bx0 - float64(x0), by0 - float64(y0), bx1 - float64(x0), by1 - float64(y0)}
-		s.crop = &c
-		return d, Rect{X: x0, Y: y0, W: x1 - x0, H: y1 - y0}
-	})
+	}
+	df := float64(d)
+	bx0, by0 := float64(c.Left)/df, float64(c.Top)/df
+	bx1, by1 := float64(c.Left+c.W)/df, float64(c.Top+c.H)/df
+	x0, y0 := int(bx0), int(by0)
+	x1 := min(int(math.Ceil(bx1)), scaled(h.W, d))
+	y1 := min(int(math.Ceil(by1)), scaled(h.H, d))
+	s.box = [4]float64{bx0 - float64(x0), by0 - float64(y0), bx1 - float64(x0), by1 - float64(y0)}
+	s.crop, s.cropped = c, true
+	img, denom, err := p.dec.decodeRegion(s.Data, h, d, Rect{X: x0, Y: y0, W: x1 - x0, H: y1 - y0})
 	if err != nil {
 		return err
 	}
@@ -310,7 +378,7 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 		return func(_ context.Context, s *State) error {
 			// A view keeps the scratch buffer alive; a padded crop
 			// replaces it.
-			if out, fresh := doCenterCrop(s.Img, st); fresh {
+			if out, fresh := doCenterCrop(s.Img, st, p.dec.bufs); fresh {
 				p.replace(s, out)
 			} else {
 				s.Img = out
@@ -323,9 +391,9 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 			if s.RNG == nil {
 				return fmt.Errorf("preprocess: %s: no random source: %w", st.Text, ErrBadOptions)
 			}
-			if s.crop != nil {
+			if s.cropped {
 				// Drawn before the decode, which decoded only the crop.
-				s.crop = nil
+				s.cropped = false
 				p.replace(s, resample(s.Img, s.box, st.W, st.H, p.dec.bufs))
 				s.denom = 1
 				return nil
@@ -342,10 +410,8 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 			}
 			if s.RNG.Float64() < st.P {
 				if !s.Owned {
-					s.Img, s.Owned = s.Img.Compact(), true
-					if s.Img == s.Decoded {
-						s.Img = copyImage(s.Img)
-					}
+					// Shared (the decoded form): flip a copy.
+					p.replace(s, copyImage(s.Img, p.dec.bufs))
 				}
 				flipInPlace(s.Img)
 			}
@@ -355,25 +421,55 @@ func (p *Pipeline) imageStep(st spec.Step) Step {
 	panic("preprocess: unknown step kind " + string(st.Kind))
 }
 
-func copyImage(m *Image) *Image {
-	out := NewImage(m.W, m.H)
+// copyImage returns a compact copy of m in a buffer from bufs.
+func copyImage(m *Image, bufs *bufPool) *Image {
+	out := &Image{W: m.W, H: m.H, Stride: 3 * m.W, Pix: bufs.get(3 * m.W * m.H)}
 	for y := 0; y < m.H; y++ {
 		copy(out.Row(y), m.Row(y))
 	}
 	return out
 }
 
+// outputStep converts the image into the output tensor, laid out as its
+// .npy file in one pooled buffer (see Tensor), and recycles the image.
 func (p *Pipeline) outputStep(_ context.Context, s *State) error {
-	if p.float {
-		s.Out = toFloatCHW(s.Img, p.lut)
-		p.replace(s, nil)
-		return nil
-	}
 	img := s.Img
-	if !s.Owned || img.Stride != 3*img.W || len(img.Pix) != 3*img.W*img.H {
-		img = copyImage(img)
+	n := 3 * img.W * img.H
+	// The tensor and its shape in one allocation.
+	box := &struct {
+		t     Tensor
+		shape [3]int
+	}{shape: [3]int{img.H, img.W, 3}}
+	t := &box.t
+	t.DType, t.Shape = Uint8, box.shape[:]
+	size := n
+	if p.float {
+		t.DType, box.shape = Float32, [3]int{3, img.H, img.W}
+		size = 4 * n
+		if !littleEndian {
+			// The file's '<f4' is not this machine's float32: keep a
+			// plain tensor; NPY encodes it.
+			s.Out = toFloatCHW(img, p.lut)
+			p.replace(s, nil)
+			return nil
+		}
 	}
-	s.Out = &Tensor{DType: Uint8, Shape: []int{img.H, img.W, 3}, U8: img.Pix}
+	hl := npyHeaderLen(t.DType, t.Shape)
+	file := p.dec.bufs.get(hl + size)
+	appendNPYHeader(file[:0], t.DType, t.Shape)
+	data := file[hl : hl+size : hl+size]
+	if p.float {
+		t.F32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), n)
+		toFloatCHWInto(t.F32, img, p.lut)
+	} else {
+		for y := 0; y < img.H; y++ {
+			copy(data[3*img.W*y:], img.Row(y))
+		}
+		t.U8 = data
+	}
+	t.file, t.bufs = file, p.dec.bufs
+	s.Out = t
+	p.replace(s, nil)
 	return nil
 }
 

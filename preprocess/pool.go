@@ -96,6 +96,11 @@ type job struct {
 	next    int // index of the next step to run
 	compute time.Duration
 	slow    bool
+	err     error // set on delivery
+	// start and timeout of the run in a fast worker, published to the
+	// worker's timer with the job (fastTimer.cur).
+	start   time.Time
+	timeout time.Duration
 	// phase: running in a fast worker, detached by the timer, or claimed
 	// by the fast worker (finished or moved at a boundary).
 	phase atomic.Int32
@@ -121,11 +126,15 @@ type Pool struct {
 	detachOK chan struct{} // in-step detach slots
 
 	mu      sync.Mutex
-	pending map[string]bool    // submitted, not handed out
-	ready   map[string]*Result // finished, not handed out
-	fastQ   []string
-	slowQ   []string
-	changed chan struct{} // closed and replaced when ready changes
+	pending map[string]bool // submitted, not handed out
+	ready   map[string]*job // finished, not handed out
+	fastQ   keyQueue
+	slowQ   keyQueue
+	// changed is closed and replaced when ready changes, if a waiter
+	// took it (watched): a pool whose consumer keeps up makes no
+	// channel per sample.
+	changed chan struct{}
+	watched bool
 	closed  bool
 
 	submitted, done, fast, slow, failed, moved, detached atomic.Int64
@@ -175,7 +184,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		slots:    make(chan struct{}, opts.Capacity),
 		detachOK: make(chan struct{}, opts.SlowWorkers),
 		pending:  map[string]bool{},
-		ready:    map[string]*Result{},
+		ready:    map[string]*job{},
 		changed:  make(chan struct{}),
 	}
 	for range opts.Workers {
@@ -238,10 +247,10 @@ func (p *Pool) Take(ctx context.Context, key string) (Result, error) {
 func (p *Pool) wait(ctx context.Context, key string) (Result, error) {
 	for {
 		p.mu.Lock()
-		if r := p.takeLocked(key); r != nil {
+		if j := p.takeLocked(key); j != nil {
 			p.mu.Unlock()
 			<-p.slots
-			return *r, nil
+			return Result{Key: j.task.Key, State: j.task.State, Err: j.err, Slow: j.slow, Compute: j.compute}, nil
 		}
 		if key != "" && !p.pending[key] {
 			p.mu.Unlock()
@@ -252,6 +261,7 @@ func (p *Pool) wait(ctx context.Context, key string) (Result, error) {
 			return Result{}, fmt.Errorf("preprocess: next: %w", ErrClosed)
 		}
 		ch, closed := p.changed, p.closed
+		p.watched = true
 		p.mu.Unlock()
 		if closed {
 			return Result{}, fmt.Errorf("preprocess: next: %w", ErrClosed)
@@ -264,29 +274,28 @@ func (p *Pool) wait(ctx context.Context, key string) (Result, error) {
 	}
 }
 
-func (p *Pool) takeLocked(key string) *Result {
+func (p *Pool) takeLocked(key string) *job {
 	if key == "" {
-		for _, q := range []*[]string{&p.fastQ, &p.slowQ} {
-			for len(*q) > 0 {
-				k := (*q)[0]
-				*q = (*q)[1:]
-				if r, ok := p.ready[k]; ok {
+		for _, q := range [...]*keyQueue{&p.fastQ, &p.slowQ} {
+			for q.len() > 0 {
+				k := q.pop()
+				if j, ok := p.ready[k]; ok {
 					delete(p.ready, k)
 					delete(p.pending, k)
-					return r
+					return j
 				}
 			}
 		}
 		return nil
 	}
-	r, ok := p.ready[key]
+	j, ok := p.ready[key]
 	if !ok {
 		return nil
 	}
 	delete(p.ready, key)
 	delete(p.pending, key)
 	// Its queue entry is skipped when reached.
-	return r
+	return j
 }
 
 // Ready returns the keys of finished samples not yet handed out, fast
@@ -295,8 +304,8 @@ func (p *Pool) Ready() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	keys := make([]string, 0, len(p.ready))
-	for _, q := range [][]string{p.fastQ, p.slowQ} {
-		for _, k := range q {
+	for _, q := range [...]*keyQueue{&p.fastQ, &p.slowQ} {
+		for _, k := range q.keys[q.head:] {
 			if _, ok := p.ready[k]; ok {
 				keys = append(keys, k)
 			}
@@ -347,12 +356,30 @@ func (p *Pool) startFast() {
 	go p.fastWorker()
 }
 
+// fastTimer is a fast worker's one timer, which serves every sample the
+// worker runs (a timer per sample would be an allocation per sample): cur
+// is the sample in progress, and a firing that finds a sample which has
+// not yet run for its timeout (a stale firing meant for the previous one)
+// does nothing.
+type fastTimer struct {
+	cur   atomic.Pointer[job]
+	timer *time.Timer
+}
+
 func (p *Pool) fastWorker() {
 	defer p.wg.Done()
+	w := &fastTimer{}
+	w.timer = time.AfterFunc(time.Hour, func() {
+		if j := w.cur.Load(); j != nil && time.Since(j.start) >= j.timeout {
+			p.tryDetach(j)
+		}
+	})
+	w.timer.Stop()
+	defer w.timer.Stop()
 	for {
 		select {
 		case j := <-p.in:
-			if detached := p.runFast(j); detached {
+			if detached := p.runFast(w, j); detached {
 				// This goroutine finished its sample as a background
 				// worker; a replacement took its fast slot.
 				return
@@ -366,13 +393,17 @@ func (p *Pool) fastWorker() {
 // runFast runs j in a fast worker. It returns true if the sample was
 // detached while in a step (this goroutine then finished it as a
 // background worker and must exit).
-func (p *Pool) runFast(j *job) bool {
+func (p *Pool) runFast(w *fastTimer, j *job) bool {
 	timeout := p.est.timeout()
 	start := time.Now()
-	var timer *time.Timer
 	if timeout > 0 {
-		timer = time.AfterFunc(timeout, func() { p.tryDetach(j) })
-		defer timer.Stop()
+		j.start, j.timeout = start, timeout
+		w.cur.Store(j)
+		w.timer.Reset(timeout)
+		defer func() {
+			w.timer.Stop()
+			w.cur.Store(nil)
+		}()
 	}
 	steps := j.task.Steps
 	for j.next < len(steps) {
@@ -492,17 +523,48 @@ func (p *Pool) deliver(j *job, err error) {
 	} else {
 		p.fast.Add(1)
 	}
-	r := &Result{Key: j.task.Key, State: j.task.State, Err: err, Slow: slow, Compute: j.compute}
+	j.err, j.slow = err, slow
+	key := j.task.Key
 	p.mu.Lock()
-	p.ready[r.Key] = r
+	p.ready[key] = j
 	if slow {
-		p.slowQ = append(p.slowQ, r.Key)
+		p.slowQ.push(key)
 	} else {
-		p.fastQ = append(p.fastQ, r.Key)
+		p.fastQ.push(key)
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	if p.watched {
+		close(p.changed)
+		p.changed, p.watched = make(chan struct{}), false
+	}
 	p.mu.Unlock()
+}
+
+// keyQueue is a FIFO of keys that reuses its memory: popping by
+// reslicing would move the slice's start forward until every push
+// reallocates.
+type keyQueue struct {
+	keys []string
+	head int
+}
+
+func (q *keyQueue) len() int { return len(q.keys) - q.head }
+
+func (q *keyQueue) push(k string) {
+	if q.head > 0 && q.head == len(q.keys) {
+		q.keys, q.head = q.keys[:0], 0
+	} else if q.head > 32 && q.head > len(q.keys)/2 {
+		n := copy(q.keys, q.keys[q.head:])
+		clear(q.keys[n:])
+		q.keys, q.head = q.keys[:n], 0
+	}
+	q.keys = append(q.keys, k)
+}
+
+func (q *keyQueue) pop() string {
+	k := q.keys[q.head]
+	q.keys[q.head] = ""
+	q.head++
+	return k
 }
 
 // estimator keeps recent sample times and the timeout derived from them.

@@ -21,6 +21,12 @@ func (d *Decoder) DecodeRegion(data []byte, pick RegionFunc) (*Image, int, error
 		return nil, 1, err
 	}
 	denom, r := pick(h)
+	return d.decodeRegion(data, h, denom, r)
+}
+
+// decodeRegion is DecodeRegion once the header is read and the region
+// chosen.
+func (d *Decoder) decodeRegion(data []byte, h Header, denom int, r Rect) (*Image, int, error) {
 	if !validDenom(denom) || (denom != 1 && !h.Scalable) {
 		return nil, 1, fmt.Errorf("preprocess: region scale 1/%d for %s: %w", denom, h.Format, ErrBadOptions)
 	}

@@ -130,13 +130,17 @@ import (
 func (d *Decoder) decodeRegionTurbo(data []byte, hdr Header, denom int, r Rect) (img *Image, ok bool, err error) {
 	fullW := scaled(hdr.W, denom)
 	out := d.bufs.get(3 * r.W * r.H)
-	row := d.bufs.get(3 * fullW)
-	defer d.bufs.put(row)
-	var msg [errLen]C.char
+	// One pooled buffer for the scaled row and, after it, the error
+	// message (a Go array passed to C would be allocated per call).
+	rowLen := 3 * fullW
+	scratch := d.bufs.get(rowLen + errLen)
+	defer d.bufs.put(scratch)
+	msg := scratch[rowLen:]
+	msg[0] = 0
 	rc := C.epochfs_decode_region((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
 		C.int(hdr.W), C.int(hdr.H), C.int(b2i(d.fastUpsample)), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H),
-		(*C.uchar)(unsafe.Pointer(&out[0])), (*C.uchar)(unsafe.Pointer(&row[0])), C.int(len(row)),
-		&msg[0], errLen)
+		(*C.uchar)(unsafe.Pointer(&out[0])), (*C.uchar)(unsafe.Pointer(&scratch[0])), C.int(rowLen),
+		(*C.char)(unsafe.Pointer(&msg[0])), errLen)
 	switch rc {
 	case 0:
 		return &Image{W: r.W, H: r.H, Stride: 3 * r.W, Pix: out}, true, nil
@@ -145,7 +149,7 @@ func (d *Decoder) decodeRegionTurbo(data []byte, hdr Header, denom int, r Rect) 
 		return nil, false, nil
 	}
 	d.bufs.put(out)
-	return nil, true, fmt.Errorf("preprocess: jpeg decode: %s: %w", C.GoString(&msg[0]), ErrCorrupt)
+	return nil, true, fmt.Errorf("preprocess: jpeg decode: %s: %w", C.GoString((*C.char)(unsafe.Pointer(&msg[0]))), ErrCorrupt)
 }
 
 func b2i(b bool) int {

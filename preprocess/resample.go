@@ -17,6 +17,7 @@ type coeffs struct {
 	ksize  int
 	bounds []int32 // per output pixel: first input index, tap count
 	kk     []int32 // ksize taps per output pixel
+	k      []float64
 }
 
 func bilinearFilter(x float64) float64 {
@@ -31,6 +32,21 @@ func bilinearFilter(x float64) float64 {
 
 // precompute mirrors precompute_coeffs + normalize_coeffs_8bpc.
 func precompute(inSize int, in0, in1 float64, outSize int) coeffs {
+	var c coeffs
+	c.compute(inSize, in0, in1, outSize)
+	return c
+}
+
+// grow returns s with length n, reusing its memory when it can.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// compute is precompute into c's memory (reused across samples).
+func (c *coeffs) compute(inSize int, in0, in1 float64, outSize int) {
 	scale := (in1 - in0) / float64(outSize)
 	filterscale := scale
 	if filterscale < 1 {
@@ -38,8 +54,12 @@ func precompute(inSize int, in0, in1 float64, outSize int) coeffs {
 	}
 	support := 1.0 * filterscale
 	ksize := int(math.Ceil(support))*2 + 1
-	c := coeffs{ksize: ksize, bounds: make([]int32, 2*outSize), kk: make([]int32, ksize*outSize)}
-	k := make([]float64, ksize)
+	c.ksize = ksize
+	c.bounds = grow(c.bounds, 2*outSize)
+	c.kk = grow(c.kk, ksize*outSize)
+	clear(c.kk)
+	c.k = grow(c.k, ksize)
+	k := c.k
 	ss := 1 / filterscale
 	for xx := 0; xx < outSize; xx++ {
 		center := in0 + (float64(xx)+0.5)*scale
@@ -76,7 +96,6 @@ func precompute(inSize int, in0, in1 float64, outSize int) coeffs {
 		c.bounds[2*xx] = int32(xmin)
 		c.bounds[2*xx+1] = int32(xmax)
 	}
-	return c
 }
 
 func clip8(v int32) byte {
@@ -92,32 +111,34 @@ func clip8(v int32) byte {
 
 // resample resizes the box (x0, y0, x1, y1), in src's pixel coordinates,
 // to outW×outH. The filter never reads outside src, so pass the crop as a
-// view to get torchvision's crop-then-resize.
+// view to get torchvision's crop-then-resize. The output is a fresh
+// compact image in a buffer from bufs.
 func resample(src *Image, box [4]float64, outW, outH int, bufs *bufPool) *Image {
 	needH := outW != src.W || box[0] != 0 || box[2] != float64(outW)
 	needV := outH != src.H || box[1] != 0 || box[3] != float64(outH)
 	if !needH && !needV {
-		out := NewImage(outW, outH)
-		for y := 0; y < outH; y++ {
-			copy(out.Row(y), src.Row(y))
-		}
-		return out
+		return copyImage(src, bufs)
 	}
-	cv := precompute(src.H, box[1], box[3], outH)
+	cv := bufs.getCoeffs()
+	defer bufs.putCoeffs(cv)
+	cv.compute(src.H, box[1], box[3], outH)
 	first := int(cv.bounds[0])
 	last := int(cv.bounds[2*outH-2] + cv.bounds[2*outH-1])
 	cur := src
 	if needH {
-		ch := precompute(src.W, box[0], box[2], outW)
-		tmp := &Image{W: outW, H: last - first, Stride: 3 * outW, Pix: bufs.get(3 * outW * (last - first))}
-		resampleH(tmp, src, first, ch)
+		ch := bufs.getCoeffs()
+		ch.compute(src.W, box[0], box[2], outW)
+		tmp := Image{W: outW, H: last - first, Stride: 3 * outW, Pix: bufs.get(3 * outW * (last - first))}
+		resampleH(&tmp, src, first, *ch)
+		bufs.putCoeffs(ch)
+		if !needV {
+			out := tmp
+			return &out
+		}
 		for i := 0; i < outH; i++ {
 			cv.bounds[2*i] -= int32(first)
 		}
-		cur = tmp
-		if !needV {
-			return tmp
-		}
+		cur = &tmp
 	} else {
 		// Vertical only: rows first..last of src, same indices.
 		for i := 0; i < outH; i++ {
@@ -125,8 +146,8 @@ func resample(src *Image, box [4]float64, outW, outH int, bufs *bufPool) *Image 
 		}
 		cur = src.Sub(0, first, src.W, last-first)
 	}
-	out := NewImage(outW, outH)
-	resampleV(out, cur, cv)
+	out := &Image{W: outW, H: outH, Stride: 3 * outW, Pix: bufs.get(3 * outW * outH)}
+	resampleV(out, cur, *cv)
 	if needH {
 		bufs.put(cur.Pix)
 	}

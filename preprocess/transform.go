@@ -36,8 +36,8 @@ func doResize(img *Image, s spec.Step, bufs *bufPool) *Image {
 func roundHalfEven(x float64) int { return int(math.RoundToEven(x)) }
 
 // doCenterCrop is torchvision's center_crop: a view when the crop fits,
-// a fresh zero-padded image (fresh = true) when it does not.
-func doCenterCrop(img *Image, s spec.Step) (out *Image, fresh bool) {
+// a fresh zero-padded image from bufs (fresh = true) when it does not.
+func doCenterCrop(img *Image, s spec.Step, bufs *bufPool) (out *Image, fresh bool) {
 	cw, ch := s.W, s.H
 	if cw <= img.W && ch <= img.H {
 		top := roundHalfEven(float64(img.H-ch) / 2)
@@ -58,7 +58,8 @@ func doCenterCrop(img *Image, s spec.Step) (out *Image, fresh bool) {
 	}
 	top := roundHalfEven(float64(ph-ch) / 2)
 	left := roundHalfEven(float64(pw-cw) / 2)
-	out = NewImage(cw, ch)
+	out = &Image{W: cw, H: ch, Stride: 3 * cw, Pix: bufs.get(3 * cw * ch)}
+	clear(out.Pix)
 	// Source pixel (x, y) lands at (x+padL-left, y+padT-top).
 	for y := 0; y < img.H; y++ {
 		oy := y + padT - top
@@ -124,12 +125,19 @@ func flipInPlace(img *Image) {
 }
 
 // toFloatCHWGo is ToTensor (x/255 as float32) followed by Normalize when
-// lut holds the per-channel (x/255 - mean)/std table (the !cgo build and
-// the tests' oracle for the C version).
+// lut holds the per-channel (x/255 - mean)/std table (the tests' oracle
+// for the C version).
 func toFloatCHWGo(img *Image, lut *[3][256]float32) *Tensor {
+	out := make([]float32, 3*img.W*img.H)
+	toFloatCHWIntoGo(out, img, lut)
+	return &Tensor{DType: Float32, Shape: []int{3, img.H, img.W}, F32: out}
+}
+
+// toFloatCHWIntoGo writes ToTensor (+ Normalize) of img into out
+// (3×W×H float32, CHW), in Go (the !cgo build).
+func toFloatCHWIntoGo(out []float32, img *Image, lut *[3][256]float32) {
 	n := img.W * img.H
-	out := make([]float32, 3*n)
-	r, g, b := out[:n], out[n:2*n], out[2*n:]
+	r, g, b := out[:n], out[n:2*n], out[2*n:3*n]
 	i := 0
 	for y := 0; y < img.H; y++ {
 		row := img.Row(y)
@@ -140,7 +148,6 @@ func toFloatCHWGo(img *Image, lut *[3][256]float32) *Tensor {
 			i++
 		}
 	}
-	return &Tensor{DType: Float32, Shape: []int{3, img.H, img.W}, F32: out}
 }
 
 // makeLUT precomputes ToTensor+Normalize per channel in float32, in the

@@ -12,29 +12,31 @@ package preprocess
 #define TJFLAG_LIMITSCANS 0
 #endif
 
-// epochfs_tj_header reads the header. Returns 0 or -1 (error text in err).
-static int epochfs_tj_header(tjhandle h, const unsigned char *buf, unsigned long len,
-		int *w, int *hh, int *cs, char *err, int errlen) {
+// The results come back by value, not through pointers to Go variables:
+// those would escape to the heap, an allocation per call. On an error the
+// caller reads tjGetErrorStr2(h) before the handle is reused.
+typedef struct {
+	int rc, w, h, cs;
+} epochfs_tj_hdr;
+
+// epochfs_tj_header reads the header. rc is 0 or -1.
+static epochfs_tj_hdr epochfs_tj_header(tjhandle h, const unsigned char *buf, unsigned long len) {
+	epochfs_tj_hdr r = {0, 0, 0, 0};
 	int subsamp = 0;
-	if (tjDecompressHeader3(h, buf, len, w, hh, &subsamp, cs) != 0) {
-		strncpy(err, tjGetErrorStr2(h), errlen - 1);
-		err[errlen - 1] = 0;
-		return -1;
+	if (tjDecompressHeader3(h, buf, len, &r.w, &r.h, &subsamp, &r.cs) != 0) {
+		r.rc = -1;
 	}
-	return 0;
+	return r;
 }
 
 // epochfs_tj_decode decodes into dst (w*h*bpp bytes, w and h already
-// scaled). Returns 0 on success, 1 on a warning (err holds it), -1 on a
-// fatal error.
+// scaled). Returns 0 on success, 1 on a warning, -1 on a fatal error.
 static int epochfs_tj_decode(tjhandle h, const unsigned char *buf, unsigned long len,
-		unsigned char *dst, int w, int hh, int pf, int fast, char *err, int errlen) {
+		unsigned char *dst, int w, int hh, int pf, int fast) {
 	int flags = TJFLAG_LIMITSCANS | (fast ? TJFLAG_FASTUPSAMPLE : 0);
 	if (tjDecompress2(h, buf, len, dst, w, 0, hh, pf, flags) == 0) {
 		return 0;
 	}
-	strncpy(err, tjGetErrorStr2(h), errlen - 1);
-	err[errlen - 1] = 0;
 	return tjGetErrorCode(h) == TJERR_WARNING ? 1 : -1;
 }
 */
@@ -123,14 +125,12 @@ func (p *turboPool) release(h C.tjhandle, err error) {
 }
 
 func headerWith(h C.tjhandle, data []byte) (Header, int, error) {
-	var w, hh, cs C.int
-	var ebuf [errLen]C.char
-	if C.epochfs_tj_header(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
-		&w, &hh, &cs, &ebuf[0], errLen) != 0 {
+	r := C.epochfs_tj_header(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)))
+	if r.rc != 0 {
 		return Header{Format: JPEG}, 0, fmt.Errorf("preprocess: jpeg header: %s: %w",
-			C.GoString(&ebuf[0]), ErrCorrupt)
+			C.GoString(C.tjGetErrorStr2(h)), ErrCorrupt)
 	}
-	return Header{Format: JPEG, W: int(w), H: int(hh), Scalable: true}, int(cs), nil
+	return Header{Format: JPEG, W: int(r.w), H: int(r.h), Scalable: true}, int(r.cs), nil
 }
 
 // decode decodes a JPEG. The header is checked against the pixel limit
@@ -162,11 +162,10 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (img *Image
 		bpp, pf = 4, C.TJPF_CMYK
 	}
 	buf := d.bufs.get(w * hh * bpp)
-	var ebuf [errLen]C.char
 	rc := C.epochfs_tj_decode(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
-		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, C.int(b2i(d.fastUpsample)), &ebuf[0], errLen)
+		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, C.int(b2i(d.fastUpsample)))
 	if rc != 0 {
-		msg := C.GoString(&ebuf[0])
+		msg := C.GoString(C.tjGetErrorStr2(h))
 		// Like PIL: a truncated file is an error, other libjpeg warnings
 		// ("extraneous bytes before marker", seen in ImageNet) are not.
 		if rc < 0 || strings.Contains(msg, "Premature end") {

@@ -78,7 +78,23 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	steps := append([]preprocess.Step{readStep}, p.EncodedSteps()...)
+	// The worker that computes a sample also reads its file and writes
+	// its .npy, so --workers N is N cores of work and the main goroutine
+	// only reports. The file is read into, and the tensor made in,
+	// buffers the pipeline reuses; the tensor is written from its own
+	// memory, in one write, and its buffer goes back for the next sample.
+	outPath := func(img string) string {
+		return filepath.Join(*out, strings.TrimSuffix(filepath.Base(img), filepath.Ext(img))+".npy")
+	}
+	read := func(_ context.Context, s *preprocess.State) error { return p.LoadFile(s, s.Key) }
+	write := func(_ context.Context, s *preprocess.State) error {
+		err := writeNPY(outPath(s.Key), s.Out)
+		s.Value = outputInfo{s.Out.DType, s.Out.Shape}
+		s.Out.Release()
+		s.Out = nil
+		return err
+	}
+	steps := append(append([]preprocess.Step{read}, p.EncodedSteps()...), write)
 	go func() {
 		for i, img := range images {
 			st := &preprocess.State{Key: img, RNG: preprocess.SampleRNG(*seed, filepath.Base(img))}
@@ -94,16 +110,13 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 			return runtimeErr("%v", err)
 		}
 		img := r.State.Key
-		if r.Err == nil {
-			r.Err = writeNPY(filepath.Join(*out, strings.TrimSuffix(filepath.Base(img), filepath.Ext(img))+".npy"), r.State.Out)
-		}
 		if r.Err != nil {
 			failed++
 			fmt.Fprintf(stderr, "epochfs preprocess: %s: %v\n", img, r.Err)
 			continue
 		}
-		fmt.Fprintf(stdout, "%s -> %s %s %v\n", img,
-			filepath.Join(*out, strings.TrimSuffix(filepath.Base(img), filepath.Ext(img))+".npy"), r.State.Out.DType, r.State.Out.Shape)
+		info := r.State.Value.(outputInfo)
+		fmt.Fprintf(stdout, "%s -> %s %s %v\n", img, outPath(img), info.dtype, info.shape)
 	}
 	if failed > 0 {
 		return runtimeErr("%d of %d images failed", failed, len(images))
@@ -111,18 +124,15 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// readStep reads the image file named by the sample's key.
-func readStep(_ context.Context, s *preprocess.State) error {
-	data, err := os.ReadFile(s.Key)
-	if err != nil {
-		return err
-	}
-	s.Data = data
-	return nil
+// outputInfo is what the report line says about a written tensor.
+type outputInfo struct {
+	dtype preprocess.DType
+	shape []int
 }
 
 // writeNPY writes t to path atomically (temp file in the same directory,
-// then rename), so a reader never sees a partial file.
+// then rename), so a reader never sees a partial file. The file is one
+// write of the tensor's memory (Tensor.NPY).
 func writeNPY(path string, t *preprocess.Tensor) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.npy")
 	if err != nil {

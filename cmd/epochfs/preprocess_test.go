@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"image"
 	"image/color"
@@ -178,5 +179,82 @@ func TestPreprocessUsageErrors(t *testing.T) {
 		if !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: stderr %q does not mention %q", tc.args, stderr.String(), tc.want)
 		}
+	}
+}
+
+// goldenDir holds the inputs, configs and output digests that pin the
+// bytes epochfs preprocess writes (see preprocess/testdata/golden).
+const goldenDir = "../../preprocess/testdata/golden"
+
+// loadGoldenSums reads SHA256SUMS: "<sha256>  <config>/<image>.npy".
+func loadGoldenSums(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(goldenDir, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			sums[f[1]] = f[0]
+		}
+	}
+	return sums
+}
+
+// The files epochfs preprocess writes are byte for byte the ones recorded
+// in SHA256SUMS, for every golden config and input, whatever the worker
+// count. (Set EPOCHFS_UPDATE_GOLDEN=1 to rewrite SHA256SUMS: only for a
+// deliberate change of output.)
+func TestPreprocessOutputMatchesSavedDigests(t *testing.T) {
+	configs, _ := filepath.Glob(filepath.Join(goldenDir, "*.toml"))
+	images, _ := filepath.Glob(filepath.Join(goldenDir, "*.[jp][pn]g"))
+	if len(configs) < 7 || len(images) < 6 {
+		t.Fatalf("golden set incomplete: %d configs, %d images", len(configs), len(images))
+	}
+	if d, err := preprocess.NewDecoder(preprocess.DecoderOptions{}); err != nil || !d.UsesTurbo() {
+		t.Skip("the saved digests are of libjpeg-turbo's decodes; this build decodes with Go's image/jpeg")
+	}
+	update := os.Getenv("EPOCHFS_UPDATE_GOLDEN") == "1"
+	var want map[string]string
+	if !update {
+		want = loadGoldenSums(t)
+	}
+	var lines []string
+	for _, cfg := range configs {
+		name := strings.TrimSuffix(filepath.Base(cfg), ".toml")
+		for _, workers := range []string{"1", "2"} {
+			out := filepath.Join(t.TempDir(), name)
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"preprocess", "--config", cfg, "--seed", "7", "--workers", workers, "--out", out}, images...)
+			if code := run(args, &stdout, &stderr); code != exitOK {
+				t.Fatalf("%s: exit %d: %s", name, code, stderr.String())
+			}
+			for _, img := range images {
+				file := strings.TrimSuffix(filepath.Base(img), filepath.Ext(img)) + ".npy"
+				b, err := os.ReadFile(filepath.Join(out, file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				key, got := name+"/"+file, fmt.Sprintf("%x", sha256.Sum256(b))
+				if update {
+					if workers == "1" {
+						lines = append(lines, got+"  "+key)
+					}
+					continue
+				}
+				if want[key] == "" {
+					t.Errorf("%s: no saved digest", key)
+				} else if got != want[key] {
+					t.Errorf("%s (--workers %s): sha256 %s, saved %s", key, workers, got, want[key])
+				}
+			}
+		}
+	}
+	if update {
+		if err := os.WriteFile(filepath.Join(goldenDir, "SHA256SUMS"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %d digests", len(lines))
 	}
 }
