@@ -78,3 +78,12 @@ bench-faults: build
 .PHONY: bench-views
 bench-views: build
 	bash test/bench/views/run.sh
+
+# The DSI model against the mount (docs/benchmarks.md, "The model against
+# the mount"): samples/s under several splits, two dataset sizes, one and
+# three jobs, against the model's predictions from inputs profiled on this
+# node; Pearson correlation and whether the model's split is within 5 % of
+# the best. Needs root and Debian's python3-torch; ~30 minutes.
+.PHONY: bench-model
+bench-model: build
+	bash test/bench/model/run.sh

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/epochfs/epochfs/ctlpath"
@@ -144,6 +146,23 @@ func TestBatchesOfThreeJobsShareOnePreprocessingAndRepeatNoTensor(t *testing.T) 
 	// The idle job reads one batch, then stops: it is a consumer whose
 	// entries wait for it.
 	idle, _, _ := readOneBatch(t, filepath.Join(jobsDir, "idle", "batch"))
+	// The budget holds all along, not only at the end.
+	stop := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var max int64
+		defer func() { peak <- max }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if v, err := strconv.ParseInt(e.status()["augmented_cache_bytes"], 10, 64); err == nil && v > max {
+				max = v
+			}
+		}
+	}()
 	seen := make([]map[string]bool, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
@@ -173,6 +192,10 @@ func TestBatchesOfThreeJobsShareOnePreprocessingAndRepeatNoTensor(t *testing.T) 
 		}()
 	}
 	wg.Wait()
+	close(stop)
+	if p := <-peak; p > budget || p == 0 {
+		t.Errorf("augmented cache peaked at %d bytes during the epochs, budget %d", p, budget)
+	}
 	st := e.status()
 	num := func(k string) int64 { v, _ := strconv.ParseInt(st[k], 10, 64); return v }
 	t.Logf("augments %d for 3 jobs × 2 epochs × %d files (+%d for the idle job); cache %d entries, %d bytes of %d",
@@ -211,4 +234,51 @@ func readOneBatch(t *testing.T, file string) (int, []string, []int64) {
 	}
 	a := readNPZ(t, b)
 	return len(a["paths"].strings(t)), a["paths"].strings(t), a["y"].int64s()
+}
+
+// A job whose process dies in the middle of a batch (nothing removes the
+// job) pins nothing: once its lease ends, what waited for it is dropped.
+func TestAKilledJobReleasesItsEntriesWhenItsLeaseEnds(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	good := makeJPEGs(t, src, 24)
+	e := newEnv(t, src, 1<<30)
+	e.opts.lease = time.Second
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 0, AugmentedBytes: 64 << 20}
+	e.mount()
+	jobsDir := filepath.Join(e.mnt, ".epochfs/jobs")
+	for _, n := range []string{"live", "killed"} {
+		if err := os.Mkdir(filepath.Join(jobsDir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(jobsDir, n, "config"), []byte("batch_size=4\nseed=1\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The killed job's process reads part of a batch and dies.
+	cmd := exec.Command("dd", "if="+filepath.Join(jobsDir, "killed", "batch"), "of=/dev/null", "bs=4096", "count=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v\n%s", err, out)
+	}
+	// The live job reads a whole epoch: every augmentation it takes is
+	// kept for the killed job, which has not taken it.
+	paths, _, _ := readBatches(t, filepath.Join(jobsDir, "live", "batch"))
+	if len(paths) != len(good) {
+		t.Fatalf("live job: %d samples, want %d", len(paths), len(good))
+	}
+	if n := e.num("augmented_cache_entries"); n == 0 {
+		t.Fatal("nothing waits for the killed job: the test shows nothing")
+	}
+	// The live job keeps reading (renewing its lease); the killed one's
+	// lease ends and its entries go.
+	deadline := time.Now().Add(20 * time.Second)
+	for e.num("augmented_cache_entries") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d augmented entries still wait for the killed job 20 s after it died (lease 1 s)", e.num("augmented_cache_entries"))
+		}
+		if _, err := os.ReadFile(filepath.Join(jobsDir, "live", "batch")); err != nil { // a batch, or the epoch's end
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -149,6 +149,8 @@ type envOpts struct {
 	// options; model splits model.memory_budget.
 	views *epochd.ViewsOptions
 	model *model.Settings
+	// lease is the jobs' lease (default the sampler's).
+	lease time.Duration
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -183,7 +185,7 @@ func (e *env) mount() {
 		Workers: 2, Validate: e.opts.validate, SourceTimeout: e.opts.sourceTimeout,
 		BufferBytes: e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
-		Views: e.opts.views, ModelSettings: e.opts.model,
+		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 	})
 	if err != nil {
 		t.Fatal(err)

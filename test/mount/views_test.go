@@ -207,3 +207,52 @@ func TestModelMeasuresThePipelineAtMount(t *testing.T) {
 		t.Errorf("split %s-%s-%s\n%s", kv["split_encoded_pct"], kv["split_decoded_pct"], kv["split_augmented_pct"], data)
 	}
 }
+
+// A job's first augmentation of each file (generation 0, made from the
+// encoded bytes) is byte for byte what `epochfs preprocess --seed` makes
+// of the same file with the same [preprocess] config: the CLI and the mount
+// run one pipeline.
+func TestAugmentedViewsAreByteIdenticalToEpochfsPreprocess(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	paths := makeJPEGs(t, src, 6)
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	for _, out := range []string{"uint8_hwc", "float32_chw"} {
+		cfg := filepath.Join(base, out+".toml")
+		os.WriteFile(cfg, []byte(`[preprocess]
+static = ["resize:64"]
+augment = ["random_resized_crop:40", "hflip:0.5"]
+output = "`+out+`"
+seed = 17
+decoded_cache = "0"
+`), 0o644)
+		binMount(t, src, mnt, filepath.Join(base, "state-"+out), "--config", cfg, "--tier=t="+filepath.Join(base, "tier-"+out)+":1GiB")
+		job := filepath.Join(mnt, ".epochfs/jobs/j")
+		if err := os.Mkdir(job, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		outDir := filepath.Join(base, "out-"+out)
+		var inputs []string
+		for _, p := range paths {
+			inputs = append(inputs, filepath.Join(src, p))
+		}
+		if code, msg := cli(t, append([]string{"preprocess", "--config", cfg, "--seed", "17", "--out", outDir}, inputs...)...); code != 0 {
+			t.Fatalf("epochfs preprocess: exit %d: %s", code, msg)
+		}
+		for _, p := range paths {
+			got, err := os.ReadFile(filepath.Join(job, "augmented", p+".npy"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := mustRead(t, filepath.Join(outDir, strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))+".npy"))
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: augmented/%s.npy (%d bytes) differs from epochfs preprocess --seed 17 (%d bytes)", out, p, len(got), len(want))
+			}
+		}
+		if code, msg := cli(t, "unmount", mnt); code != 0 {
+			t.Fatalf("unmount: %d %s", code, msg)
+		}
+	}
+}
