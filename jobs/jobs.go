@@ -101,8 +101,14 @@ type Manager struct {
 	done      chan struct{}
 	inflight  chan struct{} // semaphore of prefetches
 	fetchWG   sync.WaitGroup
+	ahead     chan *placement.Entry // files to read ahead (readahead workers)
 	closeOnce sync.Once
 }
+
+// readaheadWorkers read files ahead in parallel: a cold file costs a few
+// synchronous metadata reads before its data is even asked for, and one
+// after another they would be slower than the batches they feed.
+const readaheadWorkers = 16
 
 // New builds a manager over the placer's catalog and starts its loop.
 func New(o Options) (*Manager, error) {
@@ -131,6 +137,7 @@ func New(o Options) (*Manager, error) {
 		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
 		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
 		inflight: make(chan struct{}, o.Fetchers),
+		ahead:    make(chan *placement.Entry, 4096),
 	}
 	so := sampler.Options{
 		Samples:     len(files),
@@ -157,7 +164,29 @@ func New(o Options) (*Manager, error) {
 		m.p.SetDemandHook(&placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched})
 	}
 	go m.loop()
+	for range readaheadWorkers {
+		m.fetchWG.Add(1)
+		go func() {
+			defer m.fetchWG.Done()
+			for {
+				select {
+				case <-m.ctx.Done():
+					return
+				case e := <-m.ahead:
+					m.p.Readahead(e)
+				}
+			}
+		}()
+	}
 	return m, nil
+}
+
+// readahead queues e to be read ahead; when the queue is full it is not.
+func (m *Manager) readahead(e *placement.Entry) {
+	select {
+	case m.ahead <- e:
+	default:
+	}
 }
 
 // Close stops the loop and waits for prefetches in flight.

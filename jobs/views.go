@@ -339,7 +339,7 @@ func (m *Manager) produce() {
 					next[s] = struct{}{}
 					if _, done := w.jv.advised[s]; !done {
 						if e := m.p.Catalog().ByIndex(s); e != nil {
-							m.p.Readahead(e)
+							m.readahead(e)
 						}
 					}
 				}
