@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -114,4 +116,36 @@ print(json.dumps(out))
 	}
 	st := mustStatus(t, mnt)
 	t.Logf("preprocess_augments=%s for 3 jobs × 2 epochs × %d files (+%d for the folder's pass)", st["preprocess_augments"], len(paths), len(paths))
+}
+
+// docs/examples/train_batches.py, the example of the docs, trains two
+// epochs over a mount with Debian's PyTorch.
+func TestTrainBatchesExampleRuns(t *testing.T) {
+	requireFUSE(t)
+	requireTorch(t)
+	tmp := t.TempDir()
+	bin, datagenBin, err := buildTools(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(tmp, "source")
+	paths, _ := generate(t, datagenBin, src, 24, 3)
+	cfg := filepath.Join(tmp, "epochfs.toml")
+	os.WriteFile(cfg, []byte("[preprocess]\naugment = [\"random_resized_crop:32\", \"hflip:0.5\"]\n"), 0o644)
+	mnt := filepath.Join(tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	mountEpochfs(t, bin, src, mnt, filepath.Join(tmp, "tier"), filepath.Join(tmp, "state"), "--config", cfg)
+	pkg, _ := filepath.Abs("../../python")
+	example, _ := filepath.Abs("../../docs/examples/train_batches.py")
+	cmd := exec.Command(python, example, mnt, "--job", "example", "--epochs", "2", "--batch-size", "8")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pkg)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("train_batches.py: %v\n%s", err, out)
+	}
+	for _, want := range []string{"epoch 1: " + strconv.Itoa(len(paths)) + " samples", "epoch 2: " + strconv.Itoa(len(paths)) + " samples"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
