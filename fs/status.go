@@ -88,6 +88,7 @@ func (fsys *FS) status() []kv {
 		i64("buffer_hits", bs.Hits),
 		i64("buffer_refused", bs.Refused),
 	)
+	out = append(out, fsys.openStatus()...)
 	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."
 		tpt := "off"

@@ -49,6 +49,9 @@ type Entry struct {
 	nospace   atomic.Bool  // did not fit any tier this mount
 	validated atomic.Bool  // source attributes checked this mount
 	gone      atomic.Bool  // removed from the dataset (source file gone)
+
+	res     atomic.Pointer[Resident] // the copy's kept descriptor (resident.go)
+	copyGen atomic.Uint64            // bumped at every drop of a copy (resident.go)
 }
 
 // Name is the entry's last path element ("" for the root).

@@ -70,7 +70,11 @@ type Options struct {
 	// BufferGrace is how long a released buffer entry is kept at most
 	// (default DefaultBufferGrace).
 	BufferGrace time.Duration
-	Logger      *zap.Logger
+	// OpenFiles bounds the tier descriptors kept open between opens of
+	// resident files (resident.go); 0 means DefaultOpenFiles, below 0 none
+	// is kept.
+	OpenFiles int
+	Logger    *zap.Logger
 }
 
 // Stats are the placer's counters.
@@ -128,7 +132,8 @@ type Placer struct {
 	// level, since every open of the file tries again.
 	failedFiles *xsync.MapOf[*Entry, struct{}]
 
-	buf        *buffer // nil without a buffer
+	res        *residentCache // kept tier descriptors (resident.go)
+	buf        *buffer        // nil without a buffer
 	demandHook atomic.Pointer[DemandHook]
 	fetchMu    sync.Mutex // guards fetchDone and fetchWG.Add
 	fetchDone  bool
@@ -172,6 +177,7 @@ func New(o Options) (*Placer, error) {
 		failedFiles: xsync.NewMapOf[*Entry, struct{}](),
 		queue:       make(chan *Entry, o.QueueSize),
 		demand:      make(chan struct{}, o.MaxDemandCopies),
+		res:         newResidentCache(o.OpenFiles),
 	}
 	if o.BufferBytes > 0 {
 		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
@@ -214,6 +220,7 @@ func (p *Placer) Close() {
 			r.Close()
 			return true
 		})
+		p.res.close()
 	})
 }
 

@@ -23,7 +23,8 @@ type Reader struct {
 	e    *Entry
 	attr Attr // the version the open saw (the size the kernel was given)
 
-	tierFD  int // installed copy opened at Open, or -1
+	res     *Resident // installed copy the reader holds, or nil
+	tierFD  int       // res's descriptor, or -1
 	tierIdx int
 	fl      *flight   // copy in flight, attached at Open
 	bent    *bufEntry // shared buffer entry, attached at Open
@@ -56,24 +57,9 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	// kernel never releases it.
 	p.readers.Store(r, struct{}{})
 	if i := e.Tier(); i >= 0 {
-		t := p.o.Tiers[i]
-		fd, size, err := t.OpenFD(e.Path)
-		switch {
-		case err == nil && size == r.attr.Size:
-			r.tierFD, r.tierIdx = fd, i
+		if c := p.openResident(e, i, r.attr); c != nil {
+			r.res, r.tierFD, r.tierIdx = c, c.fd, i
 			return r, nil
-		case err == nil:
-			syscall.Close(fd)
-			p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),
-				zap.Int64("size", size), zap.Int64("want", r.attr.Size))
-			p.dropCopy(e, i)
-		case errors.Is(err, os.ErrNotExist):
-			p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path), zap.Error(err))
-			p.dropCopy(e, i)
-		default:
-			// Out of descriptors, a disk error: the copy may be good; the
-			// tier's health counts the error. Read the source this time.
-			p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path), zap.Error(err))
 		}
 	}
 	if p.demandBuffer(r) {
@@ -130,11 +116,42 @@ func (p *Placer) attach(r *Reader) {
 	r.fl = f
 }
 
+// openResident returns a held reference on e's copy in tier i, of version
+// a: the kept descriptor when there is one (no system call), otherwise the
+// file opened (and kept if the budget has room; resident.go). nil means the
+// copy cannot be read: it was dropped when it is missing or has the wrong
+// size; another error (out of descriptors, a disk error) leaves it.
+func (p *Placer) openResident(e *Entry, i int, a Attr) *Resident {
+	if c := p.res.lookup(e, i, a); c != nil {
+		return c
+	}
+	gen := e.copyGen.Load()
+	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
+	switch {
+	case err == nil && size == a.Size:
+		return p.res.newResident(e, fd, i, a, gen)
+	case err == nil:
+		syscall.Close(fd)
+		p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),
+			zap.Int64("size", size), zap.Int64("want", a.Size))
+		p.dropCopy(e, i)
+	case errors.Is(err, os.ErrNotExist):
+		p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path), zap.Error(err))
+		p.dropCopy(e, i)
+	default:
+		// Out of descriptors, a disk error: the copy may be good; the
+		// tier's health counts the error. Read the source this time.
+		p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path), zap.Error(err))
+	}
+	return nil
+}
+
 // dropCopy forgets an unusable tier copy of e.
 func (p *Placer) dropCopy(e *Entry, i int) {
 	if !e.tier.CompareAndSwap(int32(i), -1) {
 		return
 	}
+	p.forgetResident(e)
 	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
 		p.log.Warn("remove tier copy", zap.String("path", e.Path), zap.Error(err))
 	}
@@ -147,9 +164,13 @@ func (p *Placer) dropCopy(e *Entry, i int) {
 func (r *Reader) Entry() *Entry { return r.e }
 
 // ResidentFD is the descriptor of the installed tier copy the reader was
-// opened on, or -1. The fs layer hands it to the kernel for passthrough
-// reads or splices from it.
+// opened on, or -1. The fs layer splices from it.
 func (r *Reader) ResidentFD() int { return r.tierFD }
+
+// Resident is the installed tier copy the reader was opened on, or nil. It
+// is shared by every reader of the copy; the fs layer attaches the kernel's
+// passthrough registration of its descriptor to it.
+func (r *Reader) Resident() *Resident { return r.res }
 
 // TierIndex is the tier the reader was opened on, or -1.
 func (r *Reader) TierIndex() int { return r.tierIdx }
@@ -258,9 +279,9 @@ func (r *Reader) Close() error {
 		return nil // closed already (by Placer.Close at shutdown)
 	}
 	var err error
-	if r.tierFD >= 0 {
-		err = syscall.Close(r.tierFD)
-		r.tierFD = -1
+	if r.res != nil {
+		r.res.Release()
+		r.res, r.tierFD = nil, -1
 	}
 	if r.fl != nil {
 		r.fl.release()

@@ -140,6 +140,9 @@ type envOpts struct {
 	// bufferBytes > 0 serves .epochfs/jobs/ with a shared buffer of this
 	// budget.
 	bufferBytes int64
+	// openFiles is the placer's budget of kept tier descriptors (0: the
+	// default).
+	openFiles int
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -181,7 +184,7 @@ func (e *env) mount() {
 		log, _ = zap.NewDevelopment()
 	}
 	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, Validate: e.opts.validate,
-		BufferBytes: e.opts.bufferBytes, Logger: log})
+		BufferBytes: e.opts.bufferBytes, OpenFiles: e.opts.openFiles, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
