@@ -227,18 +227,20 @@ func (h *cachedHandle) Release(ctx context.Context) syscall.Errno {
 	return h.n.fsys.toErrno(h.r.Close())
 }
 
-// openStatus is the status of the open path: kept tier descriptors
-// (placement.ResidentStats) and passthrough registrations.
+// openStatus is the status of the open path: resident copies kept ready
+// (placement.ResidentStats), handles by mode and passthrough registrations.
 func (fsys *FS) openStatus() []kv {
 	rs := fsys.p.ResidentStats()
 	return []kv{
-		i64("open_fds", rs.Open),
-		i64("open_fds_kept", rs.Kept),
-		i64("open_fds_budget", rs.Budget),
-		i64("open_fd_hits", rs.Hits),
-		i64("open_fd_misses", rs.Misses),
-		i64("open_fds_released", rs.Released),
-		i64("open_fds_not_kept", rs.NotKept),
+		i64("kept_copies", rs.Kept),
+		i64("kept_copies_budget", rs.KeptBudget),
+		i64("kept_hits", rs.Hits),
+		i64("kept_misses", rs.Misses),
+		i64("kept_released", rs.Released),
+		i64("kept_refused", rs.NotKept),
+		i64("tier_fds", rs.Open),
+		i64("tier_fds_budget", rs.OpenBudget),
+		i64("tier_fd_reopens", rs.Reopens),
 		i64("handles_passthrough", fsys.ptHandles.Load()),
 		i64("handles_cached", fsys.cachedHandles.Load()),
 		i64("passthrough_backings", fsys.ptBackings.Load()),

@@ -70,11 +70,16 @@ type Options struct {
 	// BufferGrace is how long a released buffer entry is kept at most
 	// (default DefaultBufferGrace).
 	BufferGrace time.Duration
-	// OpenFiles bounds the tier descriptors kept open between opens of
-	// resident files (resident.go); 0 means DefaultOpenFiles, below 0 none
-	// is kept.
+	// OpenFiles bounds the tier descriptors of resident copies open at
+	// once, kept ready for the next open or used by readers (resident.go);
+	// 0 means DefaultOpenFiles (after raising the process's descriptor
+	// limit where permitted), below 0 none is kept.
 	OpenFiles int
-	Logger    *zap.Logger
+	// KeptCopies bounds the resident copies kept ready for the next open,
+	// with their descriptor or their kernel registration (resident.go); 0
+	// means MaxDefaultKeptCopies, below 0 none is kept.
+	KeptCopies int
+	Logger     *zap.Logger
 }
 
 // Stats are the placer's counters.
@@ -177,7 +182,7 @@ func New(o Options) (*Placer, error) {
 		failedFiles: xsync.NewMapOf[*Entry, struct{}](),
 		queue:       make(chan *Entry, o.QueueSize),
 		demand:      make(chan struct{}, o.MaxDemandCopies),
-		res:         newResidentCache(o.OpenFiles),
+		res:         newResidentCache(o.OpenFiles, o.KeptCopies),
 	}
 	if o.BufferBytes > 0 {
 		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)

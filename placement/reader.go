@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/epochfs/epochfs/tier"
@@ -23,15 +24,16 @@ type Reader struct {
 	e    *Entry
 	attr Attr // the version the open saw (the size the kernel was given)
 
-	res     *Resident // installed copy the reader holds, or nil
-	tierFD  int       // res's descriptor, or -1
+	res     *Resident    // installed copy the reader holds, or nil
+	tierFD  atomic.Int32 // res's descriptor once the reader used it, or -1
 	tierIdx int
 	fl      *flight   // copy in flight, attached at Open
 	bent    *bufEntry // shared buffer entry, attached at Open
 	changed bool      // Open found the source changed
 
-	mu  sync.Mutex // guards src and the fallback switches
-	src *tier.SourceFile
+	mu     sync.Mutex // guards src, usesFD and the fallback switches
+	src    *tier.SourceFile
+	usesFD bool // tierFD is res's descriptor, used until Close
 }
 
 // Open opens e for reading. It validates e against the source when the
@@ -52,13 +54,14 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{p: p, e: e, tierIdx: -1, tierFD: -1, changed: changed, attr: e.Attr()}
+	r := &Reader{p: p, e: e, tierIdx: -1, changed: changed, attr: e.Attr()}
+	r.tierFD.Store(-1)
 	// From here on the reader holds resources: shutdown closes it if the
 	// kernel never releases it.
 	p.readers.Store(r, struct{}{})
 	if i := e.Tier(); i >= 0 {
 		if c := p.openResident(e, i, r.attr); c != nil {
-			r.res, r.tierFD, r.tierIdx = c, c.fd, i
+			r.res, r.tierIdx = c, i
 			return r, nil
 		}
 	}
@@ -164,8 +167,40 @@ func (p *Placer) dropCopy(e *Entry, i int) {
 func (r *Reader) Entry() *Entry { return r.e }
 
 // ResidentFD is the descriptor of the installed tier copy the reader was
-// opened on, or -1. The fs layer splices from it.
-func (r *Reader) ResidentFD() int { return r.tierFD }
+// opened on (opened again if the copy did not keep it), or -1. The fs
+// layer splices from it; it stays valid until Close.
+func (r *Reader) ResidentFD() int {
+	fd, err := r.residentFD()
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// residentFD returns the reader's descriptor of its copy.
+func (r *Reader) residentFD() (int, error) {
+	if fd := r.tierFD.Load(); fd >= 0 {
+		return int(fd), nil
+	}
+	if r.res == nil {
+		return -1, errCopyGone
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fd := r.tierFD.Load(); fd >= 0 {
+		return int(fd), nil
+	}
+	if r.res == nil { // closed
+		return -1, errCopyGone
+	}
+	fd, err := r.res.useFD(r.p)
+	if err != nil {
+		return -1, err
+	}
+	r.usesFD = true
+	r.tierFD.Store(int32(fd))
+	return fd, nil
+}
 
 // Resident is the installed tier copy the reader was opened on, or nil. It
 // is shared by every reader of the copy; the fs layer attaches the kernel's
@@ -184,12 +219,15 @@ func (r *Reader) Changed() bool { return r.changed }
 // fails when the source does (or changed), after at most the source's
 // timeout.
 func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
-	if r.tierFD >= 0 {
-		n, err := preadFull(r.tierFD, buf, off)
+	if r.res != nil {
+		fd, err := r.residentFD()
 		if err == nil {
-			return n, nil
+			var n int
+			if n, err = preadFull(fd, buf, off); err == nil {
+				return n, nil
+			}
+			r.p.o.Tiers[r.tierIdx].NoteError(err)
 		}
-		r.p.o.Tiers[r.tierIdx].NoteError(err)
 		r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path), zap.Error(err))
 	} else if be := r.bent; be != nil {
 		ok, err := be.wait(ctx)
@@ -279,10 +317,17 @@ func (r *Reader) Close() error {
 		return nil // closed already (by Placer.Close at shutdown)
 	}
 	var err error
-	if r.res != nil {
-		r.res.Release()
-		r.res, r.tierFD = nil, -1
+	r.mu.Lock()
+	if res := r.res; res != nil {
+		if r.usesFD {
+			res.unuseFD()
+			r.usesFD = false
+		}
+		r.tierFD.Store(-1)
+		r.res = nil
+		res.Release()
 	}
+	r.mu.Unlock()
 	if r.fl != nil {
 		r.fl.release()
 	}

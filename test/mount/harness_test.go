@@ -140,9 +140,9 @@ type envOpts struct {
 	// bufferBytes > 0 serves .epochfs/jobs/ with a shared buffer of this
 	// budget.
 	bufferBytes int64
-	// openFiles is the placer's budget of kept tier descriptors (0: the
-	// default).
-	openFiles int
+	// openFiles and keptCopies are the placer's budgets of tier
+	// descriptors and of copies kept ready between opens (0: the default).
+	openFiles, keptCopies int
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -184,7 +184,7 @@ func (e *env) mount() {
 		log, _ = zap.NewDevelopment()
 	}
 	p, err := placement.New(placement.Options{Catalog: cat, Source: e.srcd, Tiers: tiers, Workers: 2, Validate: e.opts.validate,
-		BufferBytes: e.opts.bufferBytes, OpenFiles: e.opts.openFiles, Logger: log})
+		BufferBytes: e.opts.bufferBytes, OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestHundredOpensOfAResidentFileRegisterItsBackingOnce(t *testing.T) {
 	if tierOf(t, p) == "source" {
 		t.Fatal("file not placed")
 	}
-	regs, misses := e.num("passthrough_registrations"), e.num("open_fd_misses")
+	regs, misses := e.num("passthrough_registrations"), e.num("kept_misses")
 	for i := 0; i < 100; i++ {
 		got, err := os.ReadFile(p)
 		if err != nil || !bytes.Equal(got, want) {
@@ -128,45 +128,63 @@ func TestHundredOpensOfAResidentFileRegisterItsBackingOnce(t *testing.T) {
 	if got := e.num("passthrough_registrations") - regs; got != 1 {
 		t.Errorf("100 opens registered the backing file %d times, want 1", got)
 	}
-	if got := e.num("open_fd_misses") - misses; got != 1 {
+	if got := e.num("kept_misses") - misses; got != 1 {
 		t.Errorf("100 opens opened the tier file %d times, want 1", got)
 	}
-	if got := e.num("open_fd_hits"); got < 99 {
-		t.Errorf("open_fd_hits = %d after 100 opens, want at least 99", got)
+	if got := e.num("kept_hits"); got < 99 {
+		t.Errorf("kept_hits = %d after 100 opens, want at least 99", got)
 	}
 	if got := e.num("passthrough_backings"); got != 1 {
 		t.Errorf("passthrough_backings = %d, want 1 (kept after the last close)", got)
 	}
+	if got := e.num("tier_fds"); got != 0 {
+		t.Errorf("tier_fds = %d with the file closed: the registration holds the file, no descriptor is needed", got)
+	}
 }
 
-// The budget of kept descriptors holds, the registrations of descriptors it
-// releases are dropped with them, and every file still reads correctly in
-// passthrough mode after its descriptor was released and opened again.
-func TestKeptDescriptorsStayWithinTheirBudget(t *testing.T) {
-	src, paths := makeSamples(t, 40, 8<<10)
-	e := newEnv(t, src, 1<<30)
-	e.opts.openFiles = 5
-	e.mount()
-	readPass(t, src, e.mnt, paths, 1)
-	e.settle()
-	e.waitNoHandles()
-	for pass := 2; pass <= 3; pass++ {
-		readPass(t, src, e.mnt, paths, uint64(pass))
-		e.waitNoHandles()
-		st := e.status()
-		if kept := e.num("open_fds_kept"); kept > 5 {
-			t.Errorf("pass %d: %d descriptors kept with a budget of 5", pass, kept)
-		}
-		if open := e.num("open_fds"); open > 5 {
-			t.Errorf("pass %d: %d tier descriptors open with no file open and a budget of 5", pass, open)
-		}
-		if st["passthrough"] == "on" {
-			if b := e.num("passthrough_backings"); b > 5 {
-				t.Errorf("pass %d: %d backing registrations held with a budget of 5", pass, b)
+// The budgets of kept copies and of tier descriptors hold, the
+// registrations of copies released are dropped with them, and every file
+// still reads correctly after its copy was released and opened again: in
+// passthrough mode (kept copies hold registrations, not descriptors) and in
+// cached mode (they hold descriptors).
+func TestKeptCopiesStayWithinTheirBudgets(t *testing.T) {
+	for _, mode := range []string{"passthrough", "cached"} {
+		t.Run(mode, func(t *testing.T) {
+			src, paths := makeSamples(t, 40, 8<<10)
+			e := newEnv(t, src, 1<<30)
+			e.opts.openFiles, e.opts.keptCopies = 5, 7
+			e.opts.noPassthrough = mode == "cached"
+			e.mount()
+			if mode == "passthrough" && e.status()["passthrough"] != "on" {
+				t.Skip("passthrough is off on this kernel")
 			}
-		}
-	}
-	if e.num("open_fds_released") == 0 {
-		t.Error("40 files through a budget of 5, yet no descriptor was released")
+			readPass(t, src, e.mnt, paths, 1)
+			e.settle()
+			e.waitNoHandles()
+			for pass := 2; pass <= 3; pass++ {
+				readPass(t, src, e.mnt, paths, uint64(pass))
+				e.waitNoHandles()
+				if kept := e.num("kept_copies"); kept > 7 {
+					t.Errorf("pass %d: %d copies kept with a budget of 7", pass, kept)
+				}
+				if open := e.num("tier_fds"); open > 5 {
+					t.Errorf("pass %d: %d tier descriptors open with no file open and a budget of 5", pass, open)
+				}
+				if b := e.num("passthrough_backings"); b > 7 {
+					t.Errorf("pass %d: %d backing registrations held with a budget of 7 kept copies", pass, b)
+				}
+			}
+			if e.num("kept_released") == 0 {
+				t.Error("40 files through budgets of 5 and 7, yet no copy was released")
+			}
+			if mode == "passthrough" {
+				if n := e.num("kept_copies"); n != 7 {
+					t.Errorf("passthrough: %d copies kept, want the budget of 7 (registrations need no descriptor)", n)
+				}
+				if n := e.num("passthrough_backings"); n != e.num("kept_copies") {
+					t.Errorf("%d registrations held for %d kept copies", n, e.num("kept_copies"))
+				}
+			}
+		})
 	}
 }
