@@ -125,6 +125,7 @@ type Catalog struct {
 	walked bool
 	stale  []StaleCopy
 	mu     sync.Mutex // guards w and every catalog write (catalog_writer.go)
+	pendMu sync.Mutex // guards w.pending (catalog_writer.go)
 	w      catalogWriter
 
 	treeMu    sync.Mutex    // serialises changes of the tree (tree.go)

@@ -80,3 +80,138 @@ func (c *Catalog) persist(e *Entry) error {
 	c.write(e.Path, e)
 	return nil
 }
+
+// treeWriter writes a walk's records in checked batches. At the first
+// batch that cannot be written the whole store is left to the catch-up,
+// which redoes it from the start.
+type treeWriter struct {
+	c      *Catalog
+	root   *Entry
+	source string
+	keep   bool
+	ops    []treeOp
+	bytes  int
+	bad    bool
+}
+
+type treeOp struct {
+	key, val []byte
+	del      bool
+}
+
+// beginTree starts a store: it sets the rescan marker (keep) or drops the
+// old records.
+func (c *Catalog) beginTree(root *Entry, source string, keep bool) *treeWriter {
+	tw := &treeWriter{c: c, root: root, source: source, keep: keep}
+	tw.step(func() error {
+		if !keep {
+			return c.db.DropPrefix(keyFilePrefix, keyComplete)
+		}
+		if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRescan, []byte("1")) }); err != nil {
+			return err
+		}
+		return c.db.Sync()
+	})
+	return tw
+}
+
+func (tw *treeWriter) failed() bool { return tw.bad }
+
+// step runs one write through guarded, or leaves the store to the
+// catch-up.
+func (tw *treeWriter) step(write func() error) bool {
+	if tw.bad {
+		return false
+	}
+	c := tw.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.w.writable || !c.guarded(write) {
+		tw.deferTree()
+	}
+	return !tw.bad
+}
+
+// fail leaves the store to the catch-up after an error outside step.
+func (tw *treeWriter) fail(err error) bool {
+	c := tw.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	free, floor, _ := c.room()
+	c.degrade(free, floor, err)
+	tw.deferTree()
+	return false
+}
+
+// deferTree records the store as pending. c.mu is held.
+func (tw *treeWriter) deferTree() {
+	tw.bad = true
+	c := tw.c
+	if c.w.tree == nil {
+		c.w.tree = &pendingTree{entries: countEntries(tw.root)}
+	}
+	// Without a database the old catalog's state is unknown.
+	c.w.tree.keep, c.w.tree.keepKnown = tw.keep, c.db != nil
+}
+
+func (tw *treeWriter) set(key, val []byte) bool { return tw.add(treeOp{key: key, val: val}) }
+func (tw *treeWriter) del(key []byte) bool      { return tw.add(treeOp{key: key, del: true}) }
+
+func (tw *treeWriter) add(op treeOp) bool {
+	if tw.bad {
+		return false
+	}
+	tw.ops = append(tw.ops, op)
+	tw.bytes += len(op.key) + len(op.val)
+	if len(tw.ops) >= catalogBatchRecords || tw.bytes >= catalogBatchBytes {
+		return tw.flush()
+	}
+	return true
+}
+
+// flush writes the batch collected so far.
+func (tw *treeWriter) flush() bool {
+	ops := tw.ops
+	tw.ops, tw.bytes = tw.ops[:0], 0
+	if len(ops) == 0 {
+		return !tw.bad
+	}
+	return tw.step(func() error {
+		wb := tw.c.db.NewWriteBatch()
+		defer wb.Cancel()
+		for _, op := range ops {
+			var err error
+			if op.del {
+				err = wb.Delete(op.key)
+			} else {
+				err = wb.Set(op.key, op.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return wb.Flush()
+	})
+}
+
+// complete writes the "complete" marker: the store is done.
+func (tw *treeWriter) complete() {
+	c := tw.c
+	ok := tw.flush() && tw.step(func() error {
+		err := c.db.Update(func(txn *badger.Txn) error {
+			if err := txn.Set(keyComplete, []byte("1")); err != nil {
+				return err
+			}
+			return txn.Delete(keyRescan)
+		})
+		if err != nil {
+			return err
+		}
+		return c.db.Sync()
+	})
+	if ok {
+		c.mu.Lock()
+		c.w.tree = nil
+		c.mu.Unlock()
+	}
+}

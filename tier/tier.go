@@ -82,6 +82,11 @@ type Tier struct {
 	nameMax int
 
 	mu        sync.Mutex // serialises Reserve's check-and-add with commit
+	fsFree    uint64     // free bytes of the last statfs (guarded by mu)
+	fsTotal   uint64
+	fsUsed    int64     // used when it was taken
+	fsAt      time.Time // when; zero: none cached
+	now       func() time.Time
 	errRun    atomic.Int32
 	restUntil atomic.Int64 // unix nanos; 0 = healthy
 	errTotal  atomic.Int64
@@ -102,7 +107,7 @@ func Open(o Options) (*Tier, error) {
 	if len(filepath.Clean(o.Dir))+len("/"+hashedDir+"/xy/")+2*sha256.Size >= pathMax {
 		return nil, fmt.Errorf("tier %s: directory path is too long (%d bytes) to hold file names", o.Name, len(o.Dir))
 	}
-	t := &Tier{opts: o}
+	t := &Tier{opts: o, now: time.Now}
 	if t.opts.Statfs == nil {
 		t.opts.Statfs = statfs
 	}
@@ -184,7 +189,7 @@ func (t *Tier) Reserve(size int64) (*Reservation, error) {
 	if t.used.Load()+t.reserved.Load()+size > t.opts.Quota {
 		return nil, ErrNoSpace
 	}
-	if free, total, err := t.opts.Statfs(t.opts.Dir); err == nil {
+	if free, total, err := t.statfs(size); err == nil {
 		floor := uint64(t.opts.MinFreeBytes)
 		if p := uint64(t.opts.MinFreePct / 100 * float64(total)); p > floor {
 			floor = p
@@ -200,6 +205,41 @@ func (t *Tier) Reserve(size int64) (*Reservation, error) {
 	}
 	t.reserved.Add(size)
 	return &Reservation{t: t, size: size}, nil
+}
+
+// Cached statfs. A warmup reserves thousands of copies a second, each
+// under the tier's lock; a statfs per reservation would serialise them on
+// a system call. An answer is reused for statfsMaxAge, less the bytes
+// installed since (a conservative estimate: those bytes were partly
+// written, so partly counted, already), as long as it leaves statfsSlack
+// of room above what a reservation needs; closer to the floor, or older,
+// the file system is asked again. What another process writes meanwhile
+// is seen up to statfsMaxAge late, within the slack's reach.
+const (
+	statfsMaxAge = time.Second
+	statfsSlack  = 256 << 20
+)
+
+// statfs returns the file system's free and total bytes for a reservation
+// of size, from the cache when it is safe (see above). t.mu is held.
+func (t *Tier) statfs(size int64) (free, total uint64, err error) {
+	if !t.fsAt.IsZero() && t.now().Sub(t.fsAt) < statfsMaxAge {
+		free = t.fsFree
+		if grown := t.used.Load() - t.fsUsed; grown > 0 {
+			free -= min(free, uint64(grown))
+		}
+		floor := max(uint64(t.opts.MinFreeBytes), uint64(t.opts.MinFreePct/100*float64(t.fsTotal)))
+		if free >= uint64(size)+uint64(t.reserved.Load())+floor+statfsSlack {
+			return free, t.fsTotal, nil
+		}
+	}
+	free, total, err = t.opts.Statfs(t.opts.Dir)
+	if err != nil {
+		t.fsAt = time.Time{}
+		return 0, 0, err
+	}
+	t.fsFree, t.fsTotal, t.fsUsed, t.fsAt = free, total, t.used.Load(), t.now()
+	return free, total, nil
 }
 
 // Release gives the space back (the copy failed).
