@@ -4,6 +4,8 @@ package placement
 // (persist), both through the guarded writer (catalog_writer.go).
 
 import (
+	"fmt"
+
 	badger "github.com/dgraph-io/badger/v4"
 )
 
@@ -214,4 +216,15 @@ func (tw *treeWriter) complete() {
 		c.w.tree = nil
 		c.mu.Unlock()
 	}
+}
+
+// syncTiers makes every copy installed so far durable (one syncfs per tier
+// with new copies); the catalog runs it before each batch it writes.
+func (p *Placer) syncTiers() error {
+	for _, t := range p.o.Tiers {
+		if err := t.Sync(); err != nil {
+			return fmt.Errorf("placement: %w", err)
+		}
+	}
+	return nil
 }

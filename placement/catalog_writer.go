@@ -157,6 +157,7 @@ type catalogWriter struct {
 	degraded bool
 	pending  map[string]*Entry // path → entry whose record to write; nil: delete it (guarded by pendMu)
 	inflight int               // updates taken from pending and being written (guarded by pendMu)
+	sync     func() error      // makes the copies installed so far durable (setSync)
 	tree     *pendingTree      // a walk's store not written yet
 	blocked  error             // never write (the directory holds another source's catalog)
 	tables   uint64            // bytes of the catalog's tables, for the floor
@@ -255,6 +256,16 @@ func (c *Catalog) write(p string, e *Entry) {
 	case c.w.kick <- struct{}{}:
 	default: // a batch is due already
 	}
+}
+
+// setSync installs fn, which makes every copy installed so far durable,
+// to run before each batch of updates is written: a record never names a
+// copy that a crash could lose (tier.Tier.Sync). A failing fn fails the
+// batch, as a failed write does.
+func (c *Catalog) setSync(fn func() error) {
+	c.mu.Lock()
+	c.w.sync = fn
+	c.mu.Unlock()
 }
 
 // forget deletes the record of path p (a file removed from the source),
@@ -433,6 +444,12 @@ func (c *Catalog) writePending(snap map[string]*Entry) map[string]*Entry {
 		c.mu.Lock()
 		n := 0
 		ok := c.guarded(func() error {
+			// The copies these records name must be durable first.
+			if c.w.sync != nil {
+				if err := c.w.sync(); err != nil {
+					return err
+				}
+			}
 			return c.db.Update(func(txn *badger.Txn) error {
 				bytes := 0
 				for n < len(paths) && n < catalogBatchRecords && bytes < catalogBatchBytes {

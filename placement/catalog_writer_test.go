@@ -13,6 +13,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -606,6 +607,37 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 	for _, e := range files {
 		if got := c.Find(e.Path); got == nil || got.Tier() != 1 {
 			t.Fatalf("%s: residency not recorded after Close", e.Path)
+		}
+	}
+}
+
+// A copy is recorded only once its tier made it durable: while the tier's
+// syncfs fails, placed copies are served but not recorded (the catalog
+// keeps them pending); once it works, they are.
+func TestCopiesAreNotRecordedUntilTheirTierSynced(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	syncfs := func(dir string) error {
+		if failing.Load() {
+			return errors.New("syncfs: input/output error")
+		}
+		return nil
+	}
+	d := smallDataset(6, 4000)
+	e := newEnv(t, d, []tier.Options{{Name: "t0", Quota: 1 << 30, Syncfs: syncfs}}, Options{})
+	e.readAllFiles()
+	waitFor(t, "every file placed", func() bool { return e.tiers[0].Files() == int64(len(d)) })
+	waitFor(t, "the catalog degraded", func() bool { s, _ := e.cat.Health(); return s == CatalogDegraded })
+	for _, p := range d.paths() {
+		if got := storedTier(t, e.cat, p); got != "" {
+			t.Errorf("%s recorded in tier %q before its tier synced", p, got)
+		}
+	}
+	failing.Store(false)
+	waitHealth(t, e.cat, CatalogOK, 0) // the catch-up's next try (DefaultCatalogRetry)
+	for _, p := range d.paths() {
+		if got := storedTier(t, e.cat, p); got != "t0" {
+			t.Errorf("%s recorded in tier %q after its tier synced, want t0", p, got)
 		}
 	}
 }

@@ -188,6 +188,7 @@ func New(o Options) (*Placer, error) {
 		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
 	}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
+	p.cat.setSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {
 		for _, t := range o.Tiers {
 			if t.Name() == s.Tier {
