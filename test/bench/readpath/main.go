@@ -7,6 +7,7 @@
 //	readpath gen -out DIR -lists DIR [-small 20000] [-small-size 110000] [-large-size 2GiB]
 //	readpath read -dir DIR -files LIST [-concurrency 8] [-bufsize 1MiB] [-cpu-pid PID] [-tag k=v]...
 //	readpath report [-reps-note TEXT] RESULTS.jsonl
+//	readpath epochs [-epochs 3] [-concurrency 8] [-seed N] [-drop-caches] [-snapshot CMD] DIR
 //
 // read prints one JSON object per run: files, bytes, seconds, MB/s (10^6
 // bytes per second), files/s and the open(2) latency (p50, p99) seen by the
@@ -15,6 +16,13 @@
 // copied into it. report reads those lines, pairs each
 // mount run with the native run of the same repetition and prints a
 // markdown table of medians and min–max spreads.
+//
+// epochs is the "raw" reader of the epoch benchmarks (test/bench/run.sh):
+// every regular file under DIR, read whole by N readers in a new random
+// order each epoch, the page cache dropped before each epoch with
+// -drop-caches (outside the timing); it prints the JSON of
+// test/bench/epochs/train.py (epochs, and the -snapshot command's key=value
+// output before epoch 1 and after each epoch).
 //
 // Exit codes: 0 success, 1 runtime error, 2 usage error.
 package main
@@ -29,6 +37,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -54,7 +63,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: readpath gen|read|report [flags]")
+		fmt.Fprintln(stderr, "usage: readpath gen|read|report|epochs [flags]")
 		return exitUsage
 	}
 	var err error
@@ -65,8 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runRead(args[1:], stdout, stderr)
 	case "report":
 		err = runReport(args[1:], stdout, stderr)
+	case "epochs":
+		err = runEpochs(args[1:], stdout, stderr)
 	default:
-		err = usageError{fmt.Errorf("unknown command %q (want gen, read or report)", args[0])}
+		err = usageError{fmt.Errorf("unknown command %q (want gen, read, report or epochs)", args[0])}
 	}
 	if err == nil {
 		return exitOK
@@ -539,4 +550,99 @@ func median(v []float64) float64 {
 // spread formats "median (min–max)".
 func spread(v []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", median(v), slices.Min(v), slices.Max(v))
+}
+
+// ---- epochs ----
+
+type epochRun struct {
+	Epoch   int     `json:"epoch"`
+	Seconds float64 `json:"seconds"`
+	Samples int     `json:"samples"`
+	Bytes   int64   `json:"bytes"`
+}
+
+func runEpochs(args []string, stdout, stderr io.Writer) error {
+	f := newFlagSet("epochs", stderr)
+	epochs := f.Int("epochs", 3, "number of epochs")
+	conc := f.Int("concurrency", 8, "concurrent readers")
+	seed := f.Uint64("seed", 0, "seed of the orders")
+	drop := f.Bool("drop-caches", false, "sync and drop the page cache before each epoch (root)")
+	snap := f.String("snapshot", "", "shell command printing key=value counters, run before epoch 1 and after each epoch")
+	if err := parse(f, args); err != nil {
+		return err
+	}
+	if f.NArg() != 1 || *epochs < 1 || *conc < 1 {
+		return usageError{errors.New("epochs: want one DIR, -epochs >= 1, -concurrency >= 1")}
+	}
+	dir := f.Arg(0)
+	t0 := time.Now()
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			names = append(names, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("epochs: %w", err)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("epochs: no files under %s", dir)
+	}
+	sort.Strings(names)
+	out := struct {
+		ScanS     float64             `json:"scan_s"`
+		Samples   int                 `json:"samples"`
+		Epochs    []epochRun          `json:"epochs"`
+		Snapshots []map[string]string `json:"snapshots"`
+	}{ScanS: time.Since(t0).Seconds(), Samples: len(names)}
+	s, err := snapshot(*snap)
+	if err != nil {
+		return err
+	}
+	out.Snapshots = append(out.Snapshots, s)
+	rng := rand.New(rand.NewPCG(*seed, 3))
+	for e := 1; e <= *epochs; e++ {
+		order := slices.Clone(names)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		if *drop {
+			syscall.Sync()
+			if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+				return fmt.Errorf("epochs: drop caches: %w", err)
+			}
+		}
+		res, err := readAll(dir, order, *conc, 1<<20)
+		if err != nil {
+			return err
+		}
+		out.Epochs = append(out.Epochs, epochRun{Epoch: e, Seconds: res.Seconds, Samples: res.Files, Bytes: res.Bytes})
+		fmt.Fprintf(stderr, "readpath epochs: epoch %d: %.2f s, %.0f files/s\n", e, res.Seconds, res.FilesPerSec)
+		if s, err = snapshot(*snap); err != nil {
+			return err
+		}
+		out.Snapshots = append(out.Snapshots, s)
+	}
+	return json.NewEncoder(stdout).Encode(out)
+}
+
+// snapshot runs cmd and parses its key=value lines.
+func snapshot(cmd string) (map[string]string, error) {
+	kv := map[string]string{}
+	if cmd == "" {
+		return kv, nil
+	}
+	data, err := exec.Command("/bin/sh", "-c", cmd).Output()
+	if err != nil {
+		return nil, fmt.Errorf("epochs: snapshot %q: %w", cmd, err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return kv, nil
 }
