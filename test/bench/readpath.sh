@@ -26,7 +26,9 @@
 # Environment: WORK (default /var/tmp/epochfs-bench-readpath), REPS (7),
 # SMALL (20000), SMALL_SIZE (110000), LARGE_SIZE (2GiB), CONFIGS (mode and
 # validate pairs separated by commas, "passthrough once,cached once"),
-# CASES ("large-cold large-warm small-cold small-warm"), BASE (path of a
+# CASES ("large-cold large-warm small-cold small-warm small-cold-again";
+# small-cold-again is small-cold once every file was opened since the
+# mount), BASE (path of a
 # second epochfs binary to compare, or empty), OUT (docs/benchmarks.md,
 # "-" for stdout only). Needs root (drop_caches, FUSE passthrough).
 set -euo pipefail
@@ -38,7 +40,7 @@ SMALL=${SMALL:-20000}
 SMALL_SIZE=${SMALL_SIZE:-110000}
 LARGE_SIZE=${LARGE_SIZE:-2GiB}
 CONFIGS=${CONFIGS:-passthrough once,cached once}
-CASES=${CASES:-large-cold large-warm small-cold small-warm}
+CASES=${CASES:-large-cold large-warm small-cold small-warm small-cold-again}
 BASE=${BASE:-}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 GO=${GO:-go}
@@ -120,7 +122,7 @@ run_case() {
 		read_once mount "$list" "$conc" >/dev/null
 	fi
 	for side in $order; do
-		[[ $cs == *-cold ]] && drop_caches
+		[[ $cs == *-cold* ]] && drop_caches
 		read_once "$side" "$list" "$conc" -tag case="$cs" -tag bin="$bin" -tag mode="$mode" -tag validate="$validate" -tag rep="$rep" |
 			tee -a "$RESULTS" |
 			jq -r '"  \(.tags.case) \(.tags.bin) \(.tags.mode)/\(.tags.validate) rep \(.tags.rep) \(.tags.side): \(.mb_s|floor) MB/s, \(.files_s|floor) files/s, open p50 \(.open_p50_us|floor) µs\(if .cpu_ms_per_1000_opens then ", daemon \(.cpu_ms_per_1000_opens|floor) ms CPU/1000 opens" else "" end)"' >&2
@@ -190,6 +192,8 @@ for rep in $(seq "$REPS"); do
 		fi
 		run_case small-cold small.list 8 "$bin" "$mode" "$validate" "$rep"
 		run_case small-warm small.list 8 "$bin" "$mode" "$validate" "$rep"
+		# Every file was opened since the mount by now.
+		run_case small-cold-again small.list 8 "$bin" "$mode" "$validate" "$rep"
 		do_unmount
 	done
 done
@@ -202,6 +206,11 @@ log "results in $RESULTS; ${elapsed}s"
 [ "$OUT" = - ] && exit 0
 
 # The generated block of the section.
+base_note=
+if [ -n "$BASE" ]; then
+	base_note="
+binary: new = this commit's \`bin/epochfs\`; base = \`$BASE\` ($(sha256sum "$EPOCHFS_BASE" | cut -c1-12)), mounted in the same rounds."
+fi
 dev=$(df --output=source "$WORK" | tail -1)
 disk=$(lsblk -dno NAME,SIZE "$dev" 2>/dev/null | awk '{ printf "%s, %s", $1, $2 }' || true)
 drv=$(basename "$(readlink -f "/sys/block/$(basename "$dev")/device/driver" 2>/dev/null)" 2>/dev/null || true)
@@ -225,8 +234,9 @@ ratio is taken per repetition (mount run / native run next to it), native and mo
 which goes first; each of the $REPS rounds mounts every configuration once, in alternating order.
 cold = \`echo 3 > /proc/sys/vm/drop_caches\` before every run; warm = after a
 full unmeasured pass through both. "open p50" is the median open(2) latency the readers saw;
-daemon CPU = the daemon's user+system time (\`/proc/PID/stat\`) over the mount run, per 1,000 files opened.${BASE:+
-binary: new = this commit's \`bin/epochfs\`; base = \`$BASE\` ($(sha256sum "$EPOCHFS_BASE" | cut -c1-12)), mounted in the same rounds.}
+daemon CPU = the daemon's user+system time (\`/proc/PID/stat\`) over the mount run, per 1,000 files opened.
+small-cold reads each file for the first time since the mount; small-cold-again reads them again after
+\`drop_caches\` (an epoch after the first whose pages were evicted).$base_note
 
 $table
 <!-- readpath:end -->

@@ -482,7 +482,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	caseRank := map[string]int{"large-cold": 0, "large-warm": 1, "small-cold": 2, "small-warm": 3}
+	caseRank := map[string]int{"large-cold": 0, "large-warm": 1, "small-cold": 2, "small-cold-again": 3, "small-warm": 4}
 	sort.SliceStable(order, func(i, j int) bool {
 		return caseRank[groups[order[i]].cs] < caseRank[groups[order[j]].cs]
 	})
@@ -511,7 +511,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 			nat, mnt = append(nat, n.MBps), append(mnt, m.MBps)
 			ratio = append(ratio, m.MBps/n.MBps)
 			onat, omnt = append(onat, n.OpenP50us), append(omnt, m.OpenP50us)
-			if m.CPUmsPer1000Op > 0 {
+			if m.CPUmsPer1000Op > 0 && m.Files >= 1000 {
 				cpu = append(cpu, m.CPUmsPer1000Op)
 			}
 		}
