@@ -94,6 +94,9 @@ type Options struct {
 	MetricsListen string
 	// MetricsPprof also serves Go's profiles on MetricsListen.
 	MetricsPprof bool
+	// OpenFiles and KeptCopies bound the tier descriptors and the resident
+	// copies kept ready between opens (placement.Options; 0: defaults).
+	OpenFiles, KeptCopies int
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -193,7 +196,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
 		Validate: o.Validate, RefreshRate: o.RefreshRate, Logger: o.Logger,
-		BufferBytes: o.BufferBytes,
+		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
 	}
 	if m.met != nil {
 		po.ObserveOpen = m.met.ObserveOpen

@@ -2,31 +2,59 @@ package fs
 
 import (
 	"context"
+	"sync"
 	"syscall"
-	"time"
 
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
 )
 
-// releaseQuiet is how long after a cached-mode release an inode is kept
-// out of passthrough. go-fuse (v2.12) drops a reference of the inode's
-// passthrough registration at EVERY release, also of handles that never
-// took one, after our Release returns. A passthrough open racing with the
-// tail of a cached-mode release would have its registration dropped under
-// it, and the next passthrough open would register a second backing file,
-// which the kernel refuses with EIO. Waiting this long after a release
-// closes that window.
-const releaseQuiet = time.Second
+// I/O modes of an inode.
+//
+// The kernel (fs/fuse/iomode.c) lets an inode be open in passthrough mode
+// or in cached mode, never both: an open in one mode while a handle of the
+// other is live fails with EIO, and every passthrough open of an inode must
+// name the backing file its live passthrough handles use (another one fails
+// with EIO too). The kernel leaves a mode when the last handle of it is
+// closed, before it sends the RELEASE: so the counts below, which drop at
+// RELEASE, never undercount the kernel's, and an inode with no handle
+// counted here has none in the kernel either.
+//
+// The backing file of a resident copy is registered with the kernel once
+// (FS.registerBacking), attached to the copy's kept descriptor
+// (placement.Resident.Attach), and unregistered when the placer closes that
+// descriptor (its budget released it, or the copy was dropped). While an
+// inode has passthrough handles it holds a reference on the copy they
+// share, so the registration outlives every one of them. A repeat open of a
+// resident file therefore costs the daemon no system call: the backing ID
+// comes from the registration (rawFS adds it to the reply).
+//
+// Lock order: ioMode.mu, then the placer's (Resident.Attach and Release).
+
+// ioMode counts an inode's open handles by I/O mode.
+type ioMode struct {
+	mu     sync.Mutex
+	pt     int                 // live handles in passthrough mode (ptHandle, and cachedHandle with direct)
+	ptRes  *placement.Resident // the copy they share, held while pt > 0
+	cached int                 // live cached-mode handles
+}
+
+// backing is the kernel's registration of a tier copy's descriptor.
+type backing struct {
+	id  int32
+	ino uint64
+}
 
 // Open picks the inode's I/O mode. A resident file opens in passthrough
 // when the mount has it and no cached-mode handle of the inode is live;
-// otherwise the file opens in cached mode. If a passthrough handle is live
-// and the file is not resident, or resident in a newer version than theirs
-// (the source changed), the open is a directHandle: the kernel requires every open of
-// an inode in passthrough mode to be a passthrough open, and direct I/O
-// overrides passthrough for its reads, which come to the daemon.
+// otherwise the file opens in cached mode. If passthrough handles are live
+// and this open cannot join them (the file is not resident, or resident in
+// another version than theirs: the source changed), the open is a direct
+// I/O one in passthrough mode: the kernel requires every open of an inode
+// in passthrough mode to be a passthrough open, and direct I/O overrides
+// passthrough for its reads, which come to the daemon.
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
@@ -40,30 +68,94 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if err != nil {
 		return nil, 0, n.fsys.toErrno(err)
 	}
+	// The dataset is read-only: no FLUSH round trip at close.
+	const noflush = fuse.FOPEN_NOFLUSH
+	m := &n.io
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if res := r.Resident(); res != nil && m.cached == 0 && n.fsys.passthroughTier(res.Tier()) {
+		if m.pt > 0 && m.ptRes.Same(res) {
+			m.pt++
+			n.fsys.ptHandles.Add(1)
+			return &ptHandle{n: n, r: r}, fuse.FOPEN_PASSTHROUGH | noflush, 0
+		}
+		if m.pt == 0 {
+			if b := n.fsys.backingOf(n, res); b != nil && res.Hold() {
+				m.pt, m.ptRes = 1, res
+				n.fsys.backings.Store(b.ino, b)
+				n.fsys.ptHandles.Add(1)
+				return &ptHandle{n: n, r: r}, fuse.FOPEN_PASSTHROUGH | noflush, 0
+			}
+		}
+	}
+	if m.pt > 0 {
+		m.pt++
+		n.fsys.ptHandles.Add(1)
+		return &cachedHandle{n: n, r: r, direct: true}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PASSTHROUGH | noflush, 0
+	}
+	m.cached++
+	n.fsys.cachedHandles.Add(1)
 	keep := uint32(fuse.FOPEN_KEEP_CACHE)
 	if r.Changed() {
 		// The kernel's attributes and pages of the old content were
 		// invalidated before Open returned (FS.onEvent); keep no page.
 		keep = 0
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	// The dataset is read-only: no FLUSH round trip at close.
-	const noflush = fuse.FOPEN_NOFLUSH
-	// Live passthrough opens share one registration of one tier copy: a
-	// new passthrough open joins it only if it holds the same version.
-	a := n.e.Attr()
-	if r.ResidentFD() >= 0 && n.fsys.passthroughTier(r.TierIndex()) && n.cached == 0 &&
-		(n.pt > 0 && n.ptAttr == a || n.pt == 0 && time.Since(n.lastCachedR) >= releaseQuiet) {
-		n.pt++
-		n.ptAttr = a
-		return &ptHandle{n: n, r: r}, noflush, 0
-	}
-	if n.pt > 0 {
-		return &directHandle{cachedHandle{n: n, r: r, direct: true}}, fuse.FOPEN_DIRECT_IO | noflush, 0
-	}
-	n.cached++
 	return &cachedHandle{n: n, r: r}, keep | noflush, 0
+}
+
+// releasePT ends a handle in passthrough mode; the last one lets go of the
+// copy the handles shared.
+func (m *ioMode) releasePT(fsys *FS) {
+	fsys.ptHandles.Add(-1)
+	m.mu.Lock()
+	m.pt--
+	var res *placement.Resident
+	if m.pt == 0 {
+		res, m.ptRes = m.ptRes, nil
+	}
+	m.mu.Unlock()
+	if res != nil {
+		res.Release()
+	}
+}
+
+// backingOf returns the kernel registration of res's descriptor,
+// registering it at the copy's first passthrough open; nil if the kernel
+// refused (the open then goes in cached mode).
+func (fsys *FS) backingOf(n *node, res *placement.Resident) *backing {
+	if v := res.Attached(); v != nil {
+		return v.(*backing)
+	}
+	ino := n.StableAttr().Ino
+	v, err := res.Attach(func(fd int) (any, func(), error) { return fsys.registerBacking(ino, fd) })
+	if err != nil {
+		if fsys.ptRefusedLog.CompareAndSwap(false, true) {
+			fsys.log.Warn("passthrough registration refused; opening in cached mode", zap.String("path", n.e.Path), zap.Error(err))
+		}
+		fsys.ptRefused.Add(1)
+		return nil
+	}
+	return v.(*backing)
+}
+
+// registerBacking registers fd with the kernel as a backing file of inode
+// ino. The returned function unregisters it, when the placer closes fd.
+func (fsys *FS) registerBacking(ino uint64, fd int) (any, func(), error) {
+	id, errno := fsys.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
+	if errno != 0 {
+		return nil, nil, errno
+	}
+	fsys.ptRegistered.Add(1)
+	fsys.ptBackings.Add(1)
+	b := &backing{id: id, ino: ino}
+	return b, func() {
+		fsys.backings.Compute(ino, func(cur *backing, ok bool) (*backing, bool) { return cur, !ok || cur == b })
+		// After an unmount the connection is gone, and with it the
+		// registration.
+		fsys.server.UnregisterBackingFd(id)
+		fsys.ptBackings.Add(-1)
+	}, nil
 }
 
 // ptHandle is a passthrough open: the kernel reads the tier file itself.
@@ -73,14 +165,9 @@ type ptHandle struct {
 }
 
 var (
-	_ fusefs.FilePassthroughFder = (*ptHandle)(nil)
-	_ fusefs.FileReader          = (*ptHandle)(nil)
-	_ fusefs.FileReleaser        = (*ptHandle)(nil)
+	_ fusefs.FileReader   = (*ptHandle)(nil)
+	_ fusefs.FileReleaser = (*ptHandle)(nil)
 )
-
-func (h *ptHandle) PassthroughFd() (int, bool) {
-	return h.r.ResidentFD(), true
-}
 
 // Read is used only if the kernel does not pass the read through.
 func (h *ptHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -94,29 +181,14 @@ func (h *ptHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadR
 }
 
 func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
-	h.n.mu.Lock()
-	h.n.pt--
-	h.n.mu.Unlock()
+	h.n.io.releasePT(h.n.fsys)
 	return h.n.fsys.toErrno(h.r.Close())
 }
 
-// directHandle is a direct I/O open beside live passthrough handles. go-fuse
-// answers it with the inode's passthrough registration (and counts it, which
-// balances the reference it drops at every release); with FOPEN_DIRECT_IO
-// the kernel still sends its reads to the daemon. If the registration is
-// gone by then, the inode has left passthrough mode in the kernel too, and
-// the open is plain direct I/O. An mmap of such a handle maps the old tier
-// copy (the kernel maps the backing file of an inode in passthrough mode).
-type directHandle struct {
-	cachedHandle
-}
-
-var _ fusefs.FilePassthroughFder = (*directHandle)(nil)
-
-// PassthroughFd registers nothing: the handle joins a registration only.
-func (h *directHandle) PassthroughFd() (int, bool) { return -1, false }
-
-// cachedHandle is a cached-mode (or direct I/O) open served by the daemon.
+// cachedHandle is a cached-mode open served by the daemon, or with direct
+// a direct I/O open in passthrough mode beside live passthrough handles (an
+// mmap of it maps the backing file of those: the kernel maps the backing
+// file of an inode in passthrough mode).
 type cachedHandle struct {
 	n      *node
 	r      *placement.Reader
@@ -143,11 +215,36 @@ func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 }
 
 func (h *cachedHandle) Release(ctx context.Context) syscall.Errno {
-	h.n.mu.Lock()
-	if !h.direct {
-		h.n.cached--
+	m := &h.n.io
+	if h.direct {
+		m.releasePT(h.n.fsys)
+	} else {
+		h.n.fsys.cachedHandles.Add(-1)
+		m.mu.Lock()
+		m.cached--
+		m.mu.Unlock()
 	}
-	h.n.lastCachedR = time.Now()
-	h.n.mu.Unlock()
 	return h.n.fsys.toErrno(h.r.Close())
+}
+
+// openStatus is the status of the open path: resident copies kept ready
+// (placement.ResidentStats), handles by mode and passthrough registrations.
+func (fsys *FS) openStatus() []kv {
+	rs := fsys.p.ResidentStats()
+	return []kv{
+		i64("kept_copies", rs.Kept),
+		i64("kept_copies_budget", rs.KeptBudget),
+		i64("kept_hits", rs.Hits),
+		i64("kept_misses", rs.Misses),
+		i64("kept_released", rs.Released),
+		i64("kept_refused", rs.NotKept),
+		i64("tier_fds", rs.Open),
+		i64("tier_fds_budget", rs.OpenBudget),
+		i64("tier_fd_reopens", rs.Reopens),
+		i64("handles_passthrough", fsys.ptHandles.Load()),
+		i64("handles_cached", fsys.cachedHandles.Load()),
+		i64("passthrough_backings", fsys.ptBackings.Load()),
+		i64("passthrough_registrations", fsys.ptRegistered.Load()),
+		i64("passthrough_refused", fsys.ptRefused.Load()),
+	}
 }

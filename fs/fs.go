@@ -9,7 +9,9 @@
 // with FOPEN_KEEP_CACHE. The kernel refuses a passthrough open while a
 // cached-mode open of the same inode is live (and the reverse) with EIO, so
 // each inode counts its open handles by mode and a new open joins the mode
-// already in use.
+// already in use (file.go). The descriptor and its kernel registration are
+// kept between opens, so a repeat open makes no system call; go-fuse's
+// bridge is wrapped to name the registration in the reply (raw.go).
 package fs
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/epochfs/epochfs/preprocess"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 )
 
@@ -62,9 +65,19 @@ type FS struct {
 
 	passthrough atomic.Bool   // some tier's files go through passthrough
 	ptTiers     []atomic.Bool // per tier: its files may be passed through
-	seenErrs    sync.Map
-	errs        errorRing
-	start       time.Time
+	// backings is the registration the passthrough opens of an inode name,
+	// by inode number (file.go, raw.go).
+	backings     *xsync.MapOf[uint64, *backing]
+	ptRegistered atomic.Int64 // backing files registered since the mount
+	ptBackings   atomic.Int64 // registrations held now
+	ptRefused    atomic.Int64 // registrations the kernel refused
+	ptRefusedLog atomic.Bool
+	// Live handles of dataset files: in passthrough mode (with the direct
+	// I/O ones beside them), and in cached mode.
+	ptHandles, cachedHandles atomic.Int64
+	seenErrs                 sync.Map
+	errs                     errorRing
+	start                    time.Time
 }
 
 // Mount mounts the dataset at o.Mountpoint and returns once the kernel
@@ -76,7 +89,7 @@ func Mount(o Options) (*FS, error) {
 	if o.Timeout == 0 {
 		o.Timeout = time.Hour
 	}
-	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now()}
+	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now(), backings: xsync.NewMapOf[uint64, *backing]()}
 	fsys.ptTiers = make([]atomic.Bool, len(o.Placer.Tiers()))
 	fsys.root = &node{fsys: fsys, e: o.Placer.Catalog().Root()}
 	neg := o.Timeout
@@ -98,12 +111,20 @@ func Mount(o Options) (*FS, error) {
 			Debug:         o.Debug,
 		},
 		RootStableAttr: &fusefs.StableAttr{Ino: 1},
+		// The kernel's node IDs are our inode numbers (raw.go).
+		ExternalNodeID: true,
 	}
-	server, err := fusefs.Mount(o.Mountpoint, fsys.root, fo)
+	// fusefs.Mount, with the bridge wrapped.
+	raw := &rawFS{RawFileSystem: fusefs.NewNodeFS(fsys.root, fo), fsys: fsys}
+	server, err := fuse.NewServer(raw, o.Mountpoint, &fo.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
 	}
 	fsys.server = server
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
+	}
 	o.Placer.SetNotify(fsys.onEvent)
 	if !o.NoPassthrough {
 		fsys.passthrough.Store(fsys.probePassthrough())

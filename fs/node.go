@@ -2,9 +2,7 @@ package fs
 
 import (
 	"context"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -23,11 +21,7 @@ type node struct {
 	fsys *FS
 	e    *placement.Entry
 
-	mu          sync.Mutex     // guards the open counts
-	pt          int            // live passthrough opens
-	ptAttr      placement.Attr // the source version the live passthrough opens' copy holds
-	cached      int            // live cached-mode opens
-	lastCachedR time.Time      // when a cached-mode or direct handle was last released
+	io ioMode // the inode's open handles by I/O mode (file.go)
 }
 
 var (

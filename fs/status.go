@@ -104,6 +104,7 @@ func (fsys *FS) status() []kv {
 			i64("preprocess_in_flight", int64(es.InFlight)),
 		)
 	}
+	out = append(out, fsys.openStatus()...)
 	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."
 		tpt := "off"

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -49,6 +45,9 @@ type Entry struct {
 	nospace   atomic.Bool  // did not fit any tier this mount
 	validated atomic.Bool  // source attributes checked this mount
 	gone      atomic.Bool  // removed from the dataset (source file gone)
+
+	res     atomic.Pointer[Resident] // the copy's kept descriptor (resident.go)
+	copyGen atomic.Uint64            // bumped at every drop of a copy (resident.go)
 }
 
 // Name is the entry's last path element ("" for the root).
@@ -126,6 +125,7 @@ type Catalog struct {
 	walked bool
 	stale  []StaleCopy
 	mu     sync.Mutex // guards w and every catalog write (catalog_writer.go)
+	pendMu sync.Mutex // guards w.pending (catalog_writer.go)
 	w      catalogWriter
 
 	treeMu    sync.Mutex               // serialises changes of the tree (tree.go)
@@ -225,18 +225,6 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 	return nil
 }
 
-func getValue(txn *badger.Txn, key []byte) []byte {
-	it, err := txn.Get(key)
-	if err != nil {
-		return nil
-	}
-	v, err := it.ValueCopy(nil)
-	if err != nil {
-		return nil
-	}
-	return v
-}
-
 // setRoot installs the tree, numbers it and counts its files.
 func (c *Catalog) setRoot(root *Entry) {
 	c.root = root
@@ -262,225 +250,6 @@ func (c *Catalog) setRoot(root *Entry) {
 	c.bytes.Store(bytes)
 	c.nextID.Store(id)
 	c.nextIndex.Store(files)
-}
-
-// load reads every record into a tree.
-func (c *Catalog) load() (*Entry, error) {
-	dirs := map[string]*Entry{}
-	kids := map[*Entry][]*Entry{}
-	var root *Entry
-	err := c.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = keyFilePrefix
-		opts.PrefetchSize = 1000
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			p := string(item.Key()[len(keyFilePrefix):])
-			var rec record
-			err := item.Value(func(v []byte) error {
-				var derr error
-				rec, derr = decodeRecord(v)
-				return derr
-			})
-			if err != nil {
-				return fmt.Errorf("placement: catalog entry %q: %w", p, err)
-			}
-			e := c.newEntry(p, rec)
-			if p == "" {
-				if e.Kind != KindDir {
-					return fmt.Errorf("%w: root is not a directory", ErrBadRecord)
-				}
-				root = e
-				dirs[""] = e
-				continue
-			}
-			parentPath := path.Dir(p)
-			if parentPath == "." {
-				parentPath = ""
-			}
-			parent := dirs[parentPath]
-			if parent == nil {
-				return fmt.Errorf("%w: %q has no parent", ErrBadRecord, p)
-			}
-			kids[parent] = append(kids[parent], e)
-			if e.Kind == KindDir {
-				dirs[p] = e
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if root == nil {
-		return nil, fmt.Errorf("%w: no root", ErrBadRecord)
-	}
-	for _, d := range dirs {
-		d.setChildren(kids[d])
-	}
-	return root, nil
-}
-
-func (c *Catalog) newEntry(p string, rec record) *Entry {
-	e := &Entry{Path: p, Kind: rec.Kind, Target: rec.Target}
-	e.attr.Store(&Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID})
-	e.tier.Store(-1)
-	if rec.Tier != "" {
-		for i, t := range c.tiers {
-			if t == rec.Tier {
-				e.tier.Store(int32(i))
-			}
-		}
-	}
-	return e
-}
-
-// copyRecord is a tier copy a stored record says exists.
-type copyRecord struct {
-	path        string
-	size, mtime int64
-	tier        int
-}
-
-// loadCopies reads the tier copies the stored records name, without
-// building the tree: after an interrupted rescan the records are a mix of
-// two trees and need not form one.
-func (c *Catalog) loadCopies() ([]copyRecord, error) {
-	var out []copyRecord
-	err := c.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = keyFilePrefix
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			p := string(item.Key()[len(keyFilePrefix):])
-			err := item.Value(func(v []byte) error {
-				rec, err := decodeRecord(v)
-				if err != nil {
-					return fmt.Errorf("placement: catalog entry %q: %w", p, err)
-				}
-				if rec.Kind != KindFile || rec.Tier == "" {
-					return nil
-				}
-				for i, t := range c.tiers {
-					if t == rec.Tier {
-						out = append(out, copyRecord{path: p, size: rec.Size, mtime: rec.Mtime, tier: i})
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
-// carryOver keeps the residency of files whose size and mtime did not
-// change and returns the copies that are out of date.
-func carryOver(old []copyRecord, cur *Entry, tiers []string) []StaleCopy {
-	var stale []StaleCopy
-	for _, o := range old {
-		n := find(cur, o.path)
-		if n != nil && n.Kind == KindFile && n.Attr().Size == o.size && n.Attr().Mtime == o.mtime {
-			n.tier.Store(int32(o.tier))
-		} else {
-			stale = append(stale, StaleCopy{Path: o.path, Size: o.size, Tier: tiers[o.tier]})
-		}
-	}
-	return stale
-}
-
-func find(root *Entry, p string) *Entry {
-	e := root
-	if p == "" {
-		return e
-	}
-	for _, name := range strings.Split(p, "/") {
-		if e = e.Lookup(name); e == nil {
-			return nil
-		}
-	}
-	return e
-}
-
-// store replaces the persisted tree with root. With keep (the records may
-// name tier copies) the old records are overwritten and then the ones root
-// no longer has are deleted, under the rescan marker, so that a crash at
-// any point leaves every copy recorded by an old or a new record; without,
-// the records are dropped first. The records go through the catalog's
-// guarded writes (catalog_writer.go): when the state directory has no room
-// the store is left, whole, to the catch-up, and until it is done the
-// catalog on disk is incomplete (the next mount walks again).
-func (c *Catalog) store(root *Entry, source string, keep bool) {
-	tw := c.beginTree(root, source, keep)
-	var put func(e *Entry)
-	put = func(e *Entry) {
-		if tw.failed() || !tw.set(fileKey(e.Path), c.recordOf(e).encode(nil)) {
-			return
-		}
-		for _, ch := range e.Children() {
-			put(ch)
-		}
-	}
-	put(root)
-	if tw.set(keySource, []byte(source)) && tw.flush() && (!keep || c.deleteMissing(root, tw)) {
-		// Written last: a walk cut short is redone at the next mount.
-		tw.complete()
-	}
-}
-
-// deleteMissing deletes the records of paths root does not have.
-func (c *Catalog) deleteMissing(root *Entry, tw *treeWriter) bool {
-	var gone [][]byte
-	err := c.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = keyFilePrefix
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			k := it.Item().Key()
-			if find(root, string(k[len(keyFilePrefix):])) == nil {
-				gone = append(gone, it.Item().KeyCopy(nil))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return tw.fail(err)
-	}
-	for _, k := range gone {
-		if !tw.del(k) {
-			return false
-		}
-	}
-	return tw.flush()
-}
-
-func fileKey(p string) []byte {
-	return append(append(make([]byte, 0, len(keyFilePrefix)+len(p)), keyFilePrefix...), p...)
-}
-
-func (c *Catalog) recordOf(e *Entry) *record {
-	a := e.Attr()
-	r := &record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target}
-	if t := e.Tier(); t >= 0 && t < len(c.tiers) {
-		r.Tier = c.tiers[t]
-	}
-	return r
-}
-
-// persist writes e's current record, or keeps it for the catch-up when
-// the catalog cannot be written now (catalog_writer.go); it does not fail.
-func (c *Catalog) persist(e *Entry) error {
-	c.write(e.Path, e)
-	return nil
 }
 
 // Root is the dataset's root directory.
@@ -521,126 +290,4 @@ func (e *Entry) Files(fn func(*Entry) bool) bool {
 		}
 	}
 	return true
-}
-
-// walk reads the source tree in parallel.
-func walk(ctx context.Context, src string, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
-	st, err := os.Stat(src)
-	if err != nil {
-		return nil, fmt.Errorf("placement: walk: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("placement: walk: %s is not a directory", src)
-	}
-	root := entryFromInfo("", st)
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
-	var seen atomic.Int64
-	var progMu sync.Mutex
-	var firstErr error
-	var errMu sync.Mutex
-	var visit func(d *Entry)
-	visit = func(d *Entry) {
-		defer wg.Done()
-		if ctx.Err() != nil {
-			return
-		}
-		sem <- struct{}{}
-		des, err := os.ReadDir(filepath.Join(src, d.Path))
-		var kids []*Entry
-		for _, de := range des {
-			p := de.Name()
-			if d.Path != "" {
-				p = d.Path + "/" + de.Name()
-			}
-			info, ierr := de.Info()
-			if ierr != nil {
-				log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
-				continue
-			}
-			e := entryFromInfo(p, info)
-			if e == nil {
-				log.Debug("walk: skipping special file", zap.String("path", p))
-				continue
-			}
-			if e.Kind == KindSymlink {
-				t, lerr := os.Readlink(filepath.Join(src, p))
-				if lerr != nil {
-					log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
-					continue
-				}
-				e.Target = t
-			}
-			kids = append(kids, e)
-		}
-		<-sem
-		if err != nil {
-			if d.Path == "" {
-				errMu.Lock()
-				firstErr = fmt.Errorf("placement: walk %s: %w", src, err)
-				errMu.Unlock()
-				return
-			}
-			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
-		}
-		d.setChildren(kids)
-		// One call at a time, with a count that only grows: the callback
-		// need not be safe for concurrent use.
-		progMu.Lock()
-		if n := seen.Add(int64(len(kids))); progress != nil {
-			progress(n)
-		}
-		progMu.Unlock()
-		for _, k := range kids {
-			if k.Kind == KindDir {
-				wg.Add(1)
-				go visit(k)
-			}
-		}
-	}
-	wg.Add(1)
-	visit(root)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("placement: walk: %w", err)
-	}
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return root, nil
-}
-
-func entryFromInfo(p string, info fs.FileInfo) *Entry {
-	e := &Entry{Path: p}
-	switch {
-	case info.Mode().IsRegular():
-		e.Kind = KindFile
-	case info.IsDir():
-		e.Kind = KindDir
-	case info.Mode()&fs.ModeSymlink != 0:
-		e.Kind = KindSymlink
-	default:
-		return nil
-	}
-	a := &Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		a.Mode = st.Mode
-		a.UID = st.Uid
-		a.GID = st.Gid
-	}
-	if e.Kind != KindFile {
-		a.Size = info.Size()
-	}
-	e.attr.Store(a)
-	e.tier.Store(-1)
-	return e
-}
-
-// attrFromInfo converts a fresh stat of a source file.
-func attrFromInfo(info fs.FileInfo) Attr {
-	a := Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		a.Mode, a.UID, a.GID = st.Mode, st.Uid, st.Gid
-	}
-	return a
 }

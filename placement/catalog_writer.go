@@ -84,19 +84,32 @@ package placement
 // badger flushes or compacts can still fault, which only a floor large
 // enough for that process's writes prevents.
 //
-// Lock order: Catalog.mu only. It guards the writer's state and is held
-// across every write, so a direct write (state "ok") and the catch-up
-// never interleave; while degraded, only the catch-up (the writer
-// goroutine, or Close after it stopped) uses the database, taking c.mu
-// for each batch, so updates arriving meanwhile wait at most one batch.
+// Batching. An update (persist, forget) is not written by its caller: it
+// joins the pending updates (the latest per path) and the writer goroutine
+// writes them in batches, group commit style: the updates that arrive
+// while a batch is written make the next one, so an idle catalog writes an
+// update at once and a busy one (a warmup installing thousands of copies a
+// second) writes a batch per floor check and badger transaction instead of
+// one per copy, and the placer's workers never wait for a write. A batch
+// takes the entries' state when it is built, and the placer records a copy
+// (sets its entry's tier) only after installing it, so a copy is never
+// recorded before it is installed. Close writes what is left. A crash
+// loses the updates not yet written (badger's unsynced writes were always
+// lost that way): their files are copied again at the next mount.
+//
+// Lock order: Catalog.mu, then Catalog.pendMu. c.mu guards the writer's
+// state and is held across every write, so the writes of the writer
+// goroutine and of a walk's store never interleave. pendMu guards only the
+// pending updates and is never held across a write: an update is queued
+// while a batch is being written.
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -126,22 +139,6 @@ const (
 // errBelowFloor is why a write was not attempted.
 var errBelowFloor = errors.New("placement: state directory below its free-space floor")
 
-// catalogOptions are the badger options of the catalog; the note above
-// depends on them.
-func catalogOptions(dir string, readOnly bool) badger.Options {
-	return badger.DefaultOptions(dir).
-		WithLogger(nil).
-		WithMemTableSize(catalogMemTableSize).
-		WithNumMemtables(catalogNumMemtables).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(8 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2).
-		WithCompactL0OnClose(false).
-		WithSyncWrites(false).
-		WithReadOnly(readOnly)
-}
-
 // catalogWriter is the state of the catalog's writes.
 type catalogWriter struct {
 	stateDir string
@@ -152,11 +149,15 @@ type catalogWriter struct {
 	interval time.Duration
 	stop     chan struct{}
 	done     chan struct{}
+	kick     chan struct{} // an update is pending (buffered, one slot)
+	batches  atomic.Int64  // batches of updates written
 
 	// Guarded by Catalog.mu.
 	writable bool // db is open read-write; when false the catalog is degraded
 	degraded bool
-	pending  map[string]*Entry // path → entry whose record to write; nil: delete it
+	pending  map[string]*Entry // path → entry whose record to write; nil: delete it (guarded by pendMu)
+	inflight int               // updates taken from pending and being written (guarded by pendMu)
+	sync     func() error      // makes the copies installed so far durable (setSync)
 	tree     *pendingTree      // a walk's store not written yet
 	blocked  error             // never write (the directory holds another source's catalog)
 	tables   uint64            // bytes of the catalog's tables, for the floor
@@ -176,75 +177,6 @@ func statfs(dir string) (free, total uint64, err error) {
 		return 0, 0, err
 	}
 	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
-}
-
-// openDB opens badger read-write when the state directory is above the
-// floor; below it, read-only if there is a catalog to read, or not at all.
-func (c *Catalog) openDB(o CatalogOptions) error {
-	c.w = catalogWriter{
-		stateDir: o.StateDir, dir: filepath.Join(o.StateDir, "catalog"), source: o.Source,
-		minFree: DefaultCatalogMinFree, statfs: o.Statfs, interval: o.RetryInterval,
-		pending: map[string]*Entry{},
-	}
-	if o.MinFree > 0 {
-		c.w.minFree = uint64(o.MinFree)
-	}
-	if c.w.statfs == nil {
-		c.w.statfs = statfs
-	}
-	if c.w.interval <= 0 {
-		c.w.interval = DefaultCatalogRetry
-	}
-	// A directory costs no memory-mapped write; a full disk fails it
-	// with ENOSPC, and the catalog then starts degraded.
-	if err := os.MkdirAll(c.w.dir, 0o700); err != nil && !errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("placement: catalog: %w", err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	free, floor, err := c.room()
-	if err == nil {
-		if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
-			return fmt.Errorf("placement: catalog: %w", err)
-		}
-		db, err := badger.Open(catalogOptions(c.w.dir, false))
-		if err != nil {
-			return fmt.Errorf("placement: open catalog in %s: %w", c.w.dir, err)
-		}
-		c.db, c.w.writable = db, true
-		return nil
-	}
-	c.degrade(free, floor, err)
-	if _, err := os.Stat(filepath.Join(c.w.dir, "MANIFEST")); err != nil {
-		return nil // nothing to read: the walk builds the tree
-	}
-	if err := lockedByOther(c.w.dir); err != nil {
-		return err
-	}
-	db, err := badger.Open(catalogOptions(c.w.dir, true))
-	if err != nil {
-		// A read-only open refuses a WAL that needs replaying (after a
-		// crash, or a Close below the floor).
-		c.log.Warn("catalog cannot be read until the state directory has room; walking the source", zap.Error(err))
-		return nil
-	}
-	c.db = db
-	return nil
-}
-
-// lockedByOther fails if another process has the catalog open (badger
-// flocks its directory): a read-only open would fail for that reason too,
-// and must not be mistaken for an unreadable catalog.
-func lockedByOther(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("placement: catalog: %w", err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("placement: catalog in %s is in use by another process: %w", dir, err)
-	}
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
 // room returns the state directory's free bytes and the floor, and
@@ -314,28 +246,30 @@ func (c *Catalog) degrade(free, floor uint64, err error) {
 }
 
 // write records the current state of e at path p, or deletes the record
-// when e is nil, now if the catalog is writable, otherwise for the
-// catch-up.
+// when e is nil: the writer goroutine writes it with the next batch, or
+// the catch-up when the catalog cannot be written now.
 func (c *Catalog) write(p string, e *Entry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.w.degraded && c.guarded(func() error { return c.writeOne(p, e) }) {
-		return
-	}
+	c.pendMu.Lock()
 	c.w.pending[p] = e
+	c.pendMu.Unlock()
+	select {
+	case c.w.kick <- struct{}{}:
+	default: // a batch is due already
+	}
 }
 
-func (c *Catalog) writeOne(p string, e *Entry) error {
-	return c.db.Update(func(txn *badger.Txn) error {
-		if e == nil {
-			return txn.Delete(fileKey(p))
-		}
-		return txn.Set(fileKey(p), c.recordOf(e).encode(nil))
-	})
+// setSync installs fn, which makes every copy installed so far durable,
+// to run before each batch of updates is written: a record never names a
+// copy that a crash could lose (tier.Tier.Sync). A failing fn fails the
+// batch, as a failed write does.
+func (c *Catalog) setSync(fn func() error) {
+	c.mu.Lock()
+	c.w.sync = fn
+	c.mu.Unlock()
 }
 
 // forget deletes the record of path p (a file removed from the source),
-// now or, when the catalog cannot be written, at the catch-up.
+// with the next batch or at the catch-up.
 func (c *Catalog) forget(p string) { c.write(p, nil) }
 
 // Health reports "ok" or "degraded" (CatalogOK, CatalogDegraded) and the
@@ -348,7 +282,7 @@ func (c *Catalog) Health() (state string, pending int) {
 	if c.w.degraded {
 		state = CatalogDegraded
 	}
-	pending = len(c.w.pending)
+	pending = c.pendingCount()
 	if c.w.tree != nil {
 		pending += c.w.tree.entries
 	}
@@ -363,152 +297,22 @@ func countEntries(e *Entry) int {
 	return n
 }
 
-// treeWriter writes a walk's records in checked batches. At the first
-// batch that cannot be written the whole store is left to the catch-up,
-// which redoes it from the start.
-type treeWriter struct {
-	c      *Catalog
-	root   *Entry
-	source string
-	keep   bool
-	ops    []treeOp
-	bytes  int
-	bad    bool
-}
-
-type treeOp struct {
-	key, val []byte
-	del      bool
-}
-
-// beginTree starts a store: it sets the rescan marker (keep) or drops the
-// old records.
-func (c *Catalog) beginTree(root *Entry, source string, keep bool) *treeWriter {
-	tw := &treeWriter{c: c, root: root, source: source, keep: keep}
-	tw.step(func() error {
-		if !keep {
-			return c.db.DropPrefix(keyFilePrefix, keyComplete)
-		}
-		if err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRescan, []byte("1")) }); err != nil {
-			return err
-		}
-		return c.db.Sync()
-	})
-	return tw
-}
-
-func (tw *treeWriter) failed() bool { return tw.bad }
-
-// step runs one write through guarded, or leaves the store to the
-// catch-up.
-func (tw *treeWriter) step(write func() error) bool {
-	if tw.bad {
-		return false
-	}
-	c := tw.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.w.writable || !c.guarded(write) {
-		tw.deferTree()
-	}
-	return !tw.bad
-}
-
-// fail leaves the store to the catch-up after an error outside step.
-func (tw *treeWriter) fail(err error) bool {
-	c := tw.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	free, floor, _ := c.room()
-	c.degrade(free, floor, err)
-	tw.deferTree()
-	return false
-}
-
-// deferTree records the store as pending. c.mu is held.
-func (tw *treeWriter) deferTree() {
-	tw.bad = true
-	c := tw.c
-	if c.w.tree == nil {
-		c.w.tree = &pendingTree{entries: countEntries(tw.root)}
-	}
-	// Without a database the old catalog's state is unknown.
-	c.w.tree.keep, c.w.tree.keepKnown = tw.keep, c.db != nil
-}
-
-func (tw *treeWriter) set(key, val []byte) bool { return tw.add(treeOp{key: key, val: val}) }
-func (tw *treeWriter) del(key []byte) bool      { return tw.add(treeOp{key: key, del: true}) }
-
-func (tw *treeWriter) add(op treeOp) bool {
-	if tw.bad {
-		return false
-	}
-	tw.ops = append(tw.ops, op)
-	tw.bytes += len(op.key) + len(op.val)
-	if len(tw.ops) >= catalogBatchRecords || tw.bytes >= catalogBatchBytes {
-		return tw.flush()
-	}
-	return true
-}
-
-// flush writes the batch collected so far.
-func (tw *treeWriter) flush() bool {
-	ops := tw.ops
-	tw.ops, tw.bytes = tw.ops[:0], 0
-	if len(ops) == 0 {
-		return !tw.bad
-	}
-	return tw.step(func() error {
-		wb := tw.c.db.NewWriteBatch()
-		defer wb.Cancel()
-		for _, op := range ops {
-			var err error
-			if op.del {
-				err = wb.Delete(op.key)
-			} else {
-				err = wb.Set(op.key, op.val)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return wb.Flush()
-	})
-}
-
-// complete writes the "complete" marker: the store is done.
-func (tw *treeWriter) complete() {
-	c := tw.c
-	ok := tw.flush() && tw.step(func() error {
-		err := c.db.Update(func(txn *badger.Txn) error {
-			if err := txn.Set(keyComplete, []byte("1")); err != nil {
-				return err
-			}
-			return txn.Delete(keyRescan)
-		})
-		if err != nil {
-			return err
-		}
-		return c.db.Sync()
-	})
-	if ok {
-		c.mu.Lock()
-		c.w.tree = nil
-		c.mu.Unlock()
-	}
-}
-
-// startWriter starts the goroutine that watches the floor and catches up.
+// startWriter starts the goroutine that writes the pending updates,
+// watches the floor and catches up.
 func (c *Catalog) startWriter() {
 	c.w.stop, c.w.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(c.w.done)
 		t := time.NewTicker(c.w.interval)
 		defer t.Stop()
+		c.flush() // updates made before the writer started
 		for {
 			select {
 			case <-c.w.stop:
 				return
+			case <-c.w.kick:
+				c.flush()
+				continue
 			case <-t.C:
 			}
 			c.mu.Lock()
@@ -522,9 +326,61 @@ func (c *Catalog) startWriter() {
 			c.mu.Unlock()
 			if degraded {
 				c.catchUp()
+			} else {
+				c.flush()
 			}
 		}
 	}()
+}
+
+// flush writes the pending updates in checked batches until none is left;
+// a batch that cannot be written turns the catalog degraded, and what is
+// left waits for the catch-up. Only the writer goroutine, or Close after
+// it stopped, calls it.
+func (c *Catalog) flush() {
+	for {
+		c.mu.Lock()
+		stop := c.w.degraded || !c.w.writable || c.w.blocked != nil
+		c.mu.Unlock()
+		if stop {
+			return
+		}
+		if n, all := c.writeSome(); n == 0 || !all {
+			return
+		}
+	}
+}
+
+// writeSome takes the pending updates and writes them; what it could not
+// write is pending again (unless a newer update of the same path arrived
+// meanwhile). Until then the taken updates count as pending (Health).
+func (c *Catalog) writeSome() (written int, all bool) {
+	c.pendMu.Lock()
+	snap := c.w.pending
+	if len(snap) == 0 {
+		c.pendMu.Unlock()
+		return 0, true
+	}
+	c.w.pending = make(map[string]*Entry, len(snap))
+	c.w.inflight = len(snap)
+	c.pendMu.Unlock()
+	left := c.writePending(snap)
+	c.pendMu.Lock()
+	for p, e := range left {
+		if _, newer := c.w.pending[p]; !newer {
+			c.w.pending[p] = e
+		}
+	}
+	c.w.inflight = 0
+	c.pendMu.Unlock()
+	return len(snap) - len(left), len(left) == 0
+}
+
+// pendingCount is the number of updates not yet written.
+func (c *Catalog) pendingCount() int {
+	c.pendMu.Lock()
+	defer c.pendMu.Unlock()
+	return len(c.w.pending) + c.w.inflight
 }
 
 // catchUp writes what a degraded catalog holds once there is room, and
@@ -555,7 +411,7 @@ func (c *Catalog) catchUp() {
 	}
 	for {
 		c.mu.Lock()
-		if len(c.w.pending) == 0 {
+		if c.pendingCount() == 0 {
 			if free, floor, err := c.room(); err == nil {
 				c.w.degraded = false
 				c.log.Info("catalog writes caught up", zap.Int("records", written),
@@ -564,26 +420,20 @@ func (c *Catalog) catchUp() {
 			c.mu.Unlock()
 			return
 		}
-		snap := c.w.pending
-		c.w.pending = map[string]*Entry{}
 		c.mu.Unlock()
-		left := c.writePending(snap)
-		written += len(snap) - len(left)
-		if len(left) > 0 {
-			c.mu.Lock()
-			for p, e := range left {
-				if _, newer := c.w.pending[p]; !newer {
-					c.w.pending[p] = e
-				}
-			}
-			c.mu.Unlock()
+		n, all := c.writeSome()
+		written += n
+		if !all {
 			return
 		}
 	}
 }
 
-// writePending writes the updates of snap in batches, and returns those
-// it could not write.
+// writePending writes the updates of snap in batches of at most
+// catalogBatchRecords records and catalogBatchBytes bytes, one badger
+// transaction each after a check of the floor, and returns those it could
+// not write. (A transaction, not a badger WriteBatch: a write to a broken
+// database then fails rather than waits.)
 func (c *Catalog) writePending(snap map[string]*Entry) map[string]*Entry {
 	paths := make([]string, 0, len(snap))
 	for p := range snap {
@@ -591,24 +441,36 @@ func (c *Catalog) writePending(snap map[string]*Entry) map[string]*Entry {
 	}
 	sort.Strings(paths)
 	for len(paths) > 0 {
-		n := min(len(paths), catalogBatchRecords)
-		batch := paths[:n]
 		c.mu.Lock()
+		n := 0
 		ok := c.guarded(func() error {
-			wb := c.db.NewWriteBatch()
-			defer wb.Cancel()
-			for _, p := range batch {
-				var err error
-				if e := snap[p]; e == nil {
-					err = wb.Delete(fileKey(p))
-				} else {
-					err = wb.Set(fileKey(p), c.recordOf(e).encode(nil))
-				}
-				if err != nil {
+			// The copies these records name must be durable first.
+			if c.w.sync != nil {
+				if err := c.w.sync(); err != nil {
 					return err
 				}
 			}
-			return wb.Flush()
+			return c.db.Update(func(txn *badger.Txn) error {
+				bytes := 0
+				for n < len(paths) && n < catalogBatchRecords && bytes < catalogBatchBytes {
+					p := paths[n]
+					key := fileKey(p)
+					var err error
+					if e := snap[p]; e == nil {
+						err = txn.Delete(key)
+						bytes += len(key)
+					} else {
+						val := c.recordOf(e).encode(nil)
+						err = txn.Set(key, val)
+						bytes += len(key) + len(val)
+					}
+					if err != nil {
+						return err
+					}
+					n++
+				}
+				return nil
+			})
 		})
 		c.mu.Unlock()
 		if !ok {
@@ -618,90 +480,8 @@ func (c *Catalog) writePending(snap map[string]*Entry) map[string]*Entry {
 			}
 			return left
 		}
+		c.w.batches.Add(1)
 		paths = paths[n:]
-	}
-	return nil
-}
-
-// reopen replaces a read-only or missing database with a read-write one;
-// guarded runs it. A store left without knowing the old catalog's state
-// learns it here.
-func (c *Catalog) reopen() error {
-	if c.db != nil {
-		if err := c.db.Close(); err != nil {
-			c.log.Warn("close read-only catalog", zap.Error(err))
-		}
-		c.db = nil
-	}
-	if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
-		return err
-	}
-	db, err := badger.Open(catalogOptions(c.w.dir, false))
-	if err != nil {
-		return err
-	}
-	c.db, c.w.writable = db, true
-	if t := c.w.tree; t != nil && !t.keepKnown {
-		var src, complete, rescanning []byte
-		if err := db.View(func(txn *badger.Txn) error {
-			src = getValue(txn, keySource)
-			complete = getValue(txn, keyComplete)
-			rescanning = getValue(txn, keyRescan)
-			return nil
-		}); err != nil {
-			return err
-		}
-		if src != nil && string(src) != c.w.source {
-			c.w.blocked = fmt.Errorf("%w: %s", ErrOtherSource, src)
-			c.log.Error("catalog not written: the state directory holds the catalog of another source", zap.Error(c.w.blocked))
-			return c.w.blocked
-		}
-		t.keep, t.keepKnown = complete != nil || rescanning != nil, true
-	}
-	return nil
-}
-
-// Close writes what is pending if it can, then flushes and closes the
-// catalog. Below the floor it leaves badger open rather than let its
-// flush fault (see the note at the top).
-func (c *Catalog) Close() error {
-	if c.w.stop != nil {
-		close(c.w.stop)
-		<-c.w.done
-		c.w.stop = nil
-	}
-	// A last catch-up: the space may be back since the last tick.
-	c.catchUp()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.w.degraded {
-		n := len(c.w.pending)
-		if c.w.tree != nil {
-			n += c.w.tree.entries
-		}
-		if n > 0 {
-			c.log.Warn("catalog closed with updates not written: the next mount walks the source again if the walk was not stored, and copies again the files placed since",
-				zap.Int("pending", n))
-		}
-	}
-	db := c.db
-	if db == nil {
-		return nil
-	}
-	c.db = nil
-	if c.w.writable {
-		if free, floor, err := c.room(); err != nil {
-			c.log.Warn("catalog left open: the state directory is below its floor and closing would write a table; the next mount replays its write-ahead log",
-				zap.Uint64("free", free), zap.Uint64("floor", floor), zap.Error(err))
-			return nil
-		}
-		if err := db.Sync(); err != nil {
-			db.Close()
-			return fmt.Errorf("placement: catalog sync: %w", err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		return fmt.Errorf("placement: catalog close: %w", err)
 	}
 	return nil
 }

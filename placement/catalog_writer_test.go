@@ -13,6 +13,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -27,11 +28,18 @@ type fakeDisk struct {
 	free  uint64
 	left  int // checks that still see free before the disk fills; -1: no limit
 	calls int
+	gate  chan struct{} // if set, a check waits until it is closed
 }
 
 func newFakeDisk(free uint64) *fakeDisk { return &fakeDisk{free: free, left: -1} }
 
 func (d *fakeDisk) statfs(string) (uint64, uint64, error) {
+	d.mu.Lock()
+	gate := d.gate
+	d.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
@@ -111,10 +119,17 @@ func storedComplete(t *testing.T, c *Catalog) bool {
 
 func waitHealth(t *testing.T, c *Catalog, state string, pending int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("catalog %s with %d pending", state, pending), func() bool {
+	deadline := time.Now().Add(liveness)
+	for {
 		s, n := c.Health()
-		return s == state && n == pending
-	})
+		if s == state && n == pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting after %v for the catalog %s with %d pending: it is %s with %d", liveness, state, pending, s, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func warnings(logs *observer.ObservedLogs, msg string) []observer.LoggedEntry {
@@ -159,9 +174,7 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 	}
 	c.forget(gone)
 	c.persist(e) // the latest state per path: still one update
-	if s, n := c.Health(); s != CatalogDegraded || n != 2 {
-		t.Fatalf("below the floor: %s with %d pending, want degraded with 2", s, n)
-	}
+	waitHealth(t, c, CatalogDegraded, 2)
 	if e.Tier() != 0 {
 		t.Fatal("the in-memory residency was lost")
 	}
@@ -384,9 +397,7 @@ func TestCatalogWriteErrorDegradesLikeAFullDisk(t *testing.T) {
 	if err := c.persist(e); err != nil {
 		t.Fatalf("persist returned %v; a failed write must not reach the caller", err)
 	}
-	if s, n := c.Health(); s != CatalogDegraded || n != 1 {
-		t.Fatalf("after a write error: %s with %d pending", s, n)
-	}
+	waitHealth(t, c, CatalogDegraded, 1)
 	ws := warnings(logs, "catalog degraded")
 	if len(ws) != 1 || ws[0].ContextMap()["error"] == nil {
 		t.Fatalf("write error not logged once with its error: %v", ws)
@@ -417,6 +428,7 @@ func TestCatalogCloseBelowTheFloorWritesNoTable(t *testing.T) {
 	e := c.Find("a/b/sibling")
 	e.tier.Store(1)
 	c.persist(e)
+	waitHealth(t, c, CatalogOK, 0) // written
 	dir := filepath.Join(state, "catalog")
 	before := tableBytes(dir)
 	c.mu.Lock()
@@ -457,8 +469,9 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 	const workers = 4
 	forgotten := make([]atomic.Bool, n)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() { // the disk fills and empties
+		defer close(stopped)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -493,6 +506,7 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 	}
 	wg.Wait()
 	close(stop)
+	<-stopped // its last set must not come after ours
 	d.set(roomy)
 	waitHealth(t, c, CatalogOK, 0)
 	for i, e := range files {
@@ -538,5 +552,92 @@ func TestCatalogInAStateDirectoryNotYetMadeIsWritten(t *testing.T) {
 	defer c.Close()
 	if c.Walked() {
 		t.Error("the walk was not stored")
+	}
+}
+
+// Updates are written in batches by the writer goroutine: the updates made
+// while a batch is being written (here: while its floor check waits) make
+// the next batch, and Close writes what is still pending.
+func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T) {
+	n := 3000
+	src := wideSource(t, n)
+	state := fastDir(t)
+	d := newFakeDisk(roomy)
+	o := diskOpts(src, state, d, nil)
+	o.RetryInterval = time.Hour // no floor check but the writes'
+	c := openCat(t, o)
+	var files []*Entry
+	c.Root().Files(func(e *Entry) bool { files = append(files, e); return true })
+	gate := make(chan struct{})
+	d.mu.Lock()
+	d.gate = gate
+	d.mu.Unlock()
+	checks, batches := d.checks(), c.w.batches.Load()
+	files[0].tier.Store(1)
+	c.persist(files[0]) // its batch waits in the floor check
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 1 + w; i < n; i += 4 {
+				files[i].tier.Store(1)
+				c.persist(files[i])
+			}
+		}(w)
+	}
+	wg.Wait()
+	d.mu.Lock()
+	d.gate = nil
+	d.mu.Unlock()
+	close(gate)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The first batch, then the 2,999 others (fewer than catalogBatchRecords)
+	// in one; Close's own floor checks come on top.
+	if got := c.w.batches.Load() - batches; got > 2 {
+		t.Errorf("%d updates took %d batches, want 2", n, got)
+	}
+	if got := d.checks() - checks; got > 4 {
+		t.Errorf("%d updates took %d floor checks, want at most 4", n, got)
+	}
+	c = openCat(t, diskOpts(src, state, newFakeDisk(roomy), nil))
+	defer c.Close()
+	for _, e := range files {
+		if got := c.Find(e.Path); got == nil || got.Tier() != 1 {
+			t.Fatalf("%s: residency not recorded after Close", e.Path)
+		}
+	}
+}
+
+// A copy is recorded only once its tier made it durable: while the tier's
+// syncfs fails, placed copies are served but not recorded (the catalog
+// keeps them pending); once it works, they are.
+func TestCopiesAreNotRecordedUntilTheirTierSynced(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	syncfs := func(dir string) error {
+		if failing.Load() {
+			return errors.New("syncfs: input/output error")
+		}
+		return nil
+	}
+	d := smallDataset(6, 4000)
+	e := newEnv(t, d, []tier.Options{{Name: "t0", Quota: 1 << 30, Syncfs: syncfs}}, Options{})
+	e.readAllFiles()
+	waitFor(t, "every file placed", func() bool { return e.tiers[0].Files() == int64(len(d)) })
+	waitFor(t, "the catalog degraded", func() bool { s, _ := e.cat.Health(); return s == CatalogDegraded })
+	for _, p := range d.paths() {
+		if got := storedTier(t, e.cat, p); got != "" {
+			t.Errorf("%s recorded in tier %q before its tier synced", p, got)
+		}
+	}
+	failing.Store(false)
+	waitHealth(t, e.cat, CatalogOK, 0) // the catch-up's next try (DefaultCatalogRetry)
+	for _, p := range d.paths() {
+		if got := storedTier(t, e.cat, p); got != "t0" {
+			t.Errorf("%s recorded in tier %q after its tier synced, want t0", p, got)
+		}
 	}
 }

@@ -70,7 +70,16 @@ type Options struct {
 	// BufferGrace is how long a released buffer entry is kept at most
 	// (default DefaultBufferGrace).
 	BufferGrace time.Duration
-	Logger      *zap.Logger
+	// OpenFiles bounds the tier descriptors of resident copies open at
+	// once, kept ready for the next open or used by readers (resident.go);
+	// 0 means DefaultOpenFiles (after raising the process's descriptor
+	// limit where permitted), below 0 none is kept.
+	OpenFiles int
+	// KeptCopies bounds the resident copies kept ready for the next open,
+	// with their descriptor or their kernel registration (resident.go); 0
+	// means MaxDefaultKeptCopies, below 0 none is kept.
+	KeptCopies int
+	Logger     *zap.Logger
 	// ObserveOpen, if set, is called after each successful Open with
 	// whether it was opened on a tier copy and how long the open took
 	// (validation included): the metrics' resident open latency.
@@ -132,7 +141,8 @@ type Placer struct {
 	// level, since every open of the file tries again.
 	failedFiles *xsync.MapOf[*Entry, struct{}]
 
-	buf        *buffer // nil without a buffer
+	res        *residentCache // kept tier descriptors (resident.go)
+	buf        *buffer        // nil without a buffer
 	demandHook atomic.Pointer[DemandHook]
 	fetchMu    sync.Mutex // guards fetchDone and fetchWG.Add
 	fetchDone  bool
@@ -176,11 +186,13 @@ func New(o Options) (*Placer, error) {
 		failedFiles: xsync.NewMapOf[*Entry, struct{}](),
 		queue:       make(chan *Entry, o.QueueSize),
 		demand:      make(chan struct{}, o.MaxDemandCopies),
+		res:         newResidentCache(o.OpenFiles, o.KeptCopies),
 	}
 	if o.BufferBytes > 0 {
 		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
 	}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
+	p.cat.setSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {
 		for _, t := range o.Tiers {
 			if t.Name() == s.Tier {
@@ -218,6 +230,7 @@ func (p *Placer) Close() {
 			r.Close()
 			return true
 		})
+		p.res.close()
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,14 +25,16 @@ type Reader struct {
 	e    *Entry
 	attr Attr // the version the open saw (the size the kernel was given)
 
-	tierFD  int // installed copy opened at Open, or -1
+	res     *Resident    // installed copy the reader holds, or nil
+	tierFD  atomic.Int32 // res's descriptor once the reader used it, or -1
 	tierIdx int
 	fl      *flight   // copy in flight, attached at Open
 	bent    *bufEntry // shared buffer entry, attached at Open
 	changed bool      // Open found the source changed
 
-	mu  sync.Mutex // guards src and the fallback switches
-	src *tier.SourceFile
+	mu     sync.Mutex // guards src, usesFD and the fallback switches
+	src    *tier.SourceFile
+	usesFD bool // tierFD is res's descriptor, used until Close
 }
 
 // Open opens e for reading. It validates e against the source when the
@@ -43,7 +46,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 		start := time.Now()
 		defer func() {
 			if err == nil {
-				obs(r.tierFD >= 0, time.Since(start))
+				obs(r.res != nil, time.Since(start))
 			}
 		}()
 	}
@@ -60,29 +63,15 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r = &Reader{p: p, e: e, tierIdx: -1, tierFD: -1, changed: changed, attr: e.Attr()}
+	r = &Reader{p: p, e: e, tierIdx: -1, changed: changed, attr: e.Attr()}
+	r.tierFD.Store(-1)
 	// From here on the reader holds resources: shutdown closes it if the
 	// kernel never releases it.
 	p.readers.Store(r, struct{}{})
 	if i := e.Tier(); i >= 0 {
-		t := p.o.Tiers[i]
-		fd, size, err := t.OpenFD(e.Path)
-		switch {
-		case err == nil && size == r.attr.Size:
-			r.tierFD, r.tierIdx = fd, i
+		if c := p.openResident(e, i, r.attr); c != nil {
+			r.res, r.tierIdx = c, i
 			return r, nil
-		case err == nil:
-			syscall.Close(fd)
-			p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),
-				zap.Int64("size", size), zap.Int64("want", r.attr.Size))
-			p.dropCopy(e, i)
-		case errors.Is(err, os.ErrNotExist):
-			p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path), zap.Error(err))
-			p.dropCopy(e, i)
-		default:
-			// Out of descriptors, a disk error: the copy may be good; the
-			// tier's health counts the error. Read the source this time.
-			p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path), zap.Error(err))
 		}
 	}
 	if p.demandBuffer(r) {
@@ -139,11 +128,42 @@ func (p *Placer) attach(r *Reader) {
 	r.fl = f
 }
 
+// openResident returns a held reference on e's copy in tier i, of version
+// a: the kept descriptor when there is one (no system call), otherwise the
+// file opened (and kept if the budget has room; resident.go). nil means the
+// copy cannot be read: it was dropped when it is missing or has the wrong
+// size; another error (out of descriptors, a disk error) leaves it.
+func (p *Placer) openResident(e *Entry, i int, a Attr) *Resident {
+	if c := p.res.lookup(e, i, a); c != nil {
+		return c
+	}
+	gen := e.copyGen.Load()
+	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
+	switch {
+	case err == nil && size == a.Size:
+		return p.res.newResident(e, fd, i, a, gen)
+	case err == nil:
+		syscall.Close(fd)
+		p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),
+			zap.Int64("size", size), zap.Int64("want", a.Size))
+		p.dropCopy(e, i)
+	case errors.Is(err, os.ErrNotExist):
+		p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path), zap.Error(err))
+		p.dropCopy(e, i)
+	default:
+		// Out of descriptors, a disk error: the copy may be good; the
+		// tier's health counts the error. Read the source this time.
+		p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path), zap.Error(err))
+	}
+	return nil
+}
+
 // dropCopy forgets an unusable tier copy of e.
 func (p *Placer) dropCopy(e *Entry, i int) {
 	if !e.tier.CompareAndSwap(int32(i), -1) {
 		return
 	}
+	p.forgetResident(e)
 	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
 		p.log.Warn("remove tier copy", zap.String("path", e.Path), zap.Error(err))
 	}
@@ -156,9 +176,45 @@ func (p *Placer) dropCopy(e *Entry, i int) {
 func (r *Reader) Entry() *Entry { return r.e }
 
 // ResidentFD is the descriptor of the installed tier copy the reader was
-// opened on, or -1. The fs layer hands it to the kernel for passthrough
-// reads or splices from it.
-func (r *Reader) ResidentFD() int { return r.tierFD }
+// opened on (opened again if the copy did not keep it), or -1. The fs
+// layer splices from it; it stays valid until Close.
+func (r *Reader) ResidentFD() int {
+	fd, err := r.residentFD()
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// residentFD returns the reader's descriptor of its copy.
+func (r *Reader) residentFD() (int, error) {
+	if fd := r.tierFD.Load(); fd >= 0 {
+		return int(fd), nil
+	}
+	if r.res == nil {
+		return -1, errCopyGone
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fd := r.tierFD.Load(); fd >= 0 {
+		return int(fd), nil
+	}
+	if r.res == nil { // closed
+		return -1, errCopyGone
+	}
+	fd, err := r.res.useFD(r.p)
+	if err != nil {
+		return -1, err
+	}
+	r.usesFD = true
+	r.tierFD.Store(int32(fd))
+	return fd, nil
+}
+
+// Resident is the installed tier copy the reader was opened on, or nil. It
+// is shared by every reader of the copy; the fs layer attaches the kernel's
+// passthrough registration of its descriptor to it.
+func (r *Reader) Resident() *Resident { return r.res }
 
 // TierIndex is the tier the reader was opened on, or -1.
 func (r *Reader) TierIndex() int { return r.tierIdx }
@@ -172,12 +228,15 @@ func (r *Reader) Changed() bool { return r.changed }
 // fails when the source does (or changed), after at most the source's
 // timeout.
 func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
-	if r.tierFD >= 0 {
-		n, err := preadFull(r.tierFD, buf, off)
+	if r.res != nil {
+		fd, err := r.residentFD()
 		if err == nil {
-			return n, nil
+			var n int
+			if n, err = preadFull(fd, buf, off); err == nil {
+				return n, nil
+			}
+			r.p.o.Tiers[r.tierIdx].NoteError(err)
 		}
-		r.p.o.Tiers[r.tierIdx].NoteError(err)
 		r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path), zap.Error(err))
 	} else if be := r.bent; be != nil {
 		ok, err := be.wait(ctx)
@@ -267,10 +326,17 @@ func (r *Reader) Close() error {
 		return nil // closed already (by Placer.Close at shutdown)
 	}
 	var err error
-	if r.tierFD >= 0 {
-		err = syscall.Close(r.tierFD)
-		r.tierFD = -1
+	r.mu.Lock()
+	if res := r.res; res != nil {
+		if r.usesFD {
+			res.unuseFD()
+			r.usesFD = false
+		}
+		r.tierFD.Store(-1)
+		r.res = nil
+		res.Release()
 	}
+	r.mu.Unlock()
 	if r.fl != nil {
 		r.fl.release()
 	}

@@ -211,6 +211,7 @@ func (p *Placer) setAttr(e *Entry, a Attr) (changed bool) {
 	changed = a.Size != old.Size || a.Mtime != old.Mtime
 	if i := e.Tier(); i >= 0 && changed {
 		e.tier.Store(-1)
+		p.forgetResident(e)
 		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
 			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
 		}
@@ -240,6 +241,7 @@ func (p *Placer) removeEntry(e *Entry) {
 	for _, f := range files {
 		if i := f.Tier(); i >= 0 {
 			f.tier.Store(-1)
+			p.forgetResident(f)
 			if err := p.o.Tiers[i].Remove(f.Path, f.Attr().Size); err != nil {
 				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path), zap.Error(err))
 			}

@@ -3,10 +3,17 @@
 // NVMe/SSD) and the read-only source.
 //
 // A tier file is installed atomically: it is written to a temp file under
-// DIR/.tmp, fsynced, renamed to its name and the directory fsynced, so a
-// partial copy never has a name a reader could open. Leftover temp files are
-// removed when the tier opens. A tier never evicts: space is reserved before a
-// copy starts and released only when a copy fails or its file is removed.
+// DIR/.tmp and renamed to its name, so a partial copy never has a name a
+// reader could open. Durability is batched: Sync makes every copy installed
+// before it durable with one syncfs(2) of the tier's file system, and the
+// catalog records a copy only after a Sync that followed its install (the
+// placer hooks Sync into the catalog's batch writes). An fsync of each file
+// and of its directory made placing small files several times slower than
+// cp -r. A crash may leave an installed copy that is not durable, but then
+// it is not recorded either: the next mount does not know it and places the
+// file again over it. Leftover temp files are removed when the tier opens.
+// A tier never evicts: space is reserved before a copy starts and released
+// only when a copy fails or its file is removed.
 //
 // The copy of the dataset file PATH is named DIR/data/PATH, unless that name
 // is too long for the tier's file system (longer than PATH_MAX, or a
@@ -36,6 +43,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Errors returned by a Tier. Callers match them with errors.Is.
@@ -58,6 +67,9 @@ type Options struct {
 	// Statfs reports the file system's free and total bytes; nil means
 	// statfs(2) on Dir. Tests set it to simulate a filling disk.
 	Statfs func(dir string) (free, total uint64, err error)
+	// Syncfs flushes the file system holding dir to stable storage; nil
+	// means syncfs(2). Tests set it to simulate a failing disk.
+	Syncfs func(dir string) error
 }
 
 const (
@@ -82,6 +94,12 @@ type Tier struct {
 	nameMax int
 
 	mu        sync.Mutex // serialises Reserve's check-and-add with commit
+	fsFree    uint64     // free bytes of the last statfs (guarded by mu)
+	fsTotal   uint64
+	fsUsed    int64     // used when it was taken
+	fsAt      time.Time // when; zero: none cached
+	now       func() time.Time
+	unsynced  atomic.Int64 // copies installed since the last Sync began
 	errRun    atomic.Int32
 	restUntil atomic.Int64 // unix nanos; 0 = healthy
 	errTotal  atomic.Int64
@@ -102,9 +120,12 @@ func Open(o Options) (*Tier, error) {
 	if len(filepath.Clean(o.Dir))+len("/"+hashedDir+"/xy/")+2*sha256.Size >= pathMax {
 		return nil, fmt.Errorf("tier %s: directory path is too long (%d bytes) to hold file names", o.Name, len(o.Dir))
 	}
-	t := &Tier{opts: o}
+	t := &Tier{opts: o, now: time.Now}
 	if t.opts.Statfs == nil {
 		t.opts.Statfs = statfs
+	}
+	if t.opts.Syncfs == nil {
+		t.opts.Syncfs = syncfs
 	}
 	// Directories the tier creates are 0700; an existing root (say
 	// /dev/shm) keeps its mode, only the tier's own subdirectories are
@@ -184,7 +205,7 @@ func (t *Tier) Reserve(size int64) (*Reservation, error) {
 	if t.used.Load()+t.reserved.Load()+size > t.opts.Quota {
 		return nil, ErrNoSpace
 	}
-	if free, total, err := t.opts.Statfs(t.opts.Dir); err == nil {
+	if free, total, err := t.statfs(size); err == nil {
 		floor := uint64(t.opts.MinFreeBytes)
 		if p := uint64(t.opts.MinFreePct / 100 * float64(total)); p > floor {
 			floor = p
@@ -200,6 +221,41 @@ func (t *Tier) Reserve(size int64) (*Reservation, error) {
 	}
 	t.reserved.Add(size)
 	return &Reservation{t: t, size: size}, nil
+}
+
+// Cached statfs. A warmup reserves thousands of copies a second, each
+// under the tier's lock; a statfs per reservation would serialise them on
+// a system call. An answer is reused for statfsMaxAge, less the bytes
+// installed since (a conservative estimate: those bytes were partly
+// written, so partly counted, already), as long as it leaves statfsSlack
+// of room above what a reservation needs; closer to the floor, or older,
+// the file system is asked again. What another process writes meanwhile
+// is seen up to statfsMaxAge late, within the slack's reach.
+const (
+	statfsMaxAge = time.Second
+	statfsSlack  = 256 << 20
+)
+
+// statfs returns the file system's free and total bytes for a reservation
+// of size, from the cache when it is safe (see above). t.mu is held.
+func (t *Tier) statfs(size int64) (free, total uint64, err error) {
+	if !t.fsAt.IsZero() && t.now().Sub(t.fsAt) < statfsMaxAge {
+		free = t.fsFree
+		if grown := t.used.Load() - t.fsUsed; grown > 0 {
+			free -= min(free, uint64(grown))
+		}
+		floor := max(uint64(t.opts.MinFreeBytes), uint64(t.opts.MinFreePct/100*float64(t.fsTotal)))
+		if free >= uint64(size)+uint64(t.reserved.Load())+floor+statfsSlack {
+			return free, t.fsTotal, nil
+		}
+	}
+	free, total, err = t.opts.Statfs(t.opts.Dir)
+	if err != nil {
+		t.fsAt = time.Time{}
+		return 0, 0, err
+	}
+	t.fsFree, t.fsTotal, t.fsUsed, t.fsAt = free, total, t.used.Load(), t.now()
+	return free, total, nil
 }
 
 // Release gives the space back (the copy failed).
@@ -254,8 +310,9 @@ func (tp *Temp) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Install fsyncs the temp file, checks it holds size bytes, renames it into
-// place and fsyncs the directory. On error the temp file is removed.
+// Install checks the temp file holds size bytes and renames it into place.
+// The copy is durable once a Sync that began after Install returned has
+// returned. On error the temp file is removed.
 func (tp *Temp) Install(size int64) (err error) {
 	defer func() {
 		if err != nil {
@@ -269,10 +326,6 @@ func (tp *Temp) Install(size int64) (err error) {
 	}
 	if st.Size() != size {
 		return fmt.Errorf("%w: %s: wrote %d bytes, expected %d", ErrShortCopy, tp.rel, st.Size(), size)
-	}
-	if err := tp.f.Sync(); err != nil {
-		tp.t.noteError(err)
-		return tp.t.wrap("fsync", tp.rel, err)
 	}
 	dst := tp.t.Path(tp.rel)
 	dir := filepath.Dir(dst)
@@ -288,17 +341,32 @@ func (tp *Temp) Install(size int64) (err error) {
 		tp.t.noteFileError(err)
 		return tp.t.wrap("rename", tp.rel, err)
 	}
-	if err := syncDir(dir); err != nil {
-		// The data is in place; only its durability across a crash is in
-		// doubt. Report it so the caller does not record it as resident.
-		os.Remove(dst)
-		tp.t.noteFileError(err)
-		return tp.t.wrap("fsync dir", tp.rel, err)
-	}
+	tp.t.unsynced.Add(1)
 	tp.res.commit()
 	tp.t.errRun.Store(0)
 	return nil
 }
+
+// Sync makes every copy installed before the call durable: one syncfs(2)
+// of the tier's file system for all of them. It does nothing when no copy
+// was installed since the last Sync. On error the copies count as not
+// synced (the next Sync tries again) and the tier's health counts it.
+// Calls must not overlap (the catalog's writer makes them).
+func (t *Tier) Sync() error {
+	n := t.unsynced.Swap(0)
+	if n == 0 {
+		return nil
+	}
+	if err := t.opts.Syncfs(t.opts.Dir); err != nil {
+		t.unsynced.Add(n)
+		t.noteError(err)
+		return fmt.Errorf("tier %s: syncfs: %w", t.opts.Name, err)
+	}
+	return nil
+}
+
+// Unsynced is the number of copies installed since the last Sync began.
+func (t *Tier) Unsynced() int64 { return t.unsynced.Load() }
 
 // Abort removes the temp file and releases the reservation. The file
 // descriptor stays open for readers still using it; call Close after.
@@ -370,19 +438,13 @@ func statfs(dir string) (free, total uint64, err error) {
 	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncfs(dir string) error {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	// Some file systems (tmpfs) do not support fsync on directories.
-	if errors.Is(err, syscall.EINVAL) {
-		return nil
-	}
+	err = unix.Syncfs(fd)
+	syscall.Close(fd)
 	return err
 }
 

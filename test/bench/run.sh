@@ -23,8 +23,10 @@
 # not hold the dataset, else the kernel's page cache of the mount would serve
 # the non-resident half from memory.
 # Readers: train.py (torchvision ImageFolder + DataLoader, decode +
-# RandomResizedCrop + flip) on the JPEG tree, and shardread (Go, raw) on the
-# WebDataset-style tar shards of the same samples.
+# RandomResizedCrop + flip) on the JPEG tree, shardread (Go, raw) on the
+# WebDataset-style tar shards of the same samples, and raw (readpath epochs:
+# RAW_READERS Go readers, each JPEG read whole in a new random order every
+# epoch, the page cache dropped before each epoch) on the JPEG tree.
 # Every run starts cold: fresh tier / cache / state, fresh sshfs or rclone
 # mount, `echo 3 > /proc/sys/vm/drop_caches`.
 #
@@ -37,7 +39,8 @@
 # Environment: QUICK=1; WORK (/var/tmp/epochfs-bench-epochs); FILES (4000,
 # quick 1200); REPS (3, quick 1); TORCH_RATES (MB/s of the PFS for the torch
 # reader, "20"; quick "20"); SHARD_RATES ("50 200"; quick "50"); CASES
-# ("fits half"); SAMPLER_BUFFER (epochfs [sampler] buffer, "1GiB" = the
+# ("fits half"); RAW_RATES (MB/s of the PFS for the raw reader, "50");
+# RAW_READERS (8); SAMPLER_BUFFER (epochfs [sampler] buffer, "1GiB" = the
 # default; it serves registered jobs only); DROP_HALF (1: drop caches between epochs in "half"); READERS ("torch shards"); WORKERS (DataLoader workers and
 # shard readers, 2); ONLY=epochs skips the read-path and preprocessing
 # benchmarks; OUT (docs/benchmarks.md, "-" to skip the report); PFS_DELAY_MS
@@ -67,6 +70,8 @@ EPOCHS=${EPOCHS:-3}
 WORKERS=${WORKERS:-2}
 CASES=${CASES:-fits half}
 READERS=${READERS:-torch shards}
+RAW_RATES=${RAW_RATES:-50}
+RAW_READERS=${RAW_READERS:-8}
 VALIDATE=${VALIDATE:-once}
 DROP_HALF=${DROP_HALF:-1}
 ONLY=${ONLY:-}
@@ -128,6 +133,7 @@ cp "$ROOT/bin/epochfs" "$EPOCHFS.tmp" && mv "$EPOCHFS.tmp" "$EPOCHFS"
 EPOCHFS_SHA=$(sha256sum "$EPOCHFS" | cut -c1-12)
 go build -o "$WORK/bin/shardread" "$ROOT/test/bench/shardread"
 go build -o "$WORK/bin/delayproxy" "$ROOT/test/bench/delayproxy"
+go build -o "$WORK/bin/readpath" "$ROOT/test/bench/readpath"
 export PFS_DELAY_MS PFS_DELAY_PROXY=$WORK/bin/delayproxy
 if [ ! -f "$DS/.complete" ]; then
   rm -rf "$DS"
@@ -199,6 +205,9 @@ run_one() {
     local job=()
     [ "$setup" = epochfs-jobs ] && job=(--epochfs-job bench)
     $PY "$HERE/train.py" "$root" --epochs "$EPOCHS" --workers "$WORKERS" --seed "$rep" --snapshot "$snap" "${job[@]}" >"$out" || ok=
+  elif [ "$reader" = raw ]; then
+    "$WORK/bin/readpath" epochs -epochs "$EPOCHS" -concurrency "$RAW_READERS" -seed "$rep" -drop-caches \
+      -snapshot "$snap" "$root" >"$out" || ok=
   else
     "$WORK/bin/shardread" -epochs "$EPOCHS" -workers "$WORKERS" -seed "$rep" -snapshot "$snap" "$root" >"$out" || ok=
   fi
@@ -242,7 +251,7 @@ printf '{"meta":true,"start":"%s","quick":"%s","commit":"%s","load_start":"%s","
 
 pfs_setup "$WORK/pfs" 50
 for reader in $READERS; do
-  rates=$TORCH_RATES; [ "$reader" = shards ] && rates=$SHARD_RATES
+  rates=$TORCH_RATES; [ "$reader" = shards ] && rates=$SHARD_RATES; [ "$reader" = raw ] && rates=$RAW_RATES
   for rate in $rates; do
     pfs_rate "$rate"
     calibrate "$rate"

@@ -151,6 +151,9 @@ type envOpts struct {
 	model *model.Settings
 	// lease is the jobs' lease (default the sampler's).
 	lease time.Duration
+	// openFiles and keptCopies are the placer's budgets of tier
+	// descriptors and of copies kept ready between opens (0: the default).
+	openFiles, keptCopies int
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -186,6 +189,7 @@ func (e *env) mount() {
 		BufferBytes: e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
+		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
 	})
 	if err != nil {
 		t.Fatal(err)

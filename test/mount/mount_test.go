@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/epochfs/epochfs/placement"
 )
@@ -147,21 +146,23 @@ func TestOpenAfterPlacementWhileCachedHandleIsOpen(t *testing.T) {
 		t.Fatalf("second handle read %d bytes, err %v", len(got), err)
 	}
 	first.Close()
-	// Right after a cached-mode release the inode stays in cached mode
-	// (fs/file.go, releaseQuiet): an open now must work too.
+	// Right after a cached-mode release (the kernel sends RELEASE in the
+	// background) an open must work too, in whichever mode.
 	if again, err := os.Open(p); err != nil {
 		t.Fatalf("open right after a cached-mode release: %v", err)
 	} else {
 		again.Close()
 	}
-	// With no cached handle left and the release settled, the next open
-	// goes through passthrough.
-	time.Sleep(1100 * time.Millisecond)
+	// With no cached handle left, the next open goes through passthrough.
+	e.waitNoHandles()
 	third, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer third.Close() // a failure below must not leave the mount busy
+	if n := e.num("handles_passthrough"); n != 1 {
+		t.Errorf("an open with no other handle live: %d handles in passthrough mode, want 1", n)
+	}
 	got, err = readAll(third)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("third handle: %v", err)
@@ -359,7 +360,7 @@ func TestSourceChangeWhileAPassthroughHandleIsOpen(t *testing.T) {
 	if tierOf(t, p) == "source" {
 		t.Fatal("file not placed")
 	}
-	time.Sleep(1100 * time.Millisecond) // past the cached-mode quiet period
+	e.waitNoHandles() // the cached-mode read's RELEASE has been served
 	old, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -371,6 +372,9 @@ func TestSourceChangeWhileAPassthroughHandleIsOpen(t *testing.T) {
 	}
 	if st := statusOf(t, e.mnt); st["passthrough"] != "on" {
 		t.Skip("passthrough is off on this kernel")
+	}
+	if n := e.num("handles_passthrough"); n != 1 {
+		t.Fatalf("the old handle is not in passthrough mode (%d passthrough handles)", n)
 	}
 	newWant := append([]byte("changed "), oldWant...)
 	if err := os.WriteFile(filepath.Join(src, rel), newWant, 0o644); err != nil {
@@ -393,7 +397,7 @@ func TestSourceChangeWhileAPassthroughHandleIsOpen(t *testing.T) {
 	old.Close()
 	// Once the old handle is gone, opens pass the new copy through.
 	e.settle()
-	time.Sleep(1100 * time.Millisecond)
+	e.waitNoHandles()
 	if st, err := os.Stat(p); err != nil || st.Size() != int64(len(newWant)) {
 		t.Fatalf("stat after the change: %v, %v; want size %d", st, err, len(newWant))
 	}

@@ -5,14 +5,24 @@
 // "Read path overhead" table of docs/benchmarks.md.
 //
 //	readpath gen -out DIR -lists DIR [-small 20000] [-small-size 110000] [-large-size 2GiB]
-//	readpath read -dir DIR -files LIST [-concurrency 8] [-bufsize 1MiB] [-tag k=v]...
+//	readpath read -dir DIR -files LIST [-concurrency 8] [-bufsize 1MiB] [-cpu-pid PID] [-tag k=v]...
 //	readpath report [-reps-note TEXT] RESULTS.jsonl
+//	readpath epochs [-epochs 3] [-concurrency 8] [-seed N] [-drop-caches] [-snapshot CMD] DIR
 //
 // read prints one JSON object per run: files, bytes, seconds, MB/s (10^6
 // bytes per second), files/s and the open(2) latency (p50, p99) seen by the
-// readers. The tags are copied into it. report reads those lines, pairs each
+// readers, and with -cpu-pid the user+system CPU time that process (the
+// epochfs daemon) spent during the run, also per 1,000 opens. The tags are
+// copied into it. report reads those lines, pairs each
 // mount run with the native run of the same repetition and prints a
 // markdown table of medians and min–max spreads.
+//
+// epochs is the "raw" reader of the epoch benchmarks (test/bench/run.sh):
+// every regular file under DIR, read whole by N readers in a new random
+// order each epoch, the page cache dropped before each epoch with
+// -drop-caches (outside the timing); it prints the JSON of
+// test/bench/epochs/train.py (epochs, and the -snapshot command's key=value
+// output before epoch 1 and after each epoch).
 //
 // Exit codes: 0 success, 1 runtime error, 2 usage error.
 package main
@@ -27,6 +37,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -52,7 +63,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: readpath gen|read|report [flags]")
+		fmt.Fprintln(stderr, "usage: readpath gen|read|report|epochs [flags]")
 		return exitUsage
 	}
 	var err error
@@ -63,8 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runRead(args[1:], stdout, stderr)
 	case "report":
 		err = runReport(args[1:], stdout, stderr)
+	case "epochs":
+		err = runEpochs(args[1:], stdout, stderr)
 	default:
-		err = usageError{fmt.Errorf("unknown command %q (want gen, read or report)", args[0])}
+		err = usageError{fmt.Errorf("unknown command %q (want gen, read, report or epochs)", args[0])}
 	}
 	if err == nil {
 		return exitOK
@@ -237,6 +250,10 @@ type Result struct {
 	FilesPerSec float64           `json:"files_s"`
 	OpenP50us   float64           `json:"open_p50_us"`
 	OpenP99us   float64           `json:"open_p99_us"`
+	// With -cpu-pid: that process's user+system CPU seconds during the
+	// run, and the same in milliseconds per 1,000 files opened.
+	CPUSeconds     float64 `json:"cpu_s,omitempty"`
+	CPUmsPer1000Op float64 `json:"cpu_ms_per_1000_opens,omitempty"`
 }
 
 func runRead(args []string, stdout, stderr io.Writer) error {
@@ -246,6 +263,7 @@ func runRead(args []string, stdout, stderr io.Writer) error {
 	conc := f.Int("concurrency", 1, "concurrent readers")
 	bufSize := byteSize(1 << 20)
 	f.Var(&bufSize, "bufsize", "read(2) buffer size")
+	cpuPid := f.Int("cpu-pid", 0, "measure this process's CPU time during the run (0: none)")
 	tags := tagList{}
 	f.Var(tags, "tag", "key=value copied into the result (repeatable)")
 	if err := parse(f, args); err != nil {
@@ -258,12 +276,48 @@ func runRead(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var cpu0 float64
+	if *cpuPid > 0 {
+		if cpu0, err = cpuSeconds(*cpuPid); err != nil {
+			return err
+		}
+	}
 	res, err := readAll(*dir, names, *conc, int(bufSize))
 	if err != nil {
 		return err
 	}
+	if *cpuPid > 0 {
+		cpu1, err := cpuSeconds(*cpuPid)
+		if err != nil {
+			return err
+		}
+		res.CPUSeconds = cpu1 - cpu0
+		res.CPUmsPer1000Op = res.CPUSeconds * 1e3 / float64(res.Files) * 1000
+	}
 	res.Tags = tags
 	return json.NewEncoder(stdout).Encode(res)
+}
+
+// cpuSeconds is the user+system CPU time of process pid, all threads, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read: cpu of %d: %w", pid, err)
+	}
+	// The command name may hold spaces: fields start after the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("read: cpu of %d: malformed /proc/%d/stat", pid, pid)
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("read: cpu of %d: malformed /proc/%d/stat", pid, pid)
+	}
+	const clkTck = 100 // sysconf(_SC_CLK_TCK) on Linux
+	return (ut + st) / clkTck, nil
 }
 
 func readList(p string) ([]string, error) {
@@ -367,7 +421,7 @@ func readAll(dir string, names []string, conc, bufSize int) (*Result, error) {
 var targets = []struct {
 	prefix string
 	min    float64
-}{{"large", 0.95}, {"small-cold", 0.8}, {"small-warm", 0.3}}
+}{{"large", 0.95}, {"small-cold", 0.8}, {"small-warm", 0.35}}
 
 func target(c string) float64 {
 	for _, t := range targets {
@@ -379,9 +433,9 @@ func target(c string) float64 {
 }
 
 type group struct {
-	cs, mode, validate string
-	native, mount      map[string]Result // by rep
-	reps               []string
+	bin, cs, mode, validate string
+	native, mount           map[string]Result // by rep
+	reps                    []string
 }
 
 func runReport(args []string, stdout, stderr io.Writer) error {
@@ -409,10 +463,10 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("report: %s: %w", f.Arg(0), err)
 		}
 		t := r.Tags
-		key := t["case"] + "|" + t["mode"] + "|" + t["validate"]
+		key := t["bin"] + "|" + t["case"] + "|" + t["mode"] + "|" + t["validate"]
 		g := groups[key]
 		if g == nil {
-			g = &group{cs: t["case"], mode: t["mode"], validate: t["validate"],
+			g = &group{bin: t["bin"], cs: t["case"], mode: t["mode"], validate: t["validate"],
 				native: map[string]Result{}, mount: map[string]Result{}}
 			groups[key] = g
 			order = append(order, key)
@@ -428,15 +482,23 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	caseRank := map[string]int{"large-cold": 0, "large-warm": 1, "small-cold": 2, "small-warm": 3}
+	caseRank := map[string]int{"large-cold": 0, "large-warm": 1, "small-cold": 2, "small-cold-again": 3, "small-warm": 4}
 	sort.SliceStable(order, func(i, j int) bool {
 		return caseRank[groups[order[i]].cs] < caseRank[groups[order[j]].cs]
 	})
-	fmt.Fprintln(stdout, "| case | mount mode | validate | native MB/s | mount MB/s | mount/native | target | open p50 µs native / mount | runs |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|")
+	withBin := false
+	for _, g := range groups {
+		withBin = withBin || g.bin != ""
+	}
+	binCol, binSep := "", ""
+	if withBin {
+		binCol, binSep = " binary |", "---|"
+	}
+	fmt.Fprintln(stdout, "| case |"+binCol+" mount mode | validate | native MB/s | mount MB/s | mount/native | target | open p50 µs native / mount | daemon CPU ms per 1,000 opens | runs |")
+	fmt.Fprintln(stdout, "|---|"+binSep+"---|---|---|---|---|---|---|---|---|")
 	for _, k := range order {
 		g := groups[k]
-		var nat, mnt, ratio, onat, omnt []float64
+		var nat, mnt, ratio, onat, omnt, cpu []float64
 		for _, rep := range g.reps {
 			n, ok := g.native[rep]
 			if !ok {
@@ -449,6 +511,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 			nat, mnt = append(nat, n.MBps), append(mnt, m.MBps)
 			ratio = append(ratio, m.MBps/n.MBps)
 			onat, omnt = append(onat, n.OpenP50us), append(omnt, m.OpenP50us)
+			if m.CPUmsPer1000Op > 0 && m.Files >= 1000 {
+				cpu = append(cpu, m.CPUmsPer1000Op)
+			}
 		}
 		if len(ratio) == 0 {
 			continue
@@ -458,9 +523,17 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		if tg > 0 {
 			verdict = fmt.Sprintf("≥ %.2f: %s", tg, map[bool]string{true: "met", false: "**not met**"}[median(ratio) >= tg])
 		}
-		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %.0f / %.0f | %d |\n",
-			g.cs, g.mode, g.validate, spread(nat, "%.0f"), spread(mnt, "%.0f"), spread(ratio, "%.2f"),
-			verdict, median(onat), median(omnt), len(ratio))
+		bin := ""
+		if withBin {
+			bin = " " + g.bin + " |"
+		}
+		cpuCell := "–"
+		if len(cpu) > 0 {
+			cpuCell = spread(cpu, "%.0f")
+		}
+		fmt.Fprintf(stdout, "| %s |%s %s | %s | %s | %s | %s | %s | %.0f / %.0f | %s | %d |\n",
+			g.cs, bin, g.mode, g.validate, spread(nat, "%.0f"), spread(mnt, "%.0f"), spread(ratio, "%.2f"),
+			verdict, median(onat), median(omnt), cpuCell, len(ratio))
 	}
 	return nil
 }
@@ -477,4 +550,99 @@ func median(v []float64) float64 {
 // spread formats "median (min–max)".
 func spread(v []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", median(v), slices.Min(v), slices.Max(v))
+}
+
+// ---- epochs ----
+
+type epochRun struct {
+	Epoch   int     `json:"epoch"`
+	Seconds float64 `json:"seconds"`
+	Samples int     `json:"samples"`
+	Bytes   int64   `json:"bytes"`
+}
+
+func runEpochs(args []string, stdout, stderr io.Writer) error {
+	f := newFlagSet("epochs", stderr)
+	epochs := f.Int("epochs", 3, "number of epochs")
+	conc := f.Int("concurrency", 8, "concurrent readers")
+	seed := f.Uint64("seed", 0, "seed of the orders")
+	drop := f.Bool("drop-caches", false, "sync and drop the page cache before each epoch (root)")
+	snap := f.String("snapshot", "", "shell command printing key=value counters, run before epoch 1 and after each epoch")
+	if err := parse(f, args); err != nil {
+		return err
+	}
+	if f.NArg() != 1 || *epochs < 1 || *conc < 1 {
+		return usageError{errors.New("epochs: want one DIR, -epochs >= 1, -concurrency >= 1")}
+	}
+	dir := f.Arg(0)
+	t0 := time.Now()
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			names = append(names, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("epochs: %w", err)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("epochs: no files under %s", dir)
+	}
+	sort.Strings(names)
+	out := struct {
+		ScanS     float64             `json:"scan_s"`
+		Samples   int                 `json:"samples"`
+		Epochs    []epochRun          `json:"epochs"`
+		Snapshots []map[string]string `json:"snapshots"`
+	}{ScanS: time.Since(t0).Seconds(), Samples: len(names)}
+	s, err := snapshot(*snap)
+	if err != nil {
+		return err
+	}
+	out.Snapshots = append(out.Snapshots, s)
+	rng := rand.New(rand.NewPCG(*seed, 3))
+	for e := 1; e <= *epochs; e++ {
+		order := slices.Clone(names)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		if *drop {
+			syscall.Sync()
+			if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+				return fmt.Errorf("epochs: drop caches: %w", err)
+			}
+		}
+		res, err := readAll(dir, order, *conc, 1<<20)
+		if err != nil {
+			return err
+		}
+		out.Epochs = append(out.Epochs, epochRun{Epoch: e, Seconds: res.Seconds, Samples: res.Files, Bytes: res.Bytes})
+		fmt.Fprintf(stderr, "readpath epochs: epoch %d: %.2f s, %.0f files/s\n", e, res.Seconds, res.FilesPerSec)
+		if s, err = snapshot(*snap); err != nil {
+			return err
+		}
+		out.Snapshots = append(out.Snapshots, s)
+	}
+	return json.NewEncoder(stdout).Encode(out)
+}
+
+// snapshot runs cmd and parses its key=value lines.
+func snapshot(cmd string) (map[string]string, error) {
+	kv := map[string]string{}
+	if cmd == "" {
+		return kv, nil
+	}
+	data, err := exec.Command("/bin/sh", "-c", cmd).Output()
+	if err != nil {
+		return nil, fmt.Errorf("epochs: snapshot %q: %w", cmd, err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return kv, nil
 }

@@ -1,0 +1,187 @@
+package placement
+
+// The catalog's database: opening it (read-write above the state
+// directory's floor, read-only or not at all below it), reopening it
+// read-write once there is room, and closing it (catalog_writer.go says
+// why each step is where it is).
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// catalogOptions are the badger options of the catalog; the note at the
+// top of catalog_writer.go depends on them.
+func catalogOptions(dir string, readOnly bool) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithLogger(nil).
+		WithMemTableSize(catalogMemTableSize).
+		WithNumMemtables(catalogNumMemtables).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		WithCompactL0OnClose(false).
+		WithSyncWrites(false).
+		WithReadOnly(readOnly)
+}
+
+// openDB opens badger read-write when the state directory is above the
+// floor; below it, read-only if there is a catalog to read, or not at all.
+func (c *Catalog) openDB(o CatalogOptions) error {
+	c.w = catalogWriter{
+		stateDir: o.StateDir, dir: filepath.Join(o.StateDir, "catalog"), source: o.Source,
+		minFree: DefaultCatalogMinFree, statfs: o.Statfs, interval: o.RetryInterval,
+		pending: map[string]*Entry{}, kick: make(chan struct{}, 1),
+	}
+	if o.MinFree > 0 {
+		c.w.minFree = uint64(o.MinFree)
+	}
+	if c.w.statfs == nil {
+		c.w.statfs = statfs
+	}
+	if c.w.interval <= 0 {
+		c.w.interval = DefaultCatalogRetry
+	}
+	// A directory costs no memory-mapped write; a full disk fails it
+	// with ENOSPC, and the catalog then starts degraded.
+	if err := os.MkdirAll(c.w.dir, 0o700); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("placement: catalog: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	free, floor, err := c.room()
+	if err == nil {
+		if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
+			return fmt.Errorf("placement: catalog: %w", err)
+		}
+		db, err := badger.Open(catalogOptions(c.w.dir, false))
+		if err != nil {
+			return fmt.Errorf("placement: open catalog in %s: %w", c.w.dir, err)
+		}
+		c.db, c.w.writable = db, true
+		return nil
+	}
+	c.degrade(free, floor, err)
+	if _, err := os.Stat(filepath.Join(c.w.dir, "MANIFEST")); err != nil {
+		return nil // nothing to read: the walk builds the tree
+	}
+	if err := lockedByOther(c.w.dir); err != nil {
+		return err
+	}
+	db, err := badger.Open(catalogOptions(c.w.dir, true))
+	if err != nil {
+		// A read-only open refuses a WAL that needs replaying (after a
+		// crash, or a Close below the floor).
+		c.log.Warn("catalog cannot be read until the state directory has room; walking the source", zap.Error(err))
+		return nil
+	}
+	c.db = db
+	return nil
+}
+
+// lockedByOther fails if another process has the catalog open (badger
+// flocks its directory): a read-only open would fail for that reason too,
+// and must not be mistaken for an unreadable catalog.
+func lockedByOther(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("placement: catalog: %w", err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("placement: catalog in %s is in use by another process: %w", dir, err)
+	}
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
+// reopen replaces a read-only or missing database with a read-write one;
+// guarded runs it. A store left without knowing the old catalog's state
+// learns it here.
+func (c *Catalog) reopen() error {
+	if c.db != nil {
+		if err := c.db.Close(); err != nil {
+			c.log.Warn("close read-only catalog", zap.Error(err))
+		}
+		c.db = nil
+	}
+	if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
+		return err
+	}
+	db, err := badger.Open(catalogOptions(c.w.dir, false))
+	if err != nil {
+		return err
+	}
+	c.db, c.w.writable = db, true
+	if t := c.w.tree; t != nil && !t.keepKnown {
+		var src, complete, rescanning []byte
+		if err := db.View(func(txn *badger.Txn) error {
+			src = getValue(txn, keySource)
+			complete = getValue(txn, keyComplete)
+			rescanning = getValue(txn, keyRescan)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if src != nil && string(src) != c.w.source {
+			c.w.blocked = fmt.Errorf("%w: %s", ErrOtherSource, src)
+			c.log.Error("catalog not written: the state directory holds the catalog of another source", zap.Error(c.w.blocked))
+			return c.w.blocked
+		}
+		t.keep, t.keepKnown = complete != nil || rescanning != nil, true
+	}
+	return nil
+}
+
+// Close writes what is pending if it can, then flushes and closes the
+// catalog. Below the floor it leaves badger open rather than let its
+// flush fault (see the note at the top).
+func (c *Catalog) Close() error {
+	if c.w.stop != nil {
+		close(c.w.stop)
+		<-c.w.done
+		c.w.stop = nil
+	}
+	// A last catch-up: the space may be back since the last tick; then
+	// what is pending.
+	c.catchUp()
+	c.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w.degraded {
+		n := c.pendingCount()
+		if c.w.tree != nil {
+			n += c.w.tree.entries
+		}
+		if n > 0 {
+			c.log.Warn("catalog closed with updates not written: the next mount walks the source again if the walk was not stored, and copies again the files placed since",
+				zap.Int("pending", n))
+		}
+	}
+	db := c.db
+	if db == nil {
+		return nil
+	}
+	c.db = nil
+	if c.w.writable {
+		if free, floor, err := c.room(); err != nil {
+			c.log.Warn("catalog left open: the state directory is below its floor and closing would write a table; the next mount replays its write-ahead log",
+				zap.Uint64("free", free), zap.Uint64("floor", floor), zap.Error(err))
+			return nil
+		}
+		if err := db.Sync(); err != nil {
+			db.Close()
+			return fmt.Errorf("placement: catalog sync: %w", err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("placement: catalog close: %w", err)
+	}
+	return nil
+}

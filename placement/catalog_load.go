@@ -1,0 +1,163 @@
+package placement
+
+// Loading a stored catalog: the tree of a complete one (load), or only the
+// copies its records name (loadCopies, before a rescan's walk keeps those
+// still up to date: carryOver).
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+func getValue(txn *badger.Txn, key []byte) []byte {
+	it, err := txn.Get(key)
+	if err != nil {
+		return nil
+	}
+	v, err := it.ValueCopy(nil)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// eachRecord calls fn with the path and the decoded record of every stored
+// entry, in path order; a record that does not decode fails the walk.
+func (c *Catalog) eachRecord(fn func(p string, rec record) error) error {
+	return c.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = keyFilePrefix
+		opts.PrefetchSize = 1000
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			p := string(item.Key()[len(keyFilePrefix):])
+			var rec record
+			err := item.Value(func(v []byte) error {
+				var derr error
+				rec, derr = decodeRecord(v)
+				return derr
+			})
+			if err != nil {
+				return fmt.Errorf("placement: catalog entry %q: %w", p, err)
+			}
+			if err := fn(p, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// load reads every record into a tree.
+func (c *Catalog) load() (*Entry, error) {
+	dirs := map[string]*Entry{}
+	kids := map[*Entry][]*Entry{}
+	var root *Entry
+	err := c.eachRecord(func(p string, rec record) error {
+		e := c.newEntry(p, rec)
+		if p == "" {
+			if e.Kind != KindDir {
+				return fmt.Errorf("%w: root is not a directory", ErrBadRecord)
+			}
+			root = e
+			dirs[""] = e
+			return nil
+		}
+		parentPath := path.Dir(p)
+		if parentPath == "." {
+			parentPath = ""
+		}
+		parent := dirs[parentPath]
+		if parent == nil {
+			return fmt.Errorf("%w: %q has no parent", ErrBadRecord, p)
+		}
+		kids[parent] = append(kids[parent], e)
+		if e.Kind == KindDir {
+			dirs[p] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if root == nil {
+		return nil, fmt.Errorf("%w: no root", ErrBadRecord)
+	}
+	for _, d := range dirs {
+		d.setChildren(kids[d])
+	}
+	return root, nil
+}
+
+func (c *Catalog) newEntry(p string, rec record) *Entry {
+	e := &Entry{Path: p, Kind: rec.Kind, Target: rec.Target}
+	e.attr.Store(&Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID})
+	e.tier.Store(-1)
+	if rec.Tier != "" {
+		for i, t := range c.tiers {
+			if t == rec.Tier {
+				e.tier.Store(int32(i))
+			}
+		}
+	}
+	return e
+}
+
+// copyRecord is a tier copy a stored record says exists.
+type copyRecord struct {
+	path        string
+	size, mtime int64
+	tier        int
+}
+
+// loadCopies reads the tier copies the stored records name, without
+// building the tree: after an interrupted rescan the records are a mix of
+// two trees and need not form one.
+func (c *Catalog) loadCopies() ([]copyRecord, error) {
+	var out []copyRecord
+	err := c.eachRecord(func(p string, rec record) error {
+		if rec.Kind != KindFile || rec.Tier == "" {
+			return nil
+		}
+		for i, t := range c.tiers {
+			if t == rec.Tier {
+				out = append(out, copyRecord{path: p, size: rec.Size, mtime: rec.Mtime, tier: i})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// carryOver keeps the residency of files whose size and mtime did not
+// change and returns the copies that are out of date.
+func carryOver(old []copyRecord, cur *Entry, tiers []string) []StaleCopy {
+	var stale []StaleCopy
+	for _, o := range old {
+		n := find(cur, o.path)
+		if n != nil && n.Kind == KindFile && n.Attr().Size == o.size && n.Attr().Mtime == o.mtime {
+			n.tier.Store(int32(o.tier))
+		} else {
+			stale = append(stale, StaleCopy{Path: o.path, Size: o.size, Tier: tiers[o.tier]})
+		}
+	}
+	return stale
+}
+
+func find(root *Entry, p string) *Entry {
+	e := root
+	if p == "" {
+		return e
+	}
+	for _, name := range strings.Split(p, "/") {
+		if e = e.Lookup(name); e == nil {
+			return nil
+		}
+	}
+	return e
+}

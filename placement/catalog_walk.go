@@ -1,0 +1,138 @@
+package placement
+
+// Walking the source into a tree (a first mount, or a rescan).
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"go.uber.org/zap"
+)
+
+// walk reads the source tree in parallel.
+func walk(ctx context.Context, src string, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return nil, fmt.Errorf("placement: walk: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("placement: walk: %s is not a directory", src)
+	}
+	root := entryFromInfo("", st)
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	var seen atomic.Int64
+	var progMu sync.Mutex
+	var firstErr error
+	var errMu sync.Mutex
+	var visit func(d *Entry)
+	visit = func(d *Entry) {
+		defer wg.Done()
+		if ctx.Err() != nil {
+			return
+		}
+		sem <- struct{}{}
+		des, err := os.ReadDir(filepath.Join(src, d.Path))
+		var kids []*Entry
+		for _, de := range des {
+			p := de.Name()
+			if d.Path != "" {
+				p = d.Path + "/" + de.Name()
+			}
+			info, ierr := de.Info()
+			if ierr != nil {
+				log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
+				continue
+			}
+			e := entryFromInfo(p, info)
+			if e == nil {
+				log.Debug("walk: skipping special file", zap.String("path", p))
+				continue
+			}
+			if e.Kind == KindSymlink {
+				t, lerr := os.Readlink(filepath.Join(src, p))
+				if lerr != nil {
+					log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
+					continue
+				}
+				e.Target = t
+			}
+			kids = append(kids, e)
+		}
+		<-sem
+		if err != nil {
+			if d.Path == "" {
+				errMu.Lock()
+				firstErr = fmt.Errorf("placement: walk %s: %w", src, err)
+				errMu.Unlock()
+				return
+			}
+			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
+		}
+		d.setChildren(kids)
+		// One call at a time, with a count that only grows: the callback
+		// need not be safe for concurrent use.
+		progMu.Lock()
+		if n := seen.Add(int64(len(kids))); progress != nil {
+			progress(n)
+		}
+		progMu.Unlock()
+		for _, k := range kids {
+			if k.Kind == KindDir {
+				wg.Add(1)
+				go visit(k)
+			}
+		}
+	}
+	wg.Add(1)
+	visit(root)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("placement: walk: %w", err)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return root, nil
+}
+
+func entryFromInfo(p string, info fs.FileInfo) *Entry {
+	e := &Entry{Path: p}
+	switch {
+	case info.Mode().IsRegular():
+		e.Kind = KindFile
+	case info.IsDir():
+		e.Kind = KindDir
+	case info.Mode()&fs.ModeSymlink != 0:
+		e.Kind = KindSymlink
+	default:
+		return nil
+	}
+	a := &Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.Mode = st.Mode
+		a.UID = st.Uid
+		a.GID = st.Gid
+	}
+	if e.Kind != KindFile {
+		a.Size = info.Size()
+	}
+	e.attr.Store(a)
+	e.tier.Store(-1)
+	return e
+}
+
+// attrFromInfo converts a fresh stat of a source file.
+func attrFromInfo(info fs.FileInfo) Attr {
+	a := Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.Mode, a.UID, a.GID = st.Mode, st.Uid, st.Gid
+	}
+	return a
+}
