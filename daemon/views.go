@@ -189,5 +189,17 @@ func (m *Mount) startViews(vo *ViewsOptions, dec, aug int64) error {
 	return nil
 }
 
+// MemoryBudget is the bytes the daemon's own memory may hold by its
+// budgets: the views' decoded and augmented caches and the shared buffer
+// (RAM tiers are tmpfs, outside the process).
+func (m *Mount) MemoryBudget() int64 {
+	b := m.o.BufferBytes
+	if m.engine != nil {
+		st := m.engine.Stats()
+		b += st.DecodedBudget + st.AugmentedBudget
+	}
+	return b
+}
+
 // Engine is the mount's preprocessing engine (nil without views).
 func (m *Mount) Engine() *preprocess.Engine { return m.engine }

@@ -37,6 +37,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -361,6 +363,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		}
 		return runtimeErr("%v", err)
 	}
+	setMemoryLimit(m.MemoryBudget(), log)
 	log.Info("mounted", zap.String("source", cfg.Source), zap.String("mountpoint", cfg.Mountpoint),
 		zap.Bool("passthrough", m.FS().Passthrough()), zap.Int64("files", m.Catalog().Files()),
 		zap.Bool("walked", m.Catalog().Walked()), zap.Int("pid", os.Getpid()),
@@ -391,6 +394,28 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		return runtimeErr("%v", err)
 	}
 	return nil
+}
+
+// memoryMargin is the part of the daemon's memory beyond its budgets that
+// does not grow with the dataset (FUSE and copy buffers, pools, the Go
+// runtime): measured at about 260 MiB with three jobs of views
+// (docs/benchmarks.md, "Preprocessed views"), with room.
+const memoryMargin = 384 << 20
+
+// setMemoryLimit asks Go's collector to keep the heap within the mount's
+// budgets (caches and shared buffer) plus its overhead: what it holds once
+// mounted (the catalog's tree above all) and memoryMargin. By default the
+// collector lets the heap grow to twice what is live, which for gigabytes
+// of caches is gigabytes more. A GOMEMLIMIT in the environment wins.
+func setMemoryLimit(budget int64, log *zap.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	limit := budget + int64(ms.HeapAlloc) + memoryMargin
+	debug.SetMemoryLimit(limit)
+	log.Info("memory limit", zap.Int64("bytes", limit), zap.Int64("budgets", budget), zap.Uint64("heap_at_mount", ms.HeapAlloc))
 }
 
 // raiseNoFile lifts RLIMIT_NOFILE to its hard limit: every open dataset
