@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,8 +80,7 @@ type batchHandle struct {
 	n *batchFile
 
 	mu    sync.Mutex
-	batch *jobs.Batch
-	data  []byte
+	batch *sharedBatch
 }
 
 var (
@@ -88,18 +88,40 @@ var (
 	_ fusefs.FileReleaser = (*batchHandle)(nil)
 )
 
-// Release gives the last batch's buffer back for later batches: no read of
-// this handle is in flight once the kernel releases it. (A batch replaced
-// by a read at offset 0 is left to the garbage collector, since another
-// thread may still be reading it through the same descriptor.)
-func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.batch.Release()
-	h.batch, h.data = nil, nil
-	return 0
+// sharedBatch counts who still uses a batch's pooled buffer: the handle
+// that holds it and every reply the FUSE server has yet to send from it.
+// The buffer goes back for later batches when the last of them is done, so
+// a reply is never sent from a buffer a later batch is writing.
+type sharedBatch struct {
+	b    *jobs.Batch
+	refs atomic.Int32
 }
 
+func newSharedBatch(b *jobs.Batch) *sharedBatch {
+	s := &sharedBatch{b: b}
+	s.refs.Store(1)
+	return s
+}
+
+func (s *sharedBatch) unref() {
+	if s != nil && s.refs.Add(-1) == 0 {
+		s.b.Release()
+	}
+}
+
+// batchReply is one read's reply from a batch: the server calls Done once
+// the bytes are sent to the kernel.
+type batchReply struct {
+	s    *sharedBatch
+	data []byte
+}
+
+func (r *batchReply) Bytes([]byte) ([]byte, fuse.Status) { return r.data, fuse.OK }
+func (r *batchReply) Size() int                          { return len(r.data) }
+func (r *batchReply) Done()                              { r.s.unref() }
+
+// Read serves the batch from offset 0 on; a read at offset 0 takes the next
+// batch, so one open can read many batches by seeking back.
 func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -113,20 +135,33 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		case err != nil:
 			return nil, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "batch"), err)
 		}
-		h.batch, h.data = b, nil
+		h.batch.unref()
+		h.batch = nil
 		if b != nil {
-			h.data = b.NPZ
+			h.batch = newSharedBatch(b)
 			if len(b.Corrupt) > 0 {
 				h.n.ref.fsys.errs.add(h.n.ref.label(h.n.rank, "batch") + ": left out, cannot be preprocessed: " +
 					oneLine(strings.Join(b.Corrupt, ", ")))
 			}
 		}
 	}
-	if off >= int64(len(h.data)) {
+	if h.batch == nil || off >= int64(len(h.batch.b.NPZ)) {
 		return fuse.ReadResultData(nil), 0
 	}
-	end := min(off+int64(len(dest)), int64(len(h.data)))
-	return fuse.ReadResultData(h.data[off:end]), 0
+	data := h.batch.b.NPZ
+	end := min(off+int64(len(dest)), int64(len(data)))
+	h.batch.refs.Add(1)
+	return &batchReply{s: h.batch, data: data[off:end]}, 0
+}
+
+// Release drops the handle's hold on its last batch; the buffer goes back
+// once the replies still being sent from it are done.
+func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.batch.unref()
+	h.batch = nil
+	return 0
 }
 
 var _ = jobs.ViewAugmented
