@@ -71,6 +71,15 @@ func (m Settings) ViewsRules() bool {
 	return m.Rules == "views" || m.Rules == "" && !m.Remote
 }
 
+// InFlightBatches is how many batches of each job are made ahead of or
+// being read at once: the one being read and the sampler's lookahead of two
+// (sampler.DefaultLookahead). The sharing window holds them for every job:
+// an augmented tensor made for one job must stay in memory while the
+// others' windows reach it, so a cache of K·batch tensors (one batch per
+// job) shares nothing in practice (docs/benchmarks.md, "The model against
+// the mount").
+const InFlightBatches = 3
+
 // DefaultBatch is the batch size the sharing window is derived from when
 // model.batch_size is not set.
 const DefaultBatch = 256
@@ -321,7 +330,8 @@ func resolveViews(m Settings, obs Observed, p *Params, add func(key, symbol, uni
 	if m.ShareWindow != nil {
 		p.Window = add("share_window", "W", "samples", *m.ShareWindow, "config")
 	} else {
-		p.Window = add("share_window", "W", "samples", float64(p.Jobs*batch), fmt.Sprintf("derived: jobs %d × %s", p.Jobs, batchFrom))
+		p.Window = add("share_window", "W", "samples", float64(p.Jobs*InFlightBatches*batch),
+			fmt.Sprintf("derived: jobs %d × %d batches in flight × %s", p.Jobs, InFlightBatches, batchFrom))
 	}
 	p.IngestOnCPU = m.IngestOnCPU
 	v, src := 0.0, "default: the jobs ingest on GPUs"

@@ -214,7 +214,7 @@ b_storage = "200MB/s"
 		t.Errorf("one job: split %v-%v-%v, want the dataset (59.6 %%) decoded and nothing augmented", m.E, m.D, m.A)
 	}
 	m3 := modelRunJSON(t, "--config", writeConfig(t, cfg+"jobs = 3\nbatch_size = 128\n"))
-	window := 3.0 * 128 * 147 * 1024 / (8 << 30) * 100 // percent of the budget
+	window := 3.0 * 3 * 128 * 147 * 1024 / (8 << 30) * 100 // percent of the budget: 3 jobs × 3 batches in flight
 	if m3.A < window-0.05 || m3.A > window+1 || m3.D < 59 {
 		t.Errorf("three jobs: split %v-%v-%v, want %.2f%% augmented (the window) and the dataset decoded", m3.E, m3.D, m3.A, window)
 	}
