@@ -25,6 +25,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/epochfs/epochfs/cluster"
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/metrics"
@@ -97,6 +98,10 @@ type Options struct {
 	// OpenFiles and KeptCopies bound the tier descriptors and the resident
 	// copies kept ready between opens (placement.Options; 0: defaults).
 	OpenFiles, KeptCopies int
+	// Cluster, if set, is the Redis Cluster the nodes of a job share
+	// (cluster.go): a cluster tier between the local tiers and the source.
+	// A cluster that cannot be used fails New with ErrConfig.
+	Cluster *cluster.Options
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -121,6 +126,7 @@ type Mount struct {
 	engine  *preprocess.Engine
 	view    *preprocess.View
 	split   *memorySplit
+	cl      *cluster.Cluster
 	metSrv  *metrics.Server
 	dev     string
 	rec     Record
@@ -160,6 +166,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
+	if err := m.openCluster(ctx); err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, to := range o.Tiers {
 		names = append(names, to.Name)
@@ -198,6 +207,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		Validate: o.Validate, RefreshRate: o.RefreshRate, Logger: o.Logger,
 		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
 	}
+	if m.cl != nil {
+		po.Remote = clusterRemote{m.cl}
+	}
 	if m.met != nil {
 		po.ObserveOpen = m.met.ObserveOpen
 		m.src.Limiter().SetObserver(m.met.ObserveSourceRead)
@@ -229,6 +241,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	if m.view != nil {
 		fo.Views = m.view
+	}
+	if m.cl != nil {
+		fo.MoreStatus = m.clusterStatus
 	}
 	if o.ModelSettings != nil {
 		text := m.split.modelText()

@@ -219,26 +219,6 @@ func (p *Placer) copy(f *flight) error {
 		}
 		return errNoTier
 	}
-	sf, err := p.src.Open(p.ctx, e.Path)
-	if err != nil {
-		res.Release()
-		if errors.Is(err, os.ErrNotExist) {
-			p.removeEntry(e)
-			return fmt.Errorf("%w: %s", ErrVanished, e.Path)
-		}
-		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
-	}
-	defer sf.Close()
-	before, err := sf.Stat(p.ctx)
-	if err != nil {
-		res.Release()
-		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
-	}
-	if a := attrFromInfo(before); a.Size != f.attr.Size || a.Mtime != f.attr.Mtime {
-		res.Release()
-		p.setAttr(e, a)
-		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
-	}
 	tmp, err := t.Create(e.Path, res)
 	for err != nil {
 		// The tier could not take the temp file (a disk error, a full or
@@ -253,20 +233,19 @@ func (p *Placer) copy(f *flight) error {
 		tmp, err = t.Create(e.Path, res)
 	}
 	f.setTemp(tmp)
-	bp := p.bufs.Get().(*[]byte)
-	n, err := sf.CopyTo(p.ctx, tmp, *bp, f.progress)
-	p.bufs.Put(bp)
+	// The source is opened only when the remote (if any) does not hold
+	// the file: a file read from the remote costs the source nothing.
+	source := func(w io.Writer, progress func(int64)) (int64, error) {
+		return p.copySource(e, f.attr, w, progress)
+	}
+	var n int64
+	if p.o.Remote != nil {
+		n, err = p.o.Remote.Copy(p.ctx, remoteKey(e, f.attr), tmp, f.progress, source)
+	} else {
+		n, err = source(tmp, f.progress)
+	}
 	if err == nil && n != f.size {
 		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, f.size)
-	}
-	if err == nil {
-		after, serr := sf.Stat(p.ctx)
-		if serr != nil {
-			err = serr
-		} else if a := attrFromInfo(after); a.Mtime != f.attr.Mtime || a.Size != f.attr.Size {
-			err = tier.ErrSourceChanged
-			p.setAttr(e, a)
-		}
 	}
 	if err == nil {
 		err = tmp.Install(f.size)
@@ -274,6 +253,9 @@ func (p *Placer) copy(f *flight) error {
 		tmp.Abort()
 	}
 	if err != nil {
+		if errors.Is(err, ErrVanished) {
+			return err
+		}
 		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 	}
 	// The copy is of the version it started from: record it only if that
@@ -295,6 +277,44 @@ func (p *Placer) copy(f *flight) error {
 	p.done.Add(1)
 	p.placedBytes.Add(f.size)
 	return nil
+}
+
+// copySource copies version a of e from the source to w: the file is
+// checked to be that version before and after the copy.
+func (p *Placer) copySource(e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+	sf, err := p.src.Open(p.ctx, e.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			p.removeEntry(e)
+			return 0, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+		}
+		return 0, err
+	}
+	defer sf.Close()
+	before, err := sf.Stat(p.ctx)
+	if err != nil {
+		return 0, err
+	}
+	if b := attrFromInfo(before); b.Size != a.Size || b.Mtime != a.Mtime {
+		p.setAttr(e, b)
+		return 0, tier.ErrSourceChanged
+	}
+	bp := p.bufs.Get().(*[]byte)
+	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
+	p.bufs.Put(bp)
+	if err == nil && n != a.Size {
+		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, a.Size)
+	}
+	if err == nil {
+		after, serr := sf.Stat(p.ctx)
+		if serr != nil {
+			err = serr
+		} else if b := attrFromInfo(after); b.Mtime != a.Mtime || b.Size != a.Size {
+			err = tier.ErrSourceChanged
+			p.setAttr(e, b)
+		}
+	}
+	return n, err
 }
 
 // reserve reserves size bytes in the fastest tier from index start on with
