@@ -212,6 +212,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		DisableIdentity:       true,
 		ClientName:            "epochfs",
 	}
+	quietClient.Do(func() { redis.SetLogger(discardLogger{}) })
 	c := &Cluster{o: o, log: o.Logger, keys: newKeys(o.DatasetID)}
 	if err := check(ctx, copts); err != nil {
 		return nil, &configError{err}
@@ -332,3 +333,12 @@ func isProtocolAnswer(err error) bool {
 func (c *Cluster) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.o.Timeout)
 }
+
+// go-redis prints its internal retries (a dial to a dead master, again and
+// again) through a logger of its own, a package global. The health (health.go)
+// says what matters once, through our logger; the client's lines are dropped.
+var quietClient sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...interface{}) {}

@@ -66,6 +66,8 @@ func (c *Cluster) Copy(ctx context.Context, k FileKey, w io.Writer, progress fun
 		switch {
 		case err == nil:
 			return c.fillFromSource(ctx, f, w, progress, source)
+		case errors.Is(err, errStored):
+			continue
 		case errors.Is(err, ErrBusy) && time.Now().Before(deadline):
 			wctx, cancel := context.WithDeadline(ctx, deadline)
 			werr := c.Wait(wctx, k)

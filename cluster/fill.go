@@ -73,6 +73,9 @@ redis.call('SET', KEYS[2], ARGV[2])
 redis.call('DEL', KEYS[1])
 return 1`)
 
+// errStored: the file was stored by another node meanwhile (Fill).
+var errStored = errors.New("cluster: stored meanwhile")
+
 // Fill is one node's fill of one file version. Write the file's bytes in
 // order, then Commit, or Abort. Not safe for concurrent use.
 type Fill struct {
@@ -110,6 +113,17 @@ func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
 		return nil, ErrBusy
 	}
 	f := &Fill{c: c, k: k, fk: fk, token: token}
+	// Another node may have committed the file between the caller's
+	// lookup and this lease (its commit deletes its lease): look again
+	// rather than fill it twice.
+	stored, err := c.rdb.Exists(octx, fk.manifest).Result()
+	if c.note(err) != nil || stored != 0 {
+		f.release()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: fill %s: %w", k.Path, err)
+		}
+		return nil, errStored
+	}
 	charged, err := reserveScript.Run(octx, c.rdb, []string{c.keys.quotaBytes(), c.keys.quotaSizes()},
 		fk.id, k.Size, c.o.Quota).Int64()
 	if c.note(err) != nil || charged != 1 {
