@@ -361,3 +361,47 @@ func TestMasterDownFallsBackToTheSourceAndRecovers(t *testing.T) {
 		t.Errorf("after recovery: source reads %d (want 1), hits %s → %s", s.reads.Load(), hits, stat(a, "hits"))
 	}
 }
+
+func TestCatalogIsWalkedByOneNodeAndLoadedByTheOthers(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	doc := make([]byte, 2*ChunkSize+77)
+	rand.Read(doc)
+	var walks atomic.Int64
+	walk := func(context.Context) ([]byte, error) {
+		walks.Add(1)
+		time.Sleep(1500 * time.Millisecond) // longer than the lease: it is renewed
+		return doc, nil
+	}
+	var wg sync.WaitGroup
+	var walkedBy atomic.Int64
+	for range 3 {
+		c := node(t, rc, "ds", 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, walked, err := c.LoadOrWalk(context.Background(), "/pfs/data", false, walk)
+			if err != nil || !bytes.Equal(got, doc) {
+				t.Errorf("LoadOrWalk: err %v, same document %v", err, bytes.Equal(got, doc))
+			}
+			if walked {
+				walkedBy.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if walks.Load() != 1 || walkedBy.Load() != 1 {
+		t.Errorf("3 nodes walked %d times (%d said they walked), want once", walks.Load(), walkedBy.Load())
+	}
+	// Another source is another catalog; a rescan walks and republishes.
+	c := node(t, rc, "ds", 0)
+	if _, walked, _ := c.LoadOrWalk(context.Background(), "/pfs/other", false, walk); !walked {
+		t.Error("the catalog of another source was loaded")
+	}
+	doc2 := []byte("rescanned")
+	if got, walked, err := c.LoadOrWalk(context.Background(), "/pfs/data", true, func(context.Context) ([]byte, error) { return doc2, nil }); err != nil || !walked || string(got) != "rescanned" {
+		t.Errorf("rescan: %q walked=%v err=%v", got, walked, err)
+	}
+	if got, walked, _ := node(t, rc, "ds", 0).LoadOrWalk(context.Background(), "/pfs/data", false, walk); walked || string(got) != "rescanned" {
+		t.Errorf("after the rescan another node got %q (walked=%v), want the republished catalog", got, walked)
+	}
+}

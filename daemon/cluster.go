@@ -42,6 +42,13 @@ func (r clusterRemote) Copy(ctx context.Context, k placement.RemoteKey, w io.Wri
 	return r.c.Copy(ctx, cluster.FileKey{Path: k.Path, Size: k.Size, Mtime: k.Mtime}, w, progress, source)
 }
 
+// sharedWalk is the catalog's walk through the cluster: the first node
+// to mount the source walks it and publishes the catalog, the others load
+// it (cluster/catalog.go); a rescan walks and publishes again.
+func (m *Mount) sharedWalk(ctx context.Context, walk func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+	return m.cl.LoadOrWalk(ctx, m.o.Source, m.o.Rescan, walk)
+}
+
 // clusterStatus is the cluster's status keys, each prefixed "cluster.".
 func (m *Mount) clusterStatus() []fs.StatusEntry {
 	st := m.cl.Status()

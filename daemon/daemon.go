@@ -175,10 +175,14 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	// The catalog first: the model splits the memory by its counts, and
 	// a tier's quota may be the model's share.
-	m.cat, err = placement.OpenCatalog(ctx, placement.CatalogOptions{
+	copts := placement.CatalogOptions{
 		StateDir: o.StateDir, Source: o.Source, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
-	})
+	}
+	if m.cl != nil {
+		copts.Shared = m.sharedWalk
+	}
+	m.cat, err = placement.OpenCatalog(ctx, copts)
 	if err != nil {
 		if errors.Is(err, placement.ErrOtherSource) {
 			return nil, &configError{fmt.Errorf("daemon: %w", err)}

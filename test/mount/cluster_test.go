@@ -93,12 +93,23 @@ func fileKey(t *testing.T, src, p string) cluster.FileKey {
 	return cluster.FileKey{Path: p, Size: fi.Size(), Mtime: fi.ModTime().UnixNano()}
 }
 
-func TestClusterNodesServeIdenticalBytesAndReadEachFileFromTheSourceOnce(t *testing.T) {
+func TestClusterNodesWalkOnceServeIdenticalBytesAndReadEachFileFromTheSourceOnce(t *testing.T) {
 	rc := rediscluster.Start(t, rediscluster.Options{})
 	src, paths, total := clusterTree(t, 3<<20)
 	var nodes []*env
 	for range 3 {
 		nodes = append(nodes, clusterNode(t, rc, src))
+	}
+	// The source is walked once: the first node walks and publishes the
+	// catalog, the others load it.
+	for i, n := range nodes {
+		want, how := i == 0, map[bool]string{true: "walked", false: "loaded"}
+		if n.cat.Walked() != want || n.status()["cluster.catalog"] != how[want] {
+			t.Errorf("node %d: walked=%v cluster.catalog=%s; want %s", i, n.cat.Walked(), n.status()["cluster.catalog"], how[want])
+		}
+		if n.cat.Files() != int64(len(paths)) {
+			t.Errorf("node %d: %d files in its catalog, want %d", i, n.cat.Files(), len(paths))
+		}
 	}
 	var wg sync.WaitGroup
 	for _, n := range nodes {
