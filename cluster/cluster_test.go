@@ -405,3 +405,72 @@ func TestCatalogIsWalkedByOneNodeAndLoadedByTheOthers(t *testing.T) {
 		t.Errorf("after the rescan another node got %q (walked=%v), want the republished catalog", got, walked)
 	}
 }
+
+func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	const n, ranks = 1000, 2
+	var nodes []*Cluster
+	var runs []string
+	for range ranks {
+		c := node(t, rc, "ds", 0)
+		run, err := c.JoinJob(context.Background(), "train", "world_size=2\nseed=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, c)
+		runs = append(runs, run)
+	}
+	if runs[0] != runs[1] {
+		t.Fatalf("two nodes of one job got runs %q and %q", runs[0], runs[1])
+	}
+	if _, err := node(t, rc, "ds", 0).JoinJob(context.Background(), "train", "world_size=4"); !errors.Is(err, ErrShape) {
+		t.Errorf("a node with another config joined: %v", err)
+	}
+	for ep := range 3 {
+		got := make([][]int32, ranks)
+		var wg sync.WaitGroup
+		for r, c := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Each rank proposes every sample, in its own order.
+				cands := make([]int32, n)
+				for i := range cands {
+					cands[i] = int32((i*7 + r*501) % n)
+				}
+				for len(cands) > 0 {
+					claimed, examined, _, err := c.Claim(context.Background(), "train", runs[0], ep, r, n/ranks, 32, cands)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[r] = append(got[r], claimed...)
+					cands = cands[examined:]
+					if len(claimed) == 0 && examined == 0 {
+						return // quota reached
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		seen := make([]int, n)
+		for r := range ranks {
+			if len(got[r]) != n/ranks {
+				t.Errorf("epoch %d rank %d: %d samples, want %d", ep, r, len(got[r]), n/ranks)
+			}
+			for _, s := range got[r] {
+				seen[s]++
+			}
+		}
+		for s, k := range seen {
+			if k != 1 {
+				t.Fatalf("epoch %d: sample %d went to %d ranks, want exactly one", ep, s, k)
+			}
+		}
+	}
+	for _, c := range nodes {
+		if err := c.LeaveJob(context.Background(), "train"); err != nil {
+			t.Error(err)
+		}
+	}
+}

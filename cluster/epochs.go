@@ -20,6 +20,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -82,6 +83,10 @@ func (c *Cluster) JoinJob(ctx context.Context, name, shape string) (run string, 
 	jk := c.keys.job(name)
 	var rb [8]byte
 	rand.Read(rb[:])
+	// The script keeps "shape\nrun": the shape goes as its hash, which
+	// has no newline whatever the config's text.
+	sum := sha256.Sum256([]byte(shape))
+	shape = hex.EncodeToString(sum[:])
 	octx, cancel := c.op(ctx)
 	defer cancel()
 	res, err := joinScript.Run(octx, c.rdb, []string{jk.shape, jk.members}, shape, c.o.Node,
