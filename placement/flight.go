@@ -219,6 +219,22 @@ func (p *Placer) copy(f *flight) error {
 		}
 		return errNoTier
 	}
+	// Without a remote the source is opened (and its version checked)
+	// before the tier is asked for a temp file, so a vanished or changed
+	// file costs the tier nothing; with one, only when the remote does not
+	// hold the file: a file read from the remote costs the source nothing.
+	var sf *tier.SourceFile
+	if p.o.Remote == nil {
+		var err error
+		if sf, err = p.openVersion(e, f.attr); err != nil {
+			res.Release()
+			if errors.Is(err, ErrVanished) {
+				return err
+			}
+			return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+		}
+		defer sf.Close()
+	}
 	tmp, err := t.Create(e.Path, res)
 	for err != nil {
 		// The tier could not take the temp file (a disk error, a full or
@@ -233,9 +249,10 @@ func (p *Placer) copy(f *flight) error {
 		tmp, err = t.Create(e.Path, res)
 	}
 	f.setTemp(tmp)
-	// The source is opened only when the remote (if any) does not hold
-	// the file: a file read from the remote costs the source nothing.
 	source := func(w io.Writer, progress func(int64)) (int64, error) {
+		if sf != nil {
+			return p.copyVersion(sf, e, f.attr, w, progress)
+		}
 		return p.copySource(e, f.attr, w, progress)
 	}
 	var n int64
@@ -282,23 +299,40 @@ func (p *Placer) copy(f *flight) error {
 // copySource copies version a of e from the source to w: the file is
 // checked to be that version before and after the copy.
 func (p *Placer) copySource(e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+	sf, err := p.openVersion(e, a)
+	if err != nil {
+		return 0, err
+	}
+	defer sf.Close()
+	return p.copyVersion(sf, e, a, w, progress)
+}
+
+// openVersion opens e on the source and checks that it is version a.
+func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			p.removeEntry(e)
-			return 0, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 		}
-		return 0, err
+		return nil, err
 	}
-	defer sf.Close()
 	before, err := sf.Stat(p.ctx)
 	if err != nil {
-		return 0, err
+		sf.Close()
+		return nil, err
 	}
 	if b := attrFromInfo(before); b.Size != a.Size || b.Mtime != a.Mtime {
+		sf.Close()
 		p.setAttr(e, b)
-		return 0, tier.ErrSourceChanged
+		return nil, tier.ErrSourceChanged
 	}
+	return sf, nil
+}
+
+// copyVersion copies sf, opened as version a of e, to w and checks that it
+// is still that version afterwards.
+func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
 	bp := p.bufs.Get().(*[]byte)
 	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
 	p.bufs.Put(bp)
