@@ -28,6 +28,7 @@ type Config struct {
 	Preprocess Preprocess `toml:"preprocess"`
 	Sampler    Sampler    `toml:"sampler"`
 	Metrics    Metrics    `toml:"metrics"`
+	Cluster    Cluster    `toml:"cluster"`
 }
 
 // QuotaFromModel as a tier's quota gives the tier the DSI model's share of
@@ -240,6 +241,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Metrics.Validate(); err != nil {
+		return err
+	}
+	if err := c.Cluster.Validate(); err != nil {
 		return err
 	}
 	return c.Sampler.Validate()

@@ -25,6 +25,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/epochfs/epochfs/cluster"
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/metrics"
@@ -97,6 +98,10 @@ type Options struct {
 	// OpenFiles and KeptCopies bound the tier descriptors and the resident
 	// copies kept ready between opens (placement.Options; 0: defaults).
 	OpenFiles, KeptCopies int
+	// Cluster, if set, is the Redis Cluster the nodes of a job share
+	// (cluster.go): a cluster tier between the local tiers and the source.
+	// A cluster that cannot be used fails New with ErrConfig.
+	Cluster *cluster.Options
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -121,6 +126,7 @@ type Mount struct {
 	engine  *preprocess.Engine
 	view    *preprocess.View
 	split   *memorySplit
+	cl      *cluster.Cluster
 	metSrv  *metrics.Server
 	dev     string
 	rec     Record
@@ -160,16 +166,23 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
+	if err := m.openCluster(ctx); err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, to := range o.Tiers {
 		names = append(names, to.Name)
 	}
 	// The catalog first: the model splits the memory by its counts, and
 	// a tier's quota may be the model's share.
-	m.cat, err = placement.OpenCatalog(ctx, placement.CatalogOptions{
+	copts := placement.CatalogOptions{
 		StateDir: o.StateDir, Source: o.Source, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
-	})
+	}
+	if m.cl != nil {
+		copts.Shared = m.sharedWalk
+	}
+	m.cat, err = placement.OpenCatalog(ctx, copts)
 	if err != nil {
 		if errors.Is(err, placement.ErrOtherSource) {
 			return nil, &configError{fmt.Errorf("daemon: %w", err)}
@@ -197,6 +210,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
 		Validate: o.Validate, RefreshRate: o.RefreshRate, Logger: o.Logger,
 		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
+	}
+	if m.cl != nil {
+		po.Remote = clusterRemote{m.cl}
 	}
 	if m.met != nil {
 		po.ObserveOpen = m.met.ObserveOpen
@@ -229,6 +245,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	if m.view != nil {
 		fo.Views = m.view
+	}
+	if m.cl != nil {
+		fo.MoreStatus = m.clusterStatus
 	}
 	if o.ModelSettings != nil {
 		text := m.split.modelText()

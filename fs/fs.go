@@ -53,6 +53,9 @@ type Options struct {
 	Views *preprocess.View
 	// Debug logs every FUSE request.
 	Debug bool
+	// MoreStatus, if set, adds status keys after the mount's own (the
+	// cluster's cluster.* keys).
+	MoreStatus func() []StatusEntry
 }
 
 // FS is one mounted dataset.

@@ -105,6 +105,11 @@ func (fsys *FS) status() []kv {
 		)
 	}
 	out = append(out, fsys.openStatus()...)
+	if more := fsys.o.MoreStatus; more != nil {
+		for _, e := range more() {
+			out = append(out, kv{e.Key, e.Value, e.Numeric})
+		}
+	}
 	for i, t := range p.Tiers() {
 		pre := "tier." + t.Name() + "."
 		tpt := "off"

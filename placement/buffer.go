@@ -232,6 +232,34 @@ func (p *Placer) fetchInto(ctx context.Context, be *bufEntry) {
 }
 
 func (p *Placer) readWhole(ctx context.Context, e *Entry, size int64) ([]byte, error) {
+	if p.o.Remote == nil {
+		return p.readWholeSource(ctx, e, size)
+	}
+	data := make([]byte, size)
+	a := e.Attr()
+	if a.Size != size {
+		return p.readWholeSource(ctx, e, size)
+	}
+	w := &sliceWriter{b: data}
+	n, err := p.o.Remote.Copy(ctx, remoteKey(e, a), w, nil, func(w io.Writer, _ func(int64)) (int64, error) {
+		d, err := p.readWholeSource(ctx, e, size)
+		if err != nil {
+			return 0, err
+		}
+		m, err := w.Write(d)
+		return int64(m), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n != size {
+		return nil, fmt.Errorf("placement: fetch %s: read %d bytes, expected %d", e.Path, n, size)
+	}
+	return data, nil
+}
+
+// readWholeSource reads e whole from the source.
+func (p *Placer) readWholeSource(ctx context.Context, e *Entry, size int64) ([]byte, error) {
 	sf, err := p.src.Open(ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -101,6 +101,10 @@ type CatalogOptions struct {
 	// Statfs reports the free and total bytes of the file system holding
 	// dir; nil means statfs(2). Tests set it to simulate a full disk.
 	Statfs func(dir string) (free, total uint64, err error)
+	// Shared, if set, is asked for the tree instead of walking the source
+	// when a walk is due (catalog_shared.go): other nodes may have walked
+	// it. The tree is stored here as a walked one is.
+	Shared SharedWalk
 	// RetryInterval is how often a degraded catalog checks for room to
 	// write what it holds (default DefaultCatalogRetry).
 	RetryInterval time.Duration
@@ -213,15 +217,20 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 		}
 	}
 	start := time.Now()
-	root, err := walk(ctx, o.Source, o.Workers, c.log, o.Progress)
+	var root *Entry
+	c.walked = true
+	if o.Shared != nil {
+		root, c.walked, err = c.walkShared(ctx, o)
+	} else {
+		root, err = walk(ctx, o.Source, o.Workers, c.log, o.Progress)
+	}
 	if err != nil {
 		return err
 	}
-	c.walked = true
 	c.stale = carryOver(old, root, c.tiers)
 	c.store(root, o.Source, keep)
 	c.setRoot(root)
-	c.log.Info("source walked", zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()), zap.Duration("took", time.Since(start)))
+	c.log.Info("source walked", zap.Bool("here", c.walked), zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()), zap.Duration("took", time.Since(start)))
 	return nil
 }
 

@@ -219,25 +219,21 @@ func (p *Placer) copy(f *flight) error {
 		}
 		return errNoTier
 	}
-	sf, err := p.src.Open(p.ctx, e.Path)
-	if err != nil {
-		res.Release()
-		if errors.Is(err, os.ErrNotExist) {
-			p.removeEntry(e)
-			return fmt.Errorf("%w: %s", ErrVanished, e.Path)
+	// Without a remote the source is opened (and its version checked)
+	// before the tier is asked for a temp file, so a vanished or changed
+	// file costs the tier nothing; with one, only when the remote does not
+	// hold the file: a file read from the remote costs the source nothing.
+	var sf *tier.SourceFile
+	if p.o.Remote == nil {
+		var err error
+		if sf, err = p.openVersion(e, f.attr); err != nil {
+			res.Release()
+			if errors.Is(err, ErrVanished) {
+				return err
+			}
+			return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 		}
-		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
-	}
-	defer sf.Close()
-	before, err := sf.Stat(p.ctx)
-	if err != nil {
-		res.Release()
-		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
-	}
-	if a := attrFromInfo(before); a.Size != f.attr.Size || a.Mtime != f.attr.Mtime {
-		res.Release()
-		p.setAttr(e, a)
-		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
+		defer sf.Close()
 	}
 	tmp, err := t.Create(e.Path, res)
 	for err != nil {
@@ -253,20 +249,20 @@ func (p *Placer) copy(f *flight) error {
 		tmp, err = t.Create(e.Path, res)
 	}
 	f.setTemp(tmp)
-	bp := p.bufs.Get().(*[]byte)
-	n, err := sf.CopyTo(p.ctx, tmp, *bp, f.progress)
-	p.bufs.Put(bp)
+	source := func(w io.Writer, progress func(int64)) (int64, error) {
+		if sf != nil {
+			return p.copyVersion(sf, e, f.attr, w, progress)
+		}
+		return p.copySource(e, f.attr, w, progress)
+	}
+	var n int64
+	if p.o.Remote != nil {
+		n, err = p.o.Remote.Copy(p.ctx, remoteKey(e, f.attr), tmp, f.progress, source)
+	} else {
+		n, err = source(tmp, f.progress)
+	}
 	if err == nil && n != f.size {
 		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, f.size)
-	}
-	if err == nil {
-		after, serr := sf.Stat(p.ctx)
-		if serr != nil {
-			err = serr
-		} else if a := attrFromInfo(after); a.Mtime != f.attr.Mtime || a.Size != f.attr.Size {
-			err = tier.ErrSourceChanged
-			p.setAttr(e, a)
-		}
 	}
 	if err == nil {
 		err = tmp.Install(f.size)
@@ -274,6 +270,9 @@ func (p *Placer) copy(f *flight) error {
 		tmp.Abort()
 	}
 	if err != nil {
+		if errors.Is(err, ErrVanished) {
+			return err
+		}
 		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 	}
 	// The copy is of the version it started from: record it only if that
@@ -295,6 +294,61 @@ func (p *Placer) copy(f *flight) error {
 	p.done.Add(1)
 	p.placedBytes.Add(f.size)
 	return nil
+}
+
+// copySource copies version a of e from the source to w: the file is
+// checked to be that version before and after the copy.
+func (p *Placer) copySource(e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+	sf, err := p.openVersion(e, a)
+	if err != nil {
+		return 0, err
+	}
+	defer sf.Close()
+	return p.copyVersion(sf, e, a, w, progress)
+}
+
+// openVersion opens e on the source and checks that it is version a.
+func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
+	sf, err := p.src.Open(p.ctx, e.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			p.removeEntry(e)
+			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+		}
+		return nil, err
+	}
+	before, err := sf.Stat(p.ctx)
+	if err != nil {
+		sf.Close()
+		return nil, err
+	}
+	if b := attrFromInfo(before); b.Size != a.Size || b.Mtime != a.Mtime {
+		sf.Close()
+		p.setAttr(e, b)
+		return nil, tier.ErrSourceChanged
+	}
+	return sf, nil
+}
+
+// copyVersion copies sf, opened as version a of e, to w and checks that it
+// is still that version afterwards.
+func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+	bp := p.bufs.Get().(*[]byte)
+	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
+	p.bufs.Put(bp)
+	if err == nil && n != a.Size {
+		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, a.Size)
+	}
+	if err == nil {
+		after, serr := sf.Stat(p.ctx)
+		if serr != nil {
+			err = serr
+		} else if b := attrFromInfo(after); b.Mtime != a.Mtime || b.Size != a.Size {
+			err = tier.ErrSourceChanged
+			p.setAttr(e, b)
+		}
+	}
+	return n, err
 }
 
 // reserve reserves size bytes in the fastest tier from index start on with

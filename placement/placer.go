@@ -80,6 +80,9 @@ type Options struct {
 	// means MaxDefaultKeptCopies, below 0 none is kept.
 	KeptCopies int
 	Logger     *zap.Logger
+	// Remote, if set, is the store shared with other nodes that whole-file
+	// copies ask before the source (remote.go).
+	Remote Remote
 	// ObserveOpen, if set, is called after each successful Open with
 	// whether it was opened on a tier copy and how long the open took
 	// (validation included): the metrics' resident open latency.

@@ -4,8 +4,10 @@
 set -euo pipefail
 # slurmctld, slurmd, slurm-client and munge: the Slurm test (test/slurm/); python3-venv, -pip and
 # -setuptools: the Python package's install test.
+# redis-server and redis-tools: the Redis Cluster tests (cluster/, test/mount/cluster_test.go).
 pkgs=(fuse3 libturbojpeg0-dev python3-torch python3-torchvision python3-numpy python3-pil python3-venv python3-pip
-  python3-setuptools mate-backgrounds openssh-server sshfs iproute2 slurmctld slurmd slurm-client munge)
+  python3-setuptools mate-backgrounds openssh-server sshfs iproute2 slurmctld slurmd slurm-client munge
+  redis-server redis-tools)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

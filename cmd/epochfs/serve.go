@@ -47,6 +47,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
+	"github.com/epochfs/epochfs/cluster"
 	"github.com/epochfs/epochfs/config"
 	"github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/placement"
@@ -348,6 +349,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		Views:           viewsOptions(cfg.Preprocess),
 		MetricsListen:   cfg.Metrics.Listen,
 		MetricsPprof:    cfg.Metrics.Pprof,
+		Cluster:         clusterOptions(cfg),
 		ShutdownTimeout: ma.shutdownTimeout,
 		RuntimeDir:      daemon.RuntimeDir(), ConfigID: ma.configID,
 		Logger: log,
@@ -452,5 +454,25 @@ func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
 		Seed: pc.Seed, Workers: pc.Workers,
 		DecodedBytes: budget(pc.DecodedCache), AugmentedBytes: budget(pc.AugmentedCache),
 		DefaultDecoded: config.DefaultDecodedCache, DefaultAugmented: config.DefaultAugmentedCache,
+	}
+}
+
+// clusterOptions is the [cluster] section for the daemon (nil: no cluster).
+// A wait for another node's fill is bounded by the lease, and by half the
+// source timeout so that a reader following the copy never times out.
+func clusterOptions(cfg *config.Config) *cluster.Options {
+	cc := cfg.Cluster
+	if !cc.On() {
+		return nil
+	}
+	lease := cc.LeaseDuration()
+	if lease <= 0 {
+		lease = cluster.DefaultLease
+	}
+	wait := min(lease, cfg.Placement.SourceTimeoutDuration()/2)
+	return &cluster.Options{
+		Addrs: cc.Redis, Username: cc.Username, PasswordFile: cc.PasswordFile,
+		TLS: cc.TLS, CAFile: cc.CAFile, DatasetID: cc.DatasetOrDefault(), Quota: cc.TierQuota.Bytes,
+		Timeout: cc.TimeoutDuration(), Lease: lease, MaxWait: wait,
 	}
 }

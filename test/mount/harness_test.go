@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/cluster"
 	epochd "github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
@@ -154,6 +155,8 @@ type envOpts struct {
 	// openFiles and keptCopies are the placer's budgets of tier
 	// descriptors and of copies kept ready between opens (0: the default).
 	openFiles, keptCopies int
+	// cluster makes the mount a node of a Redis Cluster (cluster_test.go).
+	cluster *cluster.Options
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -190,6 +193,7 @@ func (e *env) mount() {
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
+		Cluster: e.opts.cluster,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,476 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/test/rediscluster"
+)
+
+// node opens one client ("a node") on rc with test timings.
+func node(t *testing.T, rc *rediscluster.Cluster, dataset string, quota int64, edit ...func(*Options)) *Cluster {
+	t.Helper()
+	o := Options{
+		Addrs: rc.Addrs(), DatasetID: dataset, Quota: quota,
+		Lease: 900 * time.Millisecond, Timeout: 300 * time.Millisecond, MaxWait: 5 * time.Second,
+		ProbeInterval: 100 * time.Millisecond,
+	}
+	for _, f := range edit {
+		f(&o)
+	}
+	c, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// source is a file on "the PFS" that counts its reads.
+type source struct {
+	data  []byte
+	reads atomic.Int64 // whole reads started
+	delay time.Duration
+}
+
+func newSource(t *testing.T, n int) *source {
+	b := make([]byte, n)
+	rand.Read(b)
+	return &source{data: b}
+}
+
+func (s *source) copy(w io.Writer, progress func(int64)) (int64, error) {
+	s.reads.Add(1)
+	var off int64
+	for off < int64(len(s.data)) {
+		time.Sleep(s.delay)
+		end := min(off+300<<10, int64(len(s.data)))
+		if _, err := w.Write(s.data[off:end]); err != nil {
+			return off, err
+		}
+		off = end
+		progress(off)
+	}
+	return off, nil
+}
+
+func key(path string, s *source) FileKey {
+	return FileKey{Path: path, Size: int64(len(s.data)), Mtime: 1700000000123456789}
+}
+
+func copyOf(t *testing.T, c *Cluster, k FileKey, s *source) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	n, err := c.Copy(context.Background(), k, &buf, nil, s.copy)
+	if err != nil {
+		t.Fatalf("Copy %s: %v", k.Path, err)
+	}
+	if n != k.Size || !bytes.Equal(buf.Bytes(), s.data) {
+		t.Fatalf("Copy %s: %d bytes, equal=%v; want the %d source bytes", k.Path, n, bytes.Equal(buf.Bytes(), s.data), k.Size)
+	}
+	return buf.Bytes()
+}
+
+func stat(c *Cluster, name string) string {
+	for _, s := range c.Status() {
+		if s.Key == name {
+			return s.Value
+		}
+	}
+	return ""
+}
+
+func TestFileFilledByOneNodeIsReadFromTheClusterByTheOthers(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	a := node(t, rc, "ds1", 1<<30)
+	b := node(t, rc, "ds1", 1<<30)
+	for _, size := range []int{0, 1, ChunkSize, 2*ChunkSize + 12345} {
+		s := newSource(t, size)
+		k := key(fmt.Sprintf("dir/f%d", size), s)
+		copyOf(t, a, k, s)
+		copyOf(t, b, k, s)
+		copyOf(t, a, k, s)
+		if got := s.reads.Load(); got != 1 {
+			t.Errorf("size %d: the source was read %d times by two nodes, want once", size, got)
+		}
+	}
+	if stat(a, "fills") != "4" || stat(b, "hits") != "4" {
+		t.Errorf("status: a fills=%s, b hits=%s; want 4 and 4", stat(a, "fills"), stat(b, "hits"))
+	}
+	// Another dataset id never sees these keys.
+	other := node(t, rc, "ds2", 1<<30)
+	s := newSource(t, 100)
+	k := key("dir/f1", s)
+	copyOf(t, other, k, s)
+	if s.reads.Load() != 1 {
+		t.Error("a file of dataset ds1 was served to dataset ds2")
+	}
+}
+
+func TestConcurrentNodesReadEachFileFromTheSourceOnce(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	var nodes []*Cluster
+	for range 3 {
+		nodes = append(nodes, node(t, rc, "ds", 1<<30))
+	}
+	var files []*source
+	for range 6 {
+		s := newSource(t, 3*ChunkSize/2)
+		s.delay = 20 * time.Millisecond
+		files = append(files, s)
+	}
+	var wg sync.WaitGroup
+	for ni, c := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range files {
+				i := (j + 2*ni) % len(files)
+				s := files[i]
+				var buf bytes.Buffer
+				if _, err := c.Copy(context.Background(), key(fmt.Sprintf("f%d", i), s), &buf, nil, s.copy); err != nil {
+					t.Errorf("node %d file %d: %v", ni, i, err)
+				} else if !bytes.Equal(buf.Bytes(), s.data) {
+					t.Errorf("node %d file %d: wrong bytes", ni, i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range files {
+		if n := s.reads.Load(); n != 1 {
+			t.Errorf("file %d read from the source %d times by 3 nodes, want once", i, n)
+		}
+	}
+}
+
+func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	a := node(t, rc, "ds", 1<<30)
+	b := node(t, rc, "ds", 1<<30)
+	s := newSource(t, 2*ChunkSize+100)
+	k := key("img/1.jpg", s)
+	copyOf(t, a, k, s)
+	// Overwrite chunk 1 with bytes of the same length.
+	bad := bytes.Repeat([]byte{'x'}, ChunkSize)
+	if err := rc.SetRaw(ChunkKey("ds", k, 1), bad); err != nil {
+		t.Fatal(err)
+	}
+	copyOf(t, b, k, s) // the right bytes: the source's
+	if s.reads.Load() != 2 {
+		t.Errorf("source reads %d, want 2 (the fill, then the fallback past the bad chunk)", s.reads.Load())
+	}
+	if stat(b, "corrupt") != "1" {
+		t.Errorf("cluster.corrupt = %s, want 1", stat(b, "corrupt"))
+	}
+	if out, _ := rc.CLI("EXISTS", ManifestKey("ds", k)); out != "0\n" {
+		t.Errorf("the manifest of the bad copy is still there: EXISTS = %q", out)
+	}
+	// Filled again by the next reader, then served from the cluster.
+	copyOf(t, a, k, s)
+	copyOf(t, b, k, s)
+	if s.reads.Load() != 3 {
+		t.Errorf("source reads %d, want 3", s.reads.Load())
+	}
+	// A corrupted manifest is dropped as well.
+	if err := rc.SetRaw(ManifestKey("ds", k), []byte("EPM1 garbage")); err != nil {
+		t.Fatal(err)
+	}
+	copyOf(t, b, k, s)
+	if s.reads.Load() != 4 {
+		t.Errorf("source reads %d, want 4 after a bad manifest", s.reads.Load())
+	}
+}
+
+func TestQuotaIsNeverExceeded(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	const quota = 5 * ChunkSize / 2
+	var nodes []*Cluster
+	for range 3 {
+		nodes = append(nodes, node(t, rc, "ds", quota))
+	}
+	var files []*source
+	for range 8 {
+		files = append(files, newSource(t, ChunkSize))
+	}
+	var wg sync.WaitGroup
+	for _, c := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, s := range files {
+				var buf bytes.Buffer
+				if _, err := c.Copy(context.Background(), key(fmt.Sprintf("f%d", i), s), &buf, nil, s.copy); err != nil || !bytes.Equal(buf.Bytes(), s.data) {
+					t.Errorf("file %d: err %v, equal %v", i, err, bytes.Equal(buf.Bytes(), s.data))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out, err := rc.CLI("GET", newKeys("ds").quotaBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	fmt.Sscan(out, &used)
+	if used > quota || used != 2*ChunkSize {
+		t.Errorf("quota counter %d, want 2 files (%d) within the quota %d", used, 2*ChunkSize, quota)
+	}
+	var stored int
+	for i, s := range files {
+		if o, _ := rc.CLI("EXISTS", ManifestKey("ds", key(fmt.Sprintf("f%d", i), s))); o == "1\n" {
+			stored++
+		}
+	}
+	if stored != 2 {
+		t.Errorf("%d files stored, want 2", stored)
+	}
+}
+
+func TestNodeKilledMidFillLeavesNothingVisibleAndAnotherFills(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	dead := node(t, rc, "ds", 1<<30)
+	s := newSource(t, 3*ChunkSize)
+	k := key("big", s)
+	f, err := dead.Fill(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Write(context.Background(), s.data[:2*ChunkSize]); err != nil {
+		t.Fatal(err)
+	}
+	// The node dies: its renewals stop, nothing is cleaned up.
+	dead.stop()
+	dead.wg.Wait()
+	if o, _ := rc.CLI("EXISTS", ManifestKey("ds", k)); o != "0\n" {
+		t.Fatal("a half-filled file is visible")
+	}
+	b := node(t, rc, "ds", 1<<30)
+	start := time.Now()
+	copyOf(t, b, k, s)
+	if s.reads.Load() != 1 {
+		t.Errorf("source reads %d, want 1 (the survivor's fill)", s.reads.Load())
+	}
+	if stat(b, "fills") != "1" || stat(b, "lease_waits") == "0" {
+		t.Errorf("fills=%s lease_waits=%s: want the survivor to wait for the lease, then fill", stat(b, "fills"), stat(b, "lease_waits"))
+	}
+	t.Logf("survivor took %v (lease 900ms)", time.Since(start))
+	c := node(t, rc, "ds", 1<<30)
+	copyOf(t, c, k, s)
+	if s.reads.Load() != 1 {
+		t.Error("the survivor's fill was not served to a third node")
+	}
+}
+
+func TestOpenRefusesWhatItCannotUse(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{Password: "s3cret-pw"})
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(good, []byte("s3cret-pw\n"), 0o600)
+	os.WriteFile(bad, []byte("wrong-pw\n"), 0o600)
+	plain := rediscluster.StartPlain(t)
+	cases := []struct {
+		name  string
+		o     Options
+		match error
+	}{
+		{"unreachable", Options{Addrs: []string{rediscluster.ClosedPort(t)}}, ErrUnreachable},
+		{"wrong password", Options{Addrs: rc.Addrs()[:1], PasswordFile: bad}, ErrAuth},
+		{"no password", Options{Addrs: rc.Addrs()[:1]}, ErrAuth},
+		{"not a cluster", Options{Addrs: []string{plain}}, ErrNotCluster},
+		{"bad dataset", Options{Addrs: rc.Addrs(), PasswordFile: good, DatasetID: "a{b}"}, ErrConfig},
+		{"missing password file", Options{Addrs: rc.Addrs(), PasswordFile: filepath.Join(dir, "none")}, ErrConfig},
+	}
+	for _, tc := range cases {
+		o := tc.o
+		if o.DatasetID == "" {
+			o.DatasetID = "ds"
+		}
+		o.Timeout = 300 * time.Millisecond
+		c, err := Open(context.Background(), o)
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: Open succeeded", tc.name)
+			continue
+		}
+		if !errors.Is(err, tc.match) || !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v; want %v and ErrConfig", tc.name, err, tc.match)
+		}
+		if bytes.Contains([]byte(err.Error()), []byte("s3cret")) || bytes.Contains([]byte(err.Error()), []byte("\n")) {
+			t.Errorf("%s: error reveals the password or is not one line: %q", tc.name, err)
+		}
+	}
+	c := node(t, rc, "ds", 1<<20, func(o *Options) { o.PasswordFile = good })
+	s := newSource(t, 1000)
+	copyOf(t, c, key("x", s), s)
+	if stat(c, "reachable") != "yes" || stat(c, "fills") != "1" {
+		t.Errorf("with the right password: reachable=%s fills=%s", stat(c, "reachable"), stat(c, "fills"))
+	}
+}
+
+func TestMasterDownFallsBackToTheSourceAndRecovers(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	a := node(t, rc, "ds", 1<<30)
+	var files []*source
+	for i := range 12 {
+		s := newSource(t, 50000+i)
+		files = append(files, s)
+		copyOf(t, a, key(fmt.Sprintf("f%d", i), s), s)
+	}
+	rc.Kill(1)
+	for round := range 2 {
+		for i, s := range files {
+			start := time.Now()
+			copyOf(t, a, key(fmt.Sprintf("f%d", i), s), s)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("round %d file %d took %v with a master down: not bounded by the timeouts", round, i, d)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for stat(a, "reachable") != "no" {
+		if time.Now().After(deadline) {
+			t.Fatal("status never said the cluster is unreachable with a master down")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rc.Restart(1)
+	deadline = time.Now().Add(20 * time.Second)
+	for stat(a, "reachable") != "yes" {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not resume using the cluster once it was whole")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	hits := stat(a, "hits")
+	s := newSource(t, 1234)
+	copyOf(t, a, key("after", s), s)
+	copyOf(t, a, key("after", s), s)
+	if s.reads.Load() != 1 || stat(a, "hits") == hits {
+		t.Errorf("after recovery: source reads %d (want 1), hits %s → %s", s.reads.Load(), hits, stat(a, "hits"))
+	}
+}
+
+func TestCatalogIsWalkedByOneNodeAndLoadedByTheOthers(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	doc := make([]byte, 2*ChunkSize+77)
+	rand.Read(doc)
+	var walks atomic.Int64
+	walk := func(context.Context) ([]byte, error) {
+		walks.Add(1)
+		time.Sleep(1500 * time.Millisecond) // longer than the lease: it is renewed
+		return doc, nil
+	}
+	var wg sync.WaitGroup
+	var walkedBy atomic.Int64
+	for range 3 {
+		c := node(t, rc, "ds", 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, walked, err := c.LoadOrWalk(context.Background(), "/pfs/data", false, walk)
+			if err != nil || !bytes.Equal(got, doc) {
+				t.Errorf("LoadOrWalk: err %v, same document %v", err, bytes.Equal(got, doc))
+			}
+			if walked {
+				walkedBy.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if walks.Load() != 1 || walkedBy.Load() != 1 {
+		t.Errorf("3 nodes walked %d times (%d said they walked), want once", walks.Load(), walkedBy.Load())
+	}
+	// Another source is another catalog; a rescan walks and republishes.
+	c := node(t, rc, "ds", 0)
+	if _, walked, _ := c.LoadOrWalk(context.Background(), "/pfs/other", false, walk); !walked {
+		t.Error("the catalog of another source was loaded")
+	}
+	doc2 := []byte("rescanned")
+	if got, walked, err := c.LoadOrWalk(context.Background(), "/pfs/data", true, func(context.Context) ([]byte, error) { return doc2, nil }); err != nil || !walked || string(got) != "rescanned" {
+		t.Errorf("rescan: %q walked=%v err=%v", got, walked, err)
+	}
+	if got, walked, _ := node(t, rc, "ds", 0).LoadOrWalk(context.Background(), "/pfs/data", false, walk); walked || string(got) != "rescanned" {
+		t.Errorf("after the rescan another node got %q (walked=%v), want the republished catalog", got, walked)
+	}
+}
+
+func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	const n, ranks = 1000, 2
+	var nodes []*Cluster
+	var runs []string
+	for range ranks {
+		c := node(t, rc, "ds", 0)
+		run, err := c.JoinJob(context.Background(), "train", "world_size=2\nseed=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, c)
+		runs = append(runs, run)
+	}
+	if runs[0] != runs[1] {
+		t.Fatalf("two nodes of one job got runs %q and %q", runs[0], runs[1])
+	}
+	if _, err := node(t, rc, "ds", 0).JoinJob(context.Background(), "train", "world_size=4"); !errors.Is(err, ErrShape) {
+		t.Errorf("a node with another config joined: %v", err)
+	}
+	for ep := range 3 {
+		got := make([][]int32, ranks)
+		var wg sync.WaitGroup
+		for r, c := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Each rank proposes every sample, in its own order.
+				cands := make([]int32, n)
+				for i := range cands {
+					cands[i] = int32((i*7 + r*501) % n)
+				}
+				for len(cands) > 0 {
+					claimed, examined, _, err := c.Claim(context.Background(), "train", runs[0], ep, r, n/ranks, 32, cands)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[r] = append(got[r], claimed...)
+					cands = cands[examined:]
+					if len(claimed) == 0 && examined == 0 {
+						return // quota reached
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		seen := make([]int, n)
+		for r := range ranks {
+			if len(got[r]) != n/ranks {
+				t.Errorf("epoch %d rank %d: %d samples, want %d", ep, r, len(got[r]), n/ranks)
+			}
+			for _, s := range got[r] {
+				seen[s]++
+			}
+		}
+		for s, k := range seen {
+			if k != 1 {
+				t.Fatalf("epoch %d: sample %d went to %d ranks, want exactly one", ep, s, k)
+			}
+		}
+	}
+	for _, c := range nodes {
+		if err := c.LeaveJob(context.Background(), "train"); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package cluster
+
+// The cluster tier's read side: a stored file is found by its manifest
+// (Lookup), read chunk by chunk with every chunk checked against the
+// manifest (Copy.Chunk), and dropped whole when a chunk or the manifest
+// fails its checksum. A node that finds another node filling the file
+// waits for the manifest or for the lease to go (Wait).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Copy is a stored file version.
+type Copy struct {
+	c   *Cluster
+	k   FileKey
+	fk  fileKeys
+	man *manifest
+	raw []byte // the manifest as stored (the drop compares it)
+	// counted: the hit was counted (at the first chunk read).
+	counted bool
+}
+
+// Lookup returns the stored copy of k: ErrMiss if there is none, ErrDown
+// while the cluster fails, ErrCorrupt if its manifest is bad (it is
+// dropped).
+func (c *Cluster) Lookup(ctx context.Context, k FileKey) (*Copy, error) {
+	if !c.Usable() {
+		return nil, ErrDown
+	}
+	fk := c.keys.file(k)
+	octx, cancel := c.op(ctx)
+	raw, err := c.rdb.Get(octx, fk.manifest).Bytes()
+	cancel()
+	if errors.Is(c.note(err), redis.Nil) {
+		return nil, ErrMiss
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: lookup %s: %w", k.Path, err)
+	}
+	m, err := decodeManifest(raw)
+	if err == nil && (m.path != k.Path || m.size != k.Size || m.mtime != k.Mtime || m.chunkSize < minChunkSize) {
+		err = fmt.Errorf("%w: for %q size %d, not %q size %d", errBadManifest, m.path, m.size, k.Path, k.Size)
+	}
+	cp := &Copy{c: c, k: k, fk: fk, raw: raw}
+	if err != nil {
+		c.log.Warn("stored manifest is bad; dropped", zap.String("path", k.Path), zap.Error(err))
+		cp.man = &manifest{size: k.Size, chunkSize: ChunkSize}
+		cp.drop(ctx)
+		return nil, fmt.Errorf("cluster: lookup %s: %w: %w", k.Path, ErrCorrupt, err)
+	}
+	cp.man = m
+	return cp, nil
+}
+
+// Size is the file's size; ChunkSize its chunks'; Chunks their count.
+func (cp *Copy) Size() int64      { return cp.man.size }
+func (cp *Copy) ChunkSize() int64 { return cp.man.chunkSize }
+func (cp *Copy) Chunks() int      { return len(cp.man.sums) }
+
+// Chunk returns chunk i, checked against the manifest. A chunk that fails
+// drops the copy (ErrCorrupt); one that is gone (dropped by another node
+// meanwhile) is ErrMiss.
+func (cp *Copy) Chunk(ctx context.Context, i int) ([]byte, error) {
+	c := cp.c
+	if i < 0 || i >= len(cp.man.sums) {
+		return nil, fmt.Errorf("cluster: %s: chunk %d of %d", cp.k.Path, i, len(cp.man.sums))
+	}
+	if !c.Usable() {
+		return nil, ErrDown
+	}
+	octx, cancel := c.op(ctx)
+	data, err := c.rdb.Get(octx, cp.fk.chunk(i)).Bytes()
+	cancel()
+	if errors.Is(c.note(err), redis.Nil) {
+		return nil, fmt.Errorf("cluster: %s chunk %d: %w", cp.k.Path, i, ErrMiss)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s chunk %d: %w", cp.k.Path, i, err)
+	}
+	if !cp.man.verify(i, data) {
+		c.log.Warn("stored chunk failed its checksum; the copy is dropped", zap.String("path", cp.k.Path),
+			zap.Int("chunk", i), zap.Int("bytes", len(data)), zap.Int64("want", cp.man.chunkLen(i)))
+		cp.drop(ctx)
+		return nil, fmt.Errorf("cluster: %s chunk %d: %w", cp.k.Path, i, ErrCorrupt)
+	}
+	if !cp.counted {
+		cp.counted = true
+		c.st.hits.Add(1)
+	}
+	c.st.hitBytes.Add(int64(len(data)))
+	return data, nil
+}
+
+// dropScript deletes a file's manifest and chunks if the manifest is still
+// the one the caller read (a copy filled again meanwhile stays).
+// KEYS: manifest, chunks...; ARGV: the manifest as read.
+var dropScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('DEL', unpack(KEYS))
+return 1`)
+
+// unreserveScript takes a file's charge off the quota counter.
+// KEYS: bytes, sizes; ARGV: file id.
+var unreserveScript = redis.NewScript(`
+local s = redis.call('HGET', KEYS[2], ARGV[1])
+if not s then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('DECRBY', KEYS[1], s)
+return 1`)
+
+// drop deletes a bad copy and its charge; failures are logged (a copy
+// that fails its checksum is never served anyway).
+func (cp *Copy) drop(ctx context.Context) {
+	c := cp.c
+	c.st.corrupt.Add(1)
+	keys := []string{cp.fk.manifest}
+	for i := range chunksOf(cp.man.size, cp.man.chunkSize) {
+		keys = append(keys, cp.fk.chunk(i))
+	}
+	octx, cancel := c.op(context.WithoutCancel(ctx))
+	defer cancel()
+	n, err := dropScript.Run(octx, c.rdb, keys, cp.raw).Int64()
+	if c.note(err) != nil {
+		c.log.Warn("cannot drop a bad stored copy", zap.String("path", cp.k.Path), zap.Error(err))
+		return
+	}
+	if n == 1 {
+		if err := c.note(unreserveScript.Run(octx, c.rdb, []string{c.keys.quotaBytes(), c.keys.quotaSizes()}, cp.fk.id).Err()); err != nil {
+			c.log.Warn("cannot release a dropped copy's quota", zap.String("path", cp.k.Path), zap.Error(err))
+		}
+	}
+}
+
+// Wait returns nil once k is stored or nobody holds its fill lease (the
+// caller then looks again), or ctx's error when it ends first (counted as
+// a wait that timed out when ctx's deadline passed). It polls: a fill
+// shows as one manifest SET, and a poll is one round trip of a few bytes.
+func (c *Cluster) Wait(ctx context.Context, k FileKey) error {
+	c.st.leaseWaits.Add(1)
+	fk := c.keys.file(k)
+	delay := 5 * time.Millisecond
+	for {
+		if !c.Usable() {
+			return ErrDown
+		}
+		octx, cancel := c.op(ctx)
+		n, err := c.rdb.Exists(octx, fk.lease).Result()
+		var m int64
+		if err == nil {
+			m, err = c.rdb.Exists(octx, fk.manifest).Result()
+		}
+		cancel()
+		if err := ctx.Err(); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				c.st.leaseWaitTimeouts.Add(1)
+			}
+			return err
+		}
+		if c.note(err) != nil {
+			return fmt.Errorf("cluster: wait for %s: %w", k.Path, err)
+		}
+		if n == 0 || m == 1 {
+			return nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				c.st.leaseWaitTimeouts.Add(1)
+			}
+			return ctx.Err()
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}

@@ -1,0 +1,124 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Cluster is the [cluster] section: the Redis Cluster the nodes of a job
+// share (docs/cluster.md). Without redis the mount is a single node.
+type Cluster struct {
+	// Redis are seed addresses (host:port) of the cluster's nodes.
+	Redis []string `toml:"redis"`
+	// Username is the ACL user ("" is the default user).
+	Username string `toml:"username"`
+	// PasswordFile holds the password, one line. The password is never
+	// given on the command line nor logged.
+	PasswordFile string `toml:"password_file"`
+	// TierQuota is the bytes of file data epochfs may keep in the
+	// cluster, over every node ("0" keeps none: the catalog and jobs are
+	// still shared).
+	TierQuota Size `toml:"tier_quota"`
+	// Dataset namespaces every key in the cluster (default: "default").
+	// Nodes of one dataset give the same id; two datasets sharing a
+	// cluster give different ones.
+	Dataset string `toml:"dataset"`
+	// TLS connects with TLS; CAFile is the PEM bundle of the servers'
+	// CA (default: the system's roots).
+	TLS    bool   `toml:"tls"`
+	CAFile string `toml:"ca_file"`
+	// Timeout bounds one cluster operation (default "1s").
+	Timeout string `toml:"timeout"`
+	// Lease is a fill lease's time to live, renewed while the fill runs;
+	// it also bounds how long a node waits for another node's fill before
+	// reading the source itself (default "10s").
+	Lease string `toml:"lease"`
+}
+
+// On reports whether the section configures a cluster.
+func (c *Cluster) On() bool { return len(c.Redis) > 0 }
+
+// DefaultClusterDataset is the key namespace when dataset is not set.
+const DefaultClusterDataset = "default"
+
+var clusterDataset = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// TimeoutDuration and LeaseDuration are the durations (Validate first; 0
+// when not set).
+func (c *Cluster) TimeoutDuration() time.Duration { d, _ := time.ParseDuration(c.Timeout); return d }
+func (c *Cluster) LeaseDuration() time.Duration   { d, _ := time.ParseDuration(c.Lease); return d }
+
+// DatasetOrDefault is the key namespace.
+func (c *Cluster) DatasetOrDefault() string {
+	if c.Dataset == "" {
+		return DefaultClusterDataset
+	}
+	return c.Dataset
+}
+
+// Validate checks the [cluster] section.
+func (c *Cluster) Validate() error {
+	if !c.On() {
+		for _, k := range []struct{ key, v string }{
+			{"password_file", c.PasswordFile}, {"tier_quota", c.TierQuota.Raw}, {"dataset", c.Dataset},
+			{"ca_file", c.CAFile}, {"username", c.Username}, {"timeout", c.Timeout}, {"lease", c.Lease},
+		} {
+			if k.v != "" {
+				return fmt.Errorf("cluster.%s is set but cluster.redis is not (give the seed addresses, e.g. redis = [\"node01:7000\"])", k.key)
+			}
+		}
+		if c.TLS {
+			return fmt.Errorf("cluster.tls = true but cluster.redis is not set")
+		}
+		return nil
+	}
+	for _, a := range c.Redis {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			return fmt.Errorf("cluster.redis: %q: want HOST:PORT, e.g. \"node01:7000\"", a)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("cluster.redis: %q: port %q: want 1 to 65535", a, port)
+		}
+	}
+	if c.PasswordFile != "" && !filepath.IsAbs(c.PasswordFile) {
+		return fmt.Errorf("cluster.password_file = %q: must be absolute", c.PasswordFile)
+	}
+	if c.TierQuota.Raw == "" {
+		return fmt.Errorf("cluster.tier_quota: missing (the bytes of file data the cluster may hold, e.g. \"400GiB\"; \"0\" for none)")
+	}
+	if err := c.TierQuota.Err(); err != nil {
+		return fmt.Errorf("cluster.tier_quota: %v", err)
+	}
+	if c.Dataset != "" && !clusterDataset.MatchString(c.Dataset) {
+		return fmt.Errorf("cluster.dataset = %q: want 1-64 letters, digits, '.', '_' or '-'", c.Dataset)
+	}
+	if c.CAFile != "" {
+		if !c.TLS {
+			return fmt.Errorf("cluster.ca_file = %q: needs cluster.tls = true", c.CAFile)
+		}
+		if !filepath.IsAbs(c.CAFile) {
+			return fmt.Errorf("cluster.ca_file = %q: must be absolute", c.CAFile)
+		}
+	}
+	for _, d := range []struct{ key, v string }{{"timeout", c.Timeout}, {"lease", c.Lease}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil {
+			return fmt.Errorf("cluster.%s = %q: want a duration such as \"1s\"", d.key, d.v)
+		}
+		if v < 10*time.Millisecond || v > time.Hour {
+			return fmt.Errorf("cluster.%s = %q: want 10ms to 1h", d.key, d.v)
+		}
+	}
+	if t, l := c.TimeoutDuration(), c.LeaseDuration(); t > 0 && l > 0 && l < 3*t {
+		return fmt.Errorf("cluster.lease = %q: want at least 3 × cluster.timeout (%s): the lease is renewed every third of it", c.Lease, c.Timeout)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClusterSectionIsValidatedNamingTheKey(t *testing.T) {
+	ok := `
+[cluster]
+redis = ["node01:7000", "10.0.0.2:7000"]
+password_file = "/etc/epochfs/redis.pass"
+tier_quota = "400GiB"
+dataset = "imagenet-2012"
+lease = "5s"
+timeout = "500ms"
+`
+	cfg, err := Parse(Default(), ok, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Cluster.Validate(); err != nil {
+		t.Fatalf("valid section refused: %v", err)
+	}
+	if cfg.Cluster.TierQuota.Bytes != 400<<30 || cfg.Cluster.DatasetOrDefault() != "imagenet-2012" {
+		t.Errorf("parsed %+v", cfg.Cluster)
+	}
+	bad := map[string]string{
+		`redis = ["node01"]` + "\ntier_quota = \"1GiB\"":                                "cluster.redis",
+		`redis = ["node01:0"]` + "\ntier_quota = \"1GiB\"":                              "cluster.redis",
+		`redis = ["node01:7000"]`:                                                       "cluster.tier_quota",
+		`redis = ["n:1"]` + "\ntier_quota = \"lots\"":                                   "cluster.tier_quota",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\ndataset = \"a{b}\"":               "cluster.dataset",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\npassword_file = \"rel/pw\"":       "cluster.password_file",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\nca_file = \"/ca.pem\"":            "cluster.ca_file",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\nlease = \"1s\"\ntimeout = \"1s\"": "cluster.lease",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\ntimeout = \"forever\"":            "cluster.timeout",
+		`tier_quota = "1GiB"`: "cluster.tier_quota",
+		`tls = true`:          "cluster.tls",
+	}
+	for text, want := range bad {
+		cfg, err := Parse(Default(), "[cluster]\n"+text, "t")
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		err = cfg.Cluster.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: error %v; want one starting with %s", text, err, want)
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package mount
+
+// Several epochfs mounts ("nodes") of one source, each with its own tiers
+// and state, sharing a real 3-master Redis Cluster started by the test
+// (test/rediscluster): the cluster tier, one fill per file, and its faults.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/cluster"
+	"github.com/epochfs/epochfs/test/rediscluster"
+)
+
+// clusterTree is the standard tree plus 40 image-sized files.
+func clusterTree(t *testing.T, big int64) (src string, paths []string, total int64) {
+	t.Helper()
+	src, paths = makeTree(t, big)
+	for i := range 40 {
+		p := fmt.Sprintf("train/c%d/img%03d.jpg", i%4, i)
+		full := filepath.Join(src, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		data := make([]byte, 20<<10+mrand.IntN(200<<10))
+		rand.Read(data)
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(filepath.Join(src, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+	}
+	return src, paths, total
+}
+
+// clusterNode mounts src as one node of rc (dataset "ds").
+func clusterNode(t *testing.T, rc *rediscluster.Cluster, src string) *env {
+	t.Helper()
+	e := newEnv(t, src, 1<<30)
+	e.opts.cluster = &cluster.Options{
+		Addrs: rc.Addrs(), DatasetID: "ds", Quota: 1 << 30,
+		Lease: time.Second, Timeout: 300 * time.Millisecond, MaxWait: 5 * time.Second,
+		ProbeInterval: 100 * time.Millisecond,
+	}
+	e.mount()
+	return e
+}
+
+// readAllShuffled reads every path through mnt in a random order and
+// compares it with the source.
+func readAllShuffled(t *testing.T, src, mnt string, paths []string) {
+	order := append([]string(nil), paths...)
+	mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, p := range order {
+		want, err := os.ReadFile(filepath.Join(src, p))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		got, err := os.ReadFile(filepath.Join(mnt, p))
+		if err != nil {
+			t.Errorf("read %s through %s: %v", p, mnt, err)
+			return
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s through %s: %d bytes differ from the source's %d", p, mnt, len(got), len(want))
+			return
+		}
+	}
+}
+
+func fileKey(t *testing.T, src, p string) cluster.FileKey {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(src, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cluster.FileKey{Path: p, Size: fi.Size(), Mtime: fi.ModTime().UnixNano()}
+}
+
+func TestClusterNodesWalkOnceServeIdenticalBytesAndReadEachFileFromTheSourceOnce(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, total := clusterTree(t, 3<<20)
+	var nodes []*env
+	for range 3 {
+		nodes = append(nodes, clusterNode(t, rc, src))
+	}
+	// The source is walked once: the first node walks and publishes the
+	// catalog, the others load it.
+	for i, n := range nodes {
+		want, how := i == 0, map[bool]string{true: "walked", false: "loaded"}
+		if n.cat.Walked() != want || n.status()["cluster.catalog"] != how[want] {
+			t.Errorf("node %d: walked=%v cluster.catalog=%s; want %s", i, n.cat.Walked(), n.status()["cluster.catalog"], how[want])
+		}
+		if n.cat.Files() != int64(len(paths)) {
+			t.Errorf("node %d: %d files in its catalog, want %d", i, n.cat.Files(), len(paths))
+		}
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			readAllShuffled(t, src, n.mnt, paths)
+		}()
+	}
+	wg.Wait()
+	var srcBytes, hits, fills int64
+	for i, n := range nodes {
+		n.settle()
+		st := n.status()
+		if st["cluster.reachable"] != "yes" {
+			t.Errorf("node %d: cluster.reachable=%s", i, st["cluster.reachable"])
+		}
+		if st["files_resident"] != st["files_total"] {
+			t.Errorf("node %d: %s of %s files in its local tier", i, st["files_resident"], st["files_total"])
+		}
+		srcBytes += n.num("source_bytes")
+		hits += n.num("cluster.hits")
+		fills += n.num("cluster.fills")
+	}
+	t.Logf("3 nodes: source bytes %d for a dataset of %d; cluster hits %d, fills %d", srcBytes, total, hits, fills)
+	if srcBytes != total {
+		t.Errorf("3 nodes read %d bytes from the source; want each file once: %d", srcBytes, total)
+	}
+	if fills != int64(len(paths)) || hits < 2*int64(len(paths)-1) {
+		t.Errorf("fills %d (want %d), hits %d (want at least %d)", fills, len(paths), hits, 2*(len(paths)-1))
+	}
+	// Every node, its local tier full, serves the same bytes again.
+	for _, n := range nodes {
+		checkAll(t, src, n.mnt, paths)
+	}
+}
+
+func TestClusterCorruptedValueIsNeverServedThroughTheMount(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, _ := clusterTree(t, 3<<20)
+	a := clusterNode(t, rc, src)
+	checkAll(t, src, a.mnt, paths)
+	a.settle()
+	k := fileKey(t, src, "big.bin")
+	bad := bytes.Repeat([]byte{0}, cluster.ChunkSize)
+	if err := rc.SetRaw(cluster.ChunkKey("ds", k, 1), bad); err != nil {
+		t.Fatal(err)
+	}
+	b := clusterNode(t, rc, src)
+	checkAll(t, src, b.mnt, []string{"big.bin"})
+	b.settle()
+	checkAll(t, src, b.mnt, []string{"big.bin"})
+	if c := b.num("cluster.corrupt"); c != 1 {
+		t.Errorf("cluster.corrupt = %d, want 1", c)
+	}
+	if sb := b.num("source_bytes"); sb != k.Size {
+		t.Errorf("node b read %d bytes from the source; want big.bin once (%d)", sb, k.Size)
+	}
+	// The bad copy was dropped; b's fallback did not fill it again (it
+	// read the source past a bad chunk), so a third node fills it anew.
+	c := clusterNode(t, rc, src)
+	checkAll(t, src, c.mnt, []string{"big.bin"})
+	c.settle()
+	if c.num("cluster.fills") != 1 {
+		t.Errorf("third node: cluster.fills=%d, want 1 (the dropped copy filled again)", c.num("cluster.fills"))
+	}
+}
+
+func TestClusterMasterKilledMidEpochEveryReadStaysCorrect(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, _ := clusterTree(t, 2<<20)
+	a := clusterNode(t, rc, src)
+	b := clusterNode(t, rc, src)
+	half := len(paths) / 2
+	checkAll(t, src, a.mnt, paths[:half])
+	rc.Kill(1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); readAllShuffled(t, src, b.mnt, paths) }()
+	go func() { defer wg.Done(); readAllShuffled(t, src, a.mnt, paths[half:]) }()
+	wg.Wait()
+	waitFor(t, func() bool { return b.status()["cluster.reachable"] == "no" })
+	a.settle()
+	b.settle()
+	checkAll(t, src, a.mnt, paths)
+	checkAll(t, src, b.mnt, paths)
+	rc.Restart(1)
+	waitFor(t, func() bool {
+		return a.status()["cluster.reachable"] == "yes" && b.status()["cluster.reachable"] == "yes"
+	})
+	// Back in use: a file neither node has read is filled by one and
+	// read from the cluster by the other.
+	p := "late/new.bin"
+	os.MkdirAll(filepath.Join(src, "late"), 0o755)
+	data := make([]byte, 300<<10)
+	rand.Read(data)
+	os.WriteFile(filepath.Join(src, p), data, 0o644)
+	for _, n := range []*env{a, b} {
+		if code, out := cli(t, "refresh", n.mnt); code != 0 {
+			t.Fatalf("refresh: %d %s", code, out)
+		}
+	}
+	waitFor(t, func() bool {
+		_, ea := os.Stat(filepath.Join(a.mnt, p))
+		_, eb := os.Stat(filepath.Join(b.mnt, p))
+		return ea == nil && eb == nil
+	})
+	hits := b.num("cluster.hits")
+	checkAll(t, src, a.mnt, []string{p})
+	a.settle()
+	checkAll(t, src, b.mnt, []string{p})
+	if b.num("cluster.hits") != hits+1 {
+		t.Errorf("after the master came back, node b did not read the new file from the cluster (hits %d → %d)", hits, b.num("cluster.hits"))
+	}
+}
+
+// clusterConfig writes a config making a binary mount a node of rc.
+func clusterConfig(t *testing.T, dir string, addrs []string, extra string) string {
+	t.Helper()
+	var q []string
+	for _, a := range addrs {
+		q = append(q, strconv.Quote(a))
+	}
+	text := fmt.Sprintf("[cluster]\nredis = [%s]\ntier_quota = \"1GiB\"\ndataset = \"ds\"\nlease = \"1s\"\ntimeout = \"300ms\"\n%s",
+		strings.Join(q, ", "), extra)
+	path := filepath.Join(dir, "cluster.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestClusterNodeSIGKILLedMidFillOthersFinish(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, base, mnt := binDirs(t, 8<<20)
+	total := int64(0)
+	for _, p := range paths {
+		fi, _ := os.Stat(filepath.Join(src, p))
+		total += fi.Size()
+	}
+	// The victim reads its source slowly, so its fill of big.bin is in
+	// progress when it dies.
+	cfg := clusterConfig(t, base, rc.Addrs(), "[placement]\nsource_bandwidth = \"2MiB/s\"\n")
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, "--tier=disk="+filepath.Join(base, "tier")+":1GiB")
+	k := fileKey(t, src, "big.bin")
+	cat := exec.Command("cat", filepath.Join(mnt, "big.bin"))
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		out, _ := rc.CLI("EXISTS", cluster.LeaseKey("ds", k))
+		return out == "1\n"
+	})
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	if pid <= 0 {
+		t.Fatal("no pid in status")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, func() bool { return !processAlive(pid) })
+	cat.Wait() // fails: its mount's daemon is gone
+	if code, out := cli(t, "unmount", "--lazy", mnt); code != 0 {
+		t.Fatalf("unmount --lazy of the dead node: exit %d: %s", code, out)
+	}
+	if out, _ := rc.CLI("EXISTS", cluster.ManifestKey("ds", k)); out != "0\n" {
+		t.Fatal("the dead node's half fill is visible")
+	}
+	// The others finish: every byte right, each file from the source once.
+	a := clusterNode(t, rc, src)
+	b := clusterNode(t, rc, src)
+	var wg sync.WaitGroup
+	for _, n := range []*env{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); readAllShuffled(t, src, n.mnt, paths) }()
+	}
+	wg.Wait()
+	a.settle()
+	b.settle()
+	if sb := a.num("source_bytes") + b.num("source_bytes"); sb != total {
+		t.Errorf("the two surviving nodes read %d bytes from the source, want each file once (%d)", sb, total)
+	}
+	checkAll(t, src, a.mnt, paths)
+	checkAll(t, src, b.mnt, paths)
+}
+
+func TestClusterMountRefusesAnUnusableClusterWithExitTwo(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{Password: "pw-right"})
+	plain := rediscluster.StartPlain(t)
+	src, _, base, mnt := binDirs(t, 1<<10)
+	pwFile := filepath.Join(base, "redis.pass")
+	os.WriteFile(pwFile, []byte("pw-wrong\n"), 0o600)
+	cases := map[string]string{
+		"unreachable":    clusterConfig(t, t.TempDir(), []string{rediscluster.ClosedPort(t)}, ""),
+		"wrong password": clusterConfig(t, t.TempDir(), rc.Addrs(), "password_file = "+strconv.Quote(pwFile)+"\n"),
+		"not a cluster":  clusterConfig(t, t.TempDir(), []string{plain}, ""),
+	}
+	for name, cfg := range cases {
+		code, out := cli(t, "mount", "--config", cfg, "--state", filepath.Join(base, "state"),
+			"--tier=disk="+filepath.Join(base, "tier")+":1GiB", src, mnt)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2: %s", name, code, out)
+		}
+		if lines := strings.Count(strings.TrimSpace(out), "\n"); lines != 0 || !strings.Contains(out, "cluster") {
+			t.Errorf("%s: want one line naming the cluster, got %q", name, out)
+		}
+		if strings.Contains(out, "pw-") {
+			t.Errorf("%s: the output reveals the password: %q", name, out)
+		}
+		if mounted(mnt) {
+			cli(t, "unmount", "--lazy", mnt)
+			t.Errorf("%s: mounted anyway", name)
+		}
+	}
+}
