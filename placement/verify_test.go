@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/epochfs/epochfs/tier"
@@ -128,8 +129,15 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	if w := e.p.WarmupProgress(); w.Files != int64(len(lost)) || w.Done != 0 || w.BytesTotal != lostBytes {
 		t.Errorf("warmup after the check: %+v; want %d files, none done, %d bytes", w, len(lost), lostBytes)
 	}
-	if e.p.Stats().Queued != int64(len(lost)) {
-		t.Errorf("queued %d, want the %d lost files", e.p.Stats().Queued, len(lost))
+	// Queued is two counters (the queue and the files being fed to it) read
+	// one after the other, so a worker taking a file can make it one off for
+	// a moment; with the copies held back it settles at the lost files.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.p.Stats().Queued != int64(len(lost)) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if q := e.p.Stats().Queued; q != int64(len(lost)) {
+		t.Errorf("queued %d, want the %d lost files", q, len(lost))
 	}
 
 	g.open()
