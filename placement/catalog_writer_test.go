@@ -66,6 +66,13 @@ func (d *fakeDisk) fillAfter(n int) {
 	d.mu.Unlock()
 }
 
+// leftChecks is how many more checks see room (-1: all of them).
+func (d *fakeDisk) leftChecks() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.left
+}
+
 func (d *fakeDisk) checks() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -329,9 +336,24 @@ func TestCatalogCatchUpWritesInBatchesAndResumesWhereTheDiskFilledAgain(t *testi
 		return true
 	})
 	waitHealth(t, c, CatalogDegraded, n)
-	// Room for two batches, then full again.
+	// Room for two checks of the floor, then full again: at most two
+	// batches are written, and the catalog stays degraded with the rest.
 	d.fillAfter(2)
-	waitHealth(t, c, CatalogDegraded, n-2*catalogBatchRecords)
+	deadline := time.Now().Add(liveness)
+	for {
+		s, p := c.Health()
+		if s == CatalogDegraded && p < n && d.leftChecks() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting after %v for the catalog to write a batch and degrade again: %s with %d pending of %d", liveness, s, p, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a batch whose check passed may still be landing
+	if s, p := c.Health(); s != CatalogDegraded || p < n-2*catalogBatchRecords || p >= n {
+		t.Fatalf("after room for two batches: %s with %d pending; want degraded with %d..%d", s, p, n-2*catalogBatchRecords, n-1)
+	}
 	d.set(roomy)
 	waitHealth(t, c, CatalogOK, 0)
 	c.Root().Files(func(e *Entry) bool {
