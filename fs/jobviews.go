@@ -163,5 +163,3 @@ func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
 	h.batch = nil
 	return 0
 }
-
-var _ = jobs.ViewAugmented

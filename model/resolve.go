@@ -150,7 +150,7 @@ func Resolve(m Settings, obs Observed) ([]Input, Params, []string, error) {
 	p.SCache = add("memory_budget", "S_cache", "bytes", *m.MemoryBudget, "config")
 	if obs.Memory.OK && !p.CacheRemote && p.SCache > obs.Memory.Value {
 		warnings = append(warnings, fmt.Sprintf("model.memory_budget = %s is larger than this node's physical memory (%s)",
-			m.MemoryBudgetText, binaryBytes(obs.Memory.Value)))
+			m.MemoryBudgetText, bytesStr(obs.Memory.Value)))
 	}
 	srcHint := " (or give source and run with --profile)"
 	var err error
@@ -362,18 +362,4 @@ func DecideSettings(m Settings, obs Observed, warnings []string) (Decision, Repo
 		return Decision{}, Report{}, err
 	}
 	return d, NewReport(d, inputs, append(warnings, more...)), nil
-}
-
-// binaryBytes renders n bytes with a binary unit, e.g. "4.0GiB".
-func binaryBytes(n float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	i := 0
-	for n >= 1024 && i < len(units)-1 {
-		n /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0fB", n)
-	}
-	return fmt.Sprintf("%.1f%s", n, units[i])
 }

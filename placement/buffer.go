@@ -235,11 +235,11 @@ func (p *Placer) readWhole(ctx context.Context, e *Entry, size int64) ([]byte, e
 	if p.o.Remote == nil {
 		return p.readWholeSource(ctx, e, size)
 	}
-	data := make([]byte, size)
 	a := e.Attr()
 	if a.Size != size {
 		return p.readWholeSource(ctx, e, size)
 	}
+	data := make([]byte, size)
 	w := &sliceWriter{b: data}
 	n, err := p.o.Remote.Copy(ctx, remoteKey(e, a), w, nil, func(w io.Writer, _ func(int64)) (int64, error) {
 		d, err := p.readWholeSource(ctx, e, size)
