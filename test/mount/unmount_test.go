@@ -394,23 +394,7 @@ func TestDaemonExitsWithinItsShutdownDeadlineWhenTheSourceHangs(t *testing.T) {
 	state := filepath.Join(base, "state")
 	tierFlag := "--tier=disk=" + filepath.Join(base, "tier") + ":1GiB"
 	// In the foreground, to see the daemon's exit code.
-	cmd := exec.Command(binPath, "mount", "--foreground", "--shutdown-timeout=1s", "--state", state, tierFlag, src, mnt)
-	var log bytes.Buffer
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	t.Cleanup(func() {
-		if mounted(mnt) {
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-		if !exited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	waitFor(t, func() bool { return mounted(mnt) })
+	d := startForeground(t, mnt, "--shutdown-timeout=1s", "--state", state, tierFlag, src, mnt)
 	var small []string
 	for _, p := range paths {
 		if p != "big.bin" {
@@ -424,7 +408,7 @@ func TestDaemonExitsWithinItsShutdownDeadlineWhenTheSourceHangs(t *testing.T) {
 		t.Fatalf("warmup: exit %d: %s", code, out)
 	}
 	waitFor(t, func() bool { return hs.waiting.Load() > 0 })
-	pid := cmd.Process.Pid
+	pid := d.cmd.Process.Pid
 
 	// Nothing is open on the mount: the kernel lets it go, and the daemon
 	// abandons the copy stuck on the source (source calls are never
@@ -434,13 +418,11 @@ func TestDaemonExitsWithinItsShutdownDeadlineWhenTheSourceHangs(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "unmounted") || daemonRunning(pid) {
 		t.Fatalf("unmount with the source hung: exit %d, daemon running %v: %s", code, daemonRunning(pid), out)
 	}
-	err := cmd.Wait()
-	exited = true
-	if err != nil {
-		t.Fatalf("daemon exit with a copy stuck on the source: %v, want 0\n%s", err, log.String())
+	if err := d.wait(); err != nil {
+		t.Fatalf("daemon exit with a copy stuck on the source: %v, want 0\n%s", err, d.log.String())
 	}
-	if strings.Contains(log.String(), "waiting_for") {
-		t.Fatalf("the shutdown waited on the hung source:\n%s", log.String())
+	if strings.Contains(d.log.String(), "waiting_for") {
+		t.Fatalf("the shutdown waited on the hung source:\n%s", d.log.String())
 	}
 	if lockHeld(t, state) {
 		t.Fatal("the exited daemon's lock is still held")
@@ -465,38 +447,58 @@ func TestDaemonExitsWithinItsShutdownDeadlineWhenTheSourceHangs(t *testing.T) {
 func TestSIGTERMWithAFileOpenDetachesAndExitsWithinTheDeadline(t *testing.T) {
 	src, _, base, mnt := binDirs(t, 1<<20)
 	state := filepath.Join(base, "state")
-	cmd := exec.Command(binPath, "mount", "--foreground", "--shutdown-timeout=1s", "--state", state,
+	d := startForeground(t, mnt, "--shutdown-timeout=1s", "--state", state,
 		"--tier=mem="+filepath.Join(base, "tier")+":1GiB", src, mnt)
-	var log bytes.Buffer
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	t.Cleanup(func() {
-		if mounted(mnt) {
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-		if !exited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	waitFor(t, func() bool { return mounted(mnt) })
 	holder := holdOpen(t, filepath.Join(mnt, "a/small.txt"))
 	// A signal asks the daemon to go: it detaches the busy mount, waits
 	// its deadline for the open file, and exits.
-	cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
-	exited = true
-	if err != nil {
-		t.Fatalf("daemon exit after SIGTERM with a file open: %v\n%s", err, log.String())
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM with a file open: %v\n%s", err, d.log.String())
 	}
 	if mounted(mnt) || lockHeld(t, state) || recordOf(mnt) != 0 {
 		t.Fatalf("after SIGTERM: mounted %v, lock held %v, runtime record %d", mounted(mnt), lockHeld(t, state), recordOf(mnt))
 	}
-	if !strings.Contains(log.String(), "files are still open on the detached mount") {
-		t.Errorf("the log does not say why the daemon left files open:\n%s", log.String())
+	if !strings.Contains(d.log.String(), "files are still open on the detached mount") {
+		t.Errorf("the log does not say why the daemon left files open:\n%s", d.log.String())
 	}
 	stopHolder(holder)
+}
+
+// foregroundDaemon is `epochfs mount --foreground` run by a test, to see
+// the daemon's exit code and its log.
+type foregroundDaemon struct {
+	cmd    *exec.Cmd
+	log    bytes.Buffer // its stderr
+	exited bool
+}
+
+// startForeground runs `epochfs mount --foreground args...` and waits for
+// mnt to be mounted; cleanup detaches the mount and kills the daemon
+// unless the test waited for it.
+func startForeground(t *testing.T, mnt string, args ...string) *foregroundDaemon {
+	t.Helper()
+	d := &foregroundDaemon{cmd: exec.Command(binPath, append([]string{"mount", "--foreground"}, args...)...)}
+	d.cmd.Stderr = &d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+		if !d.exited {
+			d.cmd.Process.Kill()
+			d.cmd.Wait()
+		}
+	})
+	waitFor(t, func() bool { return mounted(mnt) })
+	return d
+}
+
+// wait waits for the daemon to exit.
+func (d *foregroundDaemon) wait() error {
+	err := d.cmd.Wait()
+	d.exited = true
+	return err
 }
