@@ -2,10 +2,12 @@ package placement
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // setAttr gives a catalog entry the owner and mode a test needs.
@@ -163,4 +165,54 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 		t.Fatalf("after cancelling all: %d files", w.Files)
 	}
 	waitFor(t, "the queue to drain", func() bool { return e.p.Stats().Queued == 0 })
+}
+
+// TestQueuedNeverCountsAFileTwiceOrNotAtAll: while a warmup of the whole
+// dataset is fed, queued and copied, Stats().Queued never exceeds the
+// files left and never rises, and no file is missing from Queued + Done
+// (a file moves from fed to queued to copying without the count changing).
+func TestQueuedNeverCountsAFileTwiceOrNotAtAll(t *testing.T) {
+	d := dataset{}
+	for i := range 400 {
+		d[fmt.Sprintf("f/%03d", i)] = []byte(strconv.Itoa(i))
+	}
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	n := int64(len(d))
+	h := e.p.HoldWarmup(nil, true)
+	stop := make(chan struct{})
+	errs := make(chan string, 1)
+	go func() {
+		defer close(errs)
+		last := n
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			st := e.p.Stats()
+			switch {
+			case st.Queued > last:
+				errs <- fmt.Sprintf("queued rose from %d to %d", last, st.Queued)
+				return
+			case st.Queued+st.Done < n:
+				errs <- fmt.Sprintf("queued %d + done %d < %d files: a file went uncounted", st.Queued, st.Done, n)
+				return
+			}
+			last = st.Queued
+		}
+	}()
+	h.Release()
+	e.waitResident()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := e.p.Stats(); st.Queued != 0 || st.Done != n; st = e.p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the warmup: %+v, want 0 queued and %d done", st, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	if msg, ok := <-errs; ok {
+		t.Fatal(msg)
+	}
 }

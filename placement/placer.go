@@ -129,8 +129,10 @@ type Placer struct {
 	demand  chan struct{} // semaphore of demand copies
 	bufs    sync.Pool
 
+	// queued counts copies waiting, running, or held and fed by warmup
+	// but not yet in the queue: a file moves between those states without
+	// the count changing, so Stats never sees it twice or not at all.
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
-	feeding                                               atomic.Int64 // warmup files not yet queued
 	staleServed, removed                                  atomic.Int64
 	lastSrcLog                                            atomic.Int64 // unix nanos of the last "source fails" log
 
@@ -265,7 +267,7 @@ func (p *Placer) Source() *tier.Source { return p.src }
 // Stats returns the counters.
 func (p *Placer) Stats() Stats {
 	return Stats{
-		Queued: p.queued.Load() + p.feeding.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
+		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
 		DemandFallbacks: p.fallbacks.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
 		CopiesCheckedAtMount:   p.check.checked,
@@ -280,27 +282,31 @@ func (p *Placer) Enqueue(e *Entry) bool {
 	if !p.wants(e) {
 		return false
 	}
+	p.queued.Add(1) // before the send: the worker that takes it uncounts it
 	select {
 	case p.queue <- e:
-		p.queued.Add(1)
 		return true
 	default:
+		p.queued.Add(-1)
 		return false
 	}
 }
 
-// enqueueWait queues e, waiting for room; warmup uses it.
-func (p *Placer) enqueueWait(ctx context.Context, e *Entry) error {
+// enqueueCounted queues e, waiting for room; warmup uses it. e is already
+// counted in queued: what is not queued is uncounted here.
+func (p *Placer) enqueueCounted(ctx context.Context, e *Entry) error {
 	if !p.wants(e) {
+		p.queued.Add(-1)
 		return nil
 	}
 	select {
 	case p.queue <- e:
-		p.queued.Add(1)
 		return nil
 	case <-ctx.Done():
+		p.queued.Add(-1)
 		return ctx.Err()
 	case <-p.ctx.Done():
+		p.queued.Add(-1)
 		return ErrClosed
 	}
 }
@@ -321,16 +327,17 @@ func (p *Placer) worker() {
 		case <-p.ctx.Done():
 			return
 		case e := <-p.queue:
-			p.queued.Add(-1)
+			// e stays counted until its copy is over or skipped.
 			if !p.wants(e) {
+				p.queued.Add(-1)
 				continue
 			}
-			if f, started := p.startFlight(e); f != nil && started {
-				p.queued.Add(1)
+			f, started := p.startFlight(e)
+			if f != nil && started {
 				p.run(f)
-				p.queued.Add(-1)
-				f.release()
-			} else if f != nil {
+			}
+			p.queued.Add(-1)
+			if f != nil {
 				f.release()
 			}
 		}

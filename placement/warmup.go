@@ -121,7 +121,7 @@ func (p *Placer) HoldWarmup(files []*Entry, all bool) *WarmupHold {
 		}
 	}
 	h.count += int64(len(h.files))
-	p.feeding.Add(h.count)
+	p.queued.Add(h.count)
 	return h
 }
 
@@ -150,13 +150,18 @@ func (h *WarmupHold) Release() {
 		w.all = true
 	}
 	w.mu.Unlock()
+	// One change of the count: what the hold counted becomes what is fed.
+	fed := int64(len(fresh))
 	if all {
-		h.p.feed(nil)
+		fed += h.p.cat.Files()
+	}
+	h.p.queued.Add(fed - h.count)
+	if all {
+		h.p.feedCounted(nil)
 	}
 	if len(fresh) > 0 {
-		h.p.feed(fresh)
+		h.p.feedCounted(fresh)
 	}
-	h.p.feeding.Add(-h.count) // after feed counted them again
 }
 
 // Cancel takes back what h added to the warmup set; it queued nothing.
@@ -168,7 +173,7 @@ func (h *WarmupHold) Cancel() {
 		return
 	}
 	h.ended = true
-	h.p.feeding.Add(-h.count)
+	h.p.queued.Add(-h.count)
 	if h.all {
 		w.allHolds--
 	}
@@ -199,14 +204,22 @@ func (p *Placer) feed(files []*Entry) {
 	if files == nil {
 		n = p.cat.Files()
 	}
-	p.feeding.Add(n)
+	p.queued.Add(n)
+	p.feedCounted(files)
+}
+
+// feedCounted is feed for files already counted in queued.
+func (p *Placer) feedCounted(files []*Entry) {
+	n := int64(len(files))
+	if files == nil {
+		n = p.cat.Files()
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		put := func(e *Entry) bool {
-			err := p.enqueueWait(p.ctx, e)
+			err := p.enqueueCounted(p.ctx, e)
 			n--
-			p.feeding.Add(-1)
 			return err == nil
 		}
 		if files == nil {
@@ -218,7 +231,7 @@ func (p *Placer) feed(files []*Entry) {
 				}
 			}
 		}
-		p.feeding.Add(-n) // what a shutdown left unqueued
+		p.queued.Add(-n) // what a shutdown left unqueued
 	}()
 }
 
