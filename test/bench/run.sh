@@ -280,9 +280,10 @@ if [ -z "$QUICK" ] && [ "$ONLY" != epochs ]; then
   fi
   if [ -f "$ROOT/preprocess/bench/run.sh" ]; then
     log "preprocessing benchmark: preprocess/bench/run.sh"
-    if bash "$ROOT/preprocess/bench/run.sh" >"$WORK/preprocess.md"; then
+    # all: the in-process pipeline and the end-to-end `epochfs preprocess`.
+    if bash "$ROOT/preprocess/bench/run.sh" all >"$WORK/preprocess.md"; then
       [ "$OUT" = - ] || $PY "$HERE/report.py" --section preprocess --section-file "$WORK/preprocess.md" --out "$OUT" \
-        --command "make bench (= bash preprocess/bench/run.sh)"
+        --command "make bench (= bash preprocess/bench/run.sh all)"
     else
       log "preprocess/bench/run.sh failed"
     fi
