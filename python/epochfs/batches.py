@@ -63,18 +63,25 @@ class Batches:
 
     def __iter__(self):  # one epoch: batches until the 0-byte read that ends it
         hint = 1 << 20
+        # view=encoded copies every member out of the batch (x into bytes, y into its own tensor),
+        # so one buffer serves every batch; the tensors of the other views are views of a new one.
+        buf = bytearray(hint) if self.view == "encoded" else None
         while True:
-            data = read_file(self.batch, hint)  # one read; the tensors are views of this buffer
+            if buf is None:
+                data = read_file(self.batch, hint)  # one read; the tensors are views of this buffer
+            else:
+                data, buf = read_file(self.batch, buf=buf)
             if not len(data):
                 return
             hint = len(data) + (len(data) >> 4)
             z = load_npz(data)
             paths = [unquote(p) for p in z["paths"].tolist()]
-            y = torch.from_numpy(z["y"])
             if self.view == "encoded":
-                buf, off = z["x"], z["offsets"]
-                x = [buf[off[i]:off[i + 1]].tobytes() for i in range(len(paths))]
+                y = torch.from_numpy(z["y"].copy())
+                xs, off = z["x"], z["offsets"]
+                x = [xs[off[i]:off[i + 1]].tobytes() for i in range(len(paths))]
             else:
+                y = torch.from_numpy(z["y"])
                 x = torch.from_numpy(z["x"])
             yield (x, y, paths) if self.with_paths else (x, y)
 

@@ -68,6 +68,20 @@ class ReadFile(unittest.TestCase):
                 for hint in (1, 1 << 16, size, 1 << 22):
                     self.assertEqual(bytes(read_file(p, hint)), data, (size, hint))
 
+    def test_a_reused_buffer_grows_while_views_of_it_remain(self):
+        # Batches keeps the last batch's views while it reads the next into the same buffer.
+        with tempfile.TemporaryDirectory() as d:
+            buf = bytearray(0)
+            views = []
+            for size in (10, 70000, 5, 3 << 20, 100):
+                p = os.path.join(d, str(size))
+                data = os.urandom(size)
+                with open(p, "wb") as f:
+                    f.write(data)
+                mv, buf = read_file(p, buf=buf)
+                self.assertEqual(bytes(mv), data, size)
+                self.assertGreaterEqual(len(buf), size)
+                views.append(mv)
 
 if __name__ == "__main__":
     unittest.main()

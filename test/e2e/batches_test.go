@@ -63,6 +63,18 @@ def run(name):
 threads = [threading.Thread(target=run, args=(n,)) for n in ("j1", "j2", "j3")]
 [t.start() for t in threads]
 [t.join() for t in threads]
+# view=encoded: the files' bytes, one buffer reused for every batch; what earlier batches gave
+# must still hold their own bytes once later batches are read.
+kept = []
+for x, y, paths in Batches(mnt, job="enc", batch_size=8, seed=3, view="encoded", with_paths=True):
+    kept.append((x, y, paths))
+ok, n_enc = 0, 0
+for x, y, paths in kept:
+    for i, p in enumerate(paths):
+        n_enc += 1
+        with open(os.path.join(mnt, p), "rb") as f:
+            ok += x[i] == f.read() and want[p] == int(y[i])
+out["encoded"] = {"n": n_enc, "ok": ok, "distinct": len({p for _, _, ps in kept for p in ps})}
 ds = AugmentedFolder(mnt, job="folder", seed=5)
 n, bad = 0, 0
 for x, y in DataLoader(ds, batch_size=8, shuffle=True, num_workers=2):
@@ -88,6 +100,11 @@ print(json.dumps(out))
 			Covers   bool    `json:"covers"`
 			Shapes   [][]any `json:"shapes"`
 		} `json:"jobs"`
+		Encoded struct {
+			N        int `json:"n"`
+			OK       int `json:"ok"`
+			Distinct int `json:"distinct"`
+		} `json:"encoded"`
 		Folder struct {
 			N           int  `json:"n"`
 			Len         int  `json:"len"`
@@ -110,6 +127,9 @@ print(json.dumps(out))
 	}
 	if len(res.Jobs) != 3 {
 		t.Errorf("jobs: %v", res.Jobs)
+	}
+	if e := res.Encoded; e.N != len(paths) || e.OK != len(paths) || e.Distinct != len(paths) {
+		t.Errorf("view=encoded: %+v, want %d files once each, every one the file's bytes and ImageFolder's label", e, len(paths))
 	}
 	if f := res.Folder; f.N != len(paths) || f.Len != len(paths) || !f.SameSamples || !f.SameTargets {
 		t.Errorf("AugmentedFolder: %+v", f)
