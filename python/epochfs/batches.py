@@ -12,6 +12,8 @@ AugmentedFolder is a map-style dataset over the job's augmented views, for a Dat
 """
 import math
 import os
+import queue
+import threading
 
 import numpy as np
 import torch
@@ -32,10 +34,12 @@ class Batches:
     only) or "encoded" (x is the files' bytes: a list of bytes objects per batch). augment (a list of
     steps, e.g. ["random_resized_crop:160", "hflip:0.5"], or [] for none) and output ("uint8_hwc" or
     "float32_chw") override the mount's [preprocess] pipeline for this job. with_paths=True yields
-    (x, y, paths)."""
+    (x, y, paths). prefetch: batches a background thread reads ahead while the caller works on the
+    current one, as a DataLoader's prefetch_factor (0: read each batch when it is asked for). A loop
+    left early has drawn up to prefetch batches it never saw, like a DataLoader's."""
 
     def __init__(self, root, job, batch_size=256, seed=0, sampler="ods", view="augmented", augment=None,
-                 output=None, rank=None, world_size=1, drop_last=False, with_paths=False):
+                 output=None, rank=None, world_size=1, drop_last=False, with_paths=False, prefetch=1):
         root = os.path.abspath(root)
         self.mnt = mount_root(root)
         config = {"batch_size": batch_size, "seed": seed, "sampler": sampler, "subset": subset_of(root, self.mnt),
@@ -54,6 +58,7 @@ class Batches:
         self.batch = os.path.join(self.dir, "batch") if world_size <= 1 else \
             os.path.join(self.dir, "rank", str(rank or 0), "batch")
         self.view, self.batch_size, self.with_paths = view, batch_size, with_paths
+        self.prefetch = max(int(prefetch), 0)
 
     def __len__(self):
         """Batches per epoch (for this rank)."""
@@ -62,6 +67,48 @@ class Batches:
         return math.ceil(int(st.get("per_rank", st.get("size", 0))) / self.batch_size)
 
     def __iter__(self):  # one epoch: batches until the 0-byte read that ends it
+        if self.prefetch == 0:
+            yield from self._epoch()
+            return
+        # A reader thread runs the epoch prefetch batches ahead: it reads a batch only with a slot,
+        # and the caller frees one with each batch it takes. It stops at the epoch's end (the next
+        # epoch starts only when the caller iterates again) or when the caller leaves the loop.
+        q, slots, stop = queue.SimpleQueue(), threading.Semaphore(self.prefetch), threading.Event()
+        end = object()
+
+        def run():
+            gen = self._epoch()
+            try:
+                while True:
+                    while not slots.acquire(timeout=0.1):
+                        if stop.is_set():
+                            return
+                    if stop.is_set():
+                        return
+                    item = next(gen, end)
+                    q.put(item)
+                    if item is end:
+                        return
+            except BaseException as e:  # handed to the caller, raised there
+                q.put(e)
+
+        t = threading.Thread(target=run, name="epochfs-batches", daemon=True)
+        t.start()
+        try:
+            while True:
+                item = q.get()
+                if item is end:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                slots.release()
+                yield item
+        finally:
+            # Not joined: a read in flight may wait on the daemon (a rank ahead of the others); the
+            # thread ends once it returns.
+            stop.set()
+
+    def _epoch(self):
         hint = 1 << 20
         # view=encoded copies every member out of the batch (x into bytes, y into its own tensor),
         # so one buffer serves every batch; the tensors of the other views are views of a new one.

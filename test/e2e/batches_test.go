@@ -74,6 +74,17 @@ for x, y, paths in kept:
         n_enc += 1
         with open(os.path.join(mnt, p), "rb") as f:
             ok += x[i] == f.read() and want[p] == int(y[i])
+# A loop left early: the reader thread stops, and the rest of the epoch is what the job neither
+# gave nor read ahead (prefetch=1: one batch more than the caller saw, or none if not yet read).
+b = Batches(mnt, job="early", batch_size=8, seed=3)
+for x, y in b:
+    break
+rest = sum(len(y) for x, y in b)
+import time
+deadline = time.time() + 10
+while any(t.name == "epochfs-batches" for t in threading.enumerate()) and time.time() < deadline:
+    time.sleep(0.05)
+out["early"] = {"rest": rest, "threads": sum(t.name == "epochfs-batches" for t in threading.enumerate())}
 out["encoded"] = {"n": n_enc, "ok": ok, "distinct": len({p for _, _, ps in kept for p in ps})}
 ds = AugmentedFolder(mnt, job="folder", seed=5)
 n, bad = 0, 0
@@ -100,6 +111,10 @@ print(json.dumps(out))
 			Covers   bool    `json:"covers"`
 			Shapes   [][]any `json:"shapes"`
 		} `json:"jobs"`
+		Early struct {
+			Rest    int `json:"rest"`
+			Threads int `json:"threads"`
+		} `json:"early"`
 		Encoded struct {
 			N        int `json:"n"`
 			OK       int `json:"ok"`
@@ -127,6 +142,11 @@ print(json.dumps(out))
 	}
 	if len(res.Jobs) != 3 {
 		t.Errorf("jobs: %v", res.Jobs)
+	}
+	if e := res.Early; e.Rest < len(paths)-16 || e.Rest > len(paths)-8 || e.Threads != 0 {
+		// Each early loop loses at most the one batch read ahead.
+		t.Errorf("a loop left after one batch of 8: the rest of the epoch gave %d samples (want %d to %d), %d reader threads left",
+			e.Rest, len(paths)-16, len(paths)-8, e.Threads)
 	}
 	if e := res.Encoded; e.N != len(paths) || e.OK != len(paths) || e.Distinct != len(paths) {
 		t.Errorf("view=encoded: %+v, want %d files once each, every one the file's bytes and ImageFolder's label", e, len(paths))
