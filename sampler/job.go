@@ -148,7 +148,7 @@ type rank struct {
 	// rank's count in the cluster is at its quota (it read elsewhere
 	// too); the rest of its quota here is padding.
 	capped *epoch
-	st       RankStatus
+	st     RankStatus
 }
 
 func (j *job) worldSize() int { return len(j.ranks) }

@@ -362,7 +362,7 @@ type JobStatus struct {
 	Claimed        int
 	ClaimedAway    int
 	ClaimFallbacks int
-	RanksLost          int // rank losses, total
+	RanksLost      int // rank losses, total
 	// Dropped counts samples of epochs that a lost rank left and no live
 	// rank could take over (they had all reported that epoch's end).
 	Dropped  int
