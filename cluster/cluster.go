@@ -67,6 +67,9 @@ var (
 	ErrLeaseLost = errors.New("cluster: fill lease lost")
 	// ErrShape: a node joined a cluster job with another configuration.
 	ErrShape = errors.New("cluster: the job runs with another configuration on other nodes")
+	// ErrAhead: a claim would start an epoch two ahead of a rank that has
+	// not ended its epoch; nothing was claimed.
+	ErrAhead = errors.New("cluster: a rank of the job is two epochs behind")
 )
 
 // configError marks err as ErrConfig while keeping its own chain.

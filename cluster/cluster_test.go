@@ -439,7 +439,7 @@ func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
 					cands[i] = int32((i*7 + r*501) % n)
 				}
 				for len(cands) > 0 {
-					claimed, examined, _, err := c.Claim(context.Background(), "train", runs[0], ep, r, n/ranks, 32, cands)
+					claimed, examined, _, err := c.Claim(context.Background(), "train", runs[0], ep, r, n/ranks, 32, cands, 0)
 					if err != nil {
 						t.Error(err)
 						return
@@ -467,6 +467,32 @@ func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
 				t.Fatalf("epoch %d: sample %d went to %d ranks, want exactly one", ep, s, k)
 			}
 		}
+	}
+	// Epoch 5 is not claimed from until every rank ended epoch 3.
+	ctx := context.Background()
+	ahead := func() error {
+		_, _, _, err := nodes[0].Claim(ctx, "train", runs[0], 5, 0, 10, 1, []int32{1}, ranks)
+		return err
+	}
+	if err := ahead(); !errors.Is(err, ErrAhead) {
+		t.Errorf("epoch 5 claimed with no rank past epoch 0: %v", err)
+	}
+	for r, c := range nodes {
+		if err := c.EndEpoch(ctx, "train", runs[0], 3, r); err != nil {
+			t.Fatal(err)
+		}
+		if r == 0 {
+			if err := ahead(); !errors.Is(err, ErrAhead) {
+				t.Errorf("epoch 5 claimed with rank 1 in epoch 3: %v", err)
+			}
+			// An older epoch's end never moves a rank back.
+			if err := c.EndEpoch(ctx, "train", runs[0], 2, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got, _, _, err := nodes[0].Claim(ctx, "train", runs[0], 5, 0, 10, 1, []int32{1}, ranks); err != nil || len(got) != 1 {
+		t.Errorf("epoch 5 after every rank ended epoch 3: claimed %v, %v", got, err)
 	}
 	for _, c := range nodes {
 		if err := c.LeaveJob(context.Background(), "train"); err != nil {

@@ -52,6 +52,7 @@ type counters struct {
 	errors             atomic.Int64 // operations that failed
 	catalogState       atomic.Value // string: walked, loaded
 	claims, claimCalls atomic.Int64 // cluster job samples claimed, scripts run
+	claimsAhead        atomic.Int64 // claims refused: a rank two epochs behind
 }
 
 // Usable reports whether operations should be tried now.
@@ -200,5 +201,7 @@ func (c *Cluster) Status() []Stat {
 		n("errors", c.st.errors.Load()),
 		{"catalog", cat, false},
 		n("job_claims", c.st.claims.Load()),
+		n("job_claim_calls", c.st.claimCalls.Load()),
+		n("job_claims_ahead", c.st.claimsAhead.Load()),
 	}
 }

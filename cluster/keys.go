@@ -15,6 +15,7 @@ package cluster
 //	epochfs:<ds>:{j<job>}:shape    a cluster job's config and run id (epochs.go)
 //	epochfs:<ds>:{j<job>}:members  the nodes in it
 //	epochfs:<ds>:{j<job>}:r<run>:e<ep>:seen|got  an epoch's seen set and counts
+//	epochfs:<ds>:{j<job>}:r<run>:ended  rank → the last epoch whose end it read
 //
 // <id> names one version of a file: the first 128 bits of the SHA-256 of
 // its path, size and mtime, in hex. A changed file has another id, so a
@@ -105,6 +106,9 @@ func (j jobKeys) seen(run string, ep int) string {
 func (j jobKeys) got(run string, ep int) string {
 	return j.base + "r" + run + ":e" + strconv.Itoa(ep) + ":got"
 }
+
+// ended is the run's last epoch ended per rank.
+func (j jobKeys) ended(run string) string { return j.base + "r" + run + ":ended" }
 
 // ChunkKey is the key of chunk i of a file version (tests overwrite it to
 // check that a bad value is never served).

@@ -1,18 +1,21 @@
 package daemon
 
 // The cluster (package cluster) as the mount uses it: the placer's Remote
-// (local tiers, then the cluster tier, then the source) and the cluster.*
-// status keys. It is opened before anything else that could read the
+// (local tiers, then the cluster tier, then the source), the epochs of
+// cluster jobs (jobs.ClusterJobs) and the cluster.* status keys. It is opened before anything else that could read the
 // source, so a cluster the mount cannot use fails the mount at once with
 // one line (exit 2) and nothing mounted.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/epochfs/epochfs/cluster"
 	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 )
 
@@ -49,12 +52,48 @@ func (m *Mount) sharedWalk(ctx context.Context, walk func(context.Context) ([]by
 	return m.cl.LoadOrWalk(ctx, m.o.Source, m.o.Rescan, walk)
 }
 
-// clusterStatus is the cluster's status keys, each prefixed "cluster.".
+// clusterJobs adapts the cluster to jobs.ClusterJobs (jobs with
+// cluster=true: their epochs are claimed in the cluster).
+type clusterJobs struct{ c *cluster.Cluster }
+
+func (j clusterJobs) Usable() bool { return j.c.Usable() }
+
+func (j clusterJobs) Join(ctx context.Context, name, shape string) (string, error) {
+	run, err := j.c.JoinJob(ctx, name, shape)
+	if errors.Is(err, cluster.ErrShape) {
+		return "", fmt.Errorf("%w: %w (every node writes the same config)", jobs.ErrInvalid, err)
+	}
+	return run, err
+}
+
+func (j clusterJobs) Leave(ctx context.Context, name string) error { return j.c.LeaveJob(ctx, name) }
+
+func (j clusterJobs) Claim(ctx context.Context, name, run string, world, ep, rank, quota, want int, cands []int32) ([]int32, int, error) {
+	got, examined, _, err := j.c.Claim(ctx, name, run, ep, rank, quota, want, cands, world)
+	if errors.Is(err, cluster.ErrAhead) {
+		return nil, 0, fmt.Errorf("%w: %w", jobs.ErrAhead, err)
+	}
+	return got, examined, err
+}
+
+func (j clusterJobs) EndEpoch(ctx context.Context, name, run string, ep, rank int) error {
+	return j.c.EndEpoch(ctx, name, run, ep, rank)
+}
+
+// clusterStatus is the cluster's status keys, each prefixed "cluster.",
+// and the cluster jobs' figures.
 func (m *Mount) clusterStatus() []fs.StatusEntry {
 	st := m.cl.Status()
-	out := make([]fs.StatusEntry, len(st))
+	out := make([]fs.StatusEntry, len(st), len(st)+3)
 	for i, s := range st {
 		out[i] = fs.StatusEntry{Key: "cluster." + s.Key, Value: s.Value, Numeric: s.Numeric}
+	}
+	js := m.jm.Stats()
+	for _, s := range []struct {
+		k string
+		v int64
+	}{{"job_fallbacks", js.ClaimFallbacks}, {"job_ahead_timeouts", js.AheadTimeouts}, {"job_end_errors", js.EndErrors}} {
+		out = append(out, fs.StatusEntry{Key: "cluster." + s.k, Value: strconv.FormatInt(s.v, 10), Numeric: true})
 	}
 	return out
 }

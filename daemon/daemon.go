@@ -231,9 +231,13 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		}
 		jviews = &jobs.ViewsOptions{Engine: m.engine, Pipeline: o.Views.Pipeline}
 	}
-	m.jm, err = jobs.New(jobs.Options{
+	jo := jobs.Options{
 		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger, Views: jviews,
-	})
+	}
+	if m.cl != nil {
+		jo.Cluster = clusterJobs{m.cl}
+	}
+	m.jm, err = jobs.New(jo)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}

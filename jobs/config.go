@@ -38,6 +38,9 @@ type Config struct {
 	// none), Output its own output ("": the mount's).
 	Augment []string
 	Output  string
+	// Cluster: the job's ranks read on several nodes, its epochs are
+	// claimed in the mount's cluster (cluster.go).
+	Cluster bool
 }
 
 // The forms of a job's batches.
@@ -192,6 +195,16 @@ var keys = []key{
 			}
 			return []string{c.Output}
 		}},
+	{name: "cluster", optional: true, want: "true or false",
+		parse: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errBadValue
+			}
+			c.Cluster = b
+			return nil
+		},
+		render: func(c *Config) []string { return []string{strconv.FormatBool(c.Cluster)} }},
 }
 
 // splitSteps splits augment steps at the commas between them: a step's

@@ -56,6 +56,9 @@ type Options struct {
 	Logger    *zap.Logger
 	// Views, if set, gives jobs their preprocessed views (views.go).
 	Views *ViewsOptions
+	// Cluster, if set, is the mount's cluster: jobs with cluster=true
+	// claim their epochs in it (cluster.go). Nil: cluster=true is refused.
+	Cluster ClusterJobs
 }
 
 // Info is what the fs layer needs of a live job.
@@ -76,6 +79,7 @@ type job struct {
 	owner *placement.Cred
 	cfg   Config
 	vw    *jobView // nil without views
+	cl    *claimer // nil unless cfg.Cluster
 }
 
 // Manager is the set of jobs of one mount.
@@ -103,6 +107,8 @@ type Manager struct {
 	fetchWG   sync.WaitGroup
 	ahead     chan *placement.Entry // files to read ahead (readahead workers)
 	closeOnce sync.Once
+	bg        sync.WaitGroup  // cluster jobs leaving (cluster.go)
+	cst       clusterCounters // cluster jobs' figures
 }
 
 // readaheadWorkers read files ahead in parallel: a cold file costs a few
@@ -196,6 +202,13 @@ func (m *Manager) Close() {
 		m.stop()
 		<-m.done
 		m.fetchWG.Wait()
+		m.mu.Lock()
+		for _, j := range m.jobs {
+			m.leaveLater(j.cl)
+			j.cl = nil
+		}
+		m.mu.Unlock()
+		m.bg.Wait()
 	})
 }
 
@@ -268,6 +281,29 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	if err != nil {
 		return err
 	}
+	var k *claimer
+	if cfg.Cluster {
+		if m.o.Cluster == nil {
+			return fmt.Errorf("%w: cluster=true: the mount has no [cluster] section", ErrInvalid)
+		}
+		size := len(m.files)
+		if sc.Subset != nil {
+			size = len(sc.Subset)
+		}
+		// This node leaves the job's old run first: rejoining with a
+		// new config while still a member would be refused.
+		m.mu.Lock()
+		old := j.cl
+		j.cl = nil
+		m.mu.Unlock()
+		if old != nil {
+			old.leave()
+		}
+		if k, err = m.newClaimer(name, cfg, size); err != nil {
+			return err
+		}
+		sc.Claimer = k
+	}
 	m.mu.Lock()
 	prev := j.vw
 	if prev != nil {
@@ -284,6 +320,7 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	m.syncLocked()
 	if m.jobs[name] != j || j.vw != prev {
 		releaseUnused(jv)
+		m.leaveLater(k)
 		return fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
 	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
@@ -291,16 +328,24 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	}
 	if err := m.s.RegisterJob(name, sc); err != nil {
 		// The old job is gone; keep the name registered with its old
-		// config so that the directory stays consistent.
-		if old, oerr := m.samplerConfig(j.cfg, j.owner); oerr != nil || m.s.RegisterJob(name, old) != nil {
+		// config so that the directory stays consistent (a cluster
+		// job's old config without the cluster: this node left it).
+		old, oerr := m.samplerConfig(j.cfg, j.owner)
+		if oerr != nil || m.s.RegisterJob(name, old) != nil {
 			delete(m.jobs, name)
 			m.dropViewLocked(name, j)
 		} else if prev != nil && prev.active {
 			m.s.SetViews(name, true)
 		}
+		j.cfg.Cluster = false
+		m.leaveLater(j.cl)
+		j.cl = nil
+		m.leaveLater(k)
 		releaseUnused(jv)
 		return wrap(err)
 	}
+	m.leaveLater(j.cl)
+	j.cl = k
 	j.cfg = cfg
 	if jv != nil {
 		m.installViewLocked(name, j, jv)
@@ -390,6 +435,7 @@ func (m *Manager) End(name string) error {
 	}
 	delete(m.jobs, name)
 	m.dropViewLocked(name, j)
+	m.leaveLater(j.cl)
 	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
 		return wrap(err)
 	}
@@ -446,6 +492,7 @@ func (m *Manager) syncLocked() {
 		if !set[n] {
 			delete(m.jobs, n)
 			m.dropViewLocked(n, j)
+			m.leaveLater(j.cl)
 		}
 	}
 	m.movedLocked()
@@ -475,10 +522,17 @@ func wrap(err error) error {
 // Stats are the manager's figures for the mount's status.
 type Stats struct {
 	Jobs int
+	// Cluster jobs: epochs drawn locally after a claim failed, waits
+	// for a rank two epochs behind given up after the lease, ends of
+	// epochs the cluster did not record.
+	ClaimFallbacks, AheadTimeouts, EndErrors int64
 }
 
-// Stats returns the live job count.
-func (m *Manager) Stats() Stats { return Stats{Jobs: len(m.Jobs())} }
+// Stats returns the live job count and the cluster jobs' figures.
+func (m *Manager) Stats() Stats {
+	return Stats{Jobs: len(m.Jobs()), ClaimFallbacks: int64(m.s.Stats().ClaimFallbacks),
+		AheadTimeouts: m.cst.aheadTimeouts.Load(), EndErrors: m.cst.endErrors.Load()}
+}
 
 // viewLines is the job's views part of its status file.
 func (m *Manager) viewLines(name string) []kv {

@@ -69,8 +69,8 @@ func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch
 		moved := m.moved
 		m.mu.Unlock()
 		batch, end, err := m.s.NextRank(name, rank)
-		if errors.Is(err, sampler.ErrRankAhead) {
-			if !waiting {
+		if errors.Is(err, sampler.ErrRankAhead) || errors.Is(err, sampler.ErrClaimPending) {
+			if !waiting && errors.Is(err, sampler.ErrRankAhead) {
 				waiting = true
 				m.mu.Lock()
 				m.waiting[key]++
@@ -137,7 +137,7 @@ func (m *Manager) Status(name string) ([]byte, error) {
 		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
 		{"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
 		{"cache_substitutions", st.CacheSubstitutions}, {"last_read", stamp(st.LastRead)},
-	}, m.viewLines(name)...)), nil
+	}, append(clusterLines(st), m.viewLines(name)...)...)), nil
 }
 
 // RankStatus returns the status file of one rank.
@@ -183,4 +183,13 @@ func stamp(t time.Time) string {
 		return "never"
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// clusterLines is a cluster job's part of its status file.
+func clusterLines(st sampler.JobStatus) []kv {
+	if !st.Cluster {
+		return nil
+	}
+	return []kv{{"cluster", true}, {"ranks_remote", st.RanksRemote}, {"claimed", st.Claimed},
+		{"claimed_away", st.ClaimedAway}, {"claim_fallbacks", st.ClaimFallbacks}}
 }

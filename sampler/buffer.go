@@ -29,6 +29,9 @@ type Stats struct {
 	// CacheSubstituted: of them, by samples the views' caches hold.
 	CacheSubstituted int
 	RanksLost        int // ranks lost for their lease, all jobs, total
+	// ClaimFallbacks: epochs of cluster jobs drawn locally after a claim
+	// failed, all jobs, total.
+	ClaimFallbacks int
 }
 
 func (s *Sampler) state(e int32) uint8 { return s.status[e] & stateMask }
@@ -76,19 +79,28 @@ func (s *Sampler) serve(j *job, planned bool, e int32) {
 	switch st := s.state(e); {
 	case st != stNone:
 		j.st.BufferReads++
-		if !planned || j.wants(e) {
-			return
-		}
-		r := s.ref(e) - 1
-		s.setRef(e, max(r, 0))
-		if r <= 0 && st == stBuffered {
-			s.bufRemove(e, true)
-			s.stats.Released++
+		if planned {
+			s.unwant(j, e)
 		}
 	case s.res.Resident(int(e)):
 		j.st.ResidentReads++
 	default:
 		j.st.SourceReads++
+	}
+}
+
+// unwant drops j's reference to the buffer entry e if j no longer wants
+// it (it was handed out, or had elsewhere); at 0 the entry is released.
+func (s *Sampler) unwant(j *job, e int32) {
+	st := s.state(e)
+	if st == stNone || j.wants(e) {
+		return
+	}
+	r := s.ref(e) - 1
+	s.setRef(e, max(r, 0))
+	if r <= 0 && st == stBuffered {
+		s.bufRemove(e, true)
+		s.stats.Released++
 	}
 }
 
@@ -106,7 +118,9 @@ func (s *Sampler) substitutable(j *job, ep *epoch, e int32) bool {
 // unseen set, so the epoch still covers them. Buffered candidates are taken
 // in buffer order.
 func (s *Sampler) substitute(j *job, r *rank, k int) {
-	if s.opt.NoSubstitution || len(r.plan) == 0 {
+	// A cluster job's planned samples are the rank's in the cluster: one
+	// given back would be lost to the epoch (claims.go).
+	if s.opt.NoSubstitution || len(r.plan) == 0 || j.cfg.Claimer != nil {
 		return
 	}
 	s.substituteCached(j, r, k)

@@ -36,6 +36,10 @@
 // |∩ D_i| / max |D_i| allows while each job's draw stays uniform over its
 // unseen samples.
 //
+// Cluster-wide epochs (claims.go): a job with a Claimer shares each
+// epoch's seen set with other nodes; its draws are claims made through the
+// claimer without the lock, its ranks that never read here are remote.
+//
 // Leases (TensorSocket §3.2): a rank that neither reads nor touches for
 // Options.Lease is lost, and the live ranks take over its share; a job whose
 // ranks are all lost is dropped and its references released.

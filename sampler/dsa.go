@@ -53,7 +53,7 @@ func (s *Sampler) dsaActive() bool {
 	}
 	var group []*job
 	for _, j := range s.order {
-		if j.cfg.Kind == KindODS && len(j.eps) == 1 && len(group) < MaxDSAJobs {
+		if j.cfg.Kind == KindODS && j.cfg.Claimer == nil && len(j.eps) == 1 && len(group) < MaxDSAJobs {
 			group = append(group, j)
 		}
 	}

@@ -23,4 +23,8 @@ var (
 	// put it two epochs ahead of the slowest live rank of its job. Not a
 	// failure: call NextRank again once another rank has read.
 	ErrRankAhead = errors.New("sampler: rank is an epoch ahead of the slowest")
+	// ErrClaimPending: a cluster job's rank has nothing to read until
+	// a claim made by another read of it (or of a rank of the job on this
+	// node) returns. Not a failure: call NextRank again.
+	ErrClaimPending = errors.New("sampler: a claim of the rank's samples is out")
 )

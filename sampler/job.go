@@ -75,6 +75,10 @@ type JobConfig struct {
 	// Views: the job reads preprocessed views; ODS substitutes from
 	// Options.Caches first (caches.go).
 	Views bool
+	// Claimer, if set, makes the job's epochs cluster-wide: its ranks may
+	// read on several nodes, and every draw is a claim (claims.go). Nil:
+	// the job's epochs are this node's alone.
+	Claimer Claimer
 }
 
 // job is one registered job: its ranks and the epochs they are in.
@@ -119,6 +123,13 @@ type epoch struct {
 	dropped  int     // quota of lost ranks no live rank could take over
 	lossy    bool    // a rank was lost in it, or when it was created
 	next     *epoch
+	// Cluster jobs (claims.go): pending are samples taken in set while a
+	// claim proposing them is out; away are samples taken in set that
+	// this node neither handed out nor plans (ranks elsewhere have them);
+	// fallback: a claim failed, the rest of the epoch is drawn locally.
+	pending  int
+	away     int
+	fallback bool
 }
 
 // rank is one rank of a job.
@@ -130,7 +141,14 @@ type rank struct {
 	plan    []int32
 	last    time.Time
 	lost    bool
-	st      RankStatus
+	// claiming: a claim for it is out (the sampler's lock is not held
+	// meanwhile); another read of the rank does not claim too.
+	claiming bool
+	// capped is the epoch in which the claimer examined nothing: the
+	// rank's count in the cluster is at its quota (it read elsewhere
+	// too); the rest of its quota here is padding.
+	capped *epoch
+	st     RankStatus
 }
 
 func (j *job) worldSize() int { return len(j.ranks) }

@@ -57,11 +57,16 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 			lost++
 			continue
 		}
+		if j.remote(r) {
+			continue // quota 0 here: it reads on another node (claims.go)
+		}
 		ep.quota[i] = j.share
 	}
 	if lost > 0 {
 		ep.lossy = true
-		s.redistribute(j, ep, lost*j.share)
+		if j.cfg.Claimer == nil {
+			s.redistribute(j, ep, lost*j.share)
+		}
 	}
 	s.rewant(j, func() { j.eps = append(j.eps, ep) })
 	if j.latest != nil {
@@ -113,6 +118,9 @@ func (s *Sampler) loseRank(j *job, r *rank) {
 		}
 		ep.lossy = true
 		if ep == r.ep {
+			if j.cfg.Claimer != nil && !ep.fallback {
+				s.abandonPlan(j, r)
+			}
 			for _, e := range r.plan {
 				s.untake(j, ep, e)
 			}
@@ -120,6 +128,13 @@ func (s *Sampler) loseRank(j *job, r *rank) {
 		}
 		left := ep.quota[r.id] - ep.got[r.id]
 		ep.quota[r.id] = ep.got[r.id]
+		if j.cfg.Claimer != nil {
+			// The cluster's counts of the other ranks stay at their
+			// quota: what the lost rank had yet to read is left out.
+			ep.dropped += left
+			j.st.Dropped += left
+			continue
+		}
 		s.redistribute(j, ep, left)
 	}
 	s.prune(j)
@@ -180,22 +195,35 @@ func (s *Sampler) rewant(j *job, mutate func()) {
 	}
 }
 
-// nextRank is NextRank with the lock held and the job found.
-func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
+// advance is the start of a read of r: a lost rank rejoins, a rank that
+// read its epoch's end moves to the next epoch (ErrRankAhead when that
+// would put it two epochs ahead). Repeating it is harmless.
+func (s *Sampler) advance(j *job, r *rank) error {
 	if r.lost {
 		r.lost = false
 		r.st.Rejoined++
+	}
+	if j.remote(r) {
+		s.arrive(j, r)
 	}
 	r.started = true
 	if r.ended {
 		nx := r.ep.next
 		if nx == nil {
 			if len(j.eps) > 0 && j.eps[0].num < r.ep.num {
-				return nil, false, ErrRankAhead
+				return ErrRankAhead
 			}
 			nx = s.newEpoch(j)
 		}
 		r.ep, r.ended = nx, false
+	}
+	return nil
+}
+
+// nextRank is NextRank with the lock held and the job found.
+func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
+	if err := s.advance(j, r); err != nil {
+		return nil, false, err
 	}
 	ep := r.ep
 	if r.done() {
@@ -223,12 +251,20 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 		if s.fillRank(j, r); len(r.plan) > 0 {
 			break // samples came back (a lost rank's): the next read takes them
 		}
+		if !s.mayPad(j, r) {
+			break // a claim may still get samples (claims.go)
+		}
 		e := s.padding(j, r)
 		batch = append(batch, int(e))
 		ep.got[r.id]++
 		r.st.Padded++
 		j.st.Padded++
 		s.serve(j, false, e)
+	}
+	if len(batch) == 0 {
+		// Only a cluster job's read gets here: claims of another read
+		// are out. Nothing was changed; the caller reads again.
+		return nil, false, ErrClaimPending
 	}
 	r.st.Batches++
 	j.st.Batches++
@@ -250,6 +286,9 @@ func (s *Sampler) fillRank(j *job, r *rank) {
 	want := s.window(j)
 	if len(r.plan) >= want || !r.drawing() || !j.inFlight(r.ep) {
 		return
+	}
+	if j.cfg.Claimer != nil && !r.ep.fallback {
+		return // drawn by claims, outside the lock (claims.go)
 	}
 	if j.cfg.Kind == KindODS && s.dsaActive() && s.dsa.has(j) {
 		s.dsaFill(j, r, want)
@@ -313,6 +352,10 @@ func (s *Sampler) padding(j *job, r *rank) int32 {
 	// Nothing handed out yet: every sample is in some rank's plan.
 	for e := range ep.planned {
 		return e
+	}
+	if j.cfg.Claimer != nil {
+		// Ranks elsewhere had the whole epoch: any sample was drawn.
+		return j.global((r.id + ep.got[r.id]) % j.size)
 	}
 	panic("sampler: padding with nothing drawn")
 }

@@ -280,18 +280,53 @@ func (s *Sampler) Next(name string) (batch []int, endOfEpoch bool, err error) {
 // epochs ahead of the slowest live rank (call again later: each call
 // renews the lease). NextRank renews the rank's lease; a lost rank that
 // calls it rejoins.
+//
+// For a job with a Claimer, NextRank claims the rank's samples through it
+// without holding the sampler's lock (claims.go), answers ErrRankAhead
+// when the claimer says the rank is two epochs ahead of the slowest rank
+// on any node, and ErrClaimPending while another read's claim for the
+// rank is out; the caller calls again in both cases.
 func (s *Sampler) NextRank(name string, rank int) (batch []int, endOfEpoch bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.opt.Now()
-	s.reap(now)
-	j, r, err := s.lookupRank(name, rank)
-	if err != nil {
-		return nil, false, err
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
+	for try := 0; ; try++ {
+		now := s.opt.Now()
+		s.reap(now)
+		j, r, err := s.lookupRank(name, rank)
+		if err != nil {
+			return nil, false, err
+		}
+		r.last = now
+		r.st.LastRead = now
+		if j.cfg.Claimer == nil {
+			return s.nextRank(j, r)
+		}
+		if err := s.advance(j, r); err != nil {
+			return nil, false, err
+		}
+		req := s.prepareClaim(j, r, try == 0)
+		if req == nil {
+			batch, end, err := s.nextRank(j, r)
+			if end {
+				num := r.ep.num
+				s.mu.Unlock()
+				locked = false
+				j.cfg.Claimer.Ended(num, r.id)
+			}
+			return batch, end, err
+		}
+		s.mu.Unlock()
+		granted, examined, cerr := j.cfg.Claimer.Claim(req.ep.num, r.id, req.quota, req.want, req.cands)
+		s.mu.Lock()
+		if err := s.applyClaim(req, granted, examined, cerr); err != nil {
+			return nil, false, err
+		}
 	}
-	r.last = now
-	r.st.LastRead = now
-	return s.nextRank(j, r)
 }
 
 // JobStatus is a job's progress and counters.
@@ -316,9 +351,18 @@ type JobStatus struct {
 	CacheSubstitutions int
 	SharedDraws        int // draws shared with another job by DSA
 	Padded             int // padding handed out (ceil(M/W)·W − M per epoch)
-	RanksLive          int // ranks not lost
+	RanksLive          int // ranks not lost (and, in a cluster job, that read here)
 	Lost               []int
-	RanksLost          int // rank losses, total
+	// Cluster jobs (JobConfig.Claimer): ranks that never read here
+	// (remote), samples claimed for this node's ranks, samples proposed
+	// that ranks elsewhere had, and epochs drawn locally after a claim
+	// failed.
+	Cluster        bool
+	RanksRemote    int
+	Claimed        int
+	ClaimedAway    int
+	ClaimFallbacks int
+	RanksLost      int // rank losses, total
 	// Dropped counts samples of epochs that a lost rank left and no live
 	// rank could take over (they had all reported that epoch's end).
 	Dropped  int
@@ -353,9 +397,14 @@ func (s *Sampler) Status(name string) (JobStatus, error) {
 	st := j.st
 	var slow *epoch
 	started := false
+	st.Cluster = j.cfg.Claimer != nil
 	for _, r := range j.ranks {
 		st.Planned += len(r.plan)
 		started = started || r.started
+		if j.remote(r) {
+			st.RanksRemote++
+			continue
+		}
 		if r.lost {
 			st.Lost = append(st.Lost, r.id)
 			continue
@@ -431,6 +480,15 @@ func (s *Sampler) reap(now time.Time) []string {
 		for _, r := range j.ranks {
 			switch {
 			case r.lost:
+			case j.remote(r):
+				// A rank on another node is never lost here; it keeps
+				// the job alive for a lease from its registration.
+				if now.Sub(r.last) < s.opt.Lease {
+					live++
+					if r.last.Before(oldest) {
+						oldest = r.last
+					}
+				}
 			case now.Sub(r.last) >= s.opt.Lease:
 				expired = append(expired, r)
 			default:

@@ -7,11 +7,13 @@ package mount
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -321,5 +323,116 @@ func TestClusterMountRefusesAnUnusableClusterWithExitTwo(t *testing.T) {
 			cli(t, "unmount", "--lazy", mnt)
 			t.Errorf("%s: mounted anyway", name)
 		}
+	}
+}
+
+// rankEpochOf reads rank r's batches of job dir (open and read at offset 0
+// each, as the Python sampler does) until the 0-byte read; safe to call
+// from a goroutine (errors are reported with t.Error).
+func rankEpochOf(t *testing.T, dir string, r int) []string {
+	next := filepath.Join(dir, "rank", strconv.Itoa(r), "next")
+	var out []string
+	for i := 0; i < 1000; i++ {
+		b, err := os.ReadFile(next)
+		if err != nil {
+			t.Errorf("read %s: %v", next, err)
+			return out
+		}
+		if len(b) == 0 {
+			return out
+		}
+		out = append(out, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")...)
+	}
+	t.Errorf("%s: the epoch does not end", next)
+	return out
+}
+
+func TestClusterDDPJobWithOneRankPerNodeSharesEachEpochExactlyOnce(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	// 23 samples: the job over all of them pads (ceil(23/2) = 12 per
+	// rank); the job over class0 and class1 (12 samples) does not.
+	src, paths := makeSamples(t, 23, 3000)
+	nodes := []*env{clusterNode(t, rc, src), clusterNode(t, rc, src)}
+	for _, c := range []struct {
+		job, doc string
+		subset   []string
+	}{
+		{"odd", "batch_size=4\nworld_size=2\ncluster=true\n", paths},
+		{"even", "batch_size=4\nworld_size=2\ncluster=true\nsubset=class0\nsubset=class1\n",
+			slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return !strings.HasPrefix(p, "class0/") && !strings.HasPrefix(p, "class1/") })},
+	} {
+		dirs := make([]string, 2)
+		for i, e := range nodes {
+			dirs[i] = filepath.Join(e.mnt, ".epochfs", "jobs", c.job)
+			if err := os.Mkdir(dirs[i], 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dirs[i], "config"), []byte(c.doc), 0); err != nil {
+				t.Fatalf("%s: config on node %d: %v", c.job, i, err)
+			}
+		}
+		quota := (len(c.subset) + 1) / 2
+		for ep := 1; ep <= 2; ep++ {
+			// Rank 0 reads on node 0 and rank 1 on node 1, at once.
+			shares := make([][]string, 2)
+			var wg sync.WaitGroup
+			for r := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					shares[r] = rankEpochOf(t, dirs[r], r)
+				}()
+			}
+			wg.Wait()
+			count := map[string]int{}
+			for r, sh := range shares {
+				if len(sh) != quota {
+					t.Errorf("%s epoch %d: rank %d got %d samples, want its quota %d", c.job, ep, r, len(sh), quota)
+				}
+				for _, p := range sh {
+					count[p]++
+				}
+			}
+			repeats := 0
+			for _, p := range c.subset {
+				if count[p] == 0 {
+					t.Errorf("%s epoch %d: %s went to no rank", c.job, ep, p)
+				}
+				repeats += max(count[p]-1, 0)
+			}
+			if len(count) != len(c.subset) || repeats != 2*quota-len(c.subset) {
+				t.Errorf("%s epoch %d: %d distinct samples, %d repeated; want %d and %d (padding)",
+					c.job, ep, len(count), repeats, len(c.subset), 2*quota-len(c.subset))
+			}
+		}
+		for i, dir := range dirs {
+			st := kv(mustRead(t, filepath.Join(dir, "status")))
+			if st["cluster"] != "true" || st["ranks_remote"] != "1" || st["claimed"] == "0" || st["claim_fallbacks"] != "0" {
+				t.Errorf("%s on node %d: status cluster=%s ranks_remote=%s claimed=%s claim_fallbacks=%s",
+					c.job, i, st["cluster"], st["ranks_remote"], st["claimed"], st["claim_fallbacks"])
+			}
+		}
+	}
+	for i, e := range nodes {
+		if n := e.num("cluster.job_claims"); n == 0 {
+			t.Errorf("node %d: cluster.job_claims=0 after two cluster jobs", i)
+		}
+		if n := e.num("cluster.job_fallbacks"); n != 0 {
+			t.Errorf("node %d: cluster.job_fallbacks=%d, want 0", i, n)
+		}
+	}
+	// A node that writes another config for a cluster job is refused.
+	bad := []string{filepath.Join(nodes[0].mnt, ".epochfs", "jobs", "bad"), filepath.Join(nodes[1].mnt, ".epochfs", "jobs", "bad")}
+	for _, d := range bad {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bad[0], "config"), []byte("world_size=2\ncluster=true\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	err := os.WriteFile(filepath.Join(bad[1], "config"), []byte("world_size=3\ncluster=true\n"), 0)
+	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(nodes[1].errorsFile(), "another configuration") {
+		t.Errorf("another config for the job on node 1: %v, want EINVAL; errors:\n%s", err, nodes[1].errorsFile())
 	}
 }
