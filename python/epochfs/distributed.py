@@ -55,10 +55,14 @@ class DistributedSampler(_TorchSampler):
 
     Rank 0 registers the job (a fresh epoch 1 with this config); the other ranks wait for it at a
     barrier of the default process group when one is initialized, or else until the job's config
-    says num_replicas ranks (start rank 0 first: a stale job of the same name would do)."""
+    says num_replicas ranks (start rank 0 first: a stale job of the same name would do).
+
+    cluster=True: the ranks read on several nodes, each through its own mount of a [cluster] mount
+    (docs/cluster.md), and the job's epochs are shared through the cluster. The first rank of each
+    node (local_rank 0; default: LOCAL_RANK, which torchrun sets) registers the job on its node."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False, *,
-                 job=None, batch_size=64, sampler="ods", timeout=120.0):
+                 job=None, batch_size=64, sampler="ods", timeout=120.0, cluster=False, local_rank=None):
         if num_replicas is None:
             if not dist.is_available():
                 raise RuntimeError("Requires distributed package to be available")
@@ -81,7 +85,16 @@ class DistributedSampler(_TorchSampler):
         self.dir = os.path.join(self.mnt, ".epochfs", "jobs", job)
         config = [("batch_size", batch_size), ("seed", seed), ("sampler", sampler if shuffle else "sequential"),
                   ("world_size", num_replicas), ("drop_last", "true" if drop_last else "false")]
-        if rank == 0:
+        registers = rank == 0
+        if cluster:
+            config.append(("cluster", "true"))
+            if local_rank is None:
+                if "LOCAL_RANK" not in os.environ:
+                    raise ValueError("epochfs: DistributedSampler(cluster=True) needs local_rank (the rank's "
+                                     "number on its node), or LOCAL_RANK set as torchrun sets it")
+                local_rank = int(os.environ["LOCAL_RANK"])
+            registers = local_rank == 0
+        if registers:
             self._register(config, [subset_of(root, self.mnt)], subset_lines(self.index))
         group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         if group:

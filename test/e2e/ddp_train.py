@@ -6,7 +6,7 @@ rank's status file} after every epoch.
 
     ddp_train.py --mount MNT --out DIR [--job NAME] [--epochs 2] [--batch 16] [--train]
                  [--die-after K] [--pace S] [--sampler epochfs|torch] [--workers 0]
-                 [--uncached] [--start DIR:N]
+                 [--uncached] [--start DIR:N] [--cluster]
 
 --train wraps a tiny model in DistributedDataParallel (gloo) and all-reduces every step; without
 it the ranks only load. --die-after K: the rank SIGKILLs itself after K batches of epoch 1.
@@ -14,6 +14,8 @@ it the ranks only load. --die-after K: the rank SIGKILLs itself after K batches 
 was lost (its reads renew its lease meanwhile; the dead rank's runs out).
 --uncached: every file is read with its page cache dropped after (a dataset larger than RAM).
 --start DIR:N: the rank starts its first epoch once N ranks (of every job) are ready (files in DIR).
+--cluster: the job is cluster-wide (each rank may read on its own node's mount; LOCAL_RANK says
+which rank registers the job on each node).
 """
 import argparse
 import io
@@ -66,6 +68,7 @@ def main():
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--uncached", action="store_true")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--cluster", action="store_true", help="the job's ranks read on several nodes' mounts")
     ap.add_argument("--start", default="", help="DIR:N: start the first epoch once N ranks (of all jobs) are ready")
     a = ap.parse_args()
 
@@ -78,7 +81,7 @@ def main():
     else:
         # The DataLoader's batches are the job's: a rank that dies after a batch was handed all
         # it read from next.
-        sampler = epochfs.DistributedSampler(ds, job=a.job, seed=a.seed, batch_size=a.batch)
+        sampler = epochfs.DistributedSampler(ds, job=a.job, seed=a.seed, batch_size=a.batch, cluster=a.cluster)
     loader = DataLoader(WithIndex(ds), batch_size=a.batch, sampler=sampler, num_workers=a.workers)
     model = torch.nn.Linear(3 * 32 * 32, len(ds.classes))
     if a.train:
