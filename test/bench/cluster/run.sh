@@ -268,7 +268,7 @@ read_nodes() {
   done
   local ok=1
   for i in "${pids[@]}"; do wait "$i" || ok=; done
-  [ -n "$ok" ] || { tail -3 "$WORK"/err.* >&2; die "a reader failed"; }
+  [ -n "$ok" ] || { tail -n 3 "$WORK"/err.* >&2; die "a reader failed"; }
 }
 
 # nodes_json N: the nodes' reader outputs as one JSON array (epoch seconds,
