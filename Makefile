@@ -87,3 +87,13 @@ bench-views: build
 .PHONY: bench-model
 bench-model: build
 	bash test/bench/model/run.sh
+
+# Many nodes, one PFS fetch (docs/benchmarks.md, "Many nodes: the cluster
+# tier"): 3 epochfs mounts with a 3-master Redis Cluster against one node
+# alone and 3 nodes without it, over the emulated slow PFS; PFS bytes,
+# epoch-1 times, reads from the cluster against the DSI model's remote-cache
+# prediction. Needs root, sshd, sshfs, redis-server, redis-tools, jq;
+# ~20 minutes (QUICK=1: ~2 minutes).
+.PHONY: bench-cluster
+bench-cluster: bench-deps build
+	bash test/bench/cluster/run.sh

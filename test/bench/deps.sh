@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the benchmarks need on top of
 # scripts/install-deps.sh (which CI uses): the emulated PFS (sshd, sshfs,
-# iproute2 for ip netns + tc), the rclone peer and matplotlib for the plots.
+# iproute2 for ip netns + tc), the rclone peer, matplotlib for the plots and
+# jq (the cluster and model benchmarks read JSON with it).
 # Safe to run again; does nothing for packages already present.
 set -euo pipefail
-pkgs=(openssh-server openssh-client sshfs iproute2 rclone python3-matplotlib util-linux)
+pkgs=(openssh-server openssh-client sshfs iproute2 rclone python3-matplotlib util-linux jq)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -368,7 +368,13 @@ func readAll(dir string, names []string, conc, bufSize int) (*Result, error) {
 					return
 				}
 				t0 := time.Now()
+				// A FUSE open interrupted by a signal (the Go runtime's
+				// preemption signals too) may answer EINTR; os.Open retries
+				// it, and so do we.
 				fd, err := syscall.Open(paths[i], syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+				for err == syscall.EINTR {
+					fd, err = syscall.Open(paths[i], syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+				}
 				opens[i] = time.Since(t0)
 				if err != nil {
 					fail(fmt.Errorf("read: open %s: %w", paths[i], err))
