@@ -77,11 +77,16 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 	if p.demandBuffer(r) {
 		return r, nil
 	}
-	p.attach(r)
+	p.attach(ctx, r)
 	return r, nil
 }
 
-func (p *Placer) attach(r *Reader) {
+// remoteSlotWait bounds how long a read waits for a demand copy's slot when
+// a remote is configured: copies from the remote are quick, and the source
+// is what the remote spares.
+const remoteSlotWait = 5 * time.Second
+
+func (p *Placer) attach(ctx context.Context, r *Reader) {
 	e := r.e
 	if e.nospace.Load() {
 		return
@@ -94,9 +99,7 @@ func (p *Placer) attach(r *Reader) {
 		}
 		return
 	}
-	select {
-	case p.demand <- struct{}{}:
-	default:
+	if !p.demandSlot(ctx) {
 		// Too many copies started by reads: read the source and let a
 		// worker copy it.
 		p.fallbacks.Add(1)
@@ -126,6 +129,32 @@ func (p *Placer) attach(r *Reader) {
 		<-p.demand
 	}
 	r.fl = f
+}
+
+// demandSlot takes a slot for a copy started by a read. Without a remote
+// it never waits: a read that finds every slot taken reads the source.
+// With one it waits (up to remoteSlotWait, or ctx): reading the source
+// directly would fetch from the PFS a file the remote may hold, which is
+// the traffic the remote exists to spare.
+func (p *Placer) demandSlot(ctx context.Context) bool {
+	select {
+	case p.demand <- struct{}{}:
+		return true
+	default:
+	}
+	if p.o.Remote == nil {
+		return false
+	}
+	t := time.NewTimer(remoteSlotWait)
+	defer t.Stop()
+	select {
+	case p.demand <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	case <-p.ctx.Done():
+	}
+	return false
 }
 
 // openResident returns a held reference on e's copy in tier i, of version

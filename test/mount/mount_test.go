@@ -295,7 +295,7 @@ func TestStatusHasEveryDocumentedKey(t *testing.T) {
 	st := e.status()
 	for _, k := range []string{"version", "source", "mountpoint", "passthrough", "files_total", "bytes_total",
 		"files_resident", "bytes_resident", "resident_pct", "source_opens", "source_reads", "source_bytes",
-		"placements_queued", "placements_done", "placements_failed", "placements_skipped_nospace",
+		"placements_queued", "placements_done", "placements_failed", "placements_skipped_nospace", "demand_fallbacks",
 		"tier.t0.path", "tier.t0.quota", "tier.t0.used", "tier.t0.files"} {
 		if _, ok := st[k]; !ok {
 			t.Errorf("status lacks %s", k)
