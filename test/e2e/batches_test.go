@@ -18,19 +18,8 @@ import (
 func TestPythonBatchesOverAMount(t *testing.T) {
 	requireFUSE(t)
 	requireTorch(t)
-	tmp := t.TempDir()
-	bin, datagenBin, err := buildTools(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(tmp, "source")
-	paths, _ := generate(t, datagenBin, src, 40, 4)
-	cfg := filepath.Join(tmp, "epochfs.toml")
-	os.WriteFile(cfg, []byte("[preprocess]\naugment = [\"random_resized_crop:64\", \"hflip:0.5\"]\noutput = \"float32_chw\"\n"+
-		"normalize = [[0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]\n"), 0o644)
-	mnt := filepath.Join(tmp, "mnt")
-	os.Mkdir(mnt, 0o755)
-	mountEpochfs(t, bin, src, mnt, filepath.Join(tmp, "tier"), filepath.Join(tmp, "state"), "--config", cfg)
+	_, mnt, paths := mountedWithConfig(t, 40, 4, "[preprocess]\naugment = [\"random_resized_crop:64\", \"hflip:0.5\"]\noutput = \"float32_chw\"\n"+
+		"normalize = [[0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]\n")
 	pkg, _ := filepath.Abs("../../python")
 	script := `
 import hashlib, json, sys, threading
@@ -163,18 +152,7 @@ print(json.dumps(out))
 func TestTrainBatchesExampleRuns(t *testing.T) {
 	requireFUSE(t)
 	requireTorch(t)
-	tmp := t.TempDir()
-	bin, datagenBin, err := buildTools(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(tmp, "source")
-	paths, _ := generate(t, datagenBin, src, 24, 3)
-	cfg := filepath.Join(tmp, "epochfs.toml")
-	os.WriteFile(cfg, []byte("[preprocess]\naugment = [\"random_resized_crop:32\", \"hflip:0.5\"]\n"), 0o644)
-	mnt := filepath.Join(tmp, "mnt")
-	os.Mkdir(mnt, 0o755)
-	mountEpochfs(t, bin, src, mnt, filepath.Join(tmp, "tier"), filepath.Join(tmp, "state"), "--config", cfg)
+	_, mnt, paths := mountedWithConfig(t, 24, 3, "[preprocess]\naugment = [\"random_resized_crop:32\", \"hflip:0.5\"]\n")
 	pkg, _ := filepath.Abs("../../python")
 	example, _ := filepath.Abs("../../docs/examples/train_batches.py")
 	cmd := exec.Command(python, example, mnt, "--job", "example", "--epochs", "2", "--batch-size", "8")

@@ -255,6 +255,29 @@ func mountedDataset(t *testing.T, files, classes int) (src, mnt string, paths []
 	return src, mnt, paths, total
 }
 
+// mountedWithConfig generates files JPEGs in classes classes and mounts
+// them with the binary and config (the text of an epochfs.toml).
+func mountedWithConfig(t *testing.T, files, classes int, config string) (src, mnt string, paths []string) {
+	t.Helper()
+	tmp := t.TempDir()
+	bin, datagenBin, err := buildTools(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = filepath.Join(tmp, "source")
+	paths, _ = generate(t, datagenBin, src, files, classes)
+	cfg := filepath.Join(tmp, "epochfs.toml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mnt = filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountEpochfs(t, bin, src, mnt, filepath.Join(tmp, "tier"), filepath.Join(tmp, "state"), "--config", cfg)
+	return src, mnt, paths
+}
+
 func mountEpochfs(t *testing.T, bin, src, mnt, tierDir, stateDir string, extra ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,18 +12,7 @@ import (
 func TestDecodedViewsMatchTorchvision(t *testing.T) {
 	requireFUSE(t)
 	requireTorch(t)
-	tmp := t.TempDir()
-	bin, datagenBin, err := buildTools(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(tmp, "source")
-	paths, _ := generate(t, datagenBin, src, 24, 3)
-	cfg := filepath.Join(tmp, "epochfs.toml")
-	os.WriteFile(cfg, []byte("[preprocess]\nstatic = [\"resize:256\", \"center_crop:224\"]\n"), 0o644)
-	mnt := filepath.Join(tmp, "mnt")
-	os.Mkdir(mnt, 0o755)
-	mountEpochfs(t, bin, src, mnt, filepath.Join(tmp, "tier"), filepath.Join(tmp, "state"), "--config", cfg)
+	src, mnt, paths := mountedWithConfig(t, 24, 3, "[preprocess]\nstatic = [\"resize:256\", \"center_crop:224\"]\n")
 	script := `
 import sys, numpy as np
 from PIL import Image
