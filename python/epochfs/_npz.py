@@ -13,16 +13,17 @@ _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")  # central directory header, 46 b
 _LOCAL_NAMES = struct.Struct("<HH")  # name and extra lengths at offset 26 of a local header
 
 
-def read_file(path, hint=1 << 20, buf=None):
-    """The whole file at path, as a memoryview of a new bytearray; hint: the size expected. With buf
-    (a bytearray), the file is read into buf instead, which grows if it is too small: reusing one
-    buffer saves zeroing and faulting in fresh memory for every file. Returns (memoryview, buffer)
-    then, the buffer being buf or its grown replacement."""
+def read_file(path, hint=1 << 20):
+    """The whole file at path, as a memoryview of a new bytearray; hint: the size expected."""
+    return read_into(path, bytearray(max(hint, 1 << 16)))[0]
+
+
+def read_into(path, buf):
+    """The whole file at path read into the bytearray buf, which grows if it is too small: reusing one
+    buffer saves zeroing and faulting in fresh memory for every file. Returns (memoryview, buffer),
+    the buffer being buf or its grown replacement."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        own = buf is None
-        if own:
-            buf = bytearray(max(hint, 1 << 16))
         n = 0
         while True:
             if n == len(buf):
@@ -30,7 +31,7 @@ def read_file(path, hint=1 << 20, buf=None):
                 buf = buf + bytearray(max(len(buf), 1 << 16))
             k = os.readv(fd, [memoryview(buf)[n:]])
             if k == 0:
-                return memoryview(buf)[:n] if own else (memoryview(buf)[:n], buf)
+                return memoryview(buf)[:n], buf
             n += k
     finally:
         os.close(fd)

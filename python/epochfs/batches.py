@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._mount import mount_root, register, subset_of
-from ._npz import load_npz, read_file
+from ._npz import load_npz, read_file, read_into
 from ._paths import quote, unquote
 
 
@@ -117,7 +117,7 @@ class Batches:
             if buf is None:
                 data = read_file(self.batch, hint)  # one read; the tensors are views of this buffer
             else:
-                data, buf = read_file(self.batch, buf=buf)
+                data, buf = read_into(self.batch, buf)
             if not len(data):
                 return
             hint = len(data) + (len(data) >> 4)

@@ -8,7 +8,7 @@ import zipfile
 
 import numpy as np
 
-from epochfs._npz import load_npz, read_file
+from epochfs._npz import load_npz, read_file, read_into
 
 
 class LoadNPZ(unittest.TestCase):
@@ -78,7 +78,7 @@ class ReadFile(unittest.TestCase):
                 data = os.urandom(size)
                 with open(p, "wb") as f:
                     f.write(data)
-                mv, buf = read_file(p, buf=buf)
+                mv, buf = read_into(p, buf)
                 self.assertEqual(bytes(mv), data, size)
                 self.assertGreaterEqual(len(buf), size)
                 views.append(mv)
