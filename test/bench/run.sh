@@ -115,10 +115,7 @@ cleanup() {
   epochfs_down
   pfs_cleanup
   rm -rf "$SHM" "$RUN"
-  local left
-  left=$(grep -E " ($WORK|$SHM)[^ ]* " /proc/mounts || true)
-  [ -z "$left" ] || log "WARNING: mounts left behind: $left"
-  ip netns list | grep -q "^$PFS_NS\b" && log "WARNING: netns $PFS_NS left behind"
+  pfs_check_left "$WORK|$SHM"
   exit "$rc"
 }
 trap cleanup EXIT

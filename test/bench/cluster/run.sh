@@ -225,10 +225,7 @@ cleanup() {
   redis_stop
   pfs_cleanup
   rm -rf "$RUN"
-  local left
-  left=$(grep -E " $WORK[^ ]* " /proc/mounts || true)
-  [ -z "$left" ] || log "WARNING: mounts left behind: $left"
-  ip netns list | grep -q "^$PFS_NS\b" && log "WARNING: netns $PFS_NS left behind"
+  pfs_check_left "$WORK"
   exit "$rc"
 }
 trap cleanup EXIT

@@ -153,6 +153,15 @@ pfs_unmount() {
   wait "$pid" 2>/dev/null || true
 }
 
+# pfs_check_left REGEX: warns of mounts under paths matching REGEX, and of
+# this run's namespace, still there after pfs_cleanup.
+pfs_check_left() {
+  local left
+  left=$(grep -E " ($1)[^ ]* " /proc/mounts || true)
+  [ -z "$left" ] || pfs_log "WARNING: mounts left behind: $left"
+  if ip netns list | grep -q "^$PFS_NS\b"; then pfs_log "WARNING: netns $PFS_NS left behind"; fi
+}
+
 # pfs_cleanup: unmount what we mounted, stop what we started, delete the
 # namespace. Safe to call twice.
 pfs_cleanup() {
