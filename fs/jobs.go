@@ -378,7 +378,7 @@ func (h *nextHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if off == 0 {
-		rctx, done := reqCtx(ctx)
+		rctx, done := waitCtx(ctx)
 		var b []byte
 		var err error
 		if m := h.n.ref.fsys.o.Jobs; h.n.rank < 0 {

@@ -126,7 +126,7 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if off == 0 {
-		rctx, done := reqCtx(ctx)
+		rctx, done := waitCtx(ctx)
 		b, _, err := h.n.ref.fsys.o.Jobs.Batch(rctx, h.n.ref.name, h.n.rank)
 		done()
 		switch {

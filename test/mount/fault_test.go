@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -362,4 +363,98 @@ func TestRefreshCLIPicksUpAddedChangedAndRemovedFiles(t *testing.T) {
 	if code, out := cli(t, "verify", mnt, "no/such/path"); code != 2 || !strings.Contains(out, "no/such/path") {
 		t.Fatalf("verify of an unknown path: exit %d: %s", code, out)
 	}
+}
+
+// rawReadPy opens and reads a file with libc's open(2) and read(2), which,
+// unlike Python's own calls, do not retry EINTR, after installing a handler
+// for SIGUSR1 (a handled signal interrupts a FUSE request but is not fatal).
+const rawReadPy = `
+import ctypes, os, signal, sys
+signal.signal(signal.SIGUSR1, lambda *a: None)
+libc = ctypes.CDLL(None, use_errno=True)
+print("ready", flush=True)
+fd = libc.open(sys.argv[1].encode(), os.O_RDONLY)
+if fd < 0:
+    sys.exit("open: " + os.strerror(ctypes.get_errno()))
+buf = ctypes.create_string_buffer(1 << 20)
+total = 0
+while True:
+    n = libc.read(fd, buf, len(buf))
+    if n < 0:
+        sys.exit("read: " + os.strerror(ctypes.get_errno()))
+    if n == 0:
+        break
+    total += n
+print(total)
+`
+
+func TestOnlyAFatalSignalEndsAReadWaitingOnTheSource(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	// A timeout far longer than the waits below: only the interrupt rule
+	// can end them early.
+	const timeout = 30 * time.Second
+	e, f, _ := faultEnv(t, faultfs.Start, placement.ValidateOnce, timeout)
+	big := filepath.Join(e.mnt, "big.bin")
+	want, err := os.Stat(filepath.Join(e.src, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A handled signal while the source hangs: the read goes on and
+	// succeeds once the source answers, instead of failing with EINTR.
+	f.Hang()
+	t.Cleanup(f.Resume)
+	py := exec.Command("/usr/bin/python3", "-c", rawReadPy, big)
+	stdout, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	py.Stderr = &stderr
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("reader did not start: %q %v: %s", line, err, stderr.String())
+	}
+	time.Sleep(300 * time.Millisecond) // into the blocked open or read
+	for i := 0; i < 3; i++ {
+		if err := py.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	f.Resume()
+	rest, _ := io.ReadAll(out)
+	if err := py.Wait(); err != nil {
+		t.Fatalf("a handled signal failed a read waiting on the source: %v: %s", err, stderr.String())
+	}
+	if got := strings.TrimSpace(string(rest)); got != strconv.FormatInt(want.Size(), 10) {
+		t.Fatalf("read %s bytes after the signals, want %d", got, want.Size())
+	}
+
+	// SIGKILL still ends such a wait at once, long before the timeout.
+	f.Hang()
+	cat := exec.Command("cat", big)
+	cat.Stdout = io.Discard
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	cat.Process.Kill()
+	waited := make(chan error, 1)
+	go func() { waited <- cat.Wait() }()
+	select {
+	case <-waited:
+		t.Logf("killed reader gone after %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a reader blocked on a hung source did not die of SIGKILL within 5 s (source timeout %v)", timeout)
+	}
+	f.Resume()
+	waitFor(t, func() bool { return e.num("source_stuck") == 0 })
+	checkAll(t, e.src, e.mnt, []string{"big.bin"})
 }
