@@ -297,6 +297,14 @@ func countEntries(e *Entry) int {
 	return n
 }
 
+// catalogBatchGap is the least time between the starts of two batches
+// written for updates (the periodic catch-up aside): a busy catalog (a
+// placer installing thousands of copies a second) writes one batch, and
+// syncs the tiers' file systems once, per gap instead of back to back,
+// while an update to an idle catalog is still written at once. A crash
+// loses at most the gap's updates more (their files are copied again).
+const catalogBatchGap = 250 * time.Millisecond
+
 // startWriter starts the goroutine that writes the pending updates,
 // watches the floor and catches up.
 func (c *Catalog) startWriter() {
@@ -305,12 +313,21 @@ func (c *Catalog) startWriter() {
 		defer close(c.w.done)
 		t := time.NewTicker(c.w.interval)
 		defer t.Stop()
+		last := time.Now()
 		c.flush() // updates made before the writer started
 		for {
 			select {
 			case <-c.w.stop:
 				return
 			case <-c.w.kick:
+				if wait := catalogBatchGap - time.Since(last); wait > 0 {
+					select {
+					case <-c.w.stop:
+						return // Close writes what is left
+					case <-time.After(wait):
+					}
+				}
+				last = time.Now()
 				c.flush()
 				continue
 			case <-t.C:

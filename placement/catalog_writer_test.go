@@ -663,3 +663,57 @@ func TestCopiesAreNotRecordedUntilTheirTierSynced(t *testing.T) {
 		}
 	}
 }
+
+// A busy catalog writes one batch per catalogBatchGap, not one per update
+// back to back (each batch syncs the tiers' file systems), while an update
+// to an idle catalog is written at once.
+func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t *testing.T) {
+	n := 400
+	src := wideSource(t, n)
+	state := fastDir(t)
+	o := diskOpts(src, state, newFakeDisk(roomy), nil)
+	o.RetryInterval = time.Hour // no periodic floor check
+	c := openCat(t, o)
+	var files []*Entry
+	c.Root().Files(func(e *Entry) bool { files = append(files, e); return true })
+	time.Sleep(catalogBatchGap) // the catalog is idle
+
+	// Idle: written at once, long before a gap has passed.
+	batches := c.w.batches.Load()
+	start := time.Now()
+	files[0].tier.Store(1)
+	c.persist(files[0])
+	waitFor(t, "the idle update written", func() bool { return c.w.batches.Load() > batches })
+	if took := time.Since(start); took >= catalogBatchGap {
+		t.Errorf("an update to an idle catalog waited %v (the gap is %v)", took, catalogBatchGap)
+	}
+
+	// Busy: an update every millisecond for 4 gaps.
+	batches = c.w.batches.Load()
+	start = time.Now()
+	for i := 1; i < n && time.Since(start) < 4*catalogBatchGap; i++ {
+		files[i].tier.Store(1)
+		c.persist(files[i])
+		time.Sleep(time.Millisecond)
+	}
+	busy := time.Since(start)
+	written := c.w.batches.Load() - batches
+	if limit := int64(busy/catalogBatchGap) + 2; written > limit {
+		t.Errorf("%v of updates took %d batches, want at most %d (one per %v)", busy, written, limit, catalogBatchGap)
+	}
+	if written == 0 {
+		t.Error("no batch written during a busy stream of updates")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openCat(t, diskOpts(src, state, newFakeDisk(roomy), nil))
+	defer c.Close()
+	for _, e := range files {
+		if e.Tier() == 1 {
+			if got := c.Find(e.Path); got == nil || got.Tier() != 1 {
+				t.Fatalf("%s: residency not recorded after Close", e.Path)
+			}
+		}
+	}
+}

@@ -210,7 +210,12 @@ func TestSIGKILLThenLazyUnmountThenRemountReusesCopies(t *testing.T) {
 		}
 	}
 	checkAll(t, src, mnt, small)
-	waitFor(t, func() bool { return statusOf(t, mnt)["files_resident"] == strconv.Itoa(len(small)) })
+	// Every small copy installed and recorded (a busy catalog writes a
+	// batch per 250 ms: a crash loses the copies not yet recorded).
+	waitFor(t, func() bool {
+		st := statusOf(t, mnt)
+		return st["files_resident"] == strconv.Itoa(len(small)) && st["catalog_pending"] == "0"
+	})
 	// Start the big copy, then kill the daemon in the middle of it.
 	f, err := os.Open(filepath.Join(mnt, "big.bin"))
 	if err != nil {

@@ -268,8 +268,11 @@ func TestUnmountWithAFullStateDirExitsCleanlyAndKeepsWhatWasWritten(t *testing.T
 	d := startDaemon(t, src, mnt, state, tierDir)
 	before, after := paths[:len(paths)/2], paths[len(paths)/2:]
 	checkAll(t, src, mnt, before)
-	// placements_done counts a copy once its record is written.
-	waitFor(t, func() bool { return statusOf(t, mnt)["placements_done"] == strconv.Itoa(len(before)) })
+	// Every copy placed and its record written.
+	waitFor(t, func() bool {
+		st := statusOf(t, mnt)
+		return st["placements_done"] == strconv.Itoa(len(before)) && st["catalog_pending"] == "0"
+	})
 	filler := fillDir(t, state)
 	checkAll(t, src, mnt, after)
 	waitAllResident(t, mnt, len(paths))
