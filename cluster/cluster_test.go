@@ -9,12 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/epochfs/epochfs/test/rediscluster"
+	"github.com/redis/go-redis/v9"
 )
 
 // node opens one client ("a node") on rc with test timings.
@@ -189,6 +191,64 @@ func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
 	copyOf(t, b, k, s)
 	if s.reads.Load() != 4 {
 		t.Errorf("source reads %d, want 4 after a bad manifest", s.reads.Load())
+	}
+	// And a bad chunk 0, which arrives with the manifest.
+	copyOf(t, a, k, s) // filled again
+	if err := rc.SetRaw(ChunkKey("ds", k, 0), bad); err != nil {
+		t.Fatal(err)
+	}
+	copyOf(t, b, k, s)
+	if s.reads.Load() != 5 || stat(b, "corrupt") != "3" {
+		t.Errorf("source reads %d, corrupt %s; want 5 and 3 after a bad chunk 0", s.reads.Load(), stat(b, "corrupt"))
+	}
+}
+
+// roundTrips counts a client's trips to the cluster for file keys (the
+// prober's own commands aside): one per command, one per pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func fileCmd(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 1 && strings.Contains(fmt.Sprint(args[1]), ":{f")
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if fileCmd(cmd) {
+			r.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && fileCmd(cmds[0]) {
+			r.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestAHitOnAOneChunkFileIsOneRoundTrip(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	a := node(t, rc, "ds", 1<<30)
+	b := node(t, rc, "ds", 1<<30)
+	var rt roundTrips
+	b.rdb.AddHook(&rt)
+	for _, size := range []int{100 << 10, ChunkSize, 3 * ChunkSize} {
+		s := newSource(t, size)
+		k := key(fmt.Sprintf("img/%d.jpg", size), s)
+		copyOf(t, a, k, s)
+		before := rt.n.Load()
+		copyOf(t, b, k, s)
+		chunks := int64((size + ChunkSize - 1) / ChunkSize)
+		if got := rt.n.Load() - before; got != chunks {
+			t.Errorf("a hit on a file of %d chunk(s) took %d round trips, want %d", chunks, got, chunks)
+		}
+		if s.reads.Load() != 1 {
+			t.Errorf("size %d: source read %d times, want once", size, s.reads.Load())
+		}
 	}
 }
 
