@@ -111,9 +111,34 @@ func TestResidentFilesReadCorrectlyWhileTheSourceIsDown(t *testing.T) {
 	}
 }
 
+// startedBeforeHang starts a command that runs only once go is called.
+// The command is forked before the source hangs: a fork while it hangs
+// could block forever, because the child's exec closes its copies of this
+// process's descriptors (the mount's own source files among them), and a
+// close on the hung FUSE source waits for an answer that never comes.
+func startedBeforeHang(t *testing.T, stdout, stderr io.Writer, name string, args ...string) (cmd *exec.Cmd, run func()) {
+	t.Helper()
+	cmd = exec.Command("/bin/sh", append([]string{"-c", `read _ && exec "$@"`, "sh", name}, args...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, func() {
+		if _, err := io.WriteString(in, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestNoReadWaitsPastTheSourceTimeoutWhileTheSourceHangs(t *testing.T) {
 	const timeout = 2 * time.Second
 	e, f, resident := faultEnv(t, faultfs.Start, placement.ValidateOnce, timeout)
+	big := filepath.Join(e.mnt, "big.bin")
+	cat, startCat := startedBeforeHang(t, io.Discard, nil, "cat", big)
 	f.Hang()
 	t.Cleanup(f.Resume)
 
@@ -128,7 +153,6 @@ func TestNoReadWaitsPastTheSourceTimeoutWhileTheSourceHangs(t *testing.T) {
 		t.Fatal("status does not answer while the source hangs")
 	}
 	// A read of a file that is not resident fails with EIO at the timeout.
-	big := filepath.Join(e.mnt, "big.bin")
 	for i := 0; i < 2; i++ {
 		start := time.Now()
 		_, err := os.ReadFile(big)
@@ -142,11 +166,7 @@ func TestNoReadWaitsPastTheSourceTimeoutWhileTheSourceHangs(t *testing.T) {
 		}
 	}
 	// A reader blocked on the source can be killed.
-	cat := exec.Command("cat", big)
-	cat.Stdout = io.Discard
-	if err := cat.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startCat()
 	time.Sleep(300 * time.Millisecond)
 	cat.Process.Kill()
 	waited := make(chan error, 1)
@@ -404,19 +424,19 @@ func TestOnlyAFatalSignalEndsAReadWaitingOnTheSource(t *testing.T) {
 
 	// A handled signal while the source hangs: the read goes on and
 	// succeeds once the source answers, instead of failing with EINTR.
-	f.Hang()
-	t.Cleanup(f.Resume)
-	py := exec.Command("/usr/bin/python3", "-c", rawReadPy, big)
-	stdout, err := py.StdoutPipe()
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pr.Close()
 	var stderr strings.Builder
-	py.Stderr = &stderr
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out := bufio.NewReader(stdout)
+	py, startPy := startedBeforeHang(t, pw, &stderr, "/usr/bin/python3", "-c", rawReadPy, big)
+	pw.Close()
+	cat, startCat := startedBeforeHang(t, io.Discard, nil, "cat", big)
+	f.Hang()
+	t.Cleanup(f.Resume)
+	startPy()
+	out := bufio.NewReader(pr)
 	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("reader did not start: %q %v: %s", line, err, stderr.String())
 	}
@@ -438,11 +458,7 @@ func TestOnlyAFatalSignalEndsAReadWaitingOnTheSource(t *testing.T) {
 
 	// SIGKILL still ends such a wait at once, long before the timeout.
 	f.Hang()
-	cat := exec.Command("cat", big)
-	cat.Stdout = io.Discard
-	if err := cat.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startCat()
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	cat.Process.Kill()
