@@ -75,6 +75,21 @@ type key struct {
 	render func(c *Config) []string
 }
 
+// boolKey is an optional key whose value is true or false, kept in the
+// field field points to.
+func boolKey(name string, field func(*Config) *bool) key {
+	return key{name: name, optional: true, want: "true or false",
+		parse: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errBadValue
+			}
+			*field(c) = b
+			return nil
+		},
+		render: func(c *Config) []string { return []string{strconv.FormatBool(*field(c))} }}
+}
+
 var keys = []key{
 	{name: "batch_size", want: fmt.Sprintf("an integer in 1..%d", sampler.MaxBatchSize),
 		parse: func(c *Config, v string) error {
@@ -131,16 +146,7 @@ var keys = []key{
 			return nil
 		},
 		render: func(c *Config) []string { return []string{strconv.Itoa(c.WorldSize)} }},
-	{name: "drop_last", optional: true, want: "true or false",
-		parse: func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errBadValue
-			}
-			c.DropLast = b
-			return nil
-		},
-		render: func(c *Config) []string { return []string{strconv.FormatBool(c.DropLast)} }},
+	boolKey("drop_last", func(c *Config) *bool { return &c.DropLast }),
 	{name: "view", optional: true, want: "encoded, decoded or augmented",
 		parse: func(c *Config, v string) error {
 			switch v {
@@ -195,16 +201,7 @@ var keys = []key{
 			}
 			return []string{c.Output}
 		}},
-	{name: "cluster", optional: true, want: "true or false",
-		parse: func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errBadValue
-			}
-			c.Cluster = b
-			return nil
-		},
-		render: func(c *Config) []string { return []string{strconv.FormatBool(c.Cluster)} }},
+	boolKey("cluster", func(c *Config) *bool { return &c.Cluster }),
 }
 
 // splitSteps splits augment steps at the commas between them: a step's

@@ -28,12 +28,7 @@ func TestTorchDDPAcrossTwoNodesSharesEachEpochThroughTheCluster(t *testing.T) {
 	rc := rediscluster.Start(t, rediscluster.Options{})
 	const files, classes = 61, 4
 	base := t.TempDir()
-	bin, datagenBin, err := buildTools(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(base, "source")
-	generate(t, datagenBin, src, files, classes)
+	bin, src, _, _ := generatedSource(t, base, files, classes)
 	var addrs []string
 	for _, a := range rc.Addrs() {
 		addrs = append(addrs, strconv.Quote(a))

@@ -36,12 +36,7 @@ func TestMeasureDDPSourceBytes(t *testing.T) {
 	batch := envInt("EPOCHFS_MEASURE_BATCH", 8)
 	const epochs = 2
 	base := t.TempDir()
-	bin, datagenBin, err := buildTools(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(base, "source")
-	_, total := generate(t, datagenBin, src, files, 8)
+	bin, src, _, total := generatedSource(t, base, files, 8)
 	cfg := fmt.Sprintf("[sampler]\nbuffer = \"%d\"\n", total*2/5)
 	quota := strconv.FormatInt(total/5, 10)
 	torchrun, err := exec.LookPath("torchrun")

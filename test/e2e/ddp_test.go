@@ -235,12 +235,7 @@ func TestAKilledRanksShareIsFinishedByTheOther(t *testing.T) {
 	requireTorch(t)
 	const files, classes = 61, 4
 	base := t.TempDir()
-	bin, datagenBin, err := buildTools(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(base, "source")
-	generate(t, datagenBin, src, files, classes)
+	bin, src, _, _ := generatedSource(t, base, files, classes)
 	mnt := mountWith(t, bin, src, filepath.Join(base, "m"), "1GiB", "[sampler]\nlease = \"2s\"\n")
 	script, _ := filepath.Abs("ddp_train.py")
 	out := t.TempDir()

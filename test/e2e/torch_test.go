@@ -84,6 +84,20 @@ func buildTools(dir string) (epochfs, datagenBin string, err error) {
 	return filepath.Join(dir, "epochfs"), filepath.Join(dir, "datagen"), nil
 }
 
+// generatedSource builds the tools into base and writes a JPEG tree of
+// files in classes to base/source: the epochfs binary, the tree, its files
+// and their total size.
+func generatedSource(t *testing.T, base string, files, classes int) (bin, src string, paths []string, total int64) {
+	t.Helper()
+	bin, datagenBin, err := buildTools(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = filepath.Join(base, "source")
+	paths, total = generate(t, datagenBin, src, files, classes)
+	return bin, src, paths, total
+}
+
 // generate writes a JPEG tree with the datagen command and returns its
 // files (relative paths) and total size.
 func generate(t *testing.T, datagenBin, dir string, files, classes int) (paths []string, total int64) {
@@ -260,12 +274,7 @@ func mountedDataset(t *testing.T, files, classes int) (src, mnt string, paths []
 func mountedWithConfig(t *testing.T, files, classes int, config string) (src, mnt string, paths []string) {
 	t.Helper()
 	tmp := t.TempDir()
-	bin, datagenBin, err := buildTools(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src = filepath.Join(tmp, "source")
-	paths, _ = generate(t, datagenBin, src, files, classes)
+	bin, src, paths, _ := generatedSource(t, tmp, files, classes)
 	cfg := filepath.Join(tmp, "epochfs.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
