@@ -246,5 +246,6 @@ func (fsys *FS) openStatus() []kv {
 		i64("passthrough_backings", fsys.ptBackings.Load()),
 		i64("passthrough_registrations", fsys.ptRegistered.Load()),
 		i64("passthrough_refused", fsys.ptRefused.Load()),
+		i64("batches_passthrough", fsys.batchesPassthrough.Load()),
 	}
 }

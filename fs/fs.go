@@ -75,6 +75,9 @@ type FS struct {
 	ptBackings   atomic.Int64 // registrations held now
 	ptRefused    atomic.Int64 // registrations the kernel refused
 	ptRefusedLog atomic.Bool
+	// batchesPassthrough: batch opens the kernel serves from a memory file.
+	batchesPassthrough atomic.Int64
+	batchMem           *batchMem // set before passthrough is on
 	// Live handles of dataset files: in passthrough mode (with the direct
 	// I/O ones beside them), and in cached mode.
 	ptHandles, cachedHandles atomic.Int64
@@ -129,8 +132,9 @@ func Mount(o Options) (*FS, error) {
 		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
 	}
 	o.Placer.SetNotify(fsys.onEvent)
-	if !o.NoPassthrough {
-		fsys.passthrough.Store(fsys.probePassthrough())
+	if !o.NoPassthrough && fsys.probePassthrough() {
+		fsys.batchMem = newBatchMem(fsys.log)
+		fsys.passthrough.Store(true)
 	}
 	return fsys, nil
 }
@@ -194,4 +198,9 @@ func (fsys *FS) Unmount() error {
 }
 
 // Wait blocks until the mount is gone (unmounted here or from outside).
-func (fsys *FS) Wait() { fsys.server.Wait() }
+func (fsys *FS) Wait() {
+	fsys.server.Wait()
+	if fsys.batchMem != nil {
+		fsys.batchMem.close()
+	}
+}

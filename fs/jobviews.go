@@ -13,10 +13,11 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
 )
 
 // A job's views (docs/views.md): jobs/NAME/batch (and rank/R/batch), each
-// read at offset 0 taking the next batch as one .npz, and
+// open taking the next batch as one .npz, and
 // jobs/NAME/augmented/PATH.npy, one augmentation of PATH for the job. Both
 // belong to the job's owner, readable by them only, like next.
 
@@ -42,12 +43,38 @@ func newAugmentedDir(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 }
 
 // batchFile is jobs/NAME/batch or jobs/NAME/rank/R/batch.
+//
+// Each open takes the next batch (an empty file at the end of an epoch),
+// and the open's reads return it. Where the mount has passthrough, the
+// batch is assembled in a memory file (batchmem.go) registered as the open's
+// backing file, and the kernel serves the reads from it: the bytes are
+// copied once, from the memory file to the reader, with no request to the
+// daemon. The kernel lets the open handles of one inode name one backing
+// file only (see file.go), so an open made while another handle of the
+// inode is live, after a short wait for its release, is a direct I/O open
+// in passthrough mode beside it, its reads served by the daemon.
 type batchFile struct {
 	fusefs.Inode
 	ref  jobRef
 	rank int
 	ino  uint64
+
+	mu   sync.Mutex
+	live *batchBacking // the backing file of the inode's live passthrough handles
 }
+
+// batchBacking is the registration of a batch's memory file, shared by
+// the inode's handles in passthrough mode.
+type batchBacking struct {
+	b    *backing
+	refs int           // guarded by batchFile.mu
+	gone chan struct{} // closed when the last handle is released
+}
+
+// batchJoinWait bounds how long an open waits for the previous handle's
+// release (the kernel sends it after close returns) before opening beside
+// it.
+const batchJoinWait = 100 * time.Millisecond
 
 var (
 	_ fusefs.NodeOpener    = (*batchFile)(nil)
@@ -69,18 +96,118 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if !ok || n.rank >= in.WorldSize {
 		return nil, 0, syscall.ENOENT
 	}
+	fsys := n.ref.fsys
+	label := n.ref.label(n.rank, "batch")
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		return nil, 0, n.ref.fsys.ctlError(n.ref.label(n.rank, "batch"), denied("batch is read-only: read it for the next batch"))
+		return nil, 0, fsys.ctlError(label, denied("batch is read-only: read it for the next batch"))
 	}
-	return &batchHandle{n: n}, fuse.FOPEN_DIRECT_IO, 0
+	var alloc jobs.Alloc
+	pt := fsys.Passthrough()
+	if pt {
+		alloc = fsys.batchMem.alloc
+	}
+	rctx, done := waitCtx(ctx)
+	b, _, err := fsys.o.Jobs.Batch(rctx, n.ref.name, n.rank, alloc)
+	done()
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil, 0, fsys.toErrno(err)
+	case err != nil:
+		return nil, 0, fsys.ctlError(label, err)
+	}
+	if b != nil && len(b.Corrupt) > 0 {
+		fsys.errs.add(label + ": left out, cannot be preprocessed: " + oneLine(strings.Join(b.Corrupt, ", ")))
+	}
+	h := &batchHandle{n: n}
+	if b != nil {
+		h.batch = newSharedBatch(b)
+	}
+	const noflush = fuse.FOPEN_NOFLUSH
+	if !pt {
+		return h, fuse.FOPEN_DIRECT_IO | noflush, 0
+	}
+	h.bk, h.direct = n.attach(ctx, b)
+	switch {
+	case h.bk == nil:
+		return h, fuse.FOPEN_DIRECT_IO | noflush, 0
+	case h.direct:
+		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PASSTHROUGH | noflush, 0
+	}
+	// The kernel holds the memory file now: the daemon's mapping goes.
+	h.batch.unref()
+	h.batch = nil
+	fsys.batchesPassthrough.Add(1)
+	return h, fuse.FOPEN_PASSTHROUGH | noflush, 0
 }
 
-// batchHandle is one open of a batch file; it holds the batch being read.
-type batchHandle struct {
-	n *batchFile
+// attach gives an open its passthrough registration: b's memory file's
+// when no other handle of the inode is live (direct false), else the live
+// handles' (direct true: the daemon serves the open's reads); nil if the
+// open goes in direct I/O mode alone (the end of an epoch, or the kernel
+// refused the registration).
+func (n *batchFile) attach(ctx context.Context, b *jobs.Batch) (*batchBacking, bool) {
+	fsys := n.ref.fsys
+	deadline := time.NewTimer(batchJoinWait)
+	defer deadline.Stop()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for n.live != nil {
+		gone := n.live.gone
+		n.mu.Unlock()
+		select {
+		case <-gone:
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		n.mu.Lock()
+		if n.live != nil && n.live.gone == gone {
+			n.live.refs++
+			return n.live, true
+		}
+	}
+	if b == nil {
+		return nil, false
+	}
+	mf, ok := b.Buffer().(*memFile)
+	if !ok {
+		return nil, false
+	}
+	id, errno := fsys.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(mf.fd)})
+	if errno != 0 {
+		if fsys.ptRefusedLog.CompareAndSwap(false, true) {
+			fsys.log.Warn("passthrough registration refused; serving batches in direct I/O mode", zap.Error(errno))
+		}
+		fsys.ptRefused.Add(1)
+		return nil, false
+	}
+	fsys.ptRegistered.Add(1)
+	fsys.ptBackings.Add(1)
+	n.live = &batchBacking{b: &backing{id: id, ino: n.ino}, refs: 1, gone: make(chan struct{})}
+	fsys.backings.Store(n.ino, n.live.b)
+	return n.live, false
+}
 
-	mu    sync.Mutex
-	batch *sharedBatch
+// detach ends a handle's use of bk; the last one unregisters it.
+func (n *batchFile) detach(bk *batchBacking) {
+	fsys := n.ref.fsys
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if bk.refs--; bk.refs > 0 {
+		return
+	}
+	n.live = nil
+	fsys.backings.Compute(n.ino, func(cur *backing, ok bool) (*backing, bool) { return cur, !ok || cur == bk.b })
+	fsys.server.UnregisterBackingFd(bk.b.id)
+	fsys.ptBackings.Add(-1)
+	close(bk.gone)
+}
+
+// batchHandle is one open of a batch file and the batch it took.
+type batchHandle struct {
+	n      *batchFile
+	batch  *sharedBatch  // nil in passthrough mode: the kernel holds the batch
+	bk     *batchBacking // the passthrough registration the handle names
+	direct bool          // reads come to the daemon
 }
 
 var (
@@ -88,10 +215,10 @@ var (
 	_ fusefs.FileReleaser = (*batchHandle)(nil)
 )
 
-// sharedBatch counts who still uses a batch's pooled buffer: the handle
-// that holds it and every reply the FUSE server has yet to send from it.
-// The buffer goes back for later batches when the last of them is done, so
-// a reply is never sent from a buffer a later batch is writing.
+// sharedBatch counts who still uses a batch's buffer: the handle that
+// holds it and every reply the FUSE server has yet to send from it. The
+// buffer is freed when the last of them is done, so a reply is never sent
+// from a buffer a later batch is writing.
 type sharedBatch struct {
 	b    *jobs.Batch
 	refs atomic.Int32
@@ -120,31 +247,8 @@ func (r *batchReply) Bytes([]byte) ([]byte, fuse.Status) { return r.data, fuse.O
 func (r *batchReply) Size() int                          { return len(r.data) }
 func (r *batchReply) Done()                              { r.s.unref() }
 
-// Read serves the batch from offset 0 on; a read at offset 0 takes the next
-// batch, so one open can read many batches by seeking back.
+// Read serves the open's batch (in direct I/O mode).
 func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if off == 0 {
-		rctx, done := waitCtx(ctx)
-		b, _, err := h.n.ref.fsys.o.Jobs.Batch(rctx, h.n.ref.name, h.n.rank)
-		done()
-		switch {
-		case errors.Is(err, context.Canceled):
-			return nil, h.n.ref.fsys.toErrno(err)
-		case err != nil:
-			return nil, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "batch"), err)
-		}
-		h.batch.unref()
-		h.batch = nil
-		if b != nil {
-			h.batch = newSharedBatch(b)
-			if len(b.Corrupt) > 0 {
-				h.n.ref.fsys.errs.add(h.n.ref.label(h.n.rank, "batch") + ": left out, cannot be preprocessed: " +
-					oneLine(strings.Join(b.Corrupt, ", ")))
-			}
-		}
-	}
 	if h.batch == nil || off >= int64(len(h.batch.b.NPZ)) {
 		return fuse.ReadResultData(nil), 0
 	}
@@ -154,12 +258,14 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	return &batchReply{s: h.batch, data: data[off:end]}, 0
 }
 
-// Release drops the handle's hold on its last batch; the buffer goes back
-// once the replies still being sent from it are done.
+// Release drops the handle's hold on its batch (the buffer is freed once
+// the replies still being sent from it are done) and on its registration.
 func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.batch.unref()
 	h.batch = nil
+	if h.bk != nil {
+		h.n.detach(h.bk)
+		h.bk = nil
+	}
 	return 0
 }

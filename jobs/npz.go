@@ -64,14 +64,15 @@ const (
 
 // npzFile is an archive being filled.
 type npzFile struct {
+	mem     Buffer
 	buf     []byte
 	members []npyMember
 	dir     int // offset of the central directory
 }
 
-// newNPZ lays out the members in a buffer from the pool. Fill each
-// member's Data, then call Finish.
-func newNPZ(members []npyMember) (*npzFile, error) {
+// newNPZ lays out the members in a buffer from alloc (nil: the pool).
+// Fill each member's Data, then call Finish.
+func newNPZ(members []npyMember, alloc Alloc) (*npzFile, error) {
 	f := &npzFile{members: members}
 	off := 0
 	for i := range f.members {
@@ -92,7 +93,14 @@ func newNPZ(members []npyMember) (*npzFile, error) {
 	if off > math.MaxUint32-1 {
 		return nil, fmt.Errorf("%w: the batch would be %d bytes; the .npz format of a batch file holds 4 GiB: lower batch_size", ErrInvalid, off)
 	}
-	f.buf = getBuffer(off)
+	if alloc == nil {
+		alloc = poolAlloc
+	}
+	mem, err := alloc(off)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: batch of %d bytes: %w", off, err)
+	}
+	f.mem, f.buf = mem, mem.Bytes()[:off]
 	return f, nil
 }
 
@@ -205,6 +213,23 @@ func bufferClass(n int) int {
 	}
 	return bits.Len(uint(n-1)) - minBufferShift
 }
+
+// A Buffer is the memory a batch is assembled in.
+type Buffer interface {
+	Bytes() []byte // at least the bytes asked for
+	Free()         // nothing may use Bytes afterwards
+}
+
+// Alloc returns a Buffer of n bytes whose contents are undefined.
+type Alloc func(n int) (Buffer, error)
+
+// pooled is a Buffer from the pool.
+type pooled []byte
+
+func (b pooled) Bytes() []byte { return b }
+func (b pooled) Free()         { putBuffer(b) }
+
+func poolAlloc(n int) (Buffer, error) { return pooled(getBuffer(n)), nil }
 
 // getBuffer returns a buffer of n bytes whose contents are undefined.
 func getBuffer(n int) []byte {

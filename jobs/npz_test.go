@@ -33,7 +33,7 @@ func TestNPZIsAZipNumPyReads(t *testing.T) {
 			{name: "x", descr: "|u1", shape: []int{total}, size: total},
 			{name: "y", descr: "<i8", shape: []int{n}, size: 8 * n},
 			{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{n}, size: 4 * width * n},
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

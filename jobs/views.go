@@ -360,14 +360,16 @@ func (m *Manager) produce() {
 
 // Batch is one batch of views.
 type Batch struct {
-	NPZ     []byte
+	NPZ     []byte // in the buffer from the Batch call's alloc
+	mem     Buffer
 	Paths   []string // dataset-relative, in the batch's order
 	Corrupt []string // left out: could not be preprocessed
 }
 
 // Batch returns the next batch of a job (rank -1: a job of world size 1)
-// as an .npz, or end=true once at the end of each epoch.
-func (m *Manager) Batch(ctx context.Context, name string, rank int) (b *Batch, end bool, err error) {
+// as an .npz assembled in memory from alloc (nil: a pool), or end=true once
+// at the end of each epoch.
+func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc Alloc) (b *Batch, end bool, err error) {
 	if m.vs == nil {
 		return nil, false, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
 	}
@@ -414,7 +416,7 @@ func (m *Manager) Batch(ctx context.Context, name string, rank int) (b *Batch, e
 	if pick == nil {
 		return nil, true, nil
 	}
-	return m.assemble(ctx, jv, pick)
+	return m.assemble(ctx, jv, pick, alloc)
 }
 
 // gather chooses the batch's samples from the carry, drawing more from the
@@ -471,7 +473,7 @@ func (m *Manager) gather(ctx context.Context, name string, rank int, jv *jobView
 // assemble produces (or takes) the samples' forms and builds the .npz in
 // one buffer (npz.go): tensors are copied into it once, files are read
 // straight into their slots.
-func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch, bool, error) {
+func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc Alloc) (*Batch, bool, error) {
 	type got struct {
 		e    *placement.Entry
 		t    *preprocess.Tensor
@@ -577,14 +579,14 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch
 	members = append(members,
 		npyMember{name: "y", descr: "<i8", shape: []int{len(keep)}, size: 8 * len(keep)},
 		npyMember{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{len(keep)}, size: 4 * width * len(keep)})
-	f, err := newNPZ(members)
+	f, err := newNPZ(members, alloc)
 	if err != nil {
 		return nil, false, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			putBuffer(f.buf)
+			f.mem.Free()
 		}
 	}()
 	data := f.Data(0)
@@ -620,7 +622,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch
 	n := len(members)
 	putInt64s(f.Data(n-2), labels)
 	putStrings(f.Data(n-1), quoted, width)
-	b.NPZ = f.Finish()
+	b.NPZ, b.mem = f.Finish(), f.mem
 	ok = true
 	if len(b.Corrupt) > 0 {
 		m.log.Warn("batch: samples left out", zap.Strings("corrupt", b.Corrupt))
@@ -628,14 +630,17 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int) (*Batch
 	return b, false, nil
 }
 
-// Release gives the batch's buffer back for later batches; b.NPZ must not
-// be used afterwards.
+// Release frees the batch's buffer (the pool's: for later batches); b.NPZ
+// must not be used afterwards.
 func (b *Batch) Release() {
-	if b != nil && b.NPZ != nil {
-		putBuffer(b.NPZ)
-		b.NPZ = nil
+	if b != nil && b.mem != nil {
+		b.mem.Free()
+		b.mem, b.NPZ = nil, nil
 	}
 }
+
+// Buffer is the memory b.NPZ is in (nil for the end of an epoch).
+func (b *Batch) Buffer() Buffer { return b.mem }
 
 // tensorBytes is t's data as bytes (little-endian: the platforms epochfs
 // runs on).

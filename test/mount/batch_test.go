@@ -282,3 +282,117 @@ func TestAKilledJobReleasesItsEntriesWhenItsLeaseEnds(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// encodedBatch checks a view=encoded batch against the source files and
+// returns its paths.
+func encodedBatch(t *testing.T, src string, b []byte) []string {
+	t.Helper()
+	a := readNPZ(t, b)
+	paths, offs, x := a["paths"].strings(t), a["offsets"].int64s(), a["x"].data
+	if len(offs) != len(paths)+1 {
+		t.Fatalf("%d offsets for %d paths", len(offs), len(paths))
+	}
+	for i, p := range paths {
+		want, err := os.ReadFile(filepath.Join(src, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(x[offs[i]:offs[i+1]], want) {
+			t.Errorf("%s: the batch's bytes are not the file's", p)
+		}
+	}
+	return paths
+}
+
+// Each open of a batch file takes one batch, which its reads return; with
+// passthrough the kernel serves it from the batch's memory file. An open
+// beside a live one takes the next batch, served by the daemon, and no
+// registration outlives the handles.
+func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	good := makeJPEGs(t, src, 20)
+	e := newEnv(t, src, 1<<30)
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
+	e.mount()
+	e.settle()
+	job := filepath.Join(e.mnt, ".epochfs/jobs/enc")
+	if err := os.Mkdir(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(job, "config"), []byte("batch_size=4\nseed=1\nview=encoded\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(job, "batch")
+	pt := e.status()["passthrough"] == "on"
+	before := e.num("batches_passthrough")
+
+	// Two opens at once: two batches, each read whole twice from offset 0.
+	f1, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range []*os.File{f1, f2} {
+		b, err := io.ReadAll(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := make([]byte, len(b)+1)
+		if n, err := f.ReadAt(again, 0); n != len(b) || !bytes.Equal(again[:n], b) {
+			t.Errorf("a second read from offset 0 gave %d bytes (%v), not the open's batch of %d", n, err, len(b))
+		}
+		got = append(got, encodedBatch(t, src, b)...)
+	}
+	f1.Close()
+	f2.Close()
+	// An open that reads nothing takes a batch too.
+	f3, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f3.Close()
+	skipped := 4
+	for {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 0 {
+			break
+		}
+		got = append(got, encodedBatch(t, src, b)...)
+	}
+	if len(got) != len(good)-skipped {
+		t.Errorf("%d files in the epoch's batches read, want %d (%d left in the batch an open took without reading)", len(got), len(good)-skipped, skipped)
+	}
+	seen := map[string]bool{}
+	for _, p := range got {
+		if seen[p] {
+			t.Errorf("%s came twice in one epoch", p)
+		}
+		seen[p] = true
+	}
+	if pt {
+		// Each open but f2's, unless a release came after the open's wait.
+		opens := 3 + (len(got)-8)/4
+		n := e.num("batches_passthrough") - before
+		if n < 1 || n > int64(opens-1) {
+			t.Errorf("%d batch opens served by passthrough, want 1 to %d of the %d", n, opens-1, opens)
+		}
+		t.Logf("%d of %d batch opens served by passthrough", n, opens)
+		deadline := time.Now().Add(10 * time.Second)
+		for e.num("passthrough_backings") != 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := e.num("passthrough_backings"); n != 0 {
+			t.Errorf("%d registrations held after every batch file was closed", n)
+		}
+	} else {
+		t.Log("the mount has no passthrough: batches served by the daemon")
+	}
+}
