@@ -151,19 +151,21 @@ func (n *batchFile) attach(ctx context.Context, b *jobs.Batch) (*batchBacking, b
 	defer deadline.Stop()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for n.live != nil {
+	for waited := false; n.live != nil; {
+		if waited {
+			n.live.refs++
+			return n.live, true
+		}
 		gone := n.live.gone
 		n.mu.Unlock()
 		select {
 		case <-gone:
 		case <-deadline.C:
+			waited = true
 		case <-ctx.Done():
+			waited = true
 		}
 		n.mu.Lock()
-		if n.live != nil && n.live.gone == gone {
-			n.live.refs++
-			return n.live, true
-		}
 	}
 	if b == nil {
 		return nil, false
