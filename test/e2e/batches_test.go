@@ -167,3 +167,59 @@ func TestTrainBatchesExampleRuns(t *testing.T) {
 		}
 	}
 }
+
+// The shell's way to a batch (docs/views.md): bash makes the job, `cat`
+// copies each batch file out until an empty one ends the epoch, and
+// Debian's numpy.load reads every one: the epoch's samples once each, with
+// ImageFolder's labels.
+func TestShellCatOfBatchFilesLoadsWithNumPy(t *testing.T) {
+	requireFUSE(t)
+	requireTorch(t)
+	_, mnt, paths := mountedWithConfig(t, 24, 3, "[preprocess]\naugment = [\"random_resized_crop:32\"]\n")
+	dir := t.TempDir()
+	shell := `set -e
+J="$1/.epochfs/jobs/sh"
+mkdir "$J"
+printf 'batch_size=5\nseed=2\nview=encoded\n' > "$J/config"
+i=0
+while cat "$J/batch" > "$2/b$i.npz" && [ -s "$2/b$i.npz" ]; do i=$((i+1)); done
+rm "$2/b$i.npz" # the empty file that ended the epoch
+echo "$i"`
+	out, err := exec.Command("bash", "-c", shell, "bash", mnt, dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n != (len(paths)+4)/5 {
+		t.Errorf("bash read %s batch files, want %d", out, (len(paths)+4)/5)
+	}
+	script := `
+import glob, json, os, sys
+import numpy as np
+from torchvision import datasets
+mnt, d = sys.argv[1], sys.argv[2]
+want = {os.path.relpath(p, mnt): y for p, y in datasets.ImageFolder(mnt).samples}
+got, bad = [], 0
+for f in sorted(glob.glob(os.path.join(d, "b*.npz"))):
+    with np.load(f) as z:
+        x, off, y = z["x"], z["offsets"], z["y"]
+        for i, p in enumerate(z["paths"].tolist()):
+            got.append(p)
+            data = open(os.path.join(mnt, p), "rb").read()
+            bad += want[p] != int(y[i]) or x[off[i]:off[i + 1]].tobytes() != data
+print(json.dumps({"n": len(got), "distinct": len(set(got)), "covers": set(got) == set(want), "bad": bad}))
+`
+	out, err = exec.Command(python, "-c", script, mnt, dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	var res struct {
+		N, Distinct, Bad int
+		Covers           bool
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.N != len(paths) || res.Distinct != len(paths) || !res.Covers || res.Bad != 0 {
+		t.Errorf("batches copied with cat: %+v, want %d files once each, each the file's bytes and ImageFolder's label", res, len(paths))
+	}
+}
