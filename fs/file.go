@@ -130,13 +130,18 @@ func (fsys *FS) backingOf(n *node, res *placement.Resident) *backing {
 	ino := n.StableAttr().Ino
 	v, err := res.Attach(func(fd int) (any, func(), error) { return fsys.registerBacking(ino, fd) })
 	if err != nil {
-		if fsys.ptRefusedLog.CompareAndSwap(false, true) {
-			fsys.log.Warn("passthrough registration refused; opening in cached mode", zap.String("path", n.e.Path), zap.Error(err))
-		}
-		fsys.ptRefused.Add(1)
+		fsys.refused("opening in cached mode", n.e.Path, err)
 		return nil
 	}
 	return v.(*backing)
+}
+
+// refused counts a registration the kernel refused, and logs the first.
+func (fsys *FS) refused(instead, path string, err error) {
+	if fsys.ptRefusedLog.CompareAndSwap(false, true) {
+		fsys.log.Warn("passthrough registration refused; "+instead, zap.String("path", path), zap.Error(err))
+	}
+	fsys.ptRefused.Add(1)
 }
 
 // registerBacking registers fd with the kernel as a backing file of inode

@@ -13,7 +13,6 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"go.uber.org/zap"
 )
 
 // A job's views (docs/views.md): jobs/NAME/batch (and rank/R/batch), each
@@ -66,9 +65,10 @@ type batchFile struct {
 // batchBacking is the registration of a batch's memory file, shared by
 // the inode's handles in passthrough mode.
 type batchBacking struct {
-	b    *backing
-	refs int           // guarded by batchFile.mu
-	gone chan struct{} // closed when the last handle is released
+	b          *backing
+	unregister func()        // drops b from FS.backings and the kernel
+	refs       int           // guarded by batchFile.mu
+	gone       chan struct{} // closed when the last handle is released
 }
 
 // batchJoinWait bounds how long an open waits for the previous handle's
@@ -174,33 +174,25 @@ func (n *batchFile) attach(ctx context.Context, b *jobs.Batch) (*batchBacking, b
 	if !ok {
 		return nil, false
 	}
-	id, errno := fsys.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(mf.fd)})
-	if errno != 0 {
-		if fsys.ptRefusedLog.CompareAndSwap(false, true) {
-			fsys.log.Warn("passthrough registration refused; serving batches in direct I/O mode", zap.Error(errno))
-		}
-		fsys.ptRefused.Add(1)
+	v, unregister, err := fsys.registerBacking(n.ino, mf.fd)
+	if err != nil {
+		fsys.refused("serving the batch in direct I/O mode", n.ref.label(n.rank, "batch"), err)
 		return nil, false
 	}
-	fsys.ptRegistered.Add(1)
-	fsys.ptBackings.Add(1)
-	n.live = &batchBacking{b: &backing{id: id, ino: n.ino}, refs: 1, gone: make(chan struct{})}
+	n.live = &batchBacking{b: v.(*backing), unregister: unregister, refs: 1, gone: make(chan struct{})}
 	fsys.backings.Store(n.ino, n.live.b)
 	return n.live, false
 }
 
 // detach ends a handle's use of bk; the last one unregisters it.
 func (n *batchFile) detach(bk *batchBacking) {
-	fsys := n.ref.fsys
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if bk.refs--; bk.refs > 0 {
 		return
 	}
 	n.live = nil
-	fsys.backings.Compute(n.ino, func(cur *backing, ok bool) (*backing, bool) { return cur, !ok || cur == bk.b })
-	fsys.server.UnregisterBackingFd(bk.b.id)
-	fsys.ptBackings.Add(-1)
+	bk.unregister()
 	close(bk.gone)
 }
 
