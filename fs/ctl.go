@@ -124,7 +124,7 @@ func (d *ctlDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 			f := &ctlFile{fsys: d.fsys, spec: s}
 			f.fillAttr(&out.Attr)
 			out.SetEntryTimeout(time.Second)
-			out.SetAttrTimeout(0)
+			out.SetAttrTimeout(uncached)
 			return d.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: s.ino}), 0
 		}
 	}
@@ -171,7 +171,7 @@ func (f *ctlFile) fillAttr(a *fuse.Attr) {
 
 func (f *ctlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	f.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 

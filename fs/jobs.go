@@ -111,7 +111,7 @@ func lookupEntry(ctx context.Context, parent *fusefs.Inode, list []jobEntry, ref
 			a.fillAttr(&out.Attr)
 		}
 		out.SetEntryTimeout(time.Second)
-		out.SetAttrTimeout(0)
+		out.SetAttrTimeout(uncached)
 		return parent.NewInode(ctx, n, fusefs.StableAttr{Mode: e.mode, Ino: ino}), 0
 	}
 	noNegative(out)
@@ -126,9 +126,14 @@ func listEntries(list []jobEntry, base uint64) fusefs.DirStream {
 	return fusefs.NewListDirStream(out)
 }
 
+// uncached is the attribute timeout of control files and directories:
+// the kernel asks again at each stat. (go-fuse replaces a timeout of 0
+// with the mount's, an hour for the dataset.)
+const uncached = time.Nanosecond
+
 // noNegative makes the kernel forget a failed lookup at once: a job name
 // that does not exist now may be created by mkdir from anywhere.
-func noNegative(out *fuse.EntryOut) { out.SetEntryTimeout(time.Nanosecond) }
+func noNegative(out *fuse.EntryOut) { out.SetEntryTimeout(uncached) }
 
 // jobsDir is .epochfs/jobs/.
 type jobsDir struct {
@@ -148,7 +153,7 @@ var (
 func (fsys *FS) jobsLookup(ctx context.Context, parent *fusefs.Inode, out *fuse.EntryOut) *fusefs.Inode {
 	d := &jobsDir{fsys: fsys}
 	d.fillAttr(&out.Attr)
-	out.SetAttrTimeout(0)
+	out.SetAttrTimeout(uncached)
 	return parent.NewInode(ctx, d, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoJobsDir})
 }
 
@@ -159,7 +164,7 @@ func (d *jobsDir) fillAttr(a *fuse.Attr) {
 
 func (d *jobsDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	d.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 
@@ -180,7 +185,7 @@ func (d *jobsDir) jobInode(ctx context.Context, in jobs.Info, out *fuse.EntryOut
 	j := &jobDir{ref: jobRef{fsys: d.fsys, name: in.Name, id: in.ID, owner: ownerOf(in.Owner)}, ino: jobIno(in.ID)}
 	j.fillAttr(&out.Attr)
 	out.SetEntryTimeout(time.Second)
-	out.SetAttrTimeout(0)
+	out.SetAttrTimeout(uncached)
 	return d.NewInode(ctx, j, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: j.ino})
 }
 
@@ -242,7 +247,7 @@ func (j *jobDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 		return syscall.ENOENT
 	}
 	j.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 
@@ -343,7 +348,7 @@ func (n *nextFile) fillAttr(a *fuse.Attr) {
 
 func (n *nextFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 

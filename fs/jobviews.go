@@ -58,8 +58,9 @@ type batchFile struct {
 	rank int
 	ino  uint64
 
-	mu   sync.Mutex
-	live *batchBacking // the backing file of the inode's live passthrough handles
+	mu     sync.Mutex
+	live   *batchBacking // the backing file of the inode's live passthrough handles
+	newest *batchHandle  // the latest open, until its release
 }
 
 // batchBacking is the registration of a batch's memory file, shared by
@@ -85,9 +86,22 @@ func (n *batchFile) fillAttr(a *fuse.Attr) {
 	ctlAttr(a, n.ino, syscall.S_IFREG|0o400, n.ref.owner, time.Now())
 }
 
+// Getattr reports the size of a batch, so that a reader can map it whole:
+// asked about an open handle (lseek to SEEK_END), the size of the batch
+// that open took; else (stat, fstat) that of the latest open not yet
+// released, or 0. (The kernel names no handle for fstat, and go-fuse then
+// passes the inode's first open one, which may be a released handle whose
+// release is still being processed.)
 func (n *batchFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	n.mu.Lock()
+	if h, ok := fh.(*batchHandle); ok && !h.released {
+		out.Size = uint64(h.size)
+	} else if n.newest != nil {
+		out.Size = uint64(n.newest.size)
+	}
+	n.mu.Unlock()
+	out.SetTimeout(uncached)
 	return 0
 }
 
@@ -120,9 +134,15 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	}
 	h := &batchHandle{n: n}
 	if b != nil {
-		h.batch = newSharedBatch(b)
+		h.batch, h.size = newSharedBatch(b), int64(len(b.NPZ))
 	}
 	const noflush = fuse.FOPEN_NOFLUSH
+	n.mu.Lock()
+	n.newest = h
+	n.mu.Unlock()
+	// The kernel keeps attributes a clock tick even with the shortest
+	// timeout: make it ask for this batch's size (off -1: no page range).
+	n.NotifyContent(-1, 0)
 	if !pt {
 		return h, fuse.FOPEN_DIRECT_IO | noflush, 0
 	}
@@ -202,6 +222,9 @@ type batchHandle struct {
 	batch  *sharedBatch  // nil in passthrough mode: the kernel holds the batch
 	bk     *batchBacking // the passthrough registration the handle names
 	direct bool          // reads come to the daemon
+	size   int64         // the batch's bytes
+
+	released bool // guarded by n.mu
 }
 
 var (
@@ -255,6 +278,12 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 // Release drops the handle's hold on its batch (the buffer is freed once
 // the replies still being sent from it are done) and on its registration.
 func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
+	h.n.mu.Lock()
+	h.released = true
+	if h.n.newest == h {
+		h.n.newest = nil
+	}
+	h.n.mu.Unlock()
 	h.batch.unref()
 	h.batch = nil
 	if h.bk != nil {

@@ -60,7 +60,7 @@ func (d *ranksDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.A
 		return syscall.ENOENT
 	}
 	d.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 
@@ -78,7 +78,7 @@ func (d *ranksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	// once (the kernel looks it up again at every path walk; 0 would be
 	// the mount's default).
 	out.SetEntryTimeout(time.Nanosecond)
-	out.SetAttrTimeout(0)
+	out.SetAttrTimeout(uncached)
 	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: n.ino}), 0
 }
 
@@ -125,7 +125,7 @@ func (d *rankDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.At
 		return syscall.ENOENT
 	}
 	d.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 

@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._mount import mount_root, register, subset_of
-from ._npz import load_npz, read_file, read_into
+from ._npz import load_npz, map_or_read, read_file
 from ._paths import quote, unquote
 
 
@@ -109,28 +109,49 @@ class Batches:
             stop.set()
 
     def _epoch(self):
+        if self.view == "encoded":
+            yield from self._encoded()
+            return
         hint = 1 << 20
-        # view=encoded copies every member out of the batch (x into bytes, y into its own tensor),
-        # so one buffer serves every batch; the tensors of the other views are views of a new one.
-        buf = bytearray(hint) if self.view == "encoded" else None
         while True:
-            if buf is None:
-                data = read_file(self.batch, hint)  # one read; the tensors are views of this buffer
-            else:
-                data, buf = read_into(self.batch, buf)
+            data = read_file(self.batch, hint)  # one read; the tensors are views of this buffer
             if not len(data):
                 return
             hint = len(data) + (len(data) >> 4)
             z = load_npz(data)
             paths = [unquote(p) for p in z["paths"].tolist()]
-            if self.view == "encoded":
-                y = torch.from_numpy(z["y"].copy())
-                xs, off = z["x"], z["offsets"]
-                x = [xs[off[i]:off[i + 1]].tobytes() for i in range(len(paths))]
-            else:
-                y = torch.from_numpy(z["y"])
-                x = torch.from_numpy(z["x"])
+            y = torch.from_numpy(z["y"])
+            x = torch.from_numpy(z["x"])
             yield (x, y, paths) if self.with_paths else (x, y)
+
+    def _encoded(self):
+        # view=encoded copies every member out of the batch (x into bytes, y into its own tensor), so
+        # the batch is mapped (or read into one buffer for every batch) and let go of at once: the
+        # next open of the batch file waits for this one's release.
+        buf = bytearray(1 << 20)
+        while True:
+            data, buf, mapping = map_or_read(self.batch, buf)
+            if not len(data):
+                return
+            try:
+                x, y, paths = _copy_encoded(data)
+            finally:
+                try:
+                    data.release()
+                    if mapping is not None:
+                        mapping.close()
+                except BufferError:  # a view is still alive: the garbage collector unmaps it
+                    pass
+            yield (x, y, paths) if self.with_paths else (x, y)
+
+
+def _copy_encoded(data):
+    """x (the files' bytes), y and paths of a view=encoded batch, copied out of data."""
+    z = load_npz(data)
+    paths = [unquote(p) for p in z["paths"].tolist()]
+    y = torch.from_numpy(z["y"].copy())
+    xs, off = z["x"], z["offsets"]
+    return [xs[off[i]:off[i + 1]].tobytes() for i in range(len(paths))], y, paths
 
 
 def find_classes(root):

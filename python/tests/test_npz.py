@@ -8,7 +8,7 @@ import zipfile
 
 import numpy as np
 
-from epochfs._npz import load_npz, read_file, read_into
+from epochfs._npz import _ends_archive, load_npz, map_or_read, read_file, read_into
 
 
 class LoadNPZ(unittest.TestCase):
@@ -82,6 +82,44 @@ class ReadFile(unittest.TestCase):
                 self.assertEqual(bytes(mv), data, size)
                 self.assertGreaterEqual(len(buf), size)
                 views.append(mv)
+
+class MapOrRead(unittest.TestCase):
+    def test_an_archive_is_mapped_and_anything_else_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            npz = os.path.join(d, "b.npz")
+            np.savez(npz, x=np.arange(100000, dtype=np.uint8), y=np.arange(7))
+            other = os.path.join(d, "other")
+            with open(other, "wb") as f:
+                f.write(os.urandom(70000))
+            empty = os.path.join(d, "empty")
+            open(empty, "wb").close()
+            for path, mapped in ((npz, True), (other, False), (empty, False)):
+                with open(path, "rb") as f:
+                    want = f.read()
+                mv, buf, m = map_or_read(path, bytearray(16))
+                self.assertEqual(bytes(mv), want, path)
+                self.assertEqual(m is not None, mapped, path)
+                if m is not None:
+                    z = load_npz(mv)
+                    self.assertEqual(z["y"].tolist(), list(range(7)))
+                    del z
+                    mv.release()
+                    m.close()
+
+    def test_a_size_that_is_not_the_archives_end_is_refused(self):
+        # With two opens of a batch file at once the kernel may report the other's size.
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "b.npz")
+            np.savez(p, x=np.zeros(5000, dtype=np.uint8))
+            size = os.path.getsize(p)
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                self.assertTrue(_ends_archive(fd, size))
+                for wrong in (0, 21, size - 1, size + 1, size + 4096):
+                    self.assertFalse(_ends_archive(fd, wrong), wrong)
+            finally:
+                os.close(fd)
+
 
 if __name__ == "__main__":
     unittest.main()

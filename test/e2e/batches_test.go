@@ -52,8 +52,21 @@ def run(name):
 threads = [threading.Thread(target=run, args=(n,)) for n in ("j1", "j2", "j3")]
 [t.start() for t in threads]
 [t.join() for t in threads]
-# view=encoded: the files' bytes, one buffer reused for every batch; what earlier batches gave
-# must still hold their own bytes once later batches are read.
+# view=encoded: the files' bytes, each batch mapped (with passthrough) or read into one buffer
+# reused for every batch; what earlier batches gave must still hold their own bytes once later
+# batches are read, and their mappings are gone.
+import epochfs.batches as batches_mod
+mapped, unmapped = [0], [0]
+map_or_read = batches_mod.map_or_read
+def counted(path, buf):
+    r = map_or_read(path, buf)
+    if len(r[0]):
+        (mapped if r[2] is not None else unmapped)[0] += 1
+    return r
+batches_mod.map_or_read = counted
+def batch_maps():  # the memory files' mappings: unlinked tmpfs files, or memfds
+    return sum(1 for line in open("/proc/self/maps") if "(deleted)" in line or "epochfs-batch" in line)
+maps_before = batch_maps()
 kept = []
 for x, y, paths in Batches(mnt, job="enc", batch_size=8, seed=3, view="encoded", with_paths=True):
     kept.append((x, y, paths))
@@ -74,7 +87,9 @@ deadline = time.time() + 10
 while any(t.name == "epochfs-batches" for t in threading.enumerate()) and time.time() < deadline:
     time.sleep(0.05)
 out["early"] = {"rest": rest, "threads": sum(t.name == "epochfs-batches" for t in threading.enumerate())}
-out["encoded"] = {"n": n_enc, "ok": ok, "distinct": len({p for _, _, ps in kept for p in ps})}
+maps = batch_maps() - maps_before
+out["encoded"] = {"n": n_enc, "ok": ok, "distinct": len({p for _, _, ps in kept for p in ps}),
+                  "mapped": mapped[0], "unmapped": unmapped[0], "maps_left": maps}
 ds = AugmentedFolder(mnt, job="folder", seed=5)
 n, bad = 0, 0
 for x, y in DataLoader(ds, batch_size=8, shuffle=True, num_workers=2):
@@ -108,6 +123,9 @@ print(json.dumps(out))
 			N        int `json:"n"`
 			OK       int `json:"ok"`
 			Distinct int `json:"distinct"`
+			Mapped   int `json:"mapped"`
+			Unmapped int `json:"unmapped"`
+			MapsLeft int `json:"maps_left"`
 		} `json:"encoded"`
 		Folder struct {
 			N           int  `json:"n"`
@@ -139,6 +157,15 @@ print(json.dumps(out))
 	}
 	if e := res.Encoded; e.N != len(paths) || e.OK != len(paths) || e.Distinct != len(paths) {
 		t.Errorf("view=encoded: %+v, want %d files once each, every one the file's bytes and ImageFolder's label", e, len(paths))
+	}
+	// With passthrough the batches are mapped, not read; an open made while the last batch's
+	// release is still in flight is read instead, so most but not all need be mapped.
+	if e := res.Encoded; mustStatus(t, mnt)["passthrough"] == "on" && e.Mapped < (e.Mapped+e.Unmapped+1)/2 {
+		t.Errorf("view=encoded with passthrough: %d batches mapped, %d read; want most mapped", e.Mapped, e.Unmapped)
+	}
+	t.Logf("view=encoded: %d batches mapped, %d read", res.Encoded.Mapped, res.Encoded.Unmapped)
+	if e := res.Encoded; e.MapsLeft != 0 {
+		t.Errorf("view=encoded: %d mappings of batch files left after the epoch", e.MapsLeft)
 	}
 	if f := res.Folder; f.N != len(paths) || f.Len != len(paths) || !f.SameSamples || !f.SameTargets {
 		t.Errorf("AugmentedFolder: %+v", f)

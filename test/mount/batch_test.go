@@ -332,15 +332,27 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The size of the open's batch while it is the file's only open, for
+	// a reader that maps it whole. (The kernel keeps one size per file.)
+	size, err := f1.Seek(0, io.SeekEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f1.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
 	f2, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, f := range []*os.File{f1, f2} {
+	for i, f := range []*os.File{f1, f2} {
 		b, err := io.ReadAll(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 && size != int64(len(b)) {
+			t.Errorf("lseek to the end of an open batch gave %d, the batch has %d bytes", size, len(b))
 		}
 		again := make([]byte, len(b)+1)
 		if n, err := f.ReadAt(again, 0); n != len(b) || !bytes.Equal(again[:n], b) {
@@ -350,6 +362,9 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 	}
 	f1.Close()
 	f2.Close()
+	if fi, err := os.Stat(file); err != nil || fi.Size() != 0 {
+		t.Errorf("stat of batch with no open left: %v, size %d, want 0", err, fi.Size())
+	}
 	// An open that reads nothing takes a batch too.
 	f3, err := os.Open(file)
 	if err != nil {
