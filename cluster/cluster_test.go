@@ -119,6 +119,60 @@ func TestFileFilledByOneNodeIsReadFromTheClusterByTheOthers(t *testing.T) {
 	}
 }
 
+// TestRangesOfAStoredFileAreReadFromTheCluster: another node reads parts
+// of a stored file (as a read of a file no tier of its can hold does), at
+// any offset and length, concurrently, and gets the source's bytes; a
+// corrupt chunk is an error, never served.
+func TestRangesOfAStoredFileAreReadFromTheCluster(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	a := node(t, rc, "ds", 1<<30)
+	b := node(t, rc, "ds", 1<<30)
+	s := newSource(t, 3*ChunkSize+777)
+	k := key("big/file", s)
+	copyOf(t, a, k, s)
+	cp, err := b.Lookup(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(s.data))
+	ranges := [][2]int64{{0, 10}, {ChunkSize - 5, 10}, {0, size}, {size - 3, 100}, {size, 10},
+		{2*ChunkSize + 1, ChunkSize}, {5, 3 * ChunkSize}, {ChunkSize, ChunkSize}}
+	var wg sync.WaitGroup
+	for _, r := range ranges {
+		for range 2 { // twice each, concurrently: the cached chunk and fresh ones
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, r[1])
+				n, err := cp.ReadAt(context.Background(), buf, r[0])
+				want := s.data[min(r[0], size):min(r[0]+r[1], size)]
+				if err != nil || !bytes.Equal(buf[:n], want) {
+					t.Errorf("ReadAt(%d bytes at %d) = %d, %v; want the source's %d bytes", r[1], r[0], n, err, len(want))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if s.reads.Load() != 1 {
+		t.Errorf("the source was read %d times, want once (a's fill)", s.reads.Load())
+	}
+	// A bad chunk: an error, and the copy is dropped.
+	if err := rc.SetRaw(ChunkKey("ds", k, 3), bytes.Repeat([]byte{'x'}, 777)); err != nil {
+		t.Fatal(err)
+	}
+	cp, err = b.Lookup(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1000)
+	if n, err := cp.ReadAt(context.Background(), buf, 3*ChunkSize+1); !errors.Is(err, ErrCorrupt) || n != 0 {
+		t.Errorf("a read of a corrupt chunk: %d bytes, %v; want 0 and ErrCorrupt", n, err)
+	}
+	if _, err := b.Lookup(context.Background(), k); !errors.Is(err, ErrMiss) {
+		t.Errorf("after a corrupt chunk, Lookup: %v, want ErrMiss (dropped)", err)
+	}
+}
+
 func TestConcurrentNodesReadEachFileFromTheSourceOnce(t *testing.T) {
 	rc := rediscluster.Start(t, rediscluster.Options{})
 	var nodes []*Cluster

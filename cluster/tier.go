@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,12 +24,18 @@ type Copy struct {
 	k   FileKey
 	fk  fileKeys
 	man *manifest
-	raw []byte // the manifest as stored (the drop compares it)
+	raw []byte     // the manifest as stored (the drop compares it)
+	mu  sync.Mutex // guards first, counted and last
 	// first is chunk 0 as read with the manifest (the keys share a hash
 	// slot, so one round trip fetches both), until Chunk takes it.
 	first []byte
 	// counted: the hit was counted (at the first chunk read).
 	counted bool
+	// last is the chunk ReadAt read last (reads follow one another).
+	last struct {
+		i    int
+		data []byte
+	}
 }
 
 // Lookup returns the stored copy of k: ErrMiss if there is none, ErrDown
@@ -89,9 +96,12 @@ func (cp *Copy) Chunk(ctx context.Context, i int) ([]byte, error) {
 	}
 	var data []byte
 	var err error
+	cp.mu.Lock()
 	if i == 0 && cp.first != nil {
 		data, cp.first = cp.first, nil
-	} else {
+	}
+	cp.mu.Unlock()
+	if data == nil {
 		octx, cancel := c.op(ctx)
 		data, err = c.rdb.Get(octx, cp.fk.chunk(i)).Bytes()
 		cancel()
@@ -108,12 +118,44 @@ func (cp *Copy) Chunk(ctx context.Context, i int) ([]byte, error) {
 		cp.drop(ctx)
 		return nil, fmt.Errorf("cluster: %s chunk %d: %w", cp.k.Path, i, ErrCorrupt)
 	}
+	cp.mu.Lock()
 	if !cp.counted {
 		cp.counted = true
 		c.st.hits.Add(1)
 	}
+	cp.mu.Unlock()
 	c.st.hitBytes.Add(int64(len(data)))
 	return data, nil
+}
+
+// ReadAt fills buf with the stored bytes from off, fewer only at the end
+// of the file, chunk by chunk (each checked, as Chunk); the chunk read last
+// is kept for the next read. Safe for concurrent use. An error (ErrMiss:
+// the copy was dropped meanwhile; ErrCorrupt; ErrDown) leaves the rest of
+// buf unfilled.
+func (cp *Copy) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
+	n := 0
+	for n < len(buf) && off+int64(n) < cp.man.size {
+		pos := off + int64(n)
+		i := int(pos / cp.man.chunkSize)
+		cp.mu.Lock()
+		data := cp.last.data
+		if cp.last.i != i {
+			data = nil
+		}
+		cp.mu.Unlock()
+		if data == nil {
+			var err error
+			if data, err = cp.Chunk(ctx, i); err != nil {
+				return n, err
+			}
+			cp.mu.Lock()
+			cp.last.i, cp.last.data = i, data
+			cp.mu.Unlock()
+		}
+		n += copy(buf[n:], data[pos-int64(i)*cp.man.chunkSize:])
+	}
+	return n, nil
 }
 
 // dropScript deletes a file's manifest and chunks if the manifest is still

@@ -38,11 +38,20 @@ func (m *Mount) openCluster(ctx context.Context) error {
 // Cluster is the mount's cluster, nil without one.
 func (m *Mount) Cluster() *cluster.Cluster { return m.cl }
 
-// clusterRemote adapts the cluster to placement.Remote.
+// clusterRemote adapts the cluster to placement.RangeRemote.
 type clusterRemote struct{ c *cluster.Cluster }
 
 func (r clusterRemote) Copy(ctx context.Context, k placement.RemoteKey, w io.Writer, progress func(int64), source placement.SourceCopy) (int64, error) {
 	return r.c.Copy(ctx, cluster.FileKey{Path: k.Path, Size: k.Size, Mtime: k.Mtime}, w, progress, source)
+}
+
+// Stored serves parts of a stored copy (placement.RangeRemote).
+func (r clusterRemote) Stored(ctx context.Context, k placement.RemoteKey) (placement.RemoteFile, bool) {
+	cp, err := r.c.Lookup(ctx, cluster.FileKey{Path: k.Path, Size: k.Size, Mtime: k.Mtime})
+	if err != nil {
+		return nil, false
+	}
+	return cp, true
 }
 
 // sharedWalk is the catalog's walk through the cluster: the first node

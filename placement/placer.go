@@ -97,6 +97,9 @@ type Stats struct {
 	SkippedNoSpace  int64 // files that fit no tier
 	BytesPlaced     int64
 	DemandFallbacks int64 // reads served from the source because no copy could start
+	// RemoteReads counts reads with no local copy to follow served by the
+	// remote's stored copy (RangeRemote) instead of the source.
+	RemoteReads int64
 	// StaleOnError counts opens of resident files served without their
 	// validation because the source failed or did not answer.
 	StaleOnError int64
@@ -133,6 +136,7 @@ type Placer struct {
 	// but not yet in the queue: a file moves between those states without
 	// the count changing, so Stats never sees it twice or not at all.
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
+	remoteReads                                           atomic.Int64
 	staleServed, removed                                  atomic.Int64
 	lastSrcLog                                            atomic.Int64 // unix nanos of the last "source fails" log
 
@@ -269,7 +273,7 @@ func (p *Placer) Stats() Stats {
 	return Stats{
 		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
-		DemandFallbacks: p.fallbacks.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
+		DemandFallbacks: p.fallbacks.Load(), RemoteReads: p.remoteReads.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
 		CopiesCheckedAtMount:   p.check.checked,
 		CopiesMissingAtMount:   p.check.missing,
 		CopiesWrongSizeAtMount: p.check.wrongSize,

@@ -32,9 +32,13 @@ type Reader struct {
 	bent    *bufEntry // shared buffer entry, attached at Open
 	changed bool      // Open found the source changed
 
-	mu     sync.Mutex // guards src, usesFD and the fallback switches
+	mu     sync.Mutex // guards src, usesFD, rem and the fallback switches
 	src    *tier.SourceFile
 	usesFD bool // tierFD is res's descriptor, used until Close
+	// rem is the remote's stored copy, asked for at the first read that
+	// would go to the source (remAsked), dropped after an error.
+	rem      RemoteFile
+	remAsked bool
 }
 
 // Open opens e for reading. It validates e against the source when the
@@ -287,7 +291,45 @@ func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error)
 			return n, nil
 		}
 	}
+	if n, ok := r.readRemote(ctx, buf, off); ok {
+		return n, nil
+	}
 	return r.readSource(ctx, buf, off)
+}
+
+// readRemote reads from the remote's stored copy of the file (RangeRemote),
+// looked up once per reader; ok=false sends the read to the source, and
+// every later one after an error.
+func (r *Reader) readRemote(ctx context.Context, buf []byte, off int64) (int, bool) {
+	rr, ok := r.p.o.Remote.(RangeRemote)
+	if !ok {
+		return 0, false
+	}
+	r.mu.Lock()
+	if !r.remAsked {
+		r.remAsked = true
+		if rf, ok := rr.Stored(ctx, remoteKey(r.e, r.attr)); ok {
+			r.rem = rf
+		}
+	}
+	rf := r.rem
+	r.mu.Unlock()
+	if rf == nil {
+		return 0, false
+	}
+	if off >= r.attr.Size {
+		return 0, true
+	}
+	n, err := rf.ReadAt(ctx, buf, off)
+	if err != nil {
+		r.p.log.Debug("stored remote copy unusable; reading the source", zap.String("path", r.e.Path), zap.Error(err))
+		r.mu.Lock()
+		r.rem = nil
+		r.mu.Unlock()
+		return 0, false
+	}
+	r.p.remoteReads.Add(1)
+	return n, true
 }
 
 func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, error) {

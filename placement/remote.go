@@ -34,6 +34,25 @@ type Remote interface {
 	Copy(ctx context.Context, k RemoteKey, w io.Writer, progress func(int64), source SourceCopy) (int64, error)
 }
 
+// RangeRemote is a Remote that also reads parts of the files it holds: a
+// read with no local copy to follow (a file that fits no tier, a read that
+// found every copy slot taken, a copy that failed) takes its bytes from
+// the remote's stored copy before the source. It never fills the remote:
+// only whole-file copies do.
+type RangeRemote interface {
+	Remote
+	// Stored returns the stored copy of version k, or false when the
+	// remote does not hold it or fails.
+	Stored(ctx context.Context, k RemoteKey) (RemoteFile, bool)
+}
+
+// RemoteFile is a stored copy of one file version, read in parts.
+type RemoteFile interface {
+	// ReadAt fills buf from off, fewer bytes only at the end of the file.
+	// After an error the reader reads the source instead.
+	ReadAt(ctx context.Context, buf []byte, off int64) (int, error)
+}
+
 // remoteKey is e's key in version a.
 func remoteKey(e *Entry, a Attr) RemoteKey {
 	return RemoteKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime}

@@ -50,10 +50,11 @@ func clusterTree(t *testing.T, big int64) (src string, paths []string, total int
 	return src, paths, total
 }
 
-// clusterNode mounts src as one node of rc (dataset "ds").
-func clusterNode(t *testing.T, rc *rediscluster.Cluster, src string) *env {
+// clusterNode mounts src as one node of rc (dataset "ds"), with one tier
+// of quota (default 1 GiB).
+func clusterNode(t *testing.T, rc *rediscluster.Cluster, src string, quota ...int64) *env {
 	t.Helper()
-	e := newEnv(t, src, 1<<30)
+	e := newEnv(t, src, append(quota, 1<<30)[0])
 	e.opts.cluster = &cluster.Options{
 		Addrs: rc.Addrs(), DatasetID: "ds", Quota: 1 << 30,
 		Lease: time.Second, Timeout: 300 * time.Millisecond, MaxWait: 5 * time.Second,
@@ -146,6 +147,33 @@ func TestClusterNodesWalkOnceServeIdenticalBytesAndReadEachFileFromTheSourceOnce
 	// Every node, its local tier full, serves the same bytes again.
 	for _, n := range nodes {
 		checkAll(t, src, n.mnt, paths)
+	}
+}
+
+// TestClusterFileThatFitsNoTierIsReadFromTheCluster: a node whose tier
+// cannot hold a file reads it from the cluster's copy, not from the PFS.
+func TestClusterFileThatFitsNoTierIsReadFromTheCluster(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, _ := clusterTree(t, 3<<20)
+	a := clusterNode(t, rc, src)
+	readAllShuffled(t, src, a.mnt, paths)
+	a.settle()
+	b := clusterNode(t, rc, src, 2<<20) // big.bin (3 MiB) fits no tier of b
+	want, err := os.ReadFile(filepath.Join(src, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(b.mnt, "big.bin"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("big.bin through the node with a small tier: %d bytes, %v; want the source's %d", len(got), err, len(want))
+	}
+	st := b.status()
+	t.Logf("node b: remote_reads=%s source_bytes=%s files_skipped_nospace=%s", st["remote_reads"], st["source_bytes"], st["files_skipped_nospace"])
+	if b.num("remote_reads") == 0 {
+		t.Error("remote_reads = 0: big.bin was not read from the cluster")
+	}
+	if n := b.num("source_bytes"); n != 0 {
+		t.Errorf("node b read %d bytes from the source; the cluster holds every file", n)
 	}
 }
 
