@@ -22,7 +22,10 @@ import (
 //
 // A memory file is never reused: a reader may have mapped the batch (a
 // passthrough mmap maps the backing file itself), so a later batch must
-// not write into it. It is freed when the last reference goes.
+// not write into it. A write lease would show when no open or mapping is
+// left, but not the pages a reader spliced into a pipe or sent to a socket
+// before closing, which a later batch would overwrite under them. It is
+// freed when the last reference goes.
 type batchMem struct {
 	mnt  int // the detached tmpfs, or -1
 	once sync.Once

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -362,8 +363,16 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 	}
 	f1.Close()
 	f2.Close()
-	if fi, err := os.Stat(file); err != nil || fi.Size() != 0 {
-		t.Errorf("stat of batch with no open left: %v, size %d, want 0", err, fi.Size())
+	// Once the kernel has released both (it does so after close returns).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		fi, err := os.Stat(file)
+		if err == nil && fi.Size() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("stat of batch with no open left: %v, size %d, want 0", err, fi.Size())
+			break
+		}
 	}
 	// An open that reads nothing takes a batch too.
 	f3, err := os.Open(file)
@@ -409,5 +418,62 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 		}
 	} else {
 		t.Log("the mount has no passthrough: batches served by the daemon")
+	}
+}
+
+// A batch a reader has mapped keeps its bytes while later batches are
+// assembled: memory files are never reused (batchmem.go).
+func TestAMappedBatchKeepsItsBytes(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	makeJPEGs(t, src, 20)
+	e := newEnv(t, src, 1<<30)
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
+	e.mount()
+	e.settle()
+	if e.status()["passthrough"] != "on" {
+		t.Skip("the mount has no passthrough: batches are not in memory files")
+	}
+	job := filepath.Join(e.mnt, ".epochfs/jobs/mapped")
+	if err := os.Mkdir(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(job, "config"), []byte("batch_size=2\nseed=1\nview=encoded\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(job, "batch")
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil || size == 0 {
+		t.Fatalf("lseek: %d, %v", size, err)
+	}
+	mapped, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // the mapping holds the batch now
+	want := append([]byte(nil), mapped...)
+	encodedBatch(t, src, want)
+	// The rest of this epoch and the next: every batch its files' bytes.
+	for epoch := 0; epoch < 2; epoch++ {
+		for {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) == 0 {
+				break
+			}
+			encodedBatch(t, src, b)
+		}
+	}
+	if !bytes.Equal(mapped, want) {
+		t.Error("a mapped batch changed while later batches were assembled")
+	}
+	if err := syscall.Munmap(mapped); err != nil {
+		t.Fatal(err)
 	}
 }
