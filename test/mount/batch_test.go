@@ -311,6 +311,20 @@ func encodedBatch(t *testing.T, src string, b []byte) []string {
 	return paths
 }
 
+// encodedJob makes job name on mnt with view=encoded and batches of size,
+// and returns its batch file.
+func encodedJob(t *testing.T, mnt, name string, size int) string {
+	t.Helper()
+	job := filepath.Join(mnt, ".epochfs/jobs", name)
+	if err := os.Mkdir(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(job, "config"), fmt.Appendf(nil, "batch_size=%d\nseed=1\nview=encoded\n", size), 0); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(job, "batch")
+}
+
 // Each open of a batch file takes one batch, which its reads return; with
 // passthrough the kernel serves it from the batch's memory file. An open
 // beside a live one takes the next batch, served by the daemon, and no
@@ -323,14 +337,7 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
 	e.mount()
 	e.settle()
-	job := filepath.Join(e.mnt, ".epochfs/jobs/enc")
-	if err := os.Mkdir(job, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(job, "config"), []byte("batch_size=4\nseed=1\nview=encoded\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(job, "batch")
+	file := encodedJob(t, e.mnt, "enc", 4)
 	pt := e.status()["passthrough"] == "on"
 	before := e.num("batches_passthrough")
 
@@ -440,14 +447,7 @@ func TestAMappedBatchKeepsItsBytes(t *testing.T) {
 	if e.status()["passthrough"] != "on" {
 		t.Skip("the mount has no passthrough: batches are not in memory files")
 	}
-	job := filepath.Join(e.mnt, ".epochfs/jobs/mapped")
-	if err := os.Mkdir(job, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(job, "config"), []byte("batch_size=2\nseed=1\nview=encoded\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(job, "batch")
+	file := encodedJob(t, e.mnt, "mapped", 2)
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
