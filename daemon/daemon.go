@@ -173,10 +173,18 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	for _, to := range o.Tiers {
 		names = append(names, to.Name)
 	}
-	// The catalog first: the model splits the memory by its counts, and
+	// The source first: the walk reads through its root descriptor, and
+	// the model measures the pipeline on a few of its files.
+	m.src, err = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth,
+		Timeout: o.SourceTimeout, Logger: o.Logger})
+	if err != nil {
+		return nil, &configError{fmt.Errorf("daemon: %w", err)}
+	}
+	m.steps = append(m.steps, step{what: "the source's root", close: m.src.Close, always: true})
+	// The catalog next: the model splits the memory by its counts, and
 	// a tier's quota may be the model's share.
 	copts := placement.CatalogOptions{
-		StateDir: o.StateDir, Source: o.Source, Tiers: names, Rescan: o.Rescan,
+		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
 	}
 	if m.cl != nil {
@@ -190,9 +198,6 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	m.steps = append(m.steps, step{what: "the catalog (sync and close)", close: m.cat.Close, always: true})
-	// The source before the split: the model measures the pipeline on a
-	// few of its files.
-	m.src = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth, Timeout: o.SourceTimeout})
 	m.split = m.decideSplit(ctx)
 	topts, err := m.applyTierQuotas(m.split, o.Tiers)
 	if err != nil {

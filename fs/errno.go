@@ -53,6 +53,8 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 		return syscall.ENOENT
 	case errors.Is(err, placement.ErrVanished):
 		return syscall.ENOENT
+	case errors.Is(err, placement.ErrAccessChanged):
+		return syscall.EACCES
 	case errors.Is(err, tier.ErrSource), errors.Is(err, tier.ErrSourceChanged):
 		// Never the source's own errno: ENOTCONN from a dead network
 		// file system reads as "the epochfs daemon died". The reason is

@@ -13,16 +13,23 @@ import (
 // an old version. It runs in the goroutine that made the change, with no
 // placer lock held.
 //
-// A change of attributes is invalidated synchronously: when an open finds
-// a changed file, the kernel has dropped the old size and pages before the
-// open returns, so the first read returns exactly the new bytes. Entry
-// invalidations take the parent directory's lock in the kernel and are
-// sent from a goroutine.
+// A change of attributes found by an open's validation (ev.Sync) is
+// invalidated synchronously: the kernel has dropped the old size and pages
+// before the open returns, so the first read returns exactly the new bytes.
+// Every other notification is sent from a goroutine, never from inside the
+// request that found the change: a READ that notified the kernel about its
+// own inode would wait for the page lock the read itself holds, and a
+// refresh would wait behind it. Entry invalidations take the parent
+// directory's lock in the kernel and are always sent from a goroutine.
 func (fsys *FS) onEvent(ev placement.Event) {
 	switch ev.Kind {
 	case placement.EntryChanged:
 		if in := fsys.inodeOf(ev.Entry.Path); in != nil {
-			in.NotifyContent(0, 0)
+			if ev.Sync {
+				in.NotifyContent(0, 0)
+			} else {
+				go in.NotifyContent(0, 0)
+			}
 		}
 	case placement.EntryRemoved, placement.EntryAdded:
 		dir, name := splitPath(ev.Entry.Path)

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 
@@ -64,6 +65,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	}
 	rctx, release := reqCtx(ctx)
 	r, err := n.fsys.p.Open(rctx, n.e)
+	if errors.Is(err, placement.ErrAccessChanged) && callerCred(ctx).MayRead(n.e.Attr()) {
+		// The kernel checked old attributes, and the new ones let the
+		// caller read too.
+		r, err = n.fsys.p.Open(rctx, n.e)
+	}
 	release()
 	if err != nil {
 		return nil, 0, n.fsys.toErrno(err)

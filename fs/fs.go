@@ -117,6 +117,9 @@ func Mount(o Options) (*FS, error) {
 			Debug:         o.Debug,
 		},
 		RootStableAttr: &fusefs.StableAttr{Ino: 1},
+		// Modes as the source has them: without this go-fuse shows a
+		// file whose permission bits are all zero as 0644.
+		NullPermissions: true,
 		// The kernel's node IDs are our inode numbers (raw.go).
 		ExternalNodeID: true,
 	}

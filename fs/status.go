@@ -2,10 +2,12 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/epochfs/epochfs/placement"
 )
@@ -38,6 +40,10 @@ func (fsys *FS) status() []kv {
 		}
 	}
 	catState, catPending := cat.Health()
+	srcState, srcSince := "available", ""
+	if ok, since := p.Source().Available(context.Background()); !ok {
+		srcState, srcSince = "unavailable", since.UTC().Format(time.RFC3339)
+	}
 	pt := "off"
 	if fsys.passthrough.Load() {
 		pt = "on"
@@ -60,6 +66,8 @@ func (fsys *FS) status() []kv {
 		i64("source_errors", ss.Errors),
 		i64("source_timeouts", ss.Timeouts),
 		i64("source_stuck", ss.Stuck),
+		{"source_state", srcState, false},
+		{"source_unavailable_since", srcSince, false},
 		i64("served_stale_on_error", ps.StaleOnError),
 		i64("files_removed", ps.Removed),
 		{"validate", p.ValidateMode().String(), false},

@@ -67,7 +67,12 @@ func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := placement.New(placement.Options{Catalog: cat, Source: tier.NewSource(src, 0), Tiers: []*tier.Tier{tr}, Workers: 1, BufferBytes: 4096})
+	source, err := tier.OpenSource(tier.SourceOptions{Root: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { source.Close() })
+	p, err := placement.New(placement.Options{Catalog: cat, Source: source, Tiers: []*tier.Tier{tr}, Workers: 1, BufferBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}

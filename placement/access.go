@@ -50,6 +50,15 @@ func (c *Cred) may(a Attr, want uint32) bool {
 	return bits&want == want
 }
 
+// MayRead reports whether c may read a file of attributes a.
+func (c *Cred) MayRead(a Attr) bool { return c.may(a, permRead) }
+
+// sameAccess reports whether a and b grant the same access (owner, group
+// and mode bits).
+func sameAccess(a, b Attr) bool {
+	return a.UID == b.UID && a.GID == b.GID && a.Mode&0o7777 == b.Mode&0o7777
+}
+
 func (c *Cred) inGroup(gid uint32) bool {
 	if c.GID == gid {
 		return true

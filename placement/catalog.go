@@ -12,6 +12,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
 
@@ -84,12 +85,15 @@ func (e *Entry) Lookup(name string) *Entry {
 
 // CatalogOptions configure OpenCatalog.
 type CatalogOptions struct {
-	StateDir string   // badger lives in StateDir/catalog
-	Source   string   // absolute source root
-	Tiers    []string // tier names, fastest first; copies in other tiers are forgotten
-	Rescan   bool     // walk the source even when a complete catalog exists
-	Workers  int      // parallel directory reads during a walk
-	Logger   *zap.Logger
+	StateDir string // badger lives in StateDir/catalog
+	Source   string // absolute source root
+	// Walker, if set, is the source the walk reads through (the mount's);
+	// nil opens one over Source for the walk.
+	Walker  *tier.Source
+	Tiers   []string // tier names, fastest first; copies in other tiers are forgotten
+	Rescan  bool     // walk the source even when a complete catalog exists
+	Workers int      // parallel directory reads during a walk
+	Logger  *zap.Logger
 	// Progress, if set, is called during a walk with the entries seen;
 	// calls do not overlap.
 	Progress func(entries int64)
@@ -222,7 +226,7 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 	if o.Shared != nil {
 		root, c.walked, err = c.walkShared(ctx, o)
 	} else {
-		root, err = walk(ctx, o.Source, o.Workers, c.log, o.Progress)
+		root, err = walkSource(ctx, o, c.log)
 	}
 	if err != nil {
 		return err

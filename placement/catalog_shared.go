@@ -118,7 +118,7 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 func (c *Catalog) walkShared(ctx context.Context, o CatalogOptions) (root *Entry, walked bool, err error) {
 	var mine *Entry
 	doc, walked, err := o.Shared(ctx, func(ctx context.Context) ([]byte, error) {
-		r, err := walk(ctx, o.Source, o.Workers, c.log, o.Progress)
+		r, err := walkSource(ctx, o, c.log)
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +133,7 @@ func (c *Catalog) walkShared(ctx context.Context, o CatalogOptions) (root *Entry
 	}
 	if root, err = c.decodeTree(doc); err != nil {
 		c.log.Warn("the shared catalog is unusable; walking the source")
-		r, werr := walk(ctx, o.Source, o.Workers, c.log, o.Progress)
+		r, werr := walkSource(ctx, o, c.log)
 		return r, true, werr
 	}
 	return root, false, nil

@@ -7,22 +7,38 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
 
-// walk reads the source tree in parallel.
-func walk(ctx context.Context, src string, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
-	st, err := os.Stat(src)
+// walkSource walks o's source: through o.Walker, or a source opened for
+// the walk (tests that build a catalog alone).
+func walkSource(ctx context.Context, o CatalogOptions, log *zap.Logger) (*Entry, error) {
+	src := o.Walker
+	if src == nil {
+		s, err := tier.OpenSource(tier.SourceOptions{Root: o.Source, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("placement: walk: %w", err)
+		}
+		defer s.Close()
+		src = s
+	}
+	return walk(ctx, src, o.Workers, log, o.Progress)
+}
+
+// walk reads the source tree in parallel, every path resolved beneath the
+// source root without following a symlink (tier/beneath.go).
+func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
+	st, err := os.Stat(src.Root())
 	if err != nil {
 		return nil, fmt.Errorf("placement: walk: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("placement: walk: %s is not a directory", src)
+		return nil, fmt.Errorf("placement: walk: %s is not a directory", src.Root())
 	}
 	root := entryFromInfo("", st)
 	sem := make(chan struct{}, workers)
@@ -38,7 +54,7 @@ func walk(ctx context.Context, src string, workers int, log *zap.Logger, progres
 			return
 		}
 		sem <- struct{}{}
-		des, err := os.ReadDir(filepath.Join(src, d.Path))
+		des, err := src.WalkReadDir(ctx, d.Path)
 		var kids []*Entry
 		for _, de := range des {
 			p := de.Name()
@@ -56,7 +72,7 @@ func walk(ctx context.Context, src string, workers int, log *zap.Logger, progres
 				continue
 			}
 			if e.Kind == KindSymlink {
-				t, lerr := os.Readlink(filepath.Join(src, p))
+				t, lerr := src.WalkReadlink(ctx, p)
 				if lerr != nil {
 					log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
 					continue
@@ -69,7 +85,7 @@ func walk(ctx context.Context, src string, workers int, log *zap.Logger, progres
 		if err != nil {
 			if d.Path == "" {
 				errMu.Lock()
-				firstErr = fmt.Errorf("placement: walk %s: %w", src, err)
+				firstErr = fmt.Errorf("placement: walk %s: %w", src.Root(), err)
 				errMu.Unlock()
 				return
 			}

@@ -317,14 +317,9 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 		}
 		return nil, err
 	}
-	before, err := sf.Stat(p.ctx)
-	if err != nil {
+	if b := attrFromInfo(sf.Info()); b.Size != a.Size || b.Mtime != a.Mtime {
 		sf.Close()
-		return nil, err
-	}
-	if b := attrFromInfo(before); b.Size != a.Size || b.Mtime != a.Mtime {
-		sf.Close()
-		p.setAttr(e, b)
+		p.setAttr(e, b, false)
 		return nil, tier.ErrSourceChanged
 	}
 	return sf, nil
@@ -345,7 +340,7 @@ func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer,
 			err = serr
 		} else if b := attrFromInfo(after); b.Mtime != a.Mtime || b.Size != a.Size {
 			err = tier.ErrSourceChanged
-			p.setAttr(e, b)
+			p.setAttr(e, b, false)
 		}
 	}
 	return n, err

@@ -199,7 +199,12 @@ func (e *env) open(rescan bool) {
 	}
 	so := e.sopts
 	so.Root = e.src
-	e.source = tier.OpenSource(so)
+	if so.IdentityInterval == 0 {
+		// Every call checks the root: tests break the source and expect
+		// the next call to see it.
+		so.IdentityInterval, so.RecheckInterval = time.Nanosecond, time.Nanosecond
+	}
+	e.source = openSource(e.t, so)
 	o := e.popts
 	o.Catalog, o.Source, o.Tiers = cat, e.source, e.tiers
 	if o.Workers == 0 {
@@ -373,4 +378,15 @@ func tempFiles(t testing.TB, dir string) []string {
 		}
 	}
 	return out
+}
+
+// openSource opens a source closed at the end of the test.
+func openSource(t testing.TB, o tier.SourceOptions) *tier.Source {
+	t.Helper()
+	s, err := tier.OpenSource(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -36,6 +36,11 @@ import (
 var (
 	// ErrVanished means the source file is gone.
 	ErrVanished = errors.New("placement: source file vanished")
+	// ErrAccessChanged means the file's owner, group or mode on the source
+	// differ from what the kernel checked the open against: the new ones
+	// are recorded and the kernel was told; the open or read is refused
+	// unless the caller may read the file under them.
+	ErrAccessChanged = errors.New("placement: the file's owner or mode changed on the source")
 	// ErrNotFile means the entry is not a regular file.
 	ErrNotFile = errors.New("placement: not a regular file")
 	// ErrClosed means the placer is shutting down.

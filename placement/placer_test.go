@@ -569,7 +569,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	// MiB. The cap is paid after each read: the 1 MiB burst and one more
 	// read go at once, then the debt takes 16 s, and no copy can finish
 	// before all have started.
-	e.source = tier.NewSource(e.src, 64<<10)
+	e.source = openSource(t, tier.SourceOptions{Root: e.src, Bandwidth: 64 << 10})
 	e.p.src = e.source
 	ctx := context.Background()
 	var readers []*Reader

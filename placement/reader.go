@@ -63,9 +63,13 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 	if e.gone.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
+	checked := e.Attr() // what the kernel checked the caller against
 	changed, err := p.validate(ctx, e)
 	if err != nil {
 		return nil, err
+	}
+	if a := e.Attr(); !sameAccess(checked, a) {
+		return nil, fmt.Errorf("%w: %s", ErrAccessChanged, e.Path)
 	}
 	r = &Reader{p: p, e: e, tierIdx: -1, changed: changed, attr: e.Attr()}
 	r.tierFD.Store(-1)
@@ -378,15 +382,19 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 		}
 		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
 	}
-	fi, err := sf.Stat(ctx)
-	if err != nil {
+	// What the open descriptor is (its fstat, taken on the inode it
+	// opened): the version the open saw, and the access the kernel
+	// checked, or nothing is read.
+	a := attrFromInfo(sf.Info())
+	if a.Size != r.attr.Size || a.Mtime != r.attr.Mtime {
 		sf.Close()
-		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
-	}
-	if a := attrFromInfo(fi); a.Size != r.attr.Size || a.Mtime != r.attr.Mtime {
-		sf.Close()
-		r.p.setAttr(r.e, a)
+		r.p.setAttr(r.e, a, false)
 		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, tier.ErrSourceChanged)
+	}
+	if !sameAccess(a, r.attr) {
+		sf.Close()
+		r.p.setAttr(r.e, a, false)
+		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, ErrAccessChanged)
 	}
 	return sf, nil
 }

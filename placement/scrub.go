@@ -280,12 +280,12 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 	case KindFile:
 		run.checked.Add(1)
 		e.validated.Store(true)
-		if p.setAttr(e, attrFromInfo(fi)) {
+		if p.setAttr(e, attrFromInfo(fi), false) {
 			run.changed.Add(1)
 			p.enqueueIfWarm(e)
 		}
 	case KindDir:
-		p.setAttr(e, attrFromInfo(fi))
+		p.setAttr(e, attrFromInfo(fi), false)
 	case KindSymlink:
 		if p.op() != nil {
 			return
@@ -302,7 +302,7 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 			p.addEntry(n, run)
 			return
 		}
-		p.setAttr(e, attrFromInfo(fi))
+		p.setAttr(e, attrFromInfo(fi), false)
 	}
 }
 
@@ -402,7 +402,7 @@ func (p *Placer) addEntry(e *Entry, run *scrubRun) bool {
 		p.enqueueIfWarm(e)
 	}
 	p.log.Info("added on the source; added to the dataset", zap.String("path", e.Path))
-	p.notify(EntryAdded, e)
+	p.notify(EntryAdded, e, false)
 	return true
 }
 
@@ -449,7 +449,7 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 		return
 	}
 	e.validated.Store(true)
-	if p.setAttr(e, attrFromInfo(fi)) {
+	if p.setAttr(e, attrFromInfo(fi), false) {
 		run.changed.Add(1)
 		p.Enqueue(e)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"time"
 
 	"github.com/epochfs/epochfs/tier"
@@ -92,11 +93,18 @@ const (
 type Event struct {
 	Kind  EventKind
 	Entry *Entry
+	// Sync is set when an open is waiting for the change to reach the
+	// kernel (its validation found it): the kernel must drop the old
+	// attributes and pages before the open returns. Every other change
+	// (found by a read, a copy, a refresh) is told to the kernel from
+	// outside the request that found it: a READ that notified the kernel
+	// about its own inode would wait for the page lock the read holds.
+	Sync bool
 }
 
-func (p *Placer) notify(k EventKind, e *Entry) {
+func (p *Placer) notify(k EventKind, e *Entry, sync bool) {
 	if fn := p.notifyFn.Load(); fn != nil {
-		(*fn)(Event{Kind: k, Entry: e})
+		(*fn)(Event{Kind: k, Entry: e, Sync: sync})
 	}
 }
 
@@ -127,7 +135,7 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 	}
 	if e.Tier() < 0 {
 		fi, err := p.src.Stat(ctx, e.Path)
-		return p.applyStat(e, fi, err)
+		return p.applyStat(e, fi, err, true)
 	}
 	// Resident: never wait long on the source, nor ask one that just
 	// failed.
@@ -144,7 +152,7 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 	defer t.Stop()
 	select {
 	case r := <-res:
-		changed, err := p.applyStat(e, r.fi, r.err)
+		changed, err := p.applyStat(e, r.fi, r.err, true)
 		if err != nil && !errors.Is(err, ErrVanished) {
 			return false, nil // stale-if-error: applyStat counted it
 		}
@@ -158,7 +166,7 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 	go func() {
 		r := <-res
 		end()
-		if changed, err := p.applyStat(e, r.fi, r.err); changed || errors.Is(err, ErrVanished) {
+		if changed, err := p.applyStat(e, r.fi, r.err, false); changed || errors.Is(err, ErrVanished) {
 			p.log.Info("a file served while its validation waited has changed on the source",
 				zap.String("path", e.Path), zap.Bool("removed", errors.Is(err, ErrVanished)))
 		}
@@ -168,16 +176,22 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 
 // applyStat acts on a stat of e's source file. It returns ErrVanished for a
 // file the source no longer has, and a wrapped source error for a failed
-// stat (counted as served stale when e is resident).
-func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error) (changed bool, _ error) {
+// stat (counted as served stale when e is resident). sync: an open waits
+// for the kernel to learn of a change (Event.Sync).
+func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (changed bool, _ error) {
 	switch {
 	case err == nil && fi.Mode().IsRegular():
 		e.validated.Store(true)
-		return p.setAttr(e, attrFromInfo(fi)), nil
+		return p.setAttr(e, attrFromInfo(fi), sync), nil
 	case err == nil, errors.Is(err, fs.ErrNotExist):
-		// Gone, or no longer a regular file (a refresh picks up what
-		// replaced it).
+		// Gone, or no longer a regular file at that path: a symlink
+		// swapped in for it or for a directory above it is never
+		// followed (tier/beneath.go); a refresh of the nearest directory
+		// that still resolves records what replaced it.
 		p.removeEntry(e)
+		if err == nil || errors.Is(err, tier.ErrSymlinkInPath) {
+			p.rewalkAround(e.Path)
+		}
 		return false, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
 	if e.Tier() >= 0 {
@@ -185,6 +199,35 @@ func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error) (changed bool, _
 		p.logSourceError(err)
 	}
 	return false, fmt.Errorf("placement: check %s: %w", e.Path, err)
+}
+
+// rewalkAround queues a refresh of the nearest directory above rel that
+// still resolves on the source without a symlink, so that the catalog
+// learns what replaced rel (or a directory on its path). It runs in the
+// background: the stats it takes are not the caller's to wait for.
+func (p *Placer) rewalkAround(rel string) {
+	if p.ctx.Err() != nil {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		dir := path.Dir(rel)
+		for dir != "." && dir != "/" && dir != "" {
+			if fi, err := p.src.Stat(p.ctx, dir); err == nil && fi.IsDir() {
+				break
+			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return // the source fails: the next open finds out again
+			}
+			dir = path.Dir(dir)
+		}
+		if dir == "." || dir == "/" {
+			dir = ""
+		}
+		if err := p.Scrub(ScrubRequest{Kind: ScrubRefresh, Paths: []string{dir}}); err != nil {
+			p.log.Debug("cannot queue the refresh of a changed directory", zap.String("path", dir), zap.Error(err))
+		}
+	}()
 }
 
 // logSourceError logs a failing source at most once per 10 s.
@@ -200,8 +243,9 @@ func (p *Placer) logSourceError(err error) {
 // setAttr records new source attributes of e. When the size or mtime
 // changed, e's copy is dropped and changed is true. Calls are serialised:
 // a caller that compared stale attributes must not drop the copy another
-// caller's update has since placed again (nor drop one copy twice).
-func (p *Placer) setAttr(e *Entry, a Attr) (changed bool) {
+// caller's update has since placed again (nor drop one copy twice). sync:
+// see Event.Sync.
+func (p *Placer) setAttr(e *Entry, a Attr, sync bool) (changed bool) {
 	p.refreshMu.Lock()
 	old := e.Attr()
 	if old == a {
@@ -229,7 +273,7 @@ func (p *Placer) setAttr(e *Entry, a Attr) (changed bool) {
 		p.log.Info("source file changed; its copy was dropped", zap.String("path", e.Path),
 			zap.Int64("old_size", old.Size), zap.Int64("size", a.Size))
 	}
-	p.notify(EntryChanged, e)
+	p.notify(EntryChanged, e, sync)
 	return changed
 }
 
@@ -253,7 +297,7 @@ func (p *Placer) removeEntry(e *Entry) {
 	}
 	p.removed.Add(int64(len(files)))
 	p.log.Info("gone from the source; removed from the dataset", zap.String("path", e.Path), zap.Int("files", len(files)))
-	p.notify(EntryRemoved, e)
+	p.notify(EntryRemoved, e, false)
 }
 
 // sourceSide reports whether err is the source's fault (so reading the

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // The source is a shared network file system that may fail or hang. Every
@@ -21,6 +25,24 @@ import (
 // (a late open is closed). At most MaxStuck calls may be stuck at once: past
 // that, new calls fail at once with ErrSourceStuck instead of pinning more
 // threads on a dead server.
+//
+// Paths are resolved beneath a descriptor of the source root opened at
+// OpenSource, never through a symlink (beneath.go).
+//
+// An outage is not a deletion. When a PFS client goes away under a live
+// mount (an admin remounts Lustre, autofs expires, sshfs dies), the source
+// path becomes an empty directory of another file system, or the held root
+// descriptor fails (ENOTCONN), and every file would look deleted. So the
+// source records its root's identity (device, inode, file system type) at
+// OpenSource, and believes "does not exist" only while the root path still
+// has that identity and the file's parent directory still exists; otherwise
+// the source is unavailable: the operation fails with ErrSourceUnavailable
+// (an I/O error, never "does not exist"), and so does every operation after
+// it, at once, until a check finds the identity back (at most one check per
+// RecheckInterval). The identity is also checked, lazily, once per
+// IdentityInterval by the next operation, and by Available. When it comes
+// back, a root descriptor that died with the old client is opened again,
+// and everything reads without a remount.
 //
 // Every error of a source operation is a *SourceError: it matches
 // ErrSource with errors.Is (the fs layer answers EIO, never the source's own
@@ -38,6 +60,10 @@ var (
 	// ErrSourceChanged means a source file's size or mtime differs from the
 	// catalog's record.
 	ErrSourceChanged = errors.New("tier: source file changed")
+	// ErrSourceUnavailable means the source root no longer has the
+	// identity it had at mount (its client went away): nothing it says
+	// about a file's absence is believed.
+	ErrSourceUnavailable = errors.New("the source is unavailable (its root is not the file system it was at mount)")
 )
 
 // SourceError is a failed source operation.
@@ -75,6 +101,40 @@ type SourceOptions struct {
 	// ErrorBackoff is how long after a failed call, with no call succeeding
 	// since, Failing reports true (default 2 s).
 	ErrorBackoff time.Duration
+	// IdentityInterval is how often, at most, an operation checks the
+	// root's identity while nothing fails (default 1 s); RecheckInterval
+	// how often, at most, one does while the source is unavailable or
+	// failing (default 1 s).
+	IdentityInterval, RecheckInterval time.Duration
+	// Logger logs the source going unavailable and coming back (once
+	// each); nil logs nothing.
+	Logger *zap.Logger
+	// noOpenat2 resolves with the per-component walk (tests).
+	noOpenat2 bool
+	// testHook, if set, runs in every call before the operation; an error
+	// fails the call (tests: a source that hangs or fails).
+	testHook func(op, rel string) error
+}
+
+// rootID is what identifies the source root's file system.
+type rootID struct {
+	dev, ino uint64
+	fstype   int64
+}
+
+func idOf(st *unix.Stat_t, sf *unix.Statfs_t) rootID {
+	return rootID{dev: st.Dev, ino: st.Ino, fstype: int64(sf.Type)}
+}
+
+// same reports whether a is the root that b was. Network and FUSE file
+// systems get a new anonymous device number (major 0) when they are
+// mounted again, so between two such devices only the type and the root
+// inode must agree.
+func (a rootID) same(b rootID) bool {
+	if a.fstype != b.fstype || a.ino != b.ino {
+		return false
+	}
+	return a.dev == b.dev || unix.Major(a.dev) == 0 && unix.Major(b.dev) == 0
 }
 
 // DefaultSourceTimeout is placement.source_timeout's default.
@@ -85,7 +145,22 @@ const DefaultSourceTimeout = 30 * time.Second
 // cap, and every operation has a deadline.
 type Source struct {
 	o     SourceOptions
+	log   *zap.Logger
 	limit *Limiter
+
+	// root resolves dataset paths; replaced when the root comes back after
+	// its client died (the old descriptors are closed by Close: a call may
+	// still hold one).
+	root     atomic.Pointer[beneath]
+	id       rootID
+	oldMu    sync.Mutex
+	oldRoots []*beneath
+
+	// Availability (see the package comment): unavailableSince is unix
+	// nanos (0: available); lastCheck the last identity check.
+	unavailableSince atomic.Int64
+	lastCheck        atomic.Int64
+	checkMu          sync.Mutex
 
 	opens, reads, bytes, stats  atomic.Int64
 	errs, timeouts, stuck, slow atomic.Int64
@@ -93,14 +168,9 @@ type Source struct {
 	bufs                        sync.Pool    // read buffers (see ReadAt)
 }
 
-// NewSource returns the source rooted at root with a read cap in bytes/s
-// (0 = none) and the default deadlines.
-func NewSource(root string, bytesPerSec float64) *Source {
-	return OpenSource(SourceOptions{Root: root, Bandwidth: bytesPerSec})
-}
-
-// OpenSource returns the source described by o.
-func OpenSource(o SourceOptions) *Source {
+// OpenSource opens the source described by o: a descriptor of its root
+// directory, held until Close, and the root's identity.
+func OpenSource(o SourceOptions) (*Source, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultSourceTimeout
 	}
@@ -110,7 +180,217 @@ func OpenSource(o SourceOptions) *Source {
 	if o.ErrorBackoff <= 0 {
 		o.ErrorBackoff = 2 * time.Second
 	}
-	return &Source{o: o, limit: NewLimiter(o.Bandwidth)}
+	if o.IdentityInterval <= 0 {
+		o.IdentityInterval = time.Second
+	}
+	if o.RecheckInterval <= 0 {
+		o.RecheckInterval = time.Second
+	}
+	s := &Source{o: o, log: o.Logger, limit: NewLimiter(o.Bandwidth)}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	b, id, err := openRoot(o.Root, o.noOpenat2)
+	if err != nil {
+		return nil, fmt.Errorf("tier: source %s: %w", o.Root, err)
+	}
+	s.root.Store(b)
+	s.id = id
+	s.lastCheck.Store(time.Now().UnixNano())
+	return s, nil
+}
+
+// openRoot opens the directory root (following symlinks: the path is the
+// admin's) and reads its identity.
+func openRoot(root string, noOpenat2 bool) (*beneath, rootID, error) {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, rootID{}, err
+	}
+	id, err := fdID(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, rootID{}, err
+	}
+	return &beneath{fd: fd, noOpenat2: noOpenat2}, id, nil
+}
+
+func fdID(fd int) (rootID, error) {
+	var st unix.Stat_t
+	var sf unix.Statfs_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return rootID{}, err
+	}
+	if err := unix.Fstatfs(fd, &sf); err != nil {
+		return rootID{}, err
+	}
+	return idOf(&st, &sf), nil
+}
+
+func pathID(p string) (rootID, error) {
+	var st unix.Stat_t
+	var sf unix.Statfs_t
+	if err := unix.Stat(p, &st); err != nil {
+		return rootID{}, err
+	}
+	if err := unix.Statfs(p, &sf); err != nil {
+		return rootID{}, err
+	}
+	return idOf(&st, &sf), nil
+}
+
+// Close closes the root descriptors. Calls still running may fail.
+func (s *Source) Close() error {
+	s.oldMu.Lock()
+	defer s.oldMu.Unlock()
+	if b := s.root.Swap(nil); b != nil {
+		unix.Close(b.fd)
+	}
+	for _, b := range s.oldRoots {
+		unix.Close(b.fd)
+	}
+	s.oldRoots = nil
+	return nil
+}
+
+// Available reports whether the source root has its identity of the mount
+// (checking it if the last check is older than RecheckInterval), and
+// since when it has not.
+func (s *Source) Available(ctx context.Context) (ok bool, since time.Time) {
+	if time.Now().UnixNano()-s.lastCheck.Load() > int64(s.o.RecheckInterval) {
+		s.checkIdentity(ctx)
+	}
+	if t := s.unavailableSince.Load(); t != 0 {
+		return false, time.Unix(0, t)
+	}
+	return true, time.Time{}
+}
+
+// checkIdentity compares the root path's identity and the held
+// descriptor's with the mount's, reopens a dead descriptor when the path is
+// back, and records the outcome. It reports whether the source is
+// available. One check runs at a time; the others wait for its answer.
+func (s *Source) checkIdentity(ctx context.Context) bool {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	var pathOK, fdOK bool
+	var perr error
+	err, _ := s.call(ctx, "check", "", func() error {
+		id, err := pathID(s.o.Root)
+		perr = err
+		pathOK = err == nil && id.same(s.id)
+		if b := s.root.Load(); b != nil {
+			fid, ferr := fdID(b.fd)
+			fdOK = ferr == nil && fid.same(s.id)
+		}
+		return nil
+	}, nil)
+	s.lastCheck.Store(time.Now().UnixNano())
+	if err != nil {
+		// The check itself hung or the budget is spent: say nothing new.
+		return s.unavailableSince.Load() == 0
+	}
+	if pathOK && !fdOK {
+		b, id, err := openRoot(s.o.Root, s.o.noOpenat2)
+		if err == nil && id.same(s.id) {
+			s.oldMu.Lock()
+			if old := s.root.Swap(b); old != nil {
+				s.oldRoots = append(s.oldRoots, old)
+			}
+			s.oldMu.Unlock()
+		} else {
+			if err == nil {
+				unix.Close(b.fd)
+			}
+			pathOK = false
+		}
+	}
+	if !pathOK {
+		if s.unavailableSince.CompareAndSwap(0, time.Now().UnixNano()) {
+			why := "the root is another file system now"
+			if perr != nil {
+				why = perr.Error()
+			}
+			s.log.Error("the source is unavailable: serving resident copies, failing other reads with EIO, dropping nothing",
+				zap.String("source", s.o.Root), zap.String("why", why))
+		}
+		return false
+	}
+	if since := s.unavailableSince.Swap(0); since != 0 {
+		s.log.Warn("the source is available again", zap.String("source", s.o.Root),
+			zap.Duration("after", time.Since(time.Unix(0, since))))
+	}
+	return true
+}
+
+// usable is called before every operation: it fails fast while the source
+// is unavailable (rechecking at most once per RecheckInterval) and checks
+// the identity when the last check is older than IdentityInterval.
+func (s *Source) usable(ctx context.Context, op, rel string) error {
+	age := time.Now().UnixNano() - s.lastCheck.Load()
+	if s.unavailableSince.Load() != 0 {
+		if age < int64(s.o.RecheckInterval) || !s.checkIdentity(ctx) {
+			s.errs.Add(1)
+			return &SourceError{Op: op, Path: rel, Err: ErrSourceUnavailable}
+		}
+		return nil
+	}
+	if age > int64(s.o.IdentityInterval) && !s.checkIdentity(ctx) {
+		s.errs.Add(1)
+		return &SourceError{Op: op, Path: rel, Err: ErrSourceUnavailable}
+	}
+	return nil
+}
+
+// believe decides whether a failure of op on rel may be taken at its word.
+// "Does not exist" is believed only while the root has its identity and
+// rel's parent directory resolves; any other failure checks the identity
+// (at most once per RecheckInterval), so that a dead client is noticed and
+// a dead root descriptor replaced.
+func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, ErrSourceStuck) || errors.Is(err, ErrSourceTimeout) || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().UnixNano()-s.lastCheck.Load() > int64(s.o.RecheckInterval) {
+			s.checkIdentity(ctx)
+		}
+		return err
+	}
+	if !s.checkIdentity(ctx) {
+		return &SourceError{Op: op, Path: rel, Err: ErrSourceUnavailable}
+	}
+	if dir, _ := splitRel(rel); rel != "" && dir != "" {
+		perr, _ := s.call(ctx, op, rel, func() error {
+			b := s.root.Load()
+			if b == nil {
+				return ErrSourceUnavailable
+			}
+			fd, err := b.open(dir, unix.O_PATH|unix.O_DIRECTORY)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}, nil)
+		if perr != nil && !errors.Is(perr, ErrSymlinkInPath) {
+			// The parent is gone too (or cannot be checked): a whole
+			// directory vanishing is what a broken client looks like;
+			// only a listing of its own parent (a refresh) drops it.
+			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w: its directory is missing too", ErrSourceUnavailable)}
+		}
+	}
+	return err
+}
+
+// rootOf returns the root resolver, or an error after Close.
+func (s *Source) rootOf() (*beneath, error) {
+	if b := s.root.Load(); b != nil {
+		return b, nil
+	}
+	return nil, ErrSourceUnavailable
 }
 
 // Root is the source directory.
@@ -132,12 +412,13 @@ func (s *Source) Stats() SourceStats {
 // now, or past a caller's patience (see Slow): the source is not answering.
 func (s *Source) Hung() bool { return s.stuck.Load() > 0 || s.slow.Load() > 0 }
 
-// Failing reports whether the source hangs (Hung) or a call failed less
+// Failing reports whether the source hangs (Hung), is unavailable, or a
+// call failed less
 // than ErrorBackoff ago with none succeeding since. Callers that can do
 // without the source (a resident file's validation) skip it meanwhile; at
 // most one such call per ErrorBackoff finds out whether it is back.
 func (s *Source) Failing() bool {
-	if s.Hung() {
+	if s.Hung() || s.unavailableSince.Load() != 0 {
 		return true
 	}
 	f := s.lastFail.Load()
@@ -158,6 +439,15 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		return &SourceError{Op: op, Path: rel, Err: err}, false
 	}
 	done := make(chan error, 1)
+	if h := s.o.testHook; h != nil {
+		inner := fn
+		fn = func() error {
+			if err := h(op, rel); err != nil {
+				return err
+			}
+			return inner()
+		}
+	}
 	go func() { done <- fn() }()
 	t := time.NewTimer(s.o.Timeout)
 	defer t.Stop()
@@ -201,32 +491,62 @@ func (s *Source) Slow() (end func()) {
 	return func() { once.Do(func() { s.slow.Add(-1) }) }
 }
 
-// Stat lstats the source file rel (counted as a metadata call).
+// Stat lstats the source file rel, resolved beneath the root (counted as
+// a metadata call).
 func (s *Source) Stat(ctx context.Context, rel string) (os.FileInfo, error) {
 	s.stats.Add(1)
+	return s.lstat(ctx, rel)
+}
+
+func (s *Source) lstat(ctx context.Context, rel string) (os.FileInfo, error) {
+	if err := s.usable(ctx, "stat", rel); err != nil {
+		return nil, err
+	}
 	var fi os.FileInfo
 	err, _ := s.call(ctx, "stat", rel, func() error {
-		var err error
-		fi, err = os.Lstat(s.Path(rel))
+		b, err := s.rootOf()
+		if err != nil {
+			return err
+		}
+		si, err := b.lstat(rel)
+		if err == nil {
+			fi = si
+		}
 		return err
 	}, nil)
-	if err != nil {
+	if err = s.believe(ctx, "stat", rel, err); err != nil {
 		return nil, err
 	}
 	return fi, nil
 }
 
 // ReadDir reads the names and types of the source directory rel (counted
-// as a metadata call), sorted by name.
+// as a metadata call), sorted by name. Each entry's Info is the lstat of
+// the entry, taken on the directory's descriptor.
 func (s *Source) ReadDir(ctx context.Context, rel string) ([]os.DirEntry, error) {
 	s.stats.Add(1)
+	return s.readDir(ctx, rel)
+}
+
+// WalkReadDir is ReadDir for the walk of the catalog (not counted).
+func (s *Source) WalkReadDir(ctx context.Context, rel string) ([]os.DirEntry, error) {
+	return s.readDir(ctx, rel)
+}
+
+func (s *Source) readDir(ctx context.Context, rel string) ([]os.DirEntry, error) {
+	if err := s.usable(ctx, "readdir", rel); err != nil {
+		return nil, err
+	}
 	var des []os.DirEntry
 	err, _ := s.call(ctx, "readdir", rel, func() error {
-		var err error
-		des, err = os.ReadDir(s.Path(rel))
+		b, err := s.rootOf()
+		if err != nil {
+			return err
+		}
+		des, err = b.readDir(rel)
 		return err
 	}, nil)
-	if err != nil {
+	if err = s.believe(ctx, "readdir", rel, err); err != nil {
 		return nil, err
 	}
 	return des, nil
@@ -235,33 +555,65 @@ func (s *Source) ReadDir(ctx context.Context, rel string) ([]os.DirEntry, error)
 // Readlink reads the target of the source symlink rel.
 func (s *Source) Readlink(ctx context.Context, rel string) (string, error) {
 	s.stats.Add(1)
-	var target string
-	err, _ := s.call(ctx, "readlink", rel, func() error {
-		var err error
-		target, err = os.Readlink(s.Path(rel))
-		return err
-	}, nil)
-	return target, err
+	return s.readlink(ctx, rel)
 }
 
-// Open opens the source file rel for reading.
+// WalkReadlink is Readlink for the walk of the catalog (not counted).
+func (s *Source) WalkReadlink(ctx context.Context, rel string) (string, error) {
+	return s.readlink(ctx, rel)
+}
+
+func (s *Source) readlink(ctx context.Context, rel string) (string, error) {
+	if err := s.usable(ctx, "readlink", rel); err != nil {
+		return "", err
+	}
+	var target string
+	err, _ := s.call(ctx, "readlink", rel, func() error {
+		b, err := s.rootOf()
+		if err != nil {
+			return err
+		}
+		target, err = b.readlink(rel)
+		return err
+	}, nil)
+	if err = s.believe(ctx, "readlink", rel, err); err != nil {
+		return "", err
+	}
+	return target, nil
+}
+
+// Open opens the source file rel for reading: resolved beneath the root,
+// and only if it is a regular file (beneath.go; a FIFO, device or socket
+// is never opened). SourceFile.Info is what the open descriptor's fstat
+// said: callers compare its owner and mode with what the kernel was told.
 func (s *Source) Open(ctx context.Context, rel string) (*SourceFile, error) {
 	s.opens.Add(1)
+	if err := s.usable(ctx, "open", rel); err != nil {
+		return nil, err
+	}
 	var f *os.File
+	var fi os.FileInfo
 	err, _ := s.call(ctx, "open", rel, func() error {
-		var err error
-		f, err = os.Open(s.Path(rel))
-		return err
+		b, err := s.rootOf()
+		if err != nil {
+			return err
+		}
+		fd, si, err := b.openRegular(rel)
+		if err != nil {
+			return err
+		}
+		f, fi = os.NewFile(uintptr(fd), s.Path(rel)), si
+		return nil
 	}, func() {
 		// Opened after the caller gave up: nobody will close it.
 		if f != nil {
 			f.Close()
 		}
 	})
-	if err != nil {
+	if err = s.believe(ctx, "open", rel, err); err != nil {
 		return nil, err
 	}
-	return &SourceFile{s: s, f: f, rel: rel}, nil
+	return &SourceFile{s: s, f: f, rel: rel, fi: fi}, nil
 }
 
 // SourceFile is an open source file whose reads are counted, capped and
@@ -270,7 +622,11 @@ type SourceFile struct {
 	s   *Source
 	f   *os.File
 	rel string
+	fi  os.FileInfo
 }
+
+// Info is the fstat of the file taken when it was opened (no system call).
+func (sf *SourceFile) Info() os.FileInfo { return sf.fi }
 
 // ReadAt reads like os.File.ReadAt, waiting for the bandwidth cap first
 // (the wait is not part of the deadline: it is ours, not the source's) and

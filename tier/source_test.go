@@ -58,7 +58,7 @@ func TestSourceCopyToCountsExactly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := pattern(tc.size)
-			src := NewSource(writeSource(t, map[string][]byte{"d/f.bin": data}), 0)
+			src := newTestSource(t, writeSource(t, map[string][]byte{"d/f.bin": data}), 0)
 			sf, err := src.Open(context.Background(), "d/f.bin")
 			if err != nil {
 				t.Fatal(err)
@@ -98,7 +98,7 @@ func TestSourceCopyToCountsExactly(t *testing.T) {
 }
 
 func TestSourceCountersAccumulate(t *testing.T) {
-	src := NewSource(writeSource(t, map[string][]byte{"a": pattern(10), "b": pattern(20)}), 0)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"a": pattern(10), "b": pattern(20)}), 0)
 	for _, rel := range []string{"a", "b", "a"} {
 		sf, err := src.Open(context.Background(), rel)
 		if err != nil {
@@ -123,7 +123,7 @@ func TestSourceCountersAccumulate(t *testing.T) {
 }
 
 func TestSourceReadAtCounts(t *testing.T) {
-	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
 	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestSourceReadAtCounts(t *testing.T) {
 
 func TestSourceOpenMissing(t *testing.T) {
 	root := writeSource(t, nil)
-	src := NewSource(root, 0)
+	src := newTestSource(t, root, 0)
 	if src.Root() != root || src.Path("a/b") != filepath.Join(root, "a", "b") {
 		t.Errorf("Root/Path = %q %q", src.Root(), src.Path("a/b"))
 	}
@@ -165,7 +165,7 @@ func TestSourceOpenMissing(t *testing.T) {
 }
 
 func TestSourceCopyToCanceled(t *testing.T) {
-	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
 	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func (w *failWriter) Write(p []byte) (int, error) {
 }
 
 func TestSourceCopyToWriterError(t *testing.T) {
-	src := NewSource(writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"f": pattern(100)}), 0)
 	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestSourceCopyToWriterError(t *testing.T) {
 
 func TestSourceCopyToWritesIntoTier(t *testing.T) {
 	data := pattern(10_000)
-	src := NewSource(writeSource(t, map[string][]byte{"x/y.bin": data}), 0)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"x/y.bin": data}), 0)
 	tr := openTier(t, Options{Quota: 1 << 20})
 	sf, err := src.Open(context.Background(), "x/y.bin")
 	if err != nil {
@@ -255,7 +255,7 @@ func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
 	// its last byte may be read; the copy then waits until its context
 	// ends.
 	data := pattern(2 << 20)
-	src := NewSource(writeSource(t, map[string][]byte{"f": data}), 1e-3)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"f": data}), 1e-3)
 	sf, err := src.Open(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +296,7 @@ func TestSourceBandwidthCapChargesTheBytesReadSoSmallFilesCopyAtTheCap(t *testin
 	for i := 0; i < files; i++ {
 		m[fmt.Sprintf("f%02d", i)] = pattern(size)
 	}
-	src := NewSource(writeSource(t, m), rate)
+	src := newTestSource(t, writeSource(t, m), rate)
 	// Spend the burst first: the rate is measured from an empty bucket.
 	src.Limiter().Done(1<<20, 0)
 	var reads, readBytes atomic.Int64
@@ -421,25 +421,52 @@ func TestLimiterConcurrentReadersShareTheCap(t *testing.T) {
 	}
 }
 
-// A FIFO with no writer blocks open(2): a source call that never returns,
-// without FUSE.
-func hangingSource(t *testing.T, timeout time.Duration, maxStuck int) (*Source, string) {
+// newTestSource opens a source over root with a read cap, closed at the
+// end of the test.
+func newTestSource(t *testing.T, root string, bytesPerSec float64) *Source {
 	t.Helper()
-	root := t.TempDir()
-	if err := syscall.Mkfifo(filepath.Join(root, "hang"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return OpenSource(SourceOptions{Root: root, Timeout: timeout, MaxStuck: maxStuck}), root
+	return openTestSource(t, SourceOptions{Root: root, Bandwidth: bytesPerSec})
 }
 
-// release opens the FIFO's write end, which lets every blocked open return.
-func releaseFIFO(t *testing.T, root string) {
+func openTestSource(t *testing.T, o SourceOptions) *Source {
 	t.Helper()
-	w, err := os.OpenFile(filepath.Join(root, "hang"), os.O_WRONLY, 0)
+	s, err := OpenSource(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// hanging is a source whose operations on the path "hang" block until
+// release: a source call that never returns, without FUSE.
+type hanging struct {
+	once    sync.Once
+	release chan struct{}
+}
+
+func hangingSource(t *testing.T, timeout time.Duration, maxStuck int) (*Source, *hanging) {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "hang"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &hanging{release: make(chan struct{})}
+	t.Cleanup(func() { h.once.Do(func() { close(h.release) }) })
+	s := openTestSource(t, SourceOptions{Root: root, Timeout: timeout, MaxStuck: maxStuck,
+		testHook: func(op, rel string) error {
+			if rel == "hang" {
+				<-h.release
+			}
+			return nil
+		}})
+	return s, h
+}
+
+// releaseFIFO lets every blocked call return.
+func releaseFIFO(t *testing.T, h *hanging) {
+	t.Helper()
+	h.once.Do(func() { close(h.release) })
 }
 
 func TestSourceCallThatHangsFailsAtTheTimeoutAndIsCountedStuck(t *testing.T) {
@@ -501,17 +528,27 @@ func TestSourceCallGivesUpWhenItsContextEnds(t *testing.T) {
 }
 
 func TestSourceErrorsKeepTheUnderlyingErrorAndCountOnlyRealFailures(t *testing.T) {
-	src := NewSource(writeSource(t, map[string][]byte{"f": {1}}), 0)
+	src := newTestSource(t, writeSource(t, map[string][]byte{"f": {1}}), 0)
 	_, err := src.Stat(context.Background(), "missing")
 	var se *SourceError
 	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrSource) || !errors.As(err, &se) || se.Op != "stat" || se.Path != "missing" {
 		t.Fatalf("stat of a missing file: %#v", err)
 	}
+	// A path below a file names nothing: "does not exist", not ENOTDIR.
 	_, err = src.Stat(context.Background(), "f/below-a-file")
-	if !errors.Is(err, syscall.ENOTDIR) {
+	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrSymlinkInPath) {
 		t.Fatalf("stat below a file: %v", err)
 	}
-	if st := src.Stats(); st.Errors != 1 || st.Stats != 2 {
+	src.o.testHook = func(op, rel string) error {
+		if rel == "eio" {
+			return syscall.EIO
+		}
+		return nil
+	}
+	if _, err = src.Stat(context.Background(), "eio"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("stat failing with EIO: %v", err)
+	}
+	if st := src.Stats(); st.Errors != 1 || st.Stats != 3 {
 		t.Fatalf("counters: %+v (a missing file is not a source failure)", st)
 	}
 }
@@ -529,12 +566,18 @@ func waitUntil(t *testing.T, cond func() bool) {
 
 func TestSourceFailingLastsTheBackoffOrUntilACallSucceeds(t *testing.T) {
 	root := writeSource(t, map[string][]byte{"f": {1}})
-	src := OpenSource(SourceOptions{Root: root, ErrorBackoff: 200 * time.Millisecond})
+	src := openTestSource(t, SourceOptions{Root: root, ErrorBackoff: 200 * time.Millisecond,
+		testHook: func(op, rel string) error {
+			if rel == "eio" {
+				return syscall.EIO
+			}
+			return nil
+		}})
 	ctx := context.Background()
 	if src.Failing() {
 		t.Fatal("a new source is failing")
 	}
-	src.Stat(ctx, "f/below-a-file") // ENOTDIR: a failure
+	src.Stat(ctx, "eio") // EIO: a failure
 	if !src.Failing() {
 		t.Fatal("not failing right after a failed call")
 	}
@@ -542,7 +585,7 @@ func TestSourceFailingLastsTheBackoffOrUntilACallSucceeds(t *testing.T) {
 	if src.Failing() {
 		t.Fatal("still failing after the back-off")
 	}
-	src.Stat(ctx, "f/below-a-file")
+	src.Stat(ctx, "eio")
 	if _, err := src.Stat(ctx, "f"); err != nil || src.Failing() {
 		t.Fatalf("a call succeeded (%v) but the source is still failing", err)
 	}
