@@ -15,7 +15,8 @@ type Metrics struct {
 	Listen string `toml:"listen"`
 	// Pprof also serves Go's profiles (net/http/pprof) under
 	// /debug/pprof/ on the same address, for finding where the daemon's
-	// time goes. Off by default.
+	// time goes. Off by default, and refused unless Listen is a loopback
+	// address: a profile shows the daemon's memory and command line.
 	Pprof bool `toml:"pprof"`
 }
 
@@ -37,5 +38,17 @@ func (m *Metrics) Validate() error {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("metrics.listen = %q: port %q: want 0 to 65535", m.Listen, port)
 	}
+	if m.Pprof && !loopback(host) {
+		return fmt.Errorf("metrics.pprof = true with metrics.listen = %q: profiles are served on a loopback address only (e.g. \"127.0.0.1:%s\")", m.Listen, port)
+	}
 	return nil
+}
+
+// loopback reports whether host names only this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -37,8 +37,13 @@ func TestMetricsListenIsOffByDefaultAndWantsAnAddress(t *testing.T) {
 
 func TestMetricsPprofWantsListen(t *testing.T) {
 	for text, want := range map[string]string{
-		"[metrics]\npprof = true\n":                           "metrics.listen",
-		"[metrics]\nlisten = \"127.0.0.1:0\"\npprof = true\n": "",
+		"[metrics]\npprof = true\n":                             "metrics.listen",
+		"[metrics]\nlisten = \"127.0.0.1:0\"\npprof = true\n":   "",
+		"[metrics]\nlisten = \"[::1]:0\"\npprof = true\n":       "",
+		"[metrics]\nlisten = \"localhost:0\"\npprof = true\n":   "",
+		"[metrics]\nlisten = \"0.0.0.0:9464\"\npprof = true\n":  "loopback",
+		"[metrics]\nlisten = \"10.1.2.3:9464\"\npprof = true\n": "loopback",
+		"[metrics]\nlisten = \"0.0.0.0:9464\"\n":                "",
 	} {
 		c, err := Parse(Default(), text, "t")
 		if err != nil {

@@ -149,7 +149,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	m := &Mount{o: o, log: o.Logger, done: make(chan struct{})}
-	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+	if err := tier.SecureDir(o.StateDir); err != nil {
 		return nil, &configError{fmt.Errorf("daemon: state directory: %w", err)}
 	}
 	if m.lock, err = lockState(o.StateDir); err != nil {

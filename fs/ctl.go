@@ -53,7 +53,7 @@ const (
 
 func (fsys *FS) ctlSpecs() []ctlSpec {
 	specs := []ctlSpec{
-		{name: "errors", ino: inoErrors, mode: 0o444, read: fsys.errs.render},
+		{name: "errors", ino: inoErrors, mode: 0o444, readAs: fsys.errs.renderFor},
 		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
 		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
 		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText,
@@ -148,7 +148,7 @@ func (d *ctlDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) 
 // Create refuses a new file in .epochfs/ (a misspelt ctl file), and
 // records it: only root gets here (the directory is 0755 root).
 func (d *ctlDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, d.fsys.ctlError(name, denied("no such control file; files cannot be created in .epochfs/"))
+	return nil, nil, 0, d.fsys.ctlError(ctx, name, denied("no such control file; files cannot be created in .epochfs/"))
 }
 
 // ctlFile is one control file. Reads see a snapshot taken at open; what
@@ -178,7 +178,7 @@ func (f *ctlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.A
 // Setattr accepts the truncation a shell's ">" sends before writing.
 func (f *ctlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if f.spec.doc == nil {
-		return f.fsys.ctlError(f.spec.name, denied("read-only control file"))
+		return f.fsys.ctlError(ctx, f.spec.name, denied("read-only control file"))
 	}
 	f.fillAttr(&out.Attr)
 	return 0
@@ -192,9 +192,9 @@ func (f *ctlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0
 	if writing && f.spec.doc == nil {
-		return nil, 0, f.fsys.ctlError(f.spec.name, denied("read-only control file"))
+		return nil, 0, f.fsys.ctlError(ctx, f.spec.name, denied("read-only control file"))
 	}
-	h := &ctlHandle{f: f}
+	h := &ctlHandle{f: f, uid: callerUID(ctx)}
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
 		if f.spec.readAs != nil {
 			h.data = f.spec.readAs(callerCred(ctx))
@@ -215,6 +215,7 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 // ctlHandle is one open of a control file.
 type ctlHandle struct {
 	f    *ctlFile
+	uid  uint32 // the opener's, for .epochfs/errors
 	data []byte // what reads return
 
 	mu  sync.Mutex // serialises the document's writes and closes
@@ -250,7 +251,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	first := h.doc.err == nil
 	if err := h.doc.write(data); err != nil {
 		if first {
-			return 0, h.f.fsys.ctlError(h.f.spec.name, err)
+			return 0, h.f.fsys.ctlError(ctx, h.f.spec.name, err)
 		}
 		return 0, h.f.fsys.toErrno(err)
 	}
@@ -279,52 +280,103 @@ func (h *ctlHandle) end(close func(*document) error) syscall.Errno {
 	first := h.doc.err == nil
 	err := close(h.doc)
 	if n := h.doc.takeRefused(); n > 0 {
-		h.f.fsys.ctlError(h.f.spec.name, invalid("%d later writes of the rejected document refused", n))
+		h.f.fsys.ctlErrorAs(h.uid, h.f.spec.name, invalid("%d later writes of the rejected document refused", n))
 	}
 	if err == nil {
 		return 0
 	}
 	if first {
-		return h.f.fsys.ctlError(h.f.spec.name, err)
+		return h.f.fsys.ctlErrorAs(h.uid, h.f.spec.name, err)
 	}
 	return h.f.fsys.toErrno(err)
 }
 
-// ctlError logs a refused ctl write, keeps it for .epochfs/errors and
-// returns its errno (EINVAL for bad input, EACCES for a refusal).
-func (fsys *FS) ctlError(file string, err error) syscall.Errno {
+// ctlError logs a refused ctl write, keeps it for .epochfs/errors (shown
+// to the caller and root only) and returns its errno (EINVAL for bad
+// input, EACCES for a refusal).
+func (fsys *FS) ctlError(ctx context.Context, file string, err error) syscall.Errno {
+	return fsys.ctlErrorAs(callerUID(ctx), file, err)
+}
+
+// ctlErrorAs is ctlError for a request of user uid.
+func (fsys *FS) ctlErrorAs(uid uint32, file string, err error) syscall.Errno {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fsys.log.Warn("ctl write rejected", zap.String("file", file), zap.String("reason", msg))
-	fsys.errs.add(file + ": " + msg)
+	fsys.log.Warn("ctl write rejected", zap.String("file", file), zap.String("reason", msg), zap.Uint32("uid", uid))
+	fsys.errs.add(uid, file+": "+msg)
 	return fsys.toErrno(err)
+}
+
+// callerUID is the fs uid of the process behind a request (0 for calls
+// that are not requests).
+func callerUID(ctx context.Context) uint32 {
+	if c, ok := ctx.(*fuse.Context); ok {
+		return c.Uid
+	}
+	return 0
 }
 
 // denied returns an error that becomes EACCES, with a reason for
 // .epochfs/errors.
 func denied(reason string) error { return fmt.Errorf("%s: %w", reason, os.ErrPermission) }
 
-// errorRing keeps the last few ctl errors with their time.
+// errorRing keeps the last few ctl errors with their time and the user
+// whose request failed: a user reads only their own (another user's lines
+// name paths and jobs that are not theirs); root reads all.
 type errorRing struct {
 	mu    sync.Mutex
-	lines []string
+	lines []errLine
 }
 
+type errLine struct {
+	uid  uint32
+	text string
+}
+
+// keepErrors is how many lines are kept in all, and per user.
 const keepErrors = 20
 
-func (r *errorRing) add(msg string) {
+func (r *errorRing) add(uid uint32, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, time.Now().UTC().Format(time.RFC3339)+" "+msg)
-	if len(r.lines) > keepErrors {
-		r.lines = r.lines[len(r.lines)-keepErrors:]
+	r.lines = append(r.lines, errLine{uid, time.Now().UTC().Format(time.RFC3339) + " " + msg})
+	// Keep the last keepErrors of each user, and at most keepErrors
+	// users' worth: one user's flood does not push out another's lines
+	// for long, and the ring stays bounded.
+	if len(r.lines) > keepErrors*keepErrors {
+		r.lines = r.lines[len(r.lines)-keepErrors*keepErrors:]
+	}
+	n := 0
+	for _, l := range r.lines {
+		if l.uid == uid {
+			n++
+		}
+	}
+	if n > keepErrors {
+		for i, l := range r.lines {
+			if l.uid == uid {
+				r.lines = append(r.lines[:i], r.lines[i+1:]...)
+				break
+			}
+		}
 	}
 }
 
-func (r *errorRing) render() []byte {
+// renderFor renders the lines who may read: their own, or all for root
+// (the last keepErrors of them).
+func (r *errorRing) renderFor(who *placement.Cred) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var b bytes.Buffer
+	var keep []string
 	for _, l := range r.lines {
+		if who.Root() || l.uid == who.UID {
+			keep = append(keep, l.text)
+		}
+	}
+	if len(keep) > keepErrors {
+		keep = keep[len(keep)-keepErrors:]
+	}
+	var b bytes.Buffer
+	for _, l := range keep {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}

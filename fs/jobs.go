@@ -209,7 +209,7 @@ func (d *jobsDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno)
 func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	in, err := d.fsys.o.Jobs.Register(name, callerCred(ctx))
 	if err != nil {
-		return nil, d.fsys.ctlError("jobs/"+name, err)
+		return nil, d.fsys.ctlError(ctx, "jobs/"+name, err)
 	}
 	return d.jobInode(ctx, in, out), 0
 }
@@ -217,7 +217,7 @@ func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 // Create refuses a file in jobs/ (any user may try: the directory is
 // world-writable), and records it.
 func (d *jobsDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, d.fsys.ctlError("jobs/"+name, denied("files cannot be created in jobs/: mkdir jobs/NAME registers a job"))
+	return nil, nil, 0, d.fsys.ctlError(ctx, "jobs/"+name, denied("files cannot be created in jobs/: mkdir jobs/NAME registers a job"))
 }
 
 func (d *jobsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -262,7 +262,7 @@ func (j *jobDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 // Create refuses a new file in a job's directory (its owner's), and
 // records it.
 func (j *jobDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, j.ref.fsys.ctlError(j.ref.label(-1, name), denied("no such job file ("+entryNames(jobEntries)+")"))
+	return nil, nil, 0, j.ref.fsys.ctlError(ctx, j.ref.label(-1, name), denied("no such job file ("+entryNames(jobEntries)+")"))
 }
 
 func (j *jobDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
@@ -396,7 +396,7 @@ func (h *nextHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 		case errors.Is(err, context.Canceled):
 			return nil, h.n.ref.fsys.toErrno(err) // interrupted while waiting for the slowest rank
 		case err != nil:
-			return nil, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "next"), err)
+			return nil, h.n.ref.fsys.ctlError(ctx, h.n.ref.label(h.n.rank, "next"), err)
 		}
 		h.batch = b
 	}
@@ -408,5 +408,5 @@ func (h *nextHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (h *nextHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	return 0, h.n.ref.fsys.ctlError(h.n.ref.label(h.n.rank, "next"), invalid("next is read-only: read it for the next batch"))
+	return 0, h.n.ref.fsys.ctlError(ctx, h.n.ref.label(h.n.rank, "next"), invalid("next is read-only: read it for the next batch"))
 }

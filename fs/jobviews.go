@@ -113,7 +113,7 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	fsys := n.ref.fsys
 	label := n.ref.label(n.rank, "batch")
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		return nil, 0, fsys.ctlError(label, denied("batch is read-only: read it for the next batch"))
+		return nil, 0, fsys.ctlError(ctx, label, denied("batch is read-only: read it for the next batch"))
 	}
 	var alloc jobs.Alloc
 	pt := fsys.Passthrough()
@@ -127,10 +127,10 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	case errors.Is(err, context.Canceled):
 		return nil, 0, fsys.toErrno(err)
 	case err != nil:
-		return nil, 0, fsys.ctlError(label, err)
+		return nil, 0, fsys.ctlError(ctx, label, err)
 	}
 	if b != nil && len(b.Corrupt) > 0 {
-		fsys.errs.add(label + ": left out, cannot be preprocessed: " + oneLine(strings.Join(b.Corrupt, ", ")))
+		fsys.errs.add(callerUID(ctx), label+": left out, cannot be preprocessed: "+oneLine(strings.Join(b.Corrupt, ", ")))
 	}
 	h := &batchHandle{n: n}
 	if b != nil {

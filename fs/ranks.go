@@ -143,5 +143,5 @@ func (d *rankDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno)
 
 // Create refuses a new file in a rank's directory, and records it.
 func (d *rankDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, d.ref.fsys.ctlError(d.ref.label(d.rank, name), denied("no such rank file ("+entryNames(rankEntries)+")"))
+	return nil, nil, 0, d.ref.fsys.ctlError(ctx, d.ref.label(d.rank, name), denied("no such rank file ("+entryNames(rankEntries)+")"))
 }

@@ -209,7 +209,7 @@ func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	defer release()
 	data, err := n.tree.open(rctx, n.e)
 	if err != nil {
-		return nil, 0, n.fsys.viewError(n.tree.label+"/"+n.e.Path, err)
+		return nil, 0, n.fsys.viewError(ctx, n.tree.label+"/"+n.e.Path, err)
 	}
 	return &viewHandle{data: data}, fuse.FOPEN_DIRECT_IO, 0
 }
@@ -225,9 +225,9 @@ func compactPix(img *preprocess.Image) []byte {
 // viewError records why a view could not be made (a corrupt image is
 // named in .epochfs/errors) and returns its errno: EIO for a sample that
 // cannot be preprocessed.
-func (fsys *FS) viewError(p string, err error) syscall.Errno {
+func (fsys *FS) viewError(ctx context.Context, p string, err error) syscall.Errno {
 	if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {
-		fsys.errs.add(p + ": " + oneLine(err.Error()))
+		fsys.errs.add(callerUID(ctx), p+": "+oneLine(err.Error()))
 		return syscall.EIO
 	}
 	return fsys.toErrno(err)

@@ -105,7 +105,9 @@ type Tier struct {
 	errTotal  atomic.Int64
 }
 
-// Open creates the tier's directories (0700), removes leftover temp files,
+// Open checks the tier's root (SecureDir: created 0700 when missing, refused
+// when another user could have prepared it), creates its directories
+// (0700), removes leftover temp files,
 // reads the file system's name limit and checks that the directory is
 // writable.
 func Open(o Options) (*Tier, error) {
@@ -127,15 +129,19 @@ func Open(o Options) (*Tier, error) {
 	if t.opts.Syncfs == nil {
 		t.opts.Syncfs = syncfs
 	}
-	// Directories the tier creates are 0700; an existing root (say
-	// /dev/shm) keeps its mode, only the tier's own subdirectories are
-	// closed.
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+	// The root is trusted only if nobody else could have prepared it
+	// (secure.go); it is created 0700 when missing. Its subdirectories are
+	// ours, never symlinks.
+	if err := SecureDir(o.Dir); err != nil {
 		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
 	}
+	uid := uint32(os.Geteuid())
 	for _, d := range []string{dataDir, hashedDir} {
 		d = filepath.Join(o.Dir, d)
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
+		if err := checkOwnDir(d, uid); err != nil {
 			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
 		}
 		if err := os.Chmod(d, 0o700); err != nil {
@@ -395,7 +401,7 @@ func (t *Tier) Remove(rel string, size int64) error {
 
 // OpenFile opens the installed copy of rel for reading.
 func (t *Tier) OpenFile(rel string) (*os.File, error) {
-	f, err := os.Open(t.Path(rel))
+	f, err := os.OpenFile(t.Path(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		t.noteFileError(err)
 		return nil, t.wrap("open", rel, err)
@@ -409,7 +415,7 @@ func (t *Tier) OpenFile(rel string) (*os.File, error) {
 // *os.File costs at every open.
 func (t *Tier) OpenFD(rel string) (fd int, size int64, err error) {
 	name := t.Path(rel)
-	fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		t.noteFileError(err)
 		return -1, 0, t.wrap("open", rel, &os.PathError{Op: "open", Path: name, Err: err})

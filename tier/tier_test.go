@@ -122,17 +122,20 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 func TestOpenCreatesDirectories0700(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "a", "tier")
-	// An existing root (say /dev/shm) keeps its mode; what the tier
-	// creates below it is 0700.
+	// A world-writable root (say /dev/shm itself) is refused and left
+	// as it is; a tier below it is created 0700.
 	shared := filepath.Join(root, "shared")
 	if err := os.MkdirAll(shared, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(shared, 0o777|os.ModeSticky)
-	openTier(t, Options{Dir: shared, Quota: 1 << 20})
-	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o777 || st.Mode()&os.ModeSticky == 0 {
-		t.Errorf("an existing tier root changed mode to %v", st.Mode())
+	if _, err := Open(Options{Name: "test", Dir: shared, Quota: 1 << 20}); !errors.Is(err, ErrUnsafeDir) {
+		t.Errorf("a world-writable tier root: %v, want ErrUnsafeDir", err)
 	}
+	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o777 || st.Mode()&os.ModeSticky == 0 {
+		t.Errorf("a refused tier root changed mode to %v", st.Mode())
+	}
+	openTier(t, Options{Dir: filepath.Join(shared, "mine"), Quota: 1 << 20})
 	tr := openTier(t, Options{Dir: dir, Quota: 1 << 20})
 	install(t, tr, "class1/sub/img.jpg", []byte("jpeg"))
 	for _, d := range []string{

@@ -1,0 +1,398 @@
+package mount
+
+// The mount as its hostile users meet it: real unprivileged users (created
+// with useradd and removed by the test) drive the mount with bash and
+// coreutils, on a source directory they can write to, as on a shared
+// project directory of a Lustre or GPFS site.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testUsers are unprivileged users of one test, in one shared group.
+type testUsers struct {
+	group string
+	names []string
+}
+
+// newUsers creates n users (and a group "proj" of the first two) that the
+// test removes again.
+func newUsers(t *testing.T, n int) *testUsers {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create users")
+	}
+	tag := fmt.Sprintf("%05d", os.Getpid()%100000)
+	u := &testUsers{group: "efsg" + tag}
+	if out, err := exec.Command("groupadd", u.group).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("groupdel", u.group).Run() })
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("efs%s%c", tag, 'a'+i)
+		args := []string{"--system", "--no-create-home", "--shell", "/bin/bash", "--user-group", name}
+		if i < 2 {
+			args = append([]string{"-G", u.group}, args...)
+		}
+		if out, err := exec.Command("useradd", args...).CombinedOutput(); err != nil {
+			t.Fatalf("useradd: %v: %s", err, out)
+		}
+		u.names = append(u.names, name)
+		t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	}
+	return u
+}
+
+// as runs a bash script as user i with runuser (which sets the user's
+// supplementary groups as a login does) and returns its output.
+func (u *testUsers) as(i int, script string) (string, error) {
+	out, err := exec.Command("runuser", "-u", u.names[i], "--", "bash", "-c", script).CombinedOutput()
+	return string(out), err
+}
+
+func (u *testUsers) chown(t *testing.T, i int, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if out, err := exec.Command("chown", "-h", u.names[i]+":"+u.names[i], p).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v: %s", err, out)
+		}
+	}
+}
+
+// openTempDirs lets other users search the test's temp directories (go
+// creates them 0700).
+func openTempDirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		for p := d; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func write(t *testing.T, path string, data string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+}
+
+func TestModesOwnersAndGroupsAreTheSources(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 3) // alice and bob in proj, carol not
+	src := filepath.Join(t.TempDir(), "src")
+	write(t, filepath.Join(src, "zero"), "nobody's", 0o000)
+	write(t, filepath.Join(src, "rootonly"), "root's", 0o600)
+	write(t, filepath.Join(src, "alice600"), "alice's", 0o600)
+	write(t, filepath.Join(src, "proj640"), "project's", 0o640)
+	write(t, filepath.Join(src, "sg/inside"), "setgid dir's", 0o640)
+	write(t, filepath.Join(src, "open644"), "everyone's", 0o644)
+	u.chown(t, 0, filepath.Join(src, "alice600"))
+	for _, p := range []string{"proj640", "sg", "sg/inside"} {
+		if out, err := exec.Command("chgrp", u.group, filepath.Join(src, p)).CombinedOutput(); err != nil {
+			t.Fatalf("chgrp: %s", out)
+		}
+	}
+	if err := syscall.Chmod(filepath.Join(src, "sg"), 0o2750); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, src, 64<<20)
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+
+	// Every mode, owner and group as find -printf shows them on the source.
+	list := func(dir string) string {
+		out, err := exec.Command("find", dir, "-mindepth", "1", "-printf", `%P %m %u %g\n`).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		sort.Strings(lines)
+		return strings.Join(lines, "\n")
+	}
+	if got, want := list(e.mnt), list(src); got != want {
+		t.Fatalf("through the mount:\n%s\non the source:\n%s", got, want)
+	}
+	for _, c := range []struct {
+		user int
+		file string
+		ok   bool
+	}{
+		{0, "zero", false}, {1, "zero", false}, {2, "zero", false},
+		{0, "rootonly", false}, {2, "rootonly", false},
+		{0, "alice600", true}, {1, "alice600", false},
+		{0, "proj640", true}, {1, "proj640", true}, {2, "proj640", false},
+		{1, "sg/inside", true}, {2, "sg/inside", false},
+		{2, "open644", true},
+	} {
+		out, err := u.as(c.user, "cat "+filepath.Join(e.mnt, c.file))
+		if c.ok && err != nil {
+			t.Errorf("user %d cannot read %s: %s", c.user, c.file, out)
+		}
+		if !c.ok && (err == nil || !strings.Contains(out, "Permission denied")) {
+			t.Errorf("user %d read %s (mode as on the source): %q", c.user, c.file, out)
+		}
+	}
+}
+
+// sharedSource is a source whose directory proj/USER belongs to the user,
+// and a root-only directory beside it with a secret.
+func sharedSource(t *testing.T, u *testUsers, user int) (src, secretDir string) {
+	base := t.TempDir()
+	src = filepath.Join(base, "src")
+	secretDir = filepath.Join(base, "rootonly")
+	write(t, filepath.Join(secretDir, "secret.txt"), "ROOT-SECRET", 0o600)
+	write(t, filepath.Join(secretDir, "f.txt"), "ROOT-SECRET", 0o600)
+	os.Chmod(secretDir, 0o700)
+	home := filepath.Join(src, "proj", "u")
+	write(t, filepath.Join(home, "d/secret.txt"), "public", 0o644)
+	write(t, filepath.Join(home, "d/f.txt"), "public", 0o644)
+	write(t, filepath.Join(home, "f.txt"), "public", 0o644)
+	write(t, filepath.Join(home, "resident.txt"), "public", 0o644)
+	filepath.Walk(home, func(p string, _ os.FileInfo, _ error) error { u.chown(t, user, p); return nil })
+	return src, secretDir
+}
+
+func TestASymlinkSwappedInAfterTheWalkIsNeverFollowed(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 1)
+	src, secret := sharedSource(t, u, 0)
+	e := newEnv(t, src, 64<<20)
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	home, mhome := filepath.Join(src, "proj/u"), filepath.Join(e.mnt, "proj/u")
+	// One file resident before the swap: its copy is the old file's.
+	if _, err := os.ReadFile(filepath.Join(e.mnt, "proj/u/resident.txt")); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	script := fmt.Sprintf(`set -e; cd %q
+mv d d.old && ln -s %q d
+mv f.txt f.old && ln -s %q f.txt
+mv resident.txt r.old && ln -s %q resident.txt`, home, secret, filepath.Join(secret, "f.txt"), filepath.Join(secret, "f.txt"))
+	if out, err := u.as(0, script); err != nil {
+		t.Fatalf("swap: %v: %s", err, out)
+	}
+	// Neither the user nor root gets the target's bytes from the daemon
+	// (once the catalog has the symlink, the kernel follows it as the
+	// caller: the user then meets the target's own permissions, below).
+	for _, f := range []string{"d/secret.txt", "f.txt", "resident.txt"} {
+		out, _ := u.as(0, "cat "+filepath.Join(mhome, f))
+		if strings.Contains(out, "ROOT-SECRET") {
+			t.Fatalf("the user read the root-only target through %s: %q", f, out)
+		}
+	}
+	// The catalog learns what replaced them (a refresh of the directory,
+	// in the background): symlinks, which the kernel follows as the user.
+	waitUntil(t, 20*time.Second, func() bool {
+		fi, err := os.Lstat(filepath.Join(mhome, "d"))
+		return err == nil && fi.Mode()&os.ModeSymlink != 0
+	})
+	out, err := u.as(0, "cat "+filepath.Join(mhome, "d/secret.txt"))
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("the user followed the new symlink to a root-only file: %v %q", err, out)
+	}
+	if e.num("source_stuck") != 0 {
+		t.Fatal("calls stuck")
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestFIFOsDevicesAndSocketsQueuedByAUserStallNothing(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 1)
+	src, _ := sharedSource(t, u, 0)
+	home := filepath.Join(src, "proj/u")
+	for i := 0; i < 8; i++ {
+		write(t, filepath.Join(home, fmt.Sprintf("p%d", i)), "x", 0o644)
+	}
+	write(t, filepath.Join(src, "root.bin"), strings.Repeat("r", 1<<16), 0o644)
+	e := newEnv(t, src, 64<<20)
+	e.opts.sourceTimeout = time.Minute
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	// After the walk the user swaps their files for FIFOs (no writer:
+	// an open for reading would block), root swaps one for a device
+	// node and one for a socket.
+	var fifos []string
+	for i := 0; i < 8; i++ {
+		fifos = append(fifos, fmt.Sprintf("p%d", i))
+	}
+	if out, err := u.as(0, fmt.Sprintf("cd %q && for f in %s; do rm $f && mkfifo $f; done", home, strings.Join(fifos, " "))); err != nil {
+		t.Fatalf("mkfifo: %s", out)
+	}
+	os.Remove(filepath.Join(home, "f.txt"))
+	if err := unix.Mknod(filepath.Join(home, "f.txt"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(home, "resident.txt"))
+	l, err := net.Listen("unix", filepath.Join(home, "resident.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var paths []string
+	for _, f := range append(fifos, "f.txt", "resident.txt") {
+		paths = append(paths, "proj/u/"+f)
+	}
+	if out, err := u.as(0, fmt.Sprintf("printf '%%s\\n' %s > %q", strings.Join(paths, " "), filepath.Join(e.mnt, ".epochfs/warmup"))); err != nil {
+		t.Fatalf("warmup as the user: %v: %s", err, out)
+	}
+	// Root's warmup behind them is placed long before any of them could
+	// have timed out (a liveness bound: the source timeout is a minute).
+	if err := os.WriteFile(filepath.Join(e.mnt, ".epochfs/warmup"), []byte("root.bin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, func() bool { return e.p.Stats().Queued == 0 })
+	if got := e.cat.Find("root.bin"); got == nil || got.Tier() < 0 {
+		t.Fatal("root's file is not resident")
+	}
+	if st := e.srcd.Stats(); st.Stuck != 0 || st.Timeouts != 0 {
+		t.Fatalf("source calls stuck or timed out: %+v", st)
+	}
+	// And reading them through the mount neither blocks nor serves them.
+	out, _ := u.as(0, fmt.Sprintf("timeout 10 cat %q; echo rc=$?", filepath.Join(e.mnt, "proj/u/p0")))
+	if strings.Contains(out, "rc=124") || !strings.Contains(out, "No such file") {
+		t.Fatalf("read of a file swapped for a FIFO: %q", out)
+	}
+}
+
+// The source path's file system goes away under the mount (a bind mount
+// detached with umount -l: the path is an empty directory of another file
+// system). Nothing is dropped; resident files read, others fail with EIO;
+// the listing stays; a refresh removes nothing; when the source is back
+// everything reads without a remount.
+func TestAnOutageOfTheSourceIsNotADeletion(t *testing.T) {
+	requireFUSE(t)
+	src, paths := makeTree(t, 1<<20)
+	bind := filepath.Join(t.TempDir(), "pfs")
+	if err := os.Mkdir(bind, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", src, bind).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount: %s", out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", bind).Run() })
+	e := newEnv(t, bind, 64<<20)
+	e.mount()
+	resident := []string{"a/small.txt", "class1/img001.jpg"}
+	for _, p := range resident {
+		if _, err := os.ReadFile(filepath.Join(e.mnt, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle()
+	before := e.cat.Files()
+	if out, err := exec.Command("umount", "-l", bind).CombinedOutput(); err != nil {
+		t.Fatalf("umount -l: %s", out)
+	}
+	// The next check of the root's identity (at most a second away)
+	// finds the outage.
+	waitUntil(t, 10*time.Second, func() bool { return e.status()["source_state"] == "unavailable" })
+	checkAll(t, src, e.mnt, resident)
+	_, err := os.ReadFile(filepath.Join(e.mnt, "class2/img003.jpg"))
+	if !errorsIs(err, syscall.EIO) {
+		t.Fatalf("non-resident read during the outage: %v, want EIO", err)
+	}
+	if st := e.status(); st["source_state"] != "unavailable" || st["source_unavailable_since"] == "" {
+		t.Fatalf("status during the outage: source_state=%q since=%q", st["source_state"], st["source_unavailable_since"])
+	}
+	ents, err := os.ReadDir(e.mnt)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("listing during the outage: %d entries, %v", len(ents), err)
+	}
+	if err := os.WriteFile(filepath.Join(e.mnt, ".epochfs/refresh"), []byte("all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, func() bool { return !e.p.ScrubStatus().Running && e.p.ScrubStatus().Finished > 0 })
+	if got := e.cat.Files(); got != before {
+		t.Fatalf("a refresh during the outage dropped %d of %d files", before-got, before)
+	}
+	// Back.
+	if out, err := exec.Command("mount", "--bind", src, bind).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount again: %s", out)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return e.status()["source_state"] == "available" })
+	checkAll(t, src, e.mnt, paths)
+}
+
+func errorsIs(err error, errno syscall.Errno) bool {
+	var pe *os.PathError
+	if e, ok := err.(*os.PathError); ok {
+		pe = e
+	}
+	return pe != nil && pe.Err == errno
+}
+
+// A user prepares the RAM tier's directory under /dev/shm before the
+// prolog mounts (a reboot wiped /dev/shm): the mount is refused with one
+// line and exit 2, and the root-owned directory the user's symlink points
+// to is left as it was.
+func TestATierDirectoryAUserPreparedIsRefused(t *testing.T) {
+	src, _, base, mnt := binDirs(t, 1<<10)
+	u := newUsers(t, 1)
+	shm, err := os.MkdirTemp("/dev/shm", "epochfs-sec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	if err := syscall.Chmod(shm, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(base, "rootdir")
+	if err := os.Mkdir(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tierDir := filepath.Join(shm, "T")
+	if out, err := u.as(0, fmt.Sprintf("mkdir %q && ln -s %q %q", tierDir, victim, filepath.Join(tierDir, "data"))); err != nil {
+		t.Fatalf("as the user: %s", out)
+	}
+	linkTier := filepath.Join(shm, "L")
+	if out, err := u.as(0, fmt.Sprintf("ln -s %q %q", victim, linkTier)); err != nil {
+		t.Fatalf("as the user: %s", out)
+	}
+	for _, dir := range []string{tierDir, linkTier} {
+		code, out := cli(t, "mount", "--state", filepath.Join(base, "state"), "--tier=mem="+dir+":64MiB", src, mnt)
+		if code != 2 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, dir) {
+			t.Fatalf("mount on a tier a user prepared (%s): exit %d: %q", dir, code, out)
+		}
+		if mounted(mnt) {
+			t.Fatal("mounted anyway")
+		}
+	}
+	if st, _ := os.Stat(victim); st.Mode().Perm() != 0o755 {
+		t.Fatalf("the symlink's target changed mode to %v", st.Mode())
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+		t.Fatalf("the daemon wrote into the symlink's target: %v", ents)
+	}
+}
