@@ -40,6 +40,9 @@ type Preprocess struct {
 	AugmentedCache Size `toml:"augmented_cache"`
 	// Views turns the preprocessed views of the mount on (default).
 	Views *bool `toml:"views"`
+	// MaxBatchBytes bounds one batch of a job (jobs/NAME/batch): a job
+	// config whose batches would be larger is refused when it is written.
+	MaxBatchBytes Size `toml:"max_batch_bytes"`
 }
 
 // The views' cache budgets when neither the config nor the model sets them:
@@ -81,6 +84,12 @@ func (p *Preprocess) Validate() error {
 	case "", spec.OutputUint8HWC, spec.OutputFloat32CHW:
 	default:
 		return fmt.Errorf("preprocess.output = %q: want %q or %q", p.Output, spec.OutputUint8HWC, spec.OutputFloat32CHW)
+	}
+	if err := p.MaxBatchBytes.Err(); err != nil {
+		return fmt.Errorf("preprocess.max_batch_bytes: %v", err)
+	}
+	if p.MaxBatchBytes.Raw != "" && p.MaxBatchBytes.Bytes < 1<<20 {
+		return fmt.Errorf("preprocess.max_batch_bytes = %q: want at least 1MiB", p.MaxBatchBytes.Raw)
 	}
 	if err := spec.CheckNormalize(p.Normalize); err != nil {
 		return fmt.Errorf("preprocess.normalize = %v: %v", p.Normalize, err)

@@ -18,6 +18,9 @@ type Sampler struct {
 	// Lookahead is the number of batches drawn ahead of each job's reads
 	// and prefetched.
 	Lookahead int `toml:"lookahead"`
+	// MaxJobsPerUser bounds the live jobs of one user other than root; 0
+	// means the default (a quarter of the mount's 63 job slots).
+	MaxJobsPerUser int `toml:"max_jobs_per_user"`
 }
 
 // DefaultSampler returns the [sampler] defaults.
@@ -49,6 +52,9 @@ func (s *Sampler) Validate() error {
 	}
 	if s.Lookahead < 1 || s.Lookahead > 64 {
 		return fmt.Errorf("sampler.lookahead = %d: want 1 to 64", s.Lookahead)
+	}
+	if s.MaxJobsPerUser < 0 || s.MaxJobsPerUser > 63 {
+		return fmt.Errorf("sampler.max_jobs_per_user = %d: want 1 to 63 (0: the default, 16)", s.MaxJobsPerUser)
 	}
 	return nil
 }

@@ -77,11 +77,13 @@ type Options struct {
 	RefreshRate     float64
 	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
 	// and Lease configure the jobs of .epochfs/jobs/.
-	BufferBytes   int64
-	Lookahead     int
-	Lease         time.Duration
-	NoPassthrough bool
-	Version       string
+	BufferBytes int64
+	Lookahead   int
+	Lease       time.Duration
+	// MaxJobsPerUser bounds one user's live jobs (jobs default if 0).
+	MaxJobsPerUser int
+	NoPassthrough  bool
+	Version        string
 	// ModelSettings is the [model] section. With a memory budget, the
 	// DSI model splits it (views.go): a tier whose Quota is 0 takes the
 	// encoded share, caches without budgets of their own take theirs.
@@ -234,10 +236,11 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		if err := m.startViews(o.Views, dec, aug); err != nil {
 			return nil, err
 		}
-		jviews = &jobs.ViewsOptions{Engine: m.engine, Pipeline: o.Views.Pipeline}
+		jviews = &jobs.ViewsOptions{Engine: m.engine, Pipeline: o.Views.Pipeline, MaxBatchBytes: o.Views.MaxBatchBytes}
 	}
 	jo := jobs.Options{
 		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger, Views: jviews,
+		MaxJobsPerUser: o.MaxJobsPerUser,
 	}
 	if m.cl != nil {
 		jo.Cluster = clusterJobs{m.cl}

@@ -36,6 +36,8 @@ type ViewsOptions struct {
 	DecodedBytes, AugmentedBytes int64
 	DefaultDecoded               int64
 	DefaultAugmented             int64
+	// MaxBatchBytes bounds one batch (jobs default if 0).
+	MaxBatchBytes int64
 }
 
 // memorySplit is what the mount applies.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -87,8 +88,19 @@ func (fsys *FS) status() []kv {
 		njobs = len(fsys.o.Jobs.Jobs())
 	}
 	bs := p.BufferStats()
+	out = append(out, i64("jobs", int64(njobs)))
+	if fsys.o.Jobs != nil {
+		byUser := fsys.o.Jobs.JobsByUser()
+		uids := make([]uint32, 0, len(byUser))
+		for uid := range byUser {
+			uids = append(uids, uid)
+		}
+		slices.Sort(uids)
+		for _, uid := range uids {
+			out = append(out, i64("jobs.uid."+strconv.FormatUint(uint64(uid), 10), int64(byUser[uid])))
+		}
+	}
 	out = append(out,
-		i64("jobs", int64(njobs)),
 		i64("buffer_budget", bs.Budget),
 		i64("buffer_bytes", bs.Bytes),
 		i64("buffer_entries", bs.Entries),

@@ -59,7 +59,14 @@ type Options struct {
 	// Cluster, if set, is the mount's cluster: jobs with cluster=true
 	// claim their epochs in it (cluster.go). Nil: cluster=true is refused.
 	Cluster ClusterJobs
+	// MaxJobsPerUser bounds the live jobs of one user other than root
+	// (DefaultMaxJobsPerUser if 0, none if negative): one user cannot take
+	// every job slot of the mount.
+	MaxJobsPerUser int
 }
+
+// DefaultMaxJobsPerUser is a quarter of the sampler's job slots.
+const DefaultMaxJobsPerUser = (sampler.MaxJobs + 1) / 4
 
 // Info is what the fs layer needs of a live job.
 type Info struct {
@@ -239,6 +246,12 @@ func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 		releaseUnused(jv)
 		return Info{}, fmt.Errorf("%w: %q", ErrExists, name)
 	}
+	if limit := m.maxJobsPerUser(); limit > 0 && !who.Root() {
+		if n := m.jobsOfLocked(who.UID); n >= limit {
+			releaseUnused(jv)
+			return Info{}, fmt.Errorf("%w: uid %d has %d live jobs, the most one user may have (jobs end with rmdir, or when their lease runs out)", ErrTooMany, who.UID, n)
+		}
+	}
 	if err := m.takeConsumerLocked(jv); err != nil {
 		releaseUnused(jv)
 		return Info{}, err
@@ -257,6 +270,40 @@ func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 		m.installViewLocked(name, j, jv)
 	}
 	return j.info(name), nil
+}
+
+func (m *Manager) maxJobsPerUser() int {
+	if m.o.MaxJobsPerUser == 0 {
+		return DefaultMaxJobsPerUser
+	}
+	return m.o.MaxJobsPerUser
+}
+
+// jobsOfLocked counts the live jobs of uid (m.mu held).
+func (m *Manager) jobsOfLocked(uid uint32) int {
+	n := 0
+	for _, j := range m.jobs {
+		if !j.owner.Root() && j.owner.UID == uid {
+			n++
+		}
+	}
+	return n
+}
+
+// JobsByUser counts the live jobs of each owner (root's under uid 0).
+func (m *Manager) JobsByUser() map[uint32]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.syncLocked()
+	out := map[uint32]int{}
+	for _, j := range m.jobs {
+		uid := uint32(0)
+		if !j.owner.Root() {
+			uid = j.owner.UID
+		}
+		out[uid]++
+	}
+	return out
 }
 
 func (j *job) info(name string) Info {

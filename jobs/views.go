@@ -46,6 +46,10 @@ import (
 type ViewsOptions struct {
 	Engine   *preprocess.Engine
 	Pipeline preprocess.Options // the mount's default pipeline
+	// MaxBatchBytes bounds a batch's bytes (DefaultMaxBatchBytes if 0): a
+	// config whose batches would be larger is refused when it is written,
+	// and a batch of encoded files that grows past it fails.
+	MaxBatchBytes int64
 }
 
 // jobView is a job's part of the views.
@@ -56,6 +60,8 @@ type jobView struct {
 	root     string         // the class root: the job's one subset directory, else ""
 	classes  map[string]int // first path component under root → label
 	fixed    bool           // the form has one shape for every sample (batches stack)
+	shape    []int          // that shape, and its element type (fixed only)
+	dtype    preprocess.DType
 	// active: the job reads views (a batch or an augmented file): it is
 	// a consumer of its View, and ODS prefers what the caches hold for
 	// it. A job that reads only next is not: generations would wait in
@@ -84,6 +90,22 @@ type viewState struct {
 	carries   map[rankKey]*carry // guarded by Manager.mu
 }
 
+// maxBatchBytes is the bound of one batch's bytes.
+func (vs *viewState) maxBatchBytes() int64 {
+	if vs.o.MaxBatchBytes > 0 {
+		return vs.o.MaxBatchBytes
+	}
+	return DefaultMaxBatchBytes
+}
+
+// outputName is the tensor layout as the config spells it.
+func outputName(output string) string {
+	if output == "" {
+		return spec.OutputUint8HWC
+	}
+	return output
+}
+
 func newViewState(o *ViewsOptions) *viewState {
 	if o == nil {
 		return nil
@@ -110,20 +132,39 @@ func (vs *viewState) pipelineFor(cfg Config) preprocess.Options {
 // fixedSize reports whether the steps end every image at one size: the
 // last step that sets the size is a crop or a resize to H×W.
 func fixedSize(steps []string) bool {
-	fixed := false
+	_, _, ok := fixedShape(steps)
+	return ok
+}
+
+// fixedShape is fixedSize with the height and width every image ends at.
+func fixedShape(steps []string) (h, w int, ok bool) {
 	for _, t := range steps {
 		st, err := spec.Parse(t)
 		if err != nil {
-			return false
+			return 0, 0, false
 		}
 		switch st.Kind {
 		case spec.CenterCrop, spec.RandomResizedCrop:
-			fixed = true
+			h, w, ok = st.H, st.W, true
 		case spec.Resize:
-			fixed = st.H > 0 && st.W > 0 && !st.Short
+			h, w, ok = st.H, st.W, st.H > 0 && st.W > 0 && !st.Short
 		}
 	}
-	return fixed
+	return h, w, ok
+}
+
+// DefaultMaxBatchBytes bounds one batch's tensor bytes when
+// ViewsOptions.MaxBatchBytes is 0: one user's config cannot make the root
+// daemon hold an unbounded batch.
+const DefaultMaxBatchBytes = 256 << 20
+
+// sampleShape is the tensor shape of one sample of a fixed-size form
+// (h, w from fixedShape) and its bytes.
+func sampleShape(h, w int, output string) (shape []int, dtype preprocess.DType, bytes int64) {
+	if output == spec.OutputFloat32CHW {
+		return []int{3, h, w}, preprocess.Float32, 4 * 3 * int64(h) * int64(w)
+	}
+	return []int{h, w, 3}, preprocess.Uint8, 3 * int64(h) * int64(w)
 }
 
 // attachView gives a job (registered or reconfigured) its view; prev is
@@ -136,11 +177,20 @@ func (m *Manager) attachView(name string, cfg Config, prev *jobView, who *placem
 	}
 	po := vs.pipelineFor(cfg)
 	jv := &jobView{form: cfg.View}
+	var h, w int
 	switch cfg.View {
 	case ViewAugmented:
-		jv.fixed = fixedSize(append(slices.Clone(po.Static), po.Augment...))
+		h, w, jv.fixed = fixedShape(append(slices.Clone(po.Static), po.Augment...))
 	case ViewDecoded:
-		jv.fixed = fixedSize(po.Static)
+		h, w, jv.fixed = fixedShape(po.Static)
+	}
+	if jv.fixed {
+		var per int64
+		jv.shape, jv.dtype, per = sampleShape(h, w, po.Output)
+		if max := vs.maxBatchBytes(); per > 0 && int64(cfg.BatchSize) > max/per {
+			return nil, fmt.Errorf("%w: batch_size=%d of %dx%d %s samples is %d MiB a batch, over the mount's %d MiB (views.max_batch_bytes): lower batch_size or the image size",
+				ErrInvalid, cfg.BatchSize, h, w, outputName(po.Output), int64(cfg.BatchSize)*per>>20, max>>20)
+		}
 	}
 	v, err := vs.o.Engine.View(po) // a reference of its own, even to the same view
 	if err != nil {
@@ -555,6 +605,9 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 		keep = append(keep, i)
 		b.Paths = append(b.Paths, r.e.Path)
 	}
+	if max := m.vs.maxBatchBytes(); int64(total) > max {
+		return nil, false, fmt.Errorf("%w: a batch of %d files is %d MiB, over the mount's %d MiB (views.max_batch_bytes): lower batch_size", ErrInvalid, len(keep), total>>20, max>>20)
+	}
 	quoted := make([]string, len(keep))
 	labels := make([]int64, len(keep))
 	for k, i := range keep {
@@ -572,7 +625,11 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 		}
 		members[0].shape = append([]int{len(keep)}, shape...)
 		if len(keep) == 0 {
-			members[0].shape = []int{0}
+			// No sample made it (all corrupt): still the batch's shape.
+			members[0].shape = append([]int{0}, jv.shape...)
+			if jv.dtype == preprocess.Float32 {
+				members[0].descr = "<f4"
+			}
 		}
 	}
 	width := stringsWidth(quoted)

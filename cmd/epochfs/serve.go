@@ -344,7 +344,8 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		SourceTimeout:   cfg.Placement.SourceTimeoutDuration(),
 		RefreshRate:     cfg.Placement.RefreshRate,
 		BufferBytes:     cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
-		NoPassthrough: ma.noPassthrough, Version: version,
+		MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser,
+		NoPassthrough:  ma.noPassthrough, Version: version,
 		ModelSettings:   ptr(modelSettings(cfg.Model)),
 		Views:           viewsOptions(cfg.Preprocess),
 		MetricsListen:   cfg.Metrics.Listen,
@@ -454,6 +455,7 @@ func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
 		Seed: pc.Seed, Workers: pc.Workers,
 		DecodedBytes: budget(pc.DecodedCache), AugmentedBytes: budget(pc.AugmentedCache),
 		DefaultDecoded: config.DefaultDecodedCache, DefaultAugmented: config.DefaultAugmentedCache,
+		MaxBatchBytes: pc.MaxBatchBytes.Bytes,
 	}
 }
 

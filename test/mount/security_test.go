@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	epochd "github.com/epochfs/epochfs/daemon"
 	"golang.org/x/sys/unix"
 )
 
@@ -394,5 +396,80 @@ func TestATierDirectoryAUserPreparedIsRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
 		t.Fatalf("the daemon wrote into the symlink's target: %v", ents)
+	}
+}
+
+// One user cannot take every job slot: past max_jobs_per_user (16) their
+// mkdir fails with ENOSPC, and the next user and root still register.
+func TestOneUserCannotTakeEveryJobSlot(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 2)
+	src, _ := makeTree(t, 1<<10)
+	e := newEnv(t, src, 64<<20)
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	jobs := filepath.Join(e.mnt, ".epochfs/jobs")
+	out, _ := u.as(0, fmt.Sprintf(`ok=0; for i in $(seq 1 40); do mkdir %q/a$i 2>/dev/null && ok=$((ok+1)); done; echo ok=$ok; mkdir %q/last`, jobs, jobs))
+	if !strings.Contains(out, "ok=16") || !strings.Contains(out, "No space left on device") {
+		t.Fatalf("one user's 40 mkdirs: %q, want 16 jobs and then ENOSPC", out)
+	}
+	if out, err := u.as(1, fmt.Sprintf("mkdir %q/b1 && cat %q/b1/next >/dev/null", jobs, jobs)); err != nil {
+		t.Fatalf("the next user cannot register a job: %v: %s", err, out)
+	}
+	if err := os.Mkdir(filepath.Join(jobs, "root1"), 0o755); err != nil {
+		t.Fatalf("root cannot register a job: %v", err)
+	}
+	st := e.status()
+	uid0, _ := user.Lookup(u.names[0])
+	if st["jobs.uid."+uid0.Uid] != "16" || st["jobs.uid.0"] != "1" || st["jobs"] != "18" {
+		t.Fatalf("status: jobs=%s jobs.uid.%s=%s jobs.uid.0=%s", st["jobs"], uid0.Uid, st["jobs.uid."+uid0.Uid], st["jobs.uid.0"])
+	}
+	// The user's errors name the refusal; the other user's do not show it.
+	mine, _ := u.as(0, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
+	theirs, _ := u.as(1, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
+	all, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs/errors"))
+	if !strings.Contains(mine, "live jobs") || strings.Contains(theirs, "live jobs") || !strings.Contains(string(all), "live jobs") {
+		t.Fatalf("errors: the user's own %q, another user's %q, root's %q", mine, theirs, all)
+	}
+}
+
+// A batch config that would make the root daemon hold an oversized batch
+// is refused when it is written, and changes nothing; a batch whose every
+// sample was left out keeps the batch's shape.
+func TestOversizedBatchesAreRefusedAndEmptyBatchesKeepTheirShape(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 1)
+	src := filepath.Join(t.TempDir(), "src")
+	makeJPEGs(t, src, 4)
+	write(t, filepath.Join(src, "bad", "corrupt.jpg"), "\xff\xd8\xff broken", 0o644)
+	e := newEnv(t, src, 1<<30)
+	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	job := filepath.Join(e.mnt, ".epochfs/jobs/j")
+	out, err := u.as(0, fmt.Sprintf(`mkdir %q && printf 'batch_size=8\n' > %q/config && printf 'batch_size=8\naugment=resize:2048x2048\noutput=float32_chw\n' > %q/config`, job, job, job))
+	if err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Fatalf("an oversized batch config: %v %q, want EINVAL", err, out)
+	}
+	cfg, _ := u.as(0, "cat "+filepath.Join(job, "config"))
+	if !strings.Contains(cfg, "batch_size=8") || strings.Contains(cfg, "2048") {
+		t.Fatalf("the refused config changed the job's:\n%s", cfg)
+	}
+	errs, _ := u.as(0, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
+	if !strings.Contains(errs, "max_batch_bytes") {
+		t.Fatalf("errors lack the reason: %q", errs)
+	}
+	// A job of the corrupt file only: its batch has no sample, and x the
+	// shape of the pipeline's output.
+	if err := os.WriteFile(filepath.Join(job, "config"), []byte("batch_size=1\nsubset=bad\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(job, "batch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := readNPZ(t, b)["x"]
+	if want := []int{0, 32, 32, 3}; fmt.Sprint(x.shape) != fmt.Sprint(want) {
+		t.Fatalf("x of a batch with every sample left out: %v, want %v", x.shape, want)
 	}
 }
