@@ -322,6 +322,9 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 		p.setAttr(e, b, false)
 		return nil, tier.ErrSourceChanged
 	}
+	// Readers follow the copy as it goes: no chunk of another version may
+	// reach them.
+	sf.Expect(a.Size, a.Mtime)
 	return sf, nil
 }
 

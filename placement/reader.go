@@ -396,6 +396,7 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 		r.p.setAttr(r.e, a, false)
 		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, ErrAccessChanged)
 	}
+	sf.Expect(r.attr.Size, r.attr.Mtime)
 	return sf, nil
 }
 

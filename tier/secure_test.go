@@ -37,8 +37,8 @@ func TestSecureDirRefusesWhatAnotherUserCouldHavePrepared(t *testing.T) {
 			os.Chown(p, otherUID, otherUID)
 		},
 		"a symlink to a root directory": func(p string) { os.Symlink(target, p) },
-		"writable by others":           func(p string) { os.Mkdir(p, 0o700); syscall.Chmod(p, 0o777) },
-		"a file":                       func(p string) { os.WriteFile(p, nil, 0o600) },
+		"writable by others":            func(p string) { os.Mkdir(p, 0o700); syscall.Chmod(p, 0o777) },
+		"a file":                        func(p string) { os.WriteFile(p, nil, 0o600) },
 		"below another user's directory": func(p string) {
 			os.Mkdir(filepath.Dir(p), 0o755)
 			os.Chown(filepath.Dir(p), otherUID, otherUID)

@@ -453,7 +453,8 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 	defer t.Stop()
 	select {
 	case err = <-done:
-		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, os.ErrNotExist) {
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrSourceChanged) {
+			// An answer, not a failure of the source.
 			s.lastOK.Store(time.Now().UnixNano())
 		} else {
 			s.errs.Add(1)
@@ -623,7 +624,16 @@ type SourceFile struct {
 	f   *os.File
 	rel string
 	fi  os.FileInfo
+	// want, once set by Expect, is the version every read must still find
+	// after it read (size, mtime in unix nanos).
+	want *[2]int64
 }
+
+// Expect makes every later read check, after it read, that the file still
+// has this size and mtime (unix nanos): a file rewritten in place while it
+// is read fails the read with ErrSourceChanged instead of handing out
+// bytes of two versions. It costs an fstat per read.
+func (sf *SourceFile) Expect(size, mtime int64) { sf.want = &[2]int64{size, mtime} }
 
 // Info is the fstat of the file taken when it was opened (no system call).
 func (sf *SourceFile) Info() os.FileInfo { return sf.fi }
@@ -645,6 +655,17 @@ func (sf *SourceFile) ReadAt(ctx context.Context, p []byte, off int64) (int, err
 	err, finished := sf.s.call(ctx, "read", sf.rel, func() error {
 		var err error
 		n, err = sf.f.ReadAt(*bp, off)
+		if w := sf.want; w != nil && (err == nil || errors.Is(err, io.EOF)) {
+			// A write updates the mtime before its bytes land: if the
+			// read saw any new byte, fstat now sees the new mtime.
+			var st unix.Stat_t
+			if serr := unix.Fstat(int(sf.f.Fd()), &st); serr != nil {
+				return serr
+			}
+			if st.Size != w[0] || st.Mtim.Nano() != w[1] {
+				return ErrSourceChanged
+			}
+		}
 		return err
 	}, func() {
 		// What a late read took from the source counts against the cap.

@@ -139,8 +139,10 @@ type tierSpec struct {
 type envOpts struct {
 	validate      placement.Validate
 	sourceTimeout time.Duration // default tier.DefaultSourceTimeout
-	noPassthrough bool
-	statfs        func(string) (uint64, uint64, error)
+	// sourceBandwidth caps source reads in bytes/s (0: none).
+	sourceBandwidth float64
+	noPassthrough   bool
+	statfs          func(string) (uint64, uint64, error)
 	// bufferBytes > 0 gives .epochfs/jobs/ a shared buffer of this
 	// budget.
 	bufferBytes int64
@@ -189,7 +191,8 @@ func (e *env) mount() {
 	m, err := epochd.New(context.Background(), epochd.Options{
 		Source: e.src, Mountpoint: e.mnt, StateDir: e.state, Tiers: tiers,
 		Workers: 2, Validate: e.opts.validate, SourceTimeout: e.opts.sourceTimeout,
-		BufferBytes: e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
+		SourceBandwidth: e.opts.sourceBandwidth,
+		BufferBytes:     e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,

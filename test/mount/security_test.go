@@ -6,6 +6,7 @@ package mount
 // project directory of a Lustre or GPFS site.
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	epochd "github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/placement"
 	"golang.org/x/sys/unix"
 )
 
@@ -471,5 +473,87 @@ func TestOversizedBatchesAreRefusedAndEmptyBatchesKeepTheirShape(t *testing.T) {
 	x := readNPZ(t, b)["x"]
 	if want := []int{0, 32, 32, 3}; fmt.Sprint(x.shape) != fmt.Sprint(want) {
 		t.Fatalf("x of a batch with every sample left out: %v, want %v", x.shape, want)
+	}
+}
+
+// A source file changes (same size, a new mtime) while a handle reads it
+// from the source: every read of the handle returns the version it opened
+// or fails with EIO; none blocks, and none returns bytes of the new
+// version. The change lands in each phase of a read: after the open,
+// between reads, and while the file is being copied into a tier.
+func TestASourceFileChangedUnderAnOpenHandleNeverHangsNorMixes(t *testing.T) {
+	requireFUSE(t)
+	const size = 4 << 20
+	for _, c := range []struct {
+		name  string
+		quota int64 // 1 KiB: never placed, read from the source
+		after int   // chunks read before the change
+	}{
+		{"after the open", 1 << 10, 0},
+		{"between reads", 1 << 10, 1},
+		// At 1 MB/s the 4 MiB copy takes seconds: the reader follows it
+		// and the change lands in the middle.
+		{"during a copy", 1 << 30, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := filepath.Join(t.TempDir(), "src")
+			old := bytes.Repeat([]byte("o"), size)
+			write(t, filepath.Join(src, "f.bin"), string(old), 0o644)
+			e := newEnv(t, src, c.quota)
+			e.opts.noPassthrough = true
+			e.opts.validate = placement.ValidateOpen // the next open sees the change
+			e.opts.sourceBandwidth = 1e6
+			e.mount()
+			f, err := os.Open(filepath.Join(e.mnt, "f.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			chunk := make([]byte, 1<<20)
+			read := func(i int) error {
+				done := make(chan error, 1)
+				go func() {
+					n, err := f.ReadAt(chunk, int64(i)*int64(len(chunk)))
+					if err == nil && !bytes.Equal(chunk[:n], old[:n]) {
+						err = fmt.Errorf("chunk %d holds bytes of the new version", i)
+					}
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					return err
+				case <-time.After(15 * time.Second):
+					t.Fatalf("read of chunk %d still blocked after 15s", i)
+				}
+				return nil
+			}
+			for i := 0; i < c.after; i++ {
+				if err := read(i); err != nil {
+					t.Fatalf("chunk %d before the change: %v", i, err)
+				}
+			}
+			write(t, filepath.Join(src, "f.bin"), strings.Repeat("n", size), 0o644)
+			later := time.Now().Add(time.Hour)
+			os.Chtimes(filepath.Join(src, "f.bin"), later, later)
+			failed := false
+			for i := c.after; i < size/len(chunk); i++ {
+				err := read(i)
+				switch {
+				case err == nil && failed:
+					t.Fatalf("chunk %d read after an earlier chunk failed", i)
+				case err == nil:
+				case errorsIs(err, syscall.EIO):
+					failed = true
+				default:
+					t.Fatalf("chunk %d: %v", i, err)
+				}
+			}
+			f.Close()
+			// The next open reads the new version, whole.
+			waitUntil(t, 10*time.Second, func() bool {
+				b, err := os.ReadFile(filepath.Join(e.mnt, "f.bin"))
+				return err == nil && bytes.Equal(b, []byte(strings.Repeat("n", size)))
+			})
+		})
 	}
 }
