@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -126,9 +125,14 @@ func (c *Cluster) loadCatalog(ctx context.Context, ck catKeys, source string) ([
 	if err != nil {
 		return nil, fmt.Errorf("cluster: catalog: %w", err)
 	}
-	m, err := decodeManifest(raw)
-	if err != nil || m.path != source {
-		return nil, fmt.Errorf("cluster: catalog: %w: %v", ErrCorrupt, err)
+	m, err := decodeManifest(raw, c.seal)
+	if err == nil && (m.kind != kindCatalog || m.path != source) {
+		err = fmt.Errorf("%w: a manifest of %q, not the catalog of %q", errBadManifest, m.path, source)
+	}
+	if err != nil {
+		c.st.corrupt.Add(1)
+		c.log.Warn("the stored catalog is bad; walking the source", zap.Error(err))
+		return nil, fmt.Errorf("cluster: catalog: %w: %w", ErrCorrupt, err)
 	}
 	doc := make([]byte, 0, m.size)
 	for i := range m.sums {
@@ -142,7 +146,7 @@ func (c *Cluster) loadCatalog(ctx context.Context, ck catKeys, source string) ([
 		if err != nil {
 			return nil, fmt.Errorf("cluster: catalog chunk %d: %w", i, err)
 		}
-		if !m.verify(i, data) {
+		if !m.verify(c.seal, i, data) {
 			c.st.corrupt.Add(1)
 			return nil, fmt.Errorf("cluster: catalog chunk %d: %w", i, ErrCorrupt)
 		}
@@ -156,7 +160,7 @@ func (c *Cluster) publish(ctx context.Context, ck catKeys, source string, doc []
 	var gb [8]byte
 	rand.Read(gb[:])
 	gen := hex.EncodeToString(gb[:])
-	m := &manifest{size: int64(len(doc)), chunkSize: ChunkSize, gen: gen, path: source}
+	m := &manifest{kind: kindCatalog, size: int64(len(doc)), chunkSize: ChunkSize, gen: gen, path: source}
 	for i := 0; i < len(doc); i += ChunkSize {
 		part := doc[i:min(i+ChunkSize, len(doc))]
 		octx, cancel := c.op(ctx)
@@ -165,19 +169,19 @@ func (c *Cluster) publish(ctx context.Context, ck catKeys, source string, doc []
 		if c.note(err) != nil {
 			return fmt.Errorf("cluster: publish catalog: %w", err)
 		}
-		m.sums = append(m.sums, xxhash.Sum64(part))
+		m.seal(c.seal, part)
 	}
 	keys := []string{ck.manifest}
 	octx, cancel := c.op(ctx)
 	defer cancel()
 	if raw, err := c.rdb.Get(octx, ck.manifest).Bytes(); err == nil {
-		if old, derr := decodeManifest(raw); derr == nil {
+		if old, derr := decodeManifest(raw, c.seal); derr == nil {
 			for i := range old.sums {
 				keys = append(keys, ck.chunk(old.gen, i))
 			}
 		}
 	}
-	if err := c.note(publishScript.Run(octx, c.rdb, keys, m.encode(), oldCatalogTTL.Milliseconds()).Err()); err != nil {
+	if err := c.note(publishScript.Run(octx, c.rdb, keys, m.encode(c.seal), oldCatalogTTL.Milliseconds()).Err()); err != nil {
 		return fmt.Errorf("cluster: publish catalog: %w", err)
 	}
 	c.log.Info("catalog published to the cluster", zap.Int("bytes", len(doc)), zap.Int("chunks", len(m.sums)))

@@ -16,7 +16,7 @@
 // counts failures, and while the cluster fails callers are told to skip it
 // (Usable) and read the source. A probe every Options.ProbeInterval finds
 // out when it is back. Keys are namespaced by the dataset id (keys.go);
-// every value read back is checked against its checksum (manifest.go).
+// every value read back is checked against its keyed MAC (mac.go).
 package cluster
 
 import (
@@ -60,8 +60,8 @@ var (
 	ErrBusy = errors.New("cluster: another node is filling the file")
 	// ErrFull: storing the file would exceed the cluster tier's quota.
 	ErrFull = errors.New("cluster: tier quota reached")
-	// ErrCorrupt: a stored value failed its checksum; it was dropped.
-	ErrCorrupt = errors.New("cluster: stored value failed its checksum")
+	// ErrCorrupt: a stored value failed its MAC; it was dropped.
+	ErrCorrupt = errors.New("cluster: stored value failed its MAC")
 	// ErrLeaseLost: the fill lease expired before the fill was committed
 	// (another node may be filling the file now).
 	ErrLeaseLost = errors.New("cluster: fill lease lost")
@@ -96,8 +96,15 @@ type Options struct {
 	// Username is the ACL user ("": the default user).
 	Username string
 	// PasswordFile holds the password (one line; a trailing newline is
-	// dropped). "" means no password. The password is never logged.
+	// dropped). The password is never logged. Like KeyFile it must be
+	// owned by the daemon's user and have no group or other permissions.
 	PasswordFile string
+	// KeyFile holds the key stored values are sealed with (mac.go): one
+	// line of at least 32 characters, the same on every node.
+	KeyFile string
+	// Insecure opens a cluster without PasswordFile or KeyFile (without a
+	// key the MACs catch damaged values, not forged ones).
+	Insecure bool
 	// TLS connects with TLS; CAFile, if set, is the PEM bundle that signs
 	// the servers' certificates (otherwise the system's roots).
 	TLS    bool
@@ -137,6 +144,7 @@ type Cluster struct {
 	rdb  *redis.ClusterClient
 	log  *zap.Logger
 	keys keys
+	seal sealer
 	hl   health
 	st   counters
 
@@ -184,9 +192,21 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Quota < 0 {
 		return nil, &configError{fmt.Errorf("cluster: quota %d: negative", o.Quota)}
 	}
-	password, err := readPassword(o.PasswordFile)
-	if err != nil {
-		return nil, &configError{err}
+	if !o.Insecure && (o.PasswordFile == "" || o.KeyFile == "") {
+		return nil, &configError{errors.New("cluster: password_file and key_file are required (anyone who can write to the cluster could otherwise serve their bytes as dataset files); insecure = true opens it without them")}
+	}
+	var password string
+	var err error
+	if o.PasswordFile != "" {
+		if password, err = readSecret("password_file", o.PasswordFile); err != nil {
+			return nil, &configError{err}
+		}
+	}
+	key := insecureKey
+	if o.KeyFile != "" {
+		if key, err = readKey(o.KeyFile); err != nil {
+			return nil, &configError{err}
+		}
 	}
 	var tlsConf *tls.Config
 	if o.TLS {
@@ -216,7 +236,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		ClientName:            "epochfs",
 	}
 	quietClient.Do(func() { redis.SetLogger(discardLogger{}) })
-	c := &Cluster{o: o, log: o.Logger, keys: newKeys(o.DatasetID)}
+	c := &Cluster{o: o, log: o.Logger, keys: newKeys(o.DatasetID), seal: sealer{key: key, ns: o.DatasetID}}
 	if err := check(ctx, copts); err != nil {
 		return nil, &configError{err}
 	}
@@ -253,26 +273,6 @@ func (c *Cluster) MaxWait() time.Duration { return c.o.MaxWait }
 
 // DatasetID is the key namespace.
 func (c *Cluster) DatasetID() string { return c.o.DatasetID }
-
-// readPassword reads the password file: one line, trailing newline
-// dropped. The error never contains the password.
-func readPassword(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("cluster: password_file: %w", err)
-	}
-	pw := strings.TrimRight(string(b), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("cluster: password_file %s: empty", path)
-	}
-	if strings.ContainsAny(pw, "\r\n") {
-		return "", fmt.Errorf("cluster: password_file %s: more than one line", path)
-	}
-	return pw, nil
-}
 
 // tlsConfig is the client's TLS configuration, with the CA bundle if given.
 func tlsConfig(caFile string) (*tls.Config, error) {

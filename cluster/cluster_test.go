@@ -19,11 +19,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// node opens one client ("a node") on rc with test timings.
+// testKey is the key file of every test node but the forgers.
+var testKey = "k4lU6Q0x9y2mJv7pHc3sW8bN1eRt5aZfGdLqXo0Vh2I="
+
+// writeSecret writes a root-only secret file into a fresh directory.
+func writeSecret(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// node opens one client ("a node") on rc with test timings: the test key,
+// no password (insecure).
 func node(t *testing.T, rc *rediscluster.Cluster, dataset string, quota int64, edit ...func(*Options)) *Cluster {
 	t.Helper()
 	o := Options{
-		Addrs: rc.Addrs(), DatasetID: dataset, Quota: quota,
+		Addrs: rc.Addrs(), DatasetID: dataset, Quota: quota, KeyFile: writeSecret(t, testKey), Insecure: true,
 		Lease: 900 * time.Millisecond, Timeout: 300 * time.Millisecond, MaxWait: 5 * time.Second,
 		ProbeInterval: 100 * time.Millisecond,
 	}
@@ -257,6 +271,97 @@ func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
 	}
 }
 
+// A writer of the cluster without the key (another tenant, a leaked
+// password) can store a well-formed copy of a file, move a real one, swap
+// chunks or publish a catalog: nodes with the key serve none of it.
+func TestValuesWrittenWithoutTheKeyAreNeverServed(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	good := node(t, rc, "ds", 1<<30)
+	forger := node(t, rc, "ds", 1<<30, func(o *Options) { o.KeyFile = writeSecret(t, strings.Repeat("z", 44)) })
+	keyless := node(t, rc, "ds", 1<<30, func(o *Options) { o.KeyFile = "" })
+
+	// A forged copy: the right path, size and mtime, the forger's bytes.
+	s := newSource(t, ChunkSize+10)
+	k := key("train/cat/1.jpg", s)
+	for _, w := range []*Cluster{forger, keyless} {
+		evil := &source{data: bytes.Repeat([]byte{'E'}, len(s.data))}
+		var sink bytes.Buffer
+		if _, err := w.Copy(context.Background(), k, &sink, nil, evil.copy); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := rc.CLI("EXISTS", ManifestKey("ds", k)); out != "1\n" {
+			t.Fatal("the forger's copy was not stored; the test checks nothing")
+		}
+		before := s.reads.Load()
+		copyOf(t, good, k, s) // compares with the source's bytes
+		if s.reads.Load() != before+1 {
+			t.Errorf("the node with the key did not read the source past a forged copy")
+		}
+		rc.CLI("DEL", ManifestKey("ds", k), ChunkKey("ds", k, 0), ChunkKey("ds", k, 1))
+		rc.CLI("DEL", "epochfs:ds:{q}:bytes", "epochfs:ds:{q}:sizes")
+	}
+	if stat(good, "corrupt") != "2" {
+		t.Errorf("cluster.corrupt = %s after two forged copies, want 2", stat(good, "corrupt"))
+	}
+
+	// A real copy moved to another file's keys (same size, other path).
+	copyOf(t, good, k, s)
+	k2 := FileKey{Path: "train/dog/2.jpg", Size: k.Size, Mtime: k.Mtime}
+	raw := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
+	defer raw.Close()
+	ctx := context.Background()
+	move := func(from, to string) {
+		t.Helper()
+		v, err := raw.Get(ctx, from).Bytes()
+		if err == nil {
+			err = raw.Set(ctx, to, v, 0).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	move(ManifestKey("ds", k), ManifestKey("ds", k2))
+	move(ChunkKey("ds", k, 0), ChunkKey("ds", k2, 0))
+	move(ChunkKey("ds", k, 1), ChunkKey("ds", k2, 1))
+	s2 := newSource(t, len(s.data))
+	copyOf(t, good, k2, s2)
+	if s2.reads.Load() != 1 {
+		t.Errorf("a copy moved from %s was taken for %s", k.Path, k2.Path)
+	}
+
+	// Chunks of one copy swapped: each is a chunk of the file, at the
+	// wrong index.
+	big := newSource(t, 2*ChunkSize)
+	kb := key("big.bin", big)
+	copyOf(t, good, kb, big)
+	c0, _ := raw.Get(ctx, ChunkKey("ds", kb, 0)).Bytes()
+	move(ChunkKey("ds", kb, 1), ChunkKey("ds", kb, 0))
+	if err := raw.Set(ctx, ChunkKey("ds", kb, 1), c0, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	copyOf(t, good, kb, big)
+	if big.reads.Load() != 2 {
+		t.Errorf("swapped chunks were served: source reads %d, want 2", big.reads.Load())
+	}
+
+	// A catalog published by the forger is walked over.
+	walks := 0
+	walk := func(context.Context) ([]byte, error) { walks++; return []byte("the real tree"), nil }
+	evilWalk := func(context.Context) ([]byte, error) { return []byte("a tree with modes of the forger's choosing"), nil }
+	if _, walked, err := forger.LoadOrWalk(context.Background(), "/pfs/data", false, evilWalk); err != nil || !walked {
+		t.Fatalf("the forger's publication: walked %v, %v", walked, err)
+	}
+	doc, walked, err := good.LoadOrWalk(context.Background(), "/pfs/data", false, walk)
+	if err != nil || !walked || walks != 1 || string(doc) != "the real tree" {
+		t.Errorf("after a forged catalog: %q walked=%v walks=%d err=%v; want the real tree, walked", doc, walked, walks, err)
+	}
+	// What the node with the key published is loaded by another such node.
+	other := node(t, rc, "ds", 1<<30)
+	if doc, walked, err := other.LoadOrWalk(context.Background(), "/pfs/data", false, walk); err != nil || walked || string(doc) != "the real tree" {
+		t.Errorf("a node with the key: %q walked=%v err=%v; want the published tree, loaded", doc, walked, err)
+	}
+}
+
 // roundTrips counts a client's trips to the cluster for file keys (the
 // prober's own commands aside): one per command, one per pipeline.
 type roundTrips struct{ n atomic.Int64 }
@@ -393,18 +498,36 @@ func TestOpenRefusesWhatItCannotUse(t *testing.T) {
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(good, []byte("s3cret-pw\n"), 0o600)
 	os.WriteFile(bad, []byte("wrong-pw\n"), 0o600)
+	open := filepath.Join(dir, "open")
+	os.WriteFile(open, []byte("s3cret-pw\n"), 0o640)
+	keyFile := writeSecret(t, testKey)
+	openKey := filepath.Join(dir, "openkey")
+	os.WriteFile(openKey, []byte(testKey), 0o604)
+	nobodysKey := filepath.Join(dir, "nobodys")
+	os.WriteFile(nobodysKey, []byte(testKey), 0o600)
+	os.Chown(nobodysKey, 65534, 65534)
+	shortKey := writeSecret(t, "short")
+	linkKey := filepath.Join(dir, "link")
+	os.Symlink(keyFile, linkKey)
 	plain := rediscluster.StartPlain(t)
 	cases := []struct {
 		name  string
 		o     Options
 		match error
 	}{
-		{"unreachable", Options{Addrs: []string{rediscluster.ClosedPort(t)}}, ErrUnreachable},
-		{"wrong password", Options{Addrs: rc.Addrs()[:1], PasswordFile: bad}, ErrAuth},
-		{"no password", Options{Addrs: rc.Addrs()[:1]}, ErrAuth},
-		{"not a cluster", Options{Addrs: []string{plain}}, ErrNotCluster},
-		{"bad dataset", Options{Addrs: rc.Addrs(), PasswordFile: good, DatasetID: "a{b}"}, ErrConfig},
-		{"missing password file", Options{Addrs: rc.Addrs(), PasswordFile: filepath.Join(dir, "none")}, ErrConfig},
+		{"unreachable", Options{Addrs: []string{rediscluster.ClosedPort(t)}, Insecure: true}, ErrUnreachable},
+		{"wrong password", Options{Addrs: rc.Addrs()[:1], PasswordFile: bad, KeyFile: keyFile}, ErrAuth},
+		{"no password", Options{Addrs: rc.Addrs()[:1], Insecure: true}, ErrAuth},
+		{"not a cluster", Options{Addrs: []string{plain}, Insecure: true}, ErrNotCluster},
+		{"bad dataset", Options{Addrs: rc.Addrs(), PasswordFile: good, KeyFile: keyFile, DatasetID: "a{b}"}, ErrConfig},
+		{"missing password file", Options{Addrs: rc.Addrs(), PasswordFile: filepath.Join(dir, "none"), KeyFile: keyFile}, ErrConfig},
+		{"no key file", Options{Addrs: rc.Addrs(), PasswordFile: good}, ErrConfig},
+		{"no password file", Options{Addrs: rc.Addrs(), KeyFile: keyFile}, ErrConfig},
+		{"group-readable password file", Options{Addrs: rc.Addrs(), PasswordFile: open, KeyFile: keyFile}, ErrConfig},
+		{"other-readable key file", Options{Addrs: rc.Addrs(), PasswordFile: good, KeyFile: openKey}, ErrConfig},
+		{"key file of another user", Options{Addrs: rc.Addrs(), PasswordFile: good, KeyFile: nobodysKey}, ErrConfig},
+		{"short key", Options{Addrs: rc.Addrs(), PasswordFile: good, KeyFile: shortKey}, ErrConfig},
+		{"key file a symlink", Options{Addrs: rc.Addrs(), PasswordFile: good, KeyFile: linkKey}, ErrConfig},
 	}
 	for _, tc := range cases {
 		o := tc.o
@@ -425,7 +548,7 @@ func TestOpenRefusesWhatItCannotUse(t *testing.T) {
 			t.Errorf("%s: error reveals the password or is not one line: %q", tc.name, err)
 		}
 	}
-	c := node(t, rc, "ds", 1<<20, func(o *Options) { o.PasswordFile = good })
+	c := node(t, rc, "ds", 1<<20, func(o *Options) { o.PasswordFile, o.Insecure = good, false })
 	s := newSource(t, 1000)
 	copyOf(t, c, key("x", s), s)
 	if stat(c, "reachable") != "yes" || stat(c, "fills") != "1" {

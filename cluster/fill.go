@@ -29,7 +29,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -84,8 +83,8 @@ type Fill struct {
 	fk    fileKeys
 	token string
 	buf   []byte
-	sums  []uint64
-	n     int64 // bytes written so far
+	man   manifest // the chunks' MACs so far
+	n     int64    // bytes written so far
 	lost  atomic.Bool
 	done  bool
 
@@ -112,7 +111,8 @@ func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
 	if !ok {
 		return nil, ErrBusy
 	}
-	f := &Fill{c: c, k: k, fk: fk, token: token}
+	f := &Fill{c: c, k: k, fk: fk, token: token,
+		man: manifest{kind: kindFile, size: k.Size, mtime: k.Mtime, chunkSize: ChunkSize, path: k.Path}}
 	// Another node may have committed the file between the caller's
 	// lookup and this lease (its commit deletes its lease): look again
 	// rather than fill it twice.
@@ -198,14 +198,14 @@ func (f *Fill) Write(ctx context.Context, p []byte) error {
 // flush stores the buffered chunk.
 func (f *Fill) flush(ctx context.Context) error {
 	c := f.c
-	i := len(f.sums)
+	i := len(f.man.sums)
 	octx, cancel := c.op(ctx)
 	err := c.rdb.Set(octx, f.fk.chunk(i), f.buf, chunkTTL).Err()
 	cancel()
 	if c.note(err) != nil {
 		return fmt.Errorf("cluster: fill %s chunk %d: %w", f.k.Path, i, err)
 	}
-	f.sums = append(f.sums, xxhash.Sum64(f.buf))
+	f.man.seal(c.seal, f.buf)
 	f.buf = f.buf[:0]
 	return nil
 }
@@ -232,13 +232,12 @@ func (f *Fill) Commit(ctx context.Context) error {
 		f.Abort()
 		return fmt.Errorf("cluster: fill %s: %w", f.k.Path, ErrLeaseLost)
 	}
-	m := &manifest{size: f.k.Size, mtime: f.k.Mtime, chunkSize: ChunkSize, path: f.k.Path, sums: f.sums}
 	keys := []string{f.fk.lease, f.fk.manifest}
-	for i := range f.sums {
+	for i := range f.man.sums {
 		keys = append(keys, f.fk.chunk(i))
 	}
 	octx, cancel := c.op(ctx)
-	n, err := commitScript.Run(octx, c.rdb, keys, f.token, m.encode()).Int64()
+	n, err := commitScript.Run(octx, c.rdb, keys, f.token, f.man.encode(c.seal)).Int64()
 	cancel()
 	if c.note(err) != nil || n != 1 {
 		f.Abort()
@@ -273,7 +272,7 @@ func (f *Fill) Abort() {
 		// Only while the lease is ours: the charge and the chunks may be
 		// another filler's once it is lost.
 		var keys []string
-		for i := range len(f.sums) {
+		for i := range len(f.man.sums) {
 			keys = append(keys, f.fk.chunk(i))
 		}
 		if len(keys) > 0 {

@@ -47,7 +47,7 @@ type counters struct {
 	fillsAborted       atomic.Int64
 	leaseWaits         atomic.Int64 // waits for another node's fill
 	leaseWaitTimeouts  atomic.Int64 // of which gave up (the source was read)
-	corrupt            atomic.Int64 // values that failed their checksum (dropped)
+	corrupt            atomic.Int64 // values that failed their MAC (dropped)
 	full               atomic.Int64 // fills refused by the quota
 	errors             atomic.Int64 // operations that failed
 	catalogState       atomic.Value // string: walked, loaded

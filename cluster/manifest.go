@@ -1,11 +1,10 @@
 package cluster
 
 import (
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // ChunkSize is the size of the values a file is stored in (the last chunk
@@ -24,28 +23,28 @@ const (
 	maxChunkSize = 64 << 20
 )
 
-// errBadManifest means a manifest that does not decode or whose checksum
+// errBadManifest means a manifest that does not decode or whose MAC
 // fails.
 var errBadManifest = errors.New("cluster: bad manifest")
 
-const manifestMagic = "EPM1"
+const manifestMagic = "EPM2"
 
 // manifest describes one stored value set (a file version, a catalog): its
-// size, chunk size and the checksum of every chunk. It is written last,
-// after every chunk, so a value set is visible only whole. Chunks are
-// checked against it, and it against its own checksum.
+// size, chunk size and the MAC of every chunk (mac.go). It is written
+// last, after every chunk, so a value set is visible only whole. Chunks are
+// checked against it, and it against its own MAC.
 //
-// Encoding: "EPM1", xxhash64 (little endian) of what follows, uvarint size,
+// Encoding: "EPM2", the MAC of what follows, kind byte, uvarint size,
 // varint mtime, uvarint chunk size, uvarint len + gen, uvarint len + path,
-// then one xxhash64 per chunk (their count follows from size and chunk
-// size).
+// then one MAC per chunk (their count follows from size and chunk size).
 type manifest struct {
+	kind      byte // kindFile or kindCatalog
 	size      int64
 	mtime     int64
 	chunkSize int64
 	gen       string // catalogs: the chunks' generation
 	path      string
-	sums      []uint64
+	sums      [][]byte // chunk MACs
 }
 
 func chunksOf(size, chunkSize int64) int {
@@ -60,10 +59,18 @@ func (m *manifest) chunkLen(i int) int64 {
 	return min(m.chunkSize, m.size-int64(i)*m.chunkSize)
 }
 
-func (m *manifest) encode() []byte {
-	b := make([]byte, 0, 12+3*binary.MaxVarintLen64+len(m.gen)+len(m.path)+8*len(m.sums))
-	b = append(b, manifestMagic...)
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)
+// header is where the body starts: the magic, then the MAC.
+const header = len(manifestMagic) + macSize
+
+// seal appends the MAC of chunk data, the next of the value set, to m.
+func (m *manifest) seal(s sealer, data []byte) {
+	m.sums = append(m.sums, s.chunkMAC(m, len(m.sums), data))
+}
+
+func (m *manifest) encode(s sealer) []byte {
+	b := make([]byte, header, header+1+3*binary.MaxVarintLen64+len(m.gen)+len(m.path)+macSize*len(m.sums))
+	copy(b, manifestMagic)
+	b = append(b, m.kind)
 	b = binary.AppendUvarint(b, uint64(m.size))
 	b = binary.AppendVarint(b, m.mtime)
 	b = binary.AppendUvarint(b, uint64(m.chunkSize))
@@ -71,23 +78,23 @@ func (m *manifest) encode() []byte {
 	b = append(b, m.gen...)
 	b = binary.AppendUvarint(b, uint64(len(m.path)))
 	b = append(b, m.path...)
-	for _, s := range m.sums {
-		b = binary.LittleEndian.AppendUint64(b, s)
+	for _, sum := range m.sums {
+		b = append(b, sum...)
 	}
-	binary.LittleEndian.PutUint64(b[4:12], xxhash.Sum64(b[12:]))
+	copy(b[len(manifestMagic):header], s.manifestMAC(b[header:]))
 	return b
 }
 
 // decodeManifest parses and checks a manifest; anything malformed is
 // errBadManifest.
-func decodeManifest(b []byte) (*manifest, error) {
-	if len(b) < 12 || string(b[:4]) != manifestMagic {
+func decodeManifest(b []byte, s sealer) (*manifest, error) {
+	if len(b) < header+1 || string(b[:len(manifestMagic)]) != manifestMagic {
 		return nil, fmt.Errorf("%w: no magic", errBadManifest)
 	}
-	if binary.LittleEndian.Uint64(b[4:12]) != xxhash.Sum64(b[12:]) {
-		return nil, fmt.Errorf("%w: checksum", errBadManifest)
+	if !hmac.Equal(b[len(manifestMagic):header], s.manifestMAC(b[header:])) {
+		return nil, fmt.Errorf("%w: MAC (written without this cluster's key_file, or altered)", errBadManifest)
 	}
-	b = b[12:]
+	b = b[header:]
 	u := func() (uint64, bool) {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
@@ -105,7 +112,11 @@ func decodeManifest(b []byte) (*manifest, error) {
 		b = b[l:]
 		return s, true
 	}
-	m := &manifest{}
+	m := &manifest{kind: b[0]}
+	b = b[1:]
+	if m.kind != kindFile && m.kind != kindCatalog {
+		return nil, fmt.Errorf("%w: kind", errBadManifest)
+	}
 	size, ok := u()
 	if !ok || size > 1<<62 {
 		return nil, fmt.Errorf("%w: size", errBadManifest)
@@ -128,17 +139,17 @@ func decodeManifest(b []byte) (*manifest, error) {
 		return nil, fmt.Errorf("%w: path", errBadManifest)
 	}
 	nc := chunksOf(m.size, m.chunkSize)
-	if len(b) != 8*nc {
-		return nil, fmt.Errorf("%w: %d bytes of checksums for %d chunks", errBadManifest, len(b), nc)
+	if len(b) != macSize*nc {
+		return nil, fmt.Errorf("%w: %d bytes of MACs for %d chunks", errBadManifest, len(b), nc)
 	}
-	m.sums = make([]uint64, nc)
+	m.sums = make([][]byte, nc)
 	for i := range m.sums {
-		m.sums[i] = binary.LittleEndian.Uint64(b[8*i:])
+		m.sums[i] = b[macSize*i : macSize*(i+1)]
 	}
 	return m, nil
 }
 
 // verify checks chunk i's bytes against the manifest.
-func (m *manifest) verify(i int, data []byte) bool {
-	return i >= 0 && i < len(m.sums) && int64(len(data)) == m.chunkLen(i) && xxhash.Sum64(data) == m.sums[i]
+func (m *manifest) verify(s sealer, i int, data []byte) bool {
+	return i >= 0 && i < len(m.sums) && int64(len(data)) == m.chunkLen(i) && hmac.Equal(s.chunkMAC(m, i, data), m.sums[i])
 }

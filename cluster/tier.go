@@ -3,7 +3,7 @@ package cluster
 // The cluster tier's read side: a stored file is found by its manifest
 // (Lookup, which fetches chunk 0 in the same round trip), read chunk by
 // chunk with every chunk checked against the manifest (Copy.Chunk), and
-// dropped whole when a chunk or the manifest fails its checksum. A node
+// dropped whole when a chunk or the manifest fails its MAC. A node
 // that finds another node filling the file waits for the manifest or for
 // the lease to go (Wait).
 
@@ -60,8 +60,8 @@ func (c *Cluster) Lookup(ctx context.Context, k FileKey) (*Copy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: lookup %s: %w", k.Path, err)
 	}
-	m, err := decodeManifest(raw)
-	if err == nil && (m.path != k.Path || m.size != k.Size || m.mtime != k.Mtime || m.chunkSize < minChunkSize) {
+	m, err := decodeManifest(raw, c.seal)
+	if err == nil && (m.kind != kindFile || m.path != k.Path || m.size != k.Size || m.mtime != k.Mtime || m.chunkSize < minChunkSize) {
 		err = fmt.Errorf("%w: for %q size %d, not %q size %d", errBadManifest, m.path, m.size, k.Path, k.Size)
 	}
 	cp := &Copy{c: c, k: k, fk: fk, raw: raw}
@@ -112,8 +112,8 @@ func (cp *Copy) Chunk(ctx context.Context, i int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %s chunk %d: %w", cp.k.Path, i, err)
 	}
-	if !cp.man.verify(i, data) {
-		c.log.Warn("stored chunk failed its checksum; the copy is dropped", zap.String("path", cp.k.Path),
+	if !cp.man.verify(c.seal, i, data) {
+		c.log.Warn("stored chunk failed its MAC; the copy is dropped", zap.String("path", cp.k.Path),
 			zap.Int("chunk", i), zap.Int("bytes", len(data)), zap.Int64("want", cp.man.chunkLen(i)))
 		cp.drop(ctx)
 		return nil, fmt.Errorf("cluster: %s chunk %d: %w", cp.k.Path, i, ErrCorrupt)
@@ -177,7 +177,7 @@ redis.call('DECRBY', KEYS[1], s)
 return 1`)
 
 // drop deletes a bad copy and its charge; failures are logged (a copy
-// that fails its checksum is never served anyway).
+// that fails its MAC is never served anyway).
 func (cp *Copy) drop(ctx context.Context) {
 	c := cp.c
 	c.st.corrupt.Add(1)

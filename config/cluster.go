@@ -19,6 +19,12 @@ type Cluster struct {
 	// PasswordFile holds the password, one line. The password is never
 	// given on the command line nor logged.
 	PasswordFile string `toml:"password_file"`
+	// KeyFile holds the key every stored chunk, manifest and the shared
+	// catalog are sealed with (HMAC-SHA256), one line, the same on every
+	// node. Both files must be root's with no group or other permissions.
+	KeyFile string `toml:"key_file"`
+	// Insecure allows a cluster without password_file and key_file.
+	Insecure bool `toml:"insecure"`
 	// TierQuota is the bytes of file data epochfs may keep in the
 	// cluster, over every node ("0" keeps none: the catalog and jobs are
 	// still shared).
@@ -64,15 +70,15 @@ func (c *Cluster) DatasetOrDefault() string {
 func (c *Cluster) Validate() error {
 	if !c.On() {
 		for _, k := range []struct{ key, v string }{
-			{"password_file", c.PasswordFile}, {"tier_quota", c.TierQuota.Raw}, {"dataset", c.Dataset},
+			{"password_file", c.PasswordFile}, {"key_file", c.KeyFile}, {"tier_quota", c.TierQuota.Raw}, {"dataset", c.Dataset},
 			{"ca_file", c.CAFile}, {"username", c.Username}, {"timeout", c.Timeout}, {"lease", c.Lease},
 		} {
 			if k.v != "" {
 				return fmt.Errorf("cluster.%s is set but cluster.redis is not (give the seed addresses, e.g. redis = [\"node01:7000\"])", k.key)
 			}
 		}
-		if c.TLS {
-			return fmt.Errorf("cluster.tls = true but cluster.redis is not set")
+		if c.TLS || c.Insecure {
+			return fmt.Errorf("cluster.tls or cluster.insecure is set but cluster.redis is not")
 		}
 		return nil
 	}
@@ -85,8 +91,10 @@ func (c *Cluster) Validate() error {
 			return fmt.Errorf("cluster.redis: %q: port %q: want 1 to 65535", a, port)
 		}
 	}
-	if c.PasswordFile != "" && !filepath.IsAbs(c.PasswordFile) {
-		return fmt.Errorf("cluster.password_file = %q: must be absolute", c.PasswordFile)
+	for _, f := range []struct{ key, v string }{{"password_file", c.PasswordFile}, {"key_file", c.KeyFile}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			return fmt.Errorf("cluster.%s = %q: must be absolute", f.key, f.v)
+		}
 	}
 	if c.TierQuota.Raw == "" {
 		return fmt.Errorf("cluster.tier_quota: missing (the bytes of file data the cluster may hold, e.g. \"400GiB\"; \"0\" for none)")
@@ -119,6 +127,11 @@ func (c *Cluster) Validate() error {
 	}
 	if t, l := c.TimeoutDuration(), c.LeaseDuration(); t > 0 && l > 0 && l < 3*t {
 		return fmt.Errorf("cluster.lease = %q: want at least 3 × cluster.timeout (%s): the lease is renewed every third of it", c.Lease, c.Timeout)
+	}
+	for _, f := range []struct{ key, v string }{{"password_file", c.PasswordFile}, {"key_file", c.KeyFile}} {
+		if f.v == "" && !c.Insecure {
+			return fmt.Errorf("cluster.%s: missing (a root-only file; without password_file and key_file anyone who can reach Redis can serve their bytes as dataset files: set insecure = true to accept that)", f.key)
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ func TestClusterSectionIsValidatedNamingTheKey(t *testing.T) {
 [cluster]
 redis = ["node01:7000", "10.0.0.2:7000"]
 password_file = "/etc/epochfs/redis.pass"
+key_file = "/etc/epochfs/cluster.key"
 tier_quota = "400GiB"
 dataset = "imagenet-2012"
 lease = "5s"
@@ -37,6 +38,12 @@ timeout = "500ms"
 		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\ntimeout = \"forever\"":            "cluster.timeout",
 		`tier_quota = "1GiB"`: "cluster.tier_quota",
 		`tls = true`:          "cluster.tls",
+		`insecure = true`:     "cluster.tls or cluster.insecure",
+		`key_file = "/k"`:     "cluster.key_file",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\nkey_file = \"k\"":                    "cluster.key_file",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"":                                      "cluster.password_file: missing",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\npassword_file = \"/p\"":              "cluster.key_file: missing",
+		`redis = ["n:1"]` + "\ntier_quota = \"1GiB\"\nkey_file = \"/k\"\ninsecure = false": "cluster.password_file: missing",
 	}
 	for text, want := range bad {
 		cfg, err := Parse(Default(), "[cluster]\n"+text, "t")
@@ -47,5 +54,13 @@ timeout = "500ms"
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%q: error %v; want one starting with %s", text, err, want)
 		}
+	}
+	// insecure = true is the only way to a cluster without both files.
+	cfg, err = Parse(Default(), "[cluster]\nredis = [\"n:1\"]\ntier_quota = \"1GiB\"\ninsecure = true\n", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Cluster.Validate(); err != nil {
+		t.Errorf("insecure = true without password_file and key_file refused: %v", err)
 	}
 }

@@ -473,7 +473,7 @@ func clusterOptions(cfg *config.Config) *cluster.Options {
 	}
 	wait := min(lease, cfg.Placement.SourceTimeoutDuration()/2)
 	return &cluster.Options{
-		Addrs: cc.Redis, Username: cc.Username, PasswordFile: cc.PasswordFile,
+		Addrs: cc.Redis, Username: cc.Username, PasswordFile: cc.PasswordFile, KeyFile: cc.KeyFile, Insecure: cc.Insecure,
 		TLS: cc.TLS, CAFile: cc.CAFile, DatasetID: cc.DatasetOrDefault(), Quota: cc.TierQuota.Bytes,
 		Timeout: cc.TimeoutDuration(), Lease: lease, MaxWait: wait,
 	}

@@ -33,7 +33,11 @@ func TestTorchDDPAcrossTwoNodesSharesEachEpochThroughTheCluster(t *testing.T) {
 	for _, a := range rc.Addrs() {
 		addrs = append(addrs, strconv.Quote(a))
 	}
-	cfg := fmt.Sprintf("[cluster]\nredis = [%s]\ntier_quota = \"1GiB\"\ndataset = \"ddp\"\n", strings.Join(addrs, ", "))
+	key := filepath.Join(base, "cluster.key")
+	if err := os.WriteFile(key, []byte("ddp-test-key-ddp-test-key-ddp-test-key-0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("[cluster]\nredis = [%s]\ntier_quota = \"1GiB\"\ndataset = \"ddp\"\nkey_file = %q\ninsecure = true\n", strings.Join(addrs, ", "), key)
 	mnts := []string{
 		mountWith(t, bin, src, filepath.Join(base, "node0"), "1GiB", cfg),
 		mountWith(t, bin, src, filepath.Join(base, "node1"), "1GiB", cfg),

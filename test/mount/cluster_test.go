@@ -50,17 +50,40 @@ func clusterTree(t *testing.T, big int64) (src string, paths []string, total int
 	return src, paths, total
 }
 
+// clusterKey is the nodes' key file content (cluster.key_file).
+const clusterKey = "Zp0c1Jx8VnQm3rT6yW9bE2hK5sD7fG4aL1oU8iY0tR4="
+
+// secretFile writes a root-only one-line file (a key_file or
+// password_file) into a fresh directory.
+func secretFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // clusterNode mounts src as one node of rc (dataset "ds"), with one tier
-// of quota (default 1 GiB).
+// of quota (default 1 GiB); the test clusters have no password
+// (insecure), the nodes share clusterKey.
 func clusterNode(t *testing.T, rc *rediscluster.Cluster, src string, quota ...int64) *env {
+	t.Helper()
+	e := clusterEnv(t, rc, src, clusterKey, quota...)
+	e.mount()
+	return e
+}
+
+// clusterEnv is clusterNode's env before its mount, sealing with key.
+func clusterEnv(t *testing.T, rc *rediscluster.Cluster, src, key string, quota ...int64) *env {
 	t.Helper()
 	e := newEnv(t, src, append(quota, 1<<30)[0])
 	e.opts.cluster = &cluster.Options{
+		KeyFile: secretFile(t, key), Insecure: true,
 		Addrs: rc.Addrs(), DatasetID: "ds", Quota: 1 << 30,
 		Lease: time.Second, Timeout: 300 * time.Millisecond, MaxWait: 5 * time.Second,
 		ProbeInterval: 100 * time.Millisecond,
 	}
-	e.mount()
 	return e
 }
 
@@ -256,8 +279,11 @@ func clusterConfig(t *testing.T, dir string, addrs []string, extra string) strin
 	for _, a := range addrs {
 		q = append(q, strconv.Quote(a))
 	}
-	text := fmt.Sprintf("[cluster]\nredis = [%s]\ntier_quota = \"1GiB\"\ndataset = \"ds\"\nlease = \"1s\"\ntimeout = \"300ms\"\n%s",
-		strings.Join(q, ", "), extra)
+	if !strings.Contains(extra, "password_file") {
+		extra = "insecure = true\n" + extra
+	}
+	text := fmt.Sprintf("[cluster]\nredis = [%s]\ntier_quota = \"1GiB\"\ndataset = \"ds\"\nlease = \"1s\"\ntimeout = \"300ms\"\nkey_file = %q\n%s",
+		strings.Join(q, ", "), secretFile(t, clusterKey), extra)
 	path := filepath.Join(dir, "cluster.toml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -328,6 +354,22 @@ func TestClusterMountRefusesAnUnusableClusterWithExitTwo(t *testing.T) {
 		"wrong password": clusterConfig(t, t.TempDir(), rc.Addrs(), "password_file = "+strconv.Quote(pwFile)+"\n"),
 		"not a cluster":  clusterConfig(t, t.TempDir(), []string{plain}, ""),
 	}
+	// The credentials: both files needed unless insecure, neither one
+	// readable by others.
+	good := secretFile(t, "pw-right")
+	openPw := filepath.Join(base, "open.pass")
+	os.WriteFile(openPw, []byte("pw-right\n"), 0o644)
+	openKey := filepath.Join(base, "open.key")
+	os.WriteFile(openKey, []byte(clusterKey+"\n"), 0o640)
+	plainText := func(extra string) string {
+		p := filepath.Join(t.TempDir(), "c.toml")
+		os.WriteFile(p, []byte(fmt.Sprintf("[cluster]\nredis = [%q]\ntier_quota = \"1GiB\"\n%s", rc.Addrs()[0], extra)), 0o644)
+		return p
+	}
+	cases["no key_file"] = plainText("password_file = " + strconv.Quote(good) + "\n")
+	cases["no password_file"] = plainText("key_file = " + strconv.Quote(secretFile(t, clusterKey)) + "\n")
+	cases["world-readable password_file"] = plainText("password_file = " + strconv.Quote(openPw) + "\nkey_file = " + strconv.Quote(secretFile(t, clusterKey)) + "\n")
+	cases["group-readable key_file"] = plainText("password_file = " + strconv.Quote(good) + "\nkey_file = " + strconv.Quote(openKey) + "\n")
 	for name, cfg := range cases {
 		code, out := cli(t, "mount", "--config", cfg, "--state", filepath.Join(base, "state"),
 			"--tier=disk="+filepath.Join(base, "tier")+":1GiB", src, mnt)
@@ -456,4 +498,77 @@ func TestClusterDDPJobWithOneRankPerNodeSharesEachEpochExactlyOnce(t *testing.T)
 	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(nodes[1].errorsFile(), "another configuration") {
 		t.Errorf("another config for the job on node 1: %v, want EINVAL; errors:\n%s", err, nodes[1].errorsFile())
 	}
+}
+
+// Anyone who can write to the cluster but has no key (another tenant of a
+// shared Redis, a leaked password) stores a copy of a dataset file with
+// their bytes and publishes a catalog that makes a root-only file
+// readable: a node with the key serves neither, reads the file from the
+// source and walks the source instead.
+func TestClusterACopyOrCatalogWrittenWithoutTheKeyIsNeverServed(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, _ := clusterTree(t, 1<<20)
+	hidden := filepath.Join(src, "hidden.txt")
+	if err := os.WriteFile(hidden, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim := paths[len(paths)-1]
+	full := filepath.Join(src, victim)
+	real, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(full)
+	k := fileKey(t, src, victim)
+
+	// The forger's values: its bytes under the victim's path, size and
+	// mtime; a catalog with the hidden file at 0644.
+	evil := bytes.Repeat([]byte{'E'}, len(real))
+	os.WriteFile(full, evil, 0o644)
+	os.Chtimes(full, fi.ModTime(), fi.ModTime())
+	os.Chmod(hidden, 0o644)
+	forgerKey := strings.Repeat("f", 44)
+	f := clusterEnv(t, rc, src, forgerKey)
+	f.mount()
+	if got, _ := os.ReadFile(filepath.Join(f.mnt, victim)); !bytes.Equal(got, evil) {
+		t.Fatal("the forger's mount did not read its own bytes")
+	}
+	f.settle()
+	f.unmount()
+	if out, _ := rc.CLI("EXISTS", cluster.ManifestKey("ds", k)); out != "1\n" {
+		t.Fatalf("the forged copy is not in the cluster (EXISTS %q): the test would check nothing", out)
+	}
+	// Control: a node with the forger's key takes both.
+	g := clusterEnv(t, rc, src, forgerKey)
+	g.mount()
+	if g.status()["cluster.catalog"] != "loaded" {
+		t.Fatal("a node with the forger's key did not load the forged catalog")
+	}
+	g.unmount()
+
+	// The source as it really is.
+	os.WriteFile(full, real, 0o644)
+	os.Chtimes(full, fi.ModTime(), fi.ModTime())
+	os.Chmod(hidden, 0o600)
+
+	b := clusterNode(t, rc, src)
+	if st := b.status(); st["cluster.catalog"] != "walked" {
+		t.Errorf("with the key: cluster.catalog=%s, want walked (the forged catalog refused)", st["cluster.catalog"])
+	}
+	hi, err := os.Stat(filepath.Join(b.mnt, "hidden.txt"))
+	if err != nil || hi.Mode().Perm() != 0o600 {
+		t.Errorf("hidden.txt through the node with the key: %v, %v; want mode 0600 as the source has it", hi.Mode(), err)
+	}
+	got, err := os.ReadFile(filepath.Join(b.mnt, victim))
+	if err != nil || !bytes.Equal(got, real) {
+		t.Errorf("%s through the node with the key: %v, same as the source %v; want the source's bytes", victim, err, bytes.Equal(got, real))
+	}
+	b.settle()
+	if n := b.num("cluster.corrupt"); n < 2 {
+		t.Errorf("cluster.corrupt = %d, want at least 2 (the catalog and the copy)", n)
+	}
+	if out, _ := rc.CLI("EXISTS", cluster.ManifestKey("ds", k)); out != "1\n" {
+		t.Errorf("the node with the key did not store the real copy in place of the forged one")
+	}
+	checkAll(t, src, b.mnt, paths)
 }

@@ -171,8 +171,11 @@ node_up() {
   {
     printf '[placement]\nworkers = %s\nsource_bandwidth = "0"\nvalidate = "once"\n' "$WORKERS"
     if [ "$cl" = 1 ]; then
-      printf '\n[cluster]\nredis = [%s]\ntier_quota = "%s"\ndataset = "bench"\n' \
-        "$(printf '"127.0.0.1:%s",' "${REDIS_PORTS[@]}" | sed 's/,$//')" "$QUOTA"
+      # The bench's Redis has no password: insecure, with a key (the
+      # chunks' MACs cost what they cost in production).
+      [ -s "$RUN/cluster.key" ] || (umask 077; head -c 32 /dev/urandom | base64 >"$RUN/cluster.key")
+      printf '\n[cluster]\nredis = [%s]\ntier_quota = "%s"\ndataset = "bench"\nkey_file = "%s"\ninsecure = true\n' \
+        "$(printf '"127.0.0.1:%s",' "${REDIS_PORTS[@]}" | sed 's/,$//')" "$QUOTA" "$RUN/cluster.key"
     fi
   } >"$d/epochfs.toml"
   nsx "$i" "$EPOCHFS" mount --config "$d/epochfs.toml" --tier "disk=$d/tier:$QUOTA" --state "$d/state" \
