@@ -347,7 +347,9 @@ func TestValuesWrittenWithoutTheKeyAreNeverServed(t *testing.T) {
 	// A catalog published by the forger is walked over.
 	walks := 0
 	walk := func(context.Context) ([]byte, error) { walks++; return []byte("the real tree"), nil }
-	evilWalk := func(context.Context) ([]byte, error) { return []byte("a tree with modes of the forger's choosing"), nil }
+	evilWalk := func(context.Context) ([]byte, error) {
+		return []byte("a tree with modes of the forger's choosing"), nil
+	}
 	if _, walked, err := forger.LoadOrWalk(context.Background(), "/pfs/data", false, evilWalk); err != nil || !walked {
 		t.Fatalf("the forger's publication: walked %v, %v", walked, err)
 	}
