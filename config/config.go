@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,29 @@ type Placement struct {
 	// RefreshRate bounds the source metadata operations per second of
 	// `epochfs refresh` and `epochfs verify`.
 	RefreshRate float64 `toml:"refresh_rate"`
+	// MaxDrop is the share of the dataset's files one refresh or verify
+	// (and the opens between two refreshes) may remove because the
+	// source no longer has them: "N%" (default "10%").
+	MaxDrop string `toml:"max_drop"`
+}
+
+// MaxDropFraction is MaxDrop as a fraction (Validate first).
+func (p *Placement) MaxDropFraction() float64 {
+	v, _ := parseMaxDrop(p.MaxDrop)
+	return v
+}
+
+// parseMaxDrop parses "N%", 0 < N <= 100.
+func parseMaxDrop(s string) (float64, bool) {
+	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || !(v > 0 && v <= 100) {
+		return 0, false
+	}
+	return v / 100, true
 }
 
 // SourceTimeoutDuration is SourceTimeout parsed (Validate first).
@@ -76,6 +100,7 @@ func Default() Config {
 			Validate:        "once",
 			SourceTimeout:   "30s",
 			RefreshRate:     1000,
+			MaxDrop:         "10%",
 		},
 		Log:        Log{Level: "info", Format: "console"},
 		Model:      DefaultModel(),
@@ -223,6 +248,9 @@ func (c *Config) Validate() error {
 	}
 	if !(p.RefreshRate >= 1 && p.RefreshRate <= 1e6) {
 		return fmt.Errorf("placement.refresh_rate = %g: want 1 to 1000000 operations per second", p.RefreshRate)
+	}
+	if _, ok := parseMaxDrop(p.MaxDrop); !ok {
+		return fmt.Errorf("placement.max_drop = %q: want a share of the dataset's files such as \"10%%\" (above 0%%, at most 100%%)", p.MaxDrop)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

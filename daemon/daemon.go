@@ -75,6 +75,7 @@ type Options struct {
 	SourceBandwidth float64
 	SourceTimeout   time.Duration
 	RefreshRate     float64
+	MaxDrop         float64 // placement.Options.MaxDrop
 	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
 	// and Lease configure the jobs of .epochfs/jobs/.
 	BufferBytes int64
@@ -215,7 +216,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
-		Validate: o.Validate, RefreshRate: o.RefreshRate, Logger: o.Logger,
+		Validate: o.Validate, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, Logger: o.Logger,
 		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
 	}
 	if m.cl != nil {

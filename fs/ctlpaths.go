@@ -13,7 +13,7 @@ import (
 // paths (files or directories) one per line, quoted by package ctlpath
 // when they are not plain lines. Blank lines and lines starting with '#'
 // are ignored, and white space around a line is not part of it. verify
-// also takes a "--content" line.
+// also takes a "--content" line, refresh an "--allow-drop" line.
 //
 // Every line is checked as it arrives (a path must exist and the writer
 // must be able to open it: placement.LookupAs). At each close the request
@@ -25,6 +25,7 @@ import (
 type pathRequest struct {
 	all     bool
 	content bool               // verify: compare bytes
+	allow   bool               // refresh: remove past placement.max_drop
 	files   []*placement.Entry // warmup: the files the paths name
 	paths   []string           // refresh, verify: the cleaned paths
 }
@@ -44,8 +45,9 @@ type pathTarget struct {
 	resolve func(path string) ([]*placement.Entry, error)
 	// hold takes a request, to be released or cancelled.
 	hold func(req pathRequest) heldRequest
-	// content: "--content" is a keyword (verify).
-	content bool
+	// content: "--content" is a keyword (verify); allowDrop:
+	// "--allow-drop" is (refresh).
+	content, allowDrop bool
 	// paths: requests carry the paths (refresh, verify), not only the
 	// files they name.
 	paths bool
@@ -80,6 +82,9 @@ func (d *pathDoc) line(l []byte) error {
 	case d.t.content && s == "--content":
 		d.req.content = true
 		return nil
+	case d.t.allowDrop && s == "--allow-drop":
+		d.req.allow = true
+		return nil
 	}
 	if d.all {
 		return lineError(d.n, s, invalid("paths cannot be combined with \"all\""))
@@ -113,7 +118,7 @@ func (d *pathDoc) commit() error {
 		return nil
 	}
 	req := d.req
-	d.req = pathRequest{content: req.content}
+	d.req = pathRequest{content: req.content, allow: req.allow}
 	d.dirty = false
 	d.held = append(d.held, d.t.hold(req))
 	return nil
@@ -177,7 +182,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 			return nil, err
 		},
 		hold: func(req pathRequest) heldRequest {
-			r := placement.ScrubRequest{Kind: kind, Paths: req.paths}
+			r := placement.ScrubRequest{Kind: kind, Paths: req.paths, AllowDrop: req.allow}
 			if req.all {
 				r.Paths = nil
 			}
@@ -199,7 +204,8 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 				cancel: func() {},
 			}
 		},
-		content: kind == placement.ScrubVerify,
-		paths:   true,
+		content:   kind == placement.ScrubVerify,
+		allowDrop: kind == placement.ScrubRefresh,
+		paths:     true,
 	}
 }

@@ -53,6 +53,10 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 		return syscall.ENOENT
 	case errors.Is(err, placement.ErrVanished):
 		return syscall.ENOENT
+	case errors.Is(err, placement.ErrDropHeld):
+		// Gone from the source, kept by the mass-deletion guard: not
+		// "no such file" while the catalog still lists it.
+		return syscall.EIO
 	case errors.Is(err, placement.ErrAccessChanged):
 		return syscall.EACCES
 	case errors.Is(err, tier.ErrSource), errors.Is(err, tier.ErrSourceChanged):

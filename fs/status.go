@@ -71,6 +71,7 @@ func (fsys *FS) status() []kv {
 		{"source_unavailable_since", srcSince, false},
 		i64("served_stale_on_error", ps.StaleOnError),
 		i64("files_removed", ps.Removed),
+		i64("files_drop_held", fsys.p.DropsHeld()),
 		{"validate", p.ValidateMode().String(), false},
 		i64("placements_queued", ps.Queued),
 		i64("placements_done", ps.Done),
@@ -200,8 +201,8 @@ func (fsys *FS) scrubText() []byte {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "running=%d\npending=%d\nfinished=%d\nkind=%s\n", running, s.Pending, s.Finished, s.Kind)
-	fmt.Fprintf(&b, "checked=%d\nchanged=%d\nadded=%d\nremoved=%d\ndropped=%d\nerrors=%d\n",
-		s.Checked, s.Changed, s.Added, s.Removed, s.Dropped, s.Errors)
+	fmt.Fprintf(&b, "checked=%d\nchanged=%d\nadded=%d\nremoved=%d\ndropped=%d\nheld=%d\nerrors=%d\n",
+		s.Checked, s.Changed, s.Added, s.Removed, s.Dropped, s.Held, s.Errors)
 	fmt.Fprintf(&b, "took_s=%.3f\nlast_error=%s\n", s.Took.Seconds(), s.LastErr)
 	return b.Bytes()
 }

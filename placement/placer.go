@@ -64,6 +64,9 @@ type Options struct {
 	// RefreshRate bounds the source metadata operations per second of a
 	// refresh or a verify (default 1000).
 	RefreshRate float64
+	// MaxDrop is the share of the catalog's files one pass may remove
+	// (dropguard.go; default DefaultMaxDrop, 1: no limit).
+	MaxDrop float64
 	// MaxDemandCopies bounds copies started by reads (default 64); beyond
 	// it readers read the source directly and the file is queued.
 	MaxDemandCopies int
@@ -143,7 +146,9 @@ type Placer struct {
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
 	remoteReads                                           atomic.Int64
 	staleServed, removed                                  atomic.Int64
-	lastSrcLog                                            atomic.Int64 // unix nanos of the last "source fails" log
+	dropsHeld                                             atomic.Int64
+	opensGuard                                            atomic.Pointer[dropGuard] // dropguard.go
+	lastSrcLog                                            atomic.Int64              // unix nanos of the last "source fails" log
 
 	scrub    scrubber                    // refresh and verify (scrub.go)
 	notifyFn atomic.Pointer[func(Event)] // SetNotify
@@ -189,6 +194,10 @@ func New(o Options) (*Placer, error) {
 	if o.RefreshRate <= 0 {
 		o.RefreshRate = 1000
 	}
+	if o.MaxDrop <= 0 {
+		o.MaxDrop = DefaultMaxDrop
+	}
+	o.MaxDrop = min(o.MaxDrop, 1)
 	if len(o.Tiers) != len(o.Catalog.tiers) {
 		return nil, fmt.Errorf("placement: %d tiers but the catalog knows %d", len(o.Tiers), len(o.Catalog.tiers))
 	}

@@ -377,7 +377,9 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 	sf, err := r.p.src.Open(ctx, r.e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			r.p.removeEntry(r.e)
+			if derr := r.p.dropEntry(r.e, r.p.openGuard()); derr != nil {
+				return nil, derr
+			}
 			return nil, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)
 		}
 		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path, err)

@@ -62,6 +62,9 @@ func (k ScrubKind) String() string {
 type ScrubRequest struct {
 	Kind  ScrubKind
 	Paths []string // dataset-relative; none = the whole dataset
+	// AllowDrop removes whatever the source no longer has, past
+	// Options.MaxDrop (dropguard.go).
+	AllowDrop bool
 }
 
 // ScrubProgress reports the running (or last) scrub of a kind family.
@@ -75,6 +78,7 @@ type ScrubProgress struct {
 	Added    int64 // files added to the dataset
 	Removed  int64 // files removed from the dataset
 	Dropped  int64 // bad tier copies dropped (verify)
+	Held     int64 // files gone from the source but kept (MaxDrop)
 	Errors   int64 // paths that could not be checked
 	LastErr  string
 	Started  time.Time
@@ -98,6 +102,20 @@ type scrubRun struct {
 	checked, changed, added, removed, dropped, errs atomic.Int64
 	errMu                                           sync.Mutex
 	lastErr                                         string
+	guard                                           *dropGuard
+	heldOnce                                        sync.Once
+}
+
+// remove drops e (a file or a directory with all under it) within the
+// run's budget, counting what it removed or held.
+func (p *Placer) remove(e *Entry, run *scrubRun) bool {
+	files := countFiles(e)
+	if err := p.dropEntry(e, run.guard); err != nil {
+		run.heldOnce.Do(func() { run.fail(err) })
+		return false
+	}
+	run.removed.Add(files)
+	return true
 }
 
 func (r *scrubRun) fail(err error) {
@@ -148,6 +166,9 @@ func (p *Placer) ScrubStatus() ScrubProgress {
 	pr.Kind, pr.Started, pr.Took = r.kind, r.started, r.took
 	pr.Checked, pr.Changed, pr.Added = r.checked.Load(), r.changed.Load(), r.added.Load()
 	pr.Removed, pr.Dropped, pr.Errors = r.removed.Load(), r.dropped.Load(), r.errs.Load()
+	if r.guard != nil {
+		pr.Held = r.guard.held.Load()
+	}
 	r.errMu.Lock()
 	pr.LastErr = r.lastErr
 	r.errMu.Unlock()
@@ -171,7 +192,7 @@ func (p *Placer) runScrubs() {
 			burst := max(int(p.o.RefreshRate/10), 1)
 			s.lim = rate.NewLimiter(rate.Limit(p.o.RefreshRate), burst)
 		}
-		run := &scrubRun{kind: req.Kind, started: time.Now()}
+		run := &scrubRun{kind: req.Kind, started: time.Now(), guard: p.newDropGuard(req.AllowDrop)}
 		s.cur = run
 		s.mu.Unlock()
 
@@ -180,7 +201,15 @@ func (p *Placer) runScrubs() {
 		p.log.Info(req.Kind.String()+" finished", zap.Int("paths", len(req.Paths)), zap.Duration("took", took),
 			zap.Int64("checked", run.checked.Load()), zap.Int64("changed", run.changed.Load()),
 			zap.Int64("added", run.added.Load()), zap.Int64("removed", run.removed.Load()),
-			zap.Int64("dropped", run.dropped.Load()), zap.Int64("errors", run.errs.Load()))
+			zap.Int64("dropped", run.dropped.Load()), zap.Int64("held", run.guard.held.Load()), zap.Int64("errors", run.errs.Load()))
+		switch {
+		case run.guard.held.Load() > 0:
+			// The source lacks too much: the opens remove nothing
+			// either until a refresh that may.
+			p.opensGuard.Store(&dropGuard{})
+		case req.Kind == ScrubRefresh:
+			p.opensGuard.Store(nil) // the opens' budget starts again
+		}
 
 		s.mu.Lock()
 		run.took = took
@@ -266,9 +295,9 @@ func (p *Placer) refreshLeaf(e *Entry, run *scrubRun) {
 		p.refreshSame(e, fi, run)
 		return
 	}
-	files := countFiles(e)
-	p.removeEntry(e)
-	run.removed.Add(files)
+	if !p.remove(e, run) {
+		return
+	}
 	if d := p.cat.parentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
 		p.refreshDir(nil, d, run)
 	}
@@ -296,7 +325,7 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 			return
 		}
 		if target != e.Target {
-			p.removeEntry(e)
+			p.removeEntry(e) // replaced at once: nothing leaves the dataset
 			n := entryFromInfo(e.Path, fi)
 			n.Target = target
 			p.addEntry(n, run)
@@ -316,9 +345,7 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 	des, err := p.src.ReadDir(p.ctx, d.Path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && d.Path != "" {
-			files := countFiles(d)
-			p.removeEntry(d)
-			run.removed.Add(files)
+			p.remove(d, run)
 			return
 		}
 		run.fail(err)
@@ -330,9 +357,7 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 	}
 	for _, c := range d.Children() {
 		if !seen[c.Name()] {
-			files := countFiles(c)
-			p.removeEntry(c)
-			run.removed.Add(files)
+			p.remove(c, run)
 		}
 	}
 	for _, de := range des {
@@ -346,17 +371,15 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 			if !errors.Is(err, fs.ErrNotExist) {
 				run.fail(err)
 			} else if c != nil {
-				files := countFiles(c)
-				p.removeEntry(c)
-				run.removed.Add(files)
+				p.remove(c, run)
 			}
 			continue
 		}
 		k := kindOf(fi)
 		if c != nil && c.Kind != k {
-			files := countFiles(c)
-			p.removeEntry(c)
-			run.removed.Add(files)
+			if !p.remove(c, run) {
+				continue
+			}
 			c = nil
 		}
 		if c == nil {
@@ -437,15 +460,13 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 	fi, err := p.src.Stat(p.ctx, e.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		p.removeEntry(e)
-		run.removed.Add(1)
+		p.remove(e, run)
 		return
 	case err != nil:
 		run.fail(err)
 		return
 	case !fi.Mode().IsRegular():
-		p.removeEntry(e)
-		run.removed.Add(1)
+		p.remove(e, run)
 		return
 	}
 	e.validated.Store(true)

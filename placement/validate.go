@@ -188,7 +188,9 @@ func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (chan
 		// swapped in for it or for a directory above it is never
 		// followed (tier/beneath.go); a refresh of the nearest directory
 		// that still resolves records what replaced it.
-		p.removeEntry(e)
+		if derr := p.dropEntry(e, p.openGuard()); derr != nil {
+			return false, derr
+		}
 		if err == nil || errors.Is(err, tier.ErrSymlinkInPath) {
 			p.rewalkAround(e.Path)
 		}

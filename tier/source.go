@@ -63,7 +63,8 @@ var (
 	// ErrSourceUnavailable means the source root no longer has the
 	// identity it had at mount (its client went away): nothing it says
 	// about a file's absence is believed.
-	ErrSourceUnavailable = errors.New("the source is unavailable (its root is not the file system it was at mount)")
+	ErrSourceUnavailable = errors.New("the source is unavailable")
+	errRootChanged       = fmt.Errorf("%w (its root is not the file system it was at mount)", ErrSourceUnavailable)
 )
 
 // SourceError is a failed source operation.
@@ -331,13 +332,13 @@ func (s *Source) usable(ctx context.Context, op, rel string) error {
 	if s.unavailableSince.Load() != 0 {
 		if age < int64(s.o.RecheckInterval) || !s.checkIdentity(ctx) {
 			s.errs.Add(1)
-			return &SourceError{Op: op, Path: rel, Err: ErrSourceUnavailable}
+			return &SourceError{Op: op, Path: rel, Err: errRootChanged}
 		}
 		return nil
 	}
 	if age > int64(s.o.IdentityInterval) && !s.checkIdentity(ctx) {
 		s.errs.Add(1)
-		return &SourceError{Op: op, Path: rel, Err: ErrSourceUnavailable}
+		return &SourceError{Op: op, Path: rel, Err: errRootChanged}
 	}
 	return nil
 }
@@ -361,7 +362,7 @@ func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
 		return err
 	}
 	if !s.checkIdentity(ctx) {
-		return &SourceError{Op: op, Path: rel, Err: ErrSourceUnavailable}
+		return &SourceError{Op: op, Path: rel, Err: errRootChanged}
 	}
 	if dir, _ := splitRel(rel); rel != "" && dir != "" {
 		perr, _ := s.call(ctx, op, rel, func() error {
@@ -379,7 +380,7 @@ func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
 			// The parent is gone too (or cannot be checked): a whole
 			// directory vanishing is what a broken client looks like;
 			// only a listing of its own parent (a refresh) drops it.
-			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w: its directory is missing too", ErrSourceUnavailable)}
+			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w here: the file's directory is missing too (a refresh of its parent removes it)", ErrSourceUnavailable)}
 		}
 	}
 	return err

@@ -12,12 +12,13 @@ import (
 )
 
 const (
-	refreshSynopsis = "refresh [--timeout DURATION] MOUNTPOINT [PATH...]"
+	refreshSynopsis = "refresh [--allow-drop] [--timeout DURATION] MOUNTPOINT [PATH...]"
 	verifySynopsis  = "verify [--content] [--timeout DURATION] MOUNTPOINT [PATH...]"
 )
 
 func runRefresh(args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("refresh", refreshSynopsis, stderr)
+	allow := f.Bool("allow-drop", false, "remove whatever the source no longer has, even more than placement.max_drop of the dataset")
 	timeout := f.Duration("timeout", 0, "give up waiting after this long (exit 3); 0 = no limit")
 	pos, err := parseFlags(f, args)
 	if err != nil {
@@ -26,7 +27,11 @@ func runRefresh(args []string, stdout, stderr io.Writer) error {
 	if len(pos) < 1 {
 		return usageErr("want MOUNTPOINT (usage: epochfs %s)", refreshSynopsis)
 	}
-	return scrub(pos[0], pos[1:], "refresh", "", *timeout, stdout)
+	opt := ""
+	if *allow {
+		opt = "--allow-drop\n"
+	}
+	return scrub(pos[0], pos[1:], "refresh", opt, *timeout, stdout)
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) error {
@@ -89,6 +94,9 @@ func scrub(mntArg string, paths []string, name, opt string, timeout time.Duratio
 			fmt.Fprintf(stdout, "%s: %d checked, %d changed, %d added, %d removed, %d copies dropped, %d errors in %s\n",
 				name, s["checked"], s["changed"], s["added"], s["removed"], s["dropped"], s["errors"],
 				time.Since(start).Round(time.Millisecond))
+			if s["held"] > 0 {
+				return runtimeErr("%d files are gone from the source but kept: more than placement.max_drop of the dataset at once; check the source, then run epochfs refresh --allow-drop %s", s["held"], mnt)
+			}
 			if s["errors"] > 0 {
 				msg, _ := readScrubError(ctl)
 				return runtimeErr("%d paths could not be checked (last: %s)", s["errors"], msg)

@@ -343,6 +343,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		SourceBandwidth: cfg.Placement.SourceBandwidth.BytesPerSec,
 		SourceTimeout:   cfg.Placement.SourceTimeoutDuration(),
 		RefreshRate:     cfg.Placement.RefreshRate,
+		MaxDrop:         cfg.Placement.MaxDropFraction(),
 		BufferBytes:     cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
 		MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser,
 		NoPassthrough:  ma.noPassthrough, Version: version,

@@ -241,12 +241,12 @@ func warmupDryRun(mnt string, rels []string, st map[string]string, stdout io.Wri
 
 // ctlLines renders dataset paths as a ctl document: one per line, quoted
 // when they are not plain lines (ctlpath) or would read as a keyword
-// ("all", "--content").
+// ("all", "--content", "--allow-drop").
 func ctlLines(rels []string) string {
 	var b strings.Builder
 	for _, r := range rels {
 		switch q := ctlpath.Quote(r); q {
-		case "all", "--content":
+		case "all", "--content", "--allow-drop":
 			b.WriteString(`"` + q + `"`)
 		default:
 			b.WriteString(q)

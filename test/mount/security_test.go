@@ -14,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -556,4 +557,42 @@ func TestASourceFileChangedUnderAnOpenHandleNeverHangsNorMixes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A refresh that finds most of the dataset gone keeps it (max_drop) and
+// says how to proceed; with --allow-drop it removes what is gone.
+func TestARefreshThatWouldDropMuchOfTheDatasetStopsUntilAllowed(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	for i := range 30 {
+		p := filepath.Join(src, "many", fmt.Sprintf("f%02d", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=disk="+filepath.Join(base, "tier")+":1GiB")
+	total := len(paths) + 30
+	for i := range 30 {
+		os.Remove(filepath.Join(src, "many", fmt.Sprintf("f%02d", i)))
+	}
+	code, out := cli(t, "refresh", mnt)
+	if code != 1 || !strings.Contains(out, "--allow-drop") || !strings.Contains(out, "max_drop") {
+		t.Errorf("refresh with 30 of %d files gone: exit %d, %q; want exit 1 naming max_drop and --allow-drop", total, code, out)
+	}
+	des, _ := os.ReadDir(filepath.Join(mnt, "many"))
+	limit := max(1, total/10)
+	if len(des) < 30-limit {
+		t.Errorf("after the refresh, many/ lists %d files: more than max_drop (%d of %d) were removed", len(des), limit, total)
+	}
+	if n, _ := strconv.Atoi(statusOf(t, mnt)["files_drop_held"]); n < 30-limit {
+		t.Errorf("status files_drop_held = %d, want at least %d", n, 30-limit)
+	}
+	code, out = cli(t, "refresh", "--allow-drop", mnt)
+	if code != 0 {
+		t.Errorf("refresh --allow-drop: exit %d: %s", code, out)
+	}
+	if des, _ := os.ReadDir(filepath.Join(mnt, "many")); len(des) != 0 {
+		t.Errorf("after refresh --allow-drop, many/ still lists %d files", len(des))
+	}
+	checkAll(t, src, mnt, paths)
 }
