@@ -58,6 +58,19 @@ type Placement struct {
 	// (and the opens between two refreshes) may remove because the
 	// source no longer has them: "N%" (default "10%").
 	MaxDrop string `toml:"max_drop"`
+	// MaxWarmupPerUser bounds the bytes one user other than root may
+	// have waiting in warmup: a size, or a share of the tiers' quotas
+	// (default "25%").
+	MaxWarmupPerUser SizeOrPct `toml:"max_warmup_per_user"`
+}
+
+// WarmupPerUserBytes is MaxWarmupPerUser in bytes for tiers of total
+// quota bytes (Validate first).
+func (p *Placement) WarmupPerUserBytes(total int64) int64 {
+	if p.MaxWarmupPerUser.IsPct {
+		return int64(p.MaxWarmupPerUser.Pct / 100 * float64(total))
+	}
+	return p.MaxWarmupPerUser.Bytes
 }
 
 // MaxDropFraction is MaxDrop as a fraction (Validate first).
@@ -95,12 +108,13 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Placement: Placement{
-			Workers:         6,
-			SourceBandwidth: NewRate("0"),
-			Validate:        "once",
-			SourceTimeout:   "30s",
-			RefreshRate:     1000,
-			MaxDrop:         "10%",
+			Workers:          6,
+			SourceBandwidth:  NewRate("0"),
+			Validate:         "once",
+			SourceTimeout:    "30s",
+			RefreshRate:      1000,
+			MaxDrop:          "10%",
+			MaxWarmupPerUser: NewSizeOrPct("25%"),
 		},
 		Log:        Log{Level: "info", Format: "console"},
 		Model:      DefaultModel(),
@@ -248,6 +262,9 @@ func (c *Config) Validate() error {
 	}
 	if !(p.RefreshRate >= 1 && p.RefreshRate <= 1e6) {
 		return fmt.Errorf("placement.refresh_rate = %g: want 1 to 1000000 operations per second", p.RefreshRate)
+	}
+	if err := p.MaxWarmupPerUser.Err(); err != nil || p.MaxWarmupPerUser.Raw == "" {
+		return fmt.Errorf("placement.max_warmup_per_user = %q: want a size such as \"100GiB\" or a share of the tiers' quotas such as \"25%%\"", p.MaxWarmupPerUser.Raw)
 	}
 	if _, ok := parseMaxDrop(p.MaxDrop); !ok {
 		return fmt.Errorf("placement.max_drop = %q: want a share of the dataset's files such as \"10%%\" (above 0%%, at most 100%%)", p.MaxDrop)

@@ -76,6 +76,8 @@ type Options struct {
 	SourceTimeout   time.Duration
 	RefreshRate     float64
 	MaxDrop         float64 // placement.Options.MaxDrop
+	// MaxWarmupPerUser is placement.Options.MaxWarmupPerUser.
+	MaxWarmupPerUser int64
 	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
 	// and Lease configure the jobs of .epochfs/jobs/.
 	BufferBytes int64
@@ -216,7 +218,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
-		Validate: o.Validate, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, Logger: o.Logger,
+		Validate: o.Validate, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, MaxWarmupPerUser: o.MaxWarmupPerUser, Logger: o.Logger,
 		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
 	}
 	if m.cl != nil {

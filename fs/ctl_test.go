@@ -26,7 +26,7 @@ func (f *fakePaths) target(content bool) pathTarget {
 			}
 			return []*placement.Entry{{Path: p}}, nil
 		},
-		hold: func(req pathRequest) heldRequest {
+		hold: func(req pathRequest) (heldRequest, error) {
 			var items []string
 			switch {
 			case req.all:
@@ -49,7 +49,7 @@ func (f *fakePaths) target(content bool) pathTarget {
 			return heldRequest{
 				release: func() error { drop(); f.log = append(f.log, items...); return nil },
 				cancel:  drop,
-			}
+			}, nil
 		},
 		content: content,
 	}

@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/epochfs/epochfs/ctlpath"
@@ -43,8 +44,12 @@ type pathTarget struct {
 	// files it names, for refresh and verify nothing. An error that is
 	// placement.ErrNoEntry reads as "no such file" whatever the reason.
 	resolve func(path string) ([]*placement.Entry, error)
-	// hold takes a request, to be released or cancelled.
-	hold func(req pathRequest) heldRequest
+	// check, if set, vets the files a document has named so far as
+	// each line arrives (the write fails), before hold vets them again.
+	check func(files []*placement.Entry) error
+	// hold takes a request, to be released or cancelled; an error
+	// refuses it (the close fails, nothing is held).
+	hold func(req pathRequest) (heldRequest, error)
 	// content: "--content" is a keyword (verify); allowDrop:
 	// "--allow-drop" is (refresh).
 	content, allowDrop bool
@@ -100,6 +105,11 @@ func (d *pathDoc) line(l []byte) error {
 		}
 		return lineError(d.n, s, err)
 	}
+	if d.t.check != nil {
+		if err := d.t.check(append(d.req.files, files...)); err != nil {
+			return fmt.Errorf("line %d: %w", d.n, err) // its own errno (EDQUOT)
+		}
+	}
 	d.named, d.dirty = true, true
 	d.req.files = append(d.req.files, files...)
 	if d.t.paths {
@@ -120,7 +130,11 @@ func (d *pathDoc) commit() error {
 	req := d.req
 	d.req = pathRequest{content: req.content, allow: req.allow}
 	d.dirty = false
-	d.held = append(d.held, d.t.hold(req))
+	h, err := d.t.hold(req)
+	if err != nil {
+		return err
+	}
+	d.held = append(d.held, h)
 	return nil
 }
 
@@ -151,17 +165,25 @@ func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
 		resolve: func(path string) ([]*placement.Entry, error) {
 			return p.ResolvePathsAs(who, []string{path})
 		},
-		hold: func(req pathRequest) heldRequest {
-			var h *placement.WarmupHold
-			switch {
-			case req.all && who.Root():
-				h = p.HoldWarmup(nil, true)
-			case req.all:
-				h = p.HoldWarmup(p.FilesAs(who), false)
-			default:
-				h = p.HoldWarmup(req.files, false)
+		check: func(files []*placement.Entry) error {
+			return p.CheckWarmup(who, files)
+		},
+		hold: func(req pathRequest) (heldRequest, error) {
+			if req.all && who.Root() {
+				h := p.HoldWarmup(nil, true)
+				return heldRequest{release: func() error { h.Release(); return nil }, cancel: h.Cancel}, nil
 			}
-			return heldRequest{release: func() error { h.Release(); return nil }, cancel: h.Cancel}
+			files := req.files
+			if req.all {
+				files = p.FilesAs(who)
+			}
+			// A user's backlog is bounded (placement.max_warmup_per_user).
+			undo, err := p.ChargeWarmup(who, files)
+			if err != nil {
+				return heldRequest{}, err
+			}
+			h := p.HoldWarmup(files, false)
+			return heldRequest{release: func() error { h.Release(); return nil }, cancel: func() { h.Cancel(); undo() }}, nil
 		},
 	}
 }
@@ -181,7 +203,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 			_, err := p.LookupAs(who, path)
 			return nil, err
 		},
-		hold: func(req pathRequest) heldRequest {
+		hold: func(req pathRequest) (heldRequest, error) {
 			r := placement.ScrubRequest{Kind: kind, Paths: req.paths, AllowDrop: req.allow}
 			if req.all {
 				r.Paths = nil
@@ -202,7 +224,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 					return nil
 				},
 				cancel: func() {},
-			}
+			}, nil
 		},
 		content:   kind == placement.ScrubVerify,
 		allowDrop: kind == placement.ScrubRefresh,

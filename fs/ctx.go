@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/epochfs/epochfs/tier"
 )
 
 // The kernel interrupts a FUSE request when the waiting process gets any
@@ -56,10 +58,15 @@ type graceCtx struct {
 // fatal signal of the caller ends it. Call release when the request ends.
 func reqCtx(ctx context.Context) (context.Context, func()) {
 	c := newGraceCtx(ctx)
-	if caller, ok := fuse.FromContext(c.parent); ok && caller.Pid != 0 {
+	caller, ok := fuse.FromContext(c.parent)
+	if !ok {
+		return c, c.release
+	}
+	if caller.Pid != 0 {
 		c.fatalOnly, c.tid = true, caller.Pid
 	}
-	return c, c.release
+	// The source bounds what one user may leave stuck in it.
+	return tier.WithUser(c, caller.Uid), c.release
 }
 
 // waitCtx wraps the context of a request that waits with no deadline of

@@ -49,6 +49,8 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 		return syscall.ENOENT
 	case errors.Is(err, jobs.ErrTooMany):
 		return syscall.ENOSPC
+	case errors.Is(err, placement.ErrWarmupQuota):
+		return syscall.EDQUOT
 	case errors.Is(err, placement.ErrNoEntry):
 		return syscall.ENOENT
 	case errors.Is(err, placement.ErrVanished):

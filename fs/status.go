@@ -101,6 +101,15 @@ func (fsys *FS) status() []kv {
 			out = append(out, i64("jobs.uid."+strconv.FormatUint(uint64(uid), 10), int64(byUser[uid])))
 		}
 	}
+	backlogs := p.WarmupBacklogs()
+	uids := make([]uint32, 0, len(backlogs))
+	for uid := range backlogs {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	for _, uid := range uids {
+		out = append(out, i64("warmup_bytes.uid."+strconv.FormatUint(uint64(uid), 10), backlogs[uid]))
+	}
 	out = append(out,
 		i64("buffer_budget", bs.Budget),
 		i64("buffer_bytes", bs.Bytes),

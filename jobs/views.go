@@ -734,6 +734,10 @@ func (m *Manager) Augmented(ctx context.Context, name string, e *placement.Entry
 	if int(e.Index) < 0 || !m.visible(j, e) {
 		return nil, fmt.Errorf("jobs: %s: %w", e.Path, placement.ErrNoEntry)
 	}
+	// A job that reads its views is alive, like one that reads next.
+	if err := m.s.TouchJob(name); err != nil {
+		return nil, wrap(err)
+	}
 	t, info, err := jv.view.Take(ctx, jv.consumer, int(e.Index))
 	if err != nil {
 		if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {

@@ -64,6 +64,9 @@ type Options struct {
 	// RefreshRate bounds the source metadata operations per second of a
 	// refresh or a verify (default 1000).
 	RefreshRate float64
+	// MaxWarmupPerUser bounds the bytes of one user's (not root's) warmup
+	// requests not yet resident (warmup_quota.go; 0: no bound).
+	MaxWarmupPerUser int64
 	// MaxDrop is the share of the catalog's files one pass may remove
 	// (dropguard.go; default DefaultMaxDrop, 1: no limit).
 	MaxDrop float64
@@ -148,6 +151,7 @@ type Placer struct {
 	staleServed, removed                                  atomic.Int64
 	dropsHeld                                             atomic.Int64
 	opensGuard                                            atomic.Pointer[dropGuard] // dropguard.go
+	warmQuota                                             warmQuota                 // warmup_quota.go
 	lastSrcLog                                            atomic.Int64              // unix nanos of the last "source fails" log
 
 	scrub    scrubber                    // refresh and verify (scrub.go)

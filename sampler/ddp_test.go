@@ -680,3 +680,30 @@ func TestALostRanksShareGoesToTheLiveRanks(t *testing.T) {
 		t.Fatalf("rank 2 in epoch 2: %+v", rs)
 	}
 }
+
+// A job that reads only its views (no rank's next) stays alive: TouchJob
+// renews every local rank's lease; without it the job is dropped.
+func TestTouchJobKeepsEveryRankOfAJobAlive(t *testing.T) {
+	clk := newClock()
+	s, _ := New(Options{Samples: 12, Lease: time.Minute, Now: clk.Now})
+	for _, name := range []string{"viewer", "idle"} {
+		if err := s.RegisterJob(name, JobConfig{BatchSize: 3, WorldSize: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		clk.Advance(25 * time.Second)
+		if err := s.TouchJob("viewer"); err != nil {
+			t.Fatalf("TouchJob: %v", err)
+		}
+	}
+	if st, err := s.Status("viewer"); err != nil || st.RanksLive != 2 || len(st.Lost) != 0 {
+		t.Errorf("a job touched by its views after 100 s (lease 60 s): %+v, %v; want both ranks live", st, err)
+	}
+	if _, err := s.Status("idle"); err == nil {
+		t.Error("a job nobody read for 100 s (lease 60 s) is still there: the test shows nothing")
+	}
+	if err := s.TouchJob("nope"); err == nil {
+		t.Error("TouchJob of an unknown job: no error")
+	}
+}

@@ -244,6 +244,25 @@ func (s *Sampler) Touch(name string, rank int) error {
 	return nil
 }
 
+// TouchJob renews the lease of every live rank of a job: a read of the
+// job's views (which name no rank) shows the job is alive.
+func (s *Sampler) TouchJob(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opt.Now()
+	s.reap(now)
+	j, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	for _, r := range j.ranks {
+		if !r.lost && !j.remote(r) {
+			r.last = now
+		}
+	}
+	return nil
+}
+
 // Reap loses every rank whose lease has expired, drops every job whose
 // ranks are all lost, and returns the dropped jobs' names. Every other
 // method reaps too; the jobs layer calls Reap on a timer so that a dead job

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -99,6 +100,11 @@ type SourceOptions struct {
 	Timeout time.Duration
 	// MaxStuck bounds the abandoned calls still blocked (default 256).
 	MaxStuck int
+	// MaxStuckPerUser bounds those of one user other than root (the
+	// caller's uid comes with the context: WithUser), so that one user's
+	// reads of a hung corner of the source never take the whole budget
+	// (default a quarter of MaxStuck).
+	MaxStuckPerUser int
 	// ErrorBackoff is how long after a failed call, with no call succeeding
 	// since, Failing reports true (default 2 s).
 	ErrorBackoff time.Duration
@@ -165,8 +171,9 @@ type Source struct {
 
 	opens, reads, bytes, stats  atomic.Int64
 	errs, timeouts, stuck, slow atomic.Int64
-	lastFail, lastOK            atomic.Int64 // unix nanos of the last failed and succeeded calls
-	bufs                        sync.Pool    // read buffers (see ReadAt)
+	stuckBy                     *xsync.MapOf[uint32, *atomic.Int64] // per user but root
+	lastFail, lastOK            atomic.Int64                        // unix nanos of the last failed and succeeded calls
+	bufs                        sync.Pool                           // read buffers (see ReadAt)
 }
 
 // OpenSource opens the source described by o: a descriptor of its root
@@ -178,6 +185,9 @@ func OpenSource(o SourceOptions) (*Source, error) {
 	if o.MaxStuck <= 0 {
 		o.MaxStuck = 256
 	}
+	if o.MaxStuckPerUser <= 0 {
+		o.MaxStuckPerUser = max(1, o.MaxStuck/4)
+	}
 	if o.ErrorBackoff <= 0 {
 		o.ErrorBackoff = 2 * time.Second
 	}
@@ -187,7 +197,7 @@ func OpenSource(o SourceOptions) (*Source, error) {
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = time.Second
 	}
-	s := &Source{o: o, log: o.Logger, limit: NewLimiter(o.Bandwidth)}
+	s := &Source{o: o, log: o.Logger, limit: NewLimiter(o.Bandwidth), stuckBy: xsync.NewMapOf[uint32, *atomic.Int64]()}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -436,6 +446,15 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		s.errs.Add(1)
 		return &SourceError{Op: op, Path: rel, Err: ErrSourceStuck}, false
 	}
+	uid, user := userOf(ctx)
+	var mine *atomic.Int64
+	if user {
+		mine, _ = s.stuckBy.LoadOrCompute(uid, func() *atomic.Int64 { return new(atomic.Int64) })
+		if mine.Load() >= int64(s.o.MaxStuckPerUser) {
+			s.errs.Add(1)
+			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w (uid %d has %d)", ErrSourceStuck, uid, mine.Load())}, false
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return &SourceError{Op: op, Path: rel, Err: err}, false
 	}
@@ -474,9 +493,15 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		err = ctx.Err()
 	}
 	s.stuck.Add(1)
+	if mine != nil {
+		mine.Add(1)
+	}
 	go func() {
 		<-done
 		s.stuck.Add(-1)
+		if mine != nil {
+			mine.Add(-1)
+		}
 		if late != nil {
 			late()
 		}

@@ -600,3 +600,36 @@ func canceledContext() context.Context {
 	cancel()
 	return ctx
 }
+
+// One user's reads of a hung corner of the source use at most their share
+// of the stuck-call budget: the next of theirs fails fast, and the calls
+// of other users and of the daemon itself still go to the source.
+func TestOneUserCannotTakeTheWholeStuckBudget(t *testing.T) {
+	src, root := hangingSource(t, 50*time.Millisecond, 8) // per user: 2
+	bob := WithUser(context.Background(), 1000)
+	for i := 0; i < 2; i++ {
+		if _, err := src.Open(bob, "hang"); !errors.Is(err, ErrSourceTimeout) {
+			t.Fatalf("bob's open %d: %v, want a timeout", i, err)
+		}
+	}
+	if _, err := src.Open(bob, "hang"); !errors.Is(err, ErrSourceStuck) {
+		t.Fatalf("bob's third open with two of his calls stuck: %v, want ErrSourceStuck", err)
+	}
+	alice := WithUser(context.Background(), 1001)
+	for _, c := range []struct {
+		who string
+		ctx context.Context
+	}{{"alice", alice}, {"root", WithUser(context.Background(), 0)}, {"the daemon", context.Background()}} {
+		if _, err := src.Open(c.ctx, "hang"); !errors.Is(err, ErrSourceTimeout) {
+			t.Errorf("%s's open while bob has his share stuck: %v, want it tried (a timeout)", c.who, err)
+		}
+	}
+	if st := src.Stats(); st.Stuck != 5 {
+		t.Errorf("stuck %d, want 5 (bob 2, alice 1, root 1, the daemon 1)", st.Stuck)
+	}
+	releaseFIFO(t, root)
+	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
+	if _, err := src.Stat(bob, "hang"); err != nil {
+		t.Fatalf("bob after his calls returned: %v", err)
+	}
+}

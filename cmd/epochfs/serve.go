@@ -320,7 +320,9 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		return usageErr("%v", err)
 	}
 	var tiers []tier.Options
+	var tierBytes int64
 	for _, tc := range cfg.Tiers {
+		tierBytes += tc.Quota.Bytes
 		o := tier.Options{Name: tc.Name, Dir: tc.Path, Quota: tc.Quota.Bytes}
 		if tc.MinFree.IsPct {
 			o.MinFreePct = tc.MinFree.Pct
@@ -340,11 +342,12 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 			}
 		},
 		Workers: cfg.Placement.Workers, Validate: validate,
-		SourceBandwidth: cfg.Placement.SourceBandwidth.BytesPerSec,
-		SourceTimeout:   cfg.Placement.SourceTimeoutDuration(),
-		RefreshRate:     cfg.Placement.RefreshRate,
-		MaxDrop:         cfg.Placement.MaxDropFraction(),
-		BufferBytes:     cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
+		SourceBandwidth:  cfg.Placement.SourceBandwidth.BytesPerSec,
+		SourceTimeout:    cfg.Placement.SourceTimeoutDuration(),
+		RefreshRate:      cfg.Placement.RefreshRate,
+		MaxDrop:          cfg.Placement.MaxDropFraction(),
+		MaxWarmupPerUser: max(1, cfg.Placement.WarmupPerUserBytes(tierBytes)),
+		BufferBytes:      cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
 		MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser,
 		NoPassthrough:  ma.noPassthrough, Version: version,
 		ModelSettings:   ptr(modelSettings(cfg.Model)),

@@ -159,6 +159,8 @@ type envOpts struct {
 	openFiles, keptCopies int
 	// cluster makes the mount a node of a Redis Cluster (cluster_test.go).
 	cluster *cluster.Options
+	// maxWarmupPerUser bounds one user's warmup backlog (0: none).
+	maxWarmupPerUser int64
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -196,7 +198,7 @@ func (e *env) mount() {
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
-		Cluster: e.opts.cluster,
+		Cluster: e.opts.cluster, MaxWarmupPerUser: e.opts.maxWarmupPerUser,
 	})
 	if err != nil {
 		t.Fatal(err)

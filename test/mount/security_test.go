@@ -596,3 +596,43 @@ func TestARefreshThatWouldDropMuchOfTheDatasetStopsUntilAllowed(t *testing.T) {
 	}
 	checkAll(t, src, mnt, paths)
 }
+
+// One user's warmup backlog is bounded: past max_warmup_per_user their
+// next warmup document fails with EDQUOT and queues nothing, while other
+// users and root still warm up.
+func TestOneUsersWarmupBacklogIsBounded(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 2)
+	src := filepath.Join(t.TempDir(), "src")
+	for i := range 4 {
+		write(t, filepath.Join(src, "a", fmt.Sprint(i)), strings.Repeat("x", 4<<20), 0o644)
+	}
+	e := newEnv(t, src, 1<<30)
+	e.opts.sourceBandwidth = 50 << 10 // copies outlast the test: the backlog stays
+	e.opts.maxWarmupPerUser = 6 << 20
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	warm := filepath.Join(e.mnt, ".epochfs/warmup")
+	if out, err := u.as(0, fmt.Sprintf("echo a/0 > %q", warm)); err != nil {
+		t.Fatalf("a first warmup of 4 MiB: %v: %s", err, out)
+	}
+	out, err := u.as(0, fmt.Sprintf("echo a/1 > %q", warm))
+	if err == nil || !strings.Contains(out, "quota") {
+		errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs/errors"))
+		t.Fatalf("a second warmup past 6 MiB: %v %q, want EDQUOT; errors: %s", err, out, errs)
+	}
+	if out, err := u.as(1, fmt.Sprintf("echo a/1 > %q", warm)); err != nil {
+		t.Fatalf("another user's warmup: %v: %s", err, out)
+	}
+	if err := os.WriteFile(warm, []byte("all\n"), 0); err != nil {
+		t.Fatalf("root's warmup of everything: %v", err)
+	}
+	uid0, _ := user.Lookup(u.names[0])
+	if got := e.status()["warmup_bytes.uid."+uid0.Uid]; got != strconv.Itoa(4<<20) {
+		t.Errorf("status warmup_bytes.uid.%s = %q, want the 4 MiB of a/0 (the refused document charged nothing)", uid0.Uid, got)
+	}
+	mine, _ := u.as(0, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
+	if !strings.Contains(mine, "max_warmup_per_user") {
+		t.Errorf("the user's errors do not name max_warmup_per_user: %q", mine)
+	}
+}
