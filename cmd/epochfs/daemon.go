@@ -7,8 +7,12 @@ package main
 // with a short timeout.
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/epochfs/epochfs/daemon"
@@ -32,7 +36,9 @@ func findDaemon(mnt string) daemon.Record {
 	}
 	st, err := statusWithin(mnt, statusTimeout)
 	if err != nil {
-		return daemon.Record{}
+		// No record and no answer (a runtime directory wiped, a daemon
+		// stopped or hung): the process table still knows it.
+		return daemonByCmdline(mnt)
 	}
 	pid, _ := strconv.Atoi(st["pid"])
 	if pid <= 0 {
@@ -63,4 +69,47 @@ func statusWithin(mnt string, timeout time.Duration) (map[string]string, error) 
 	case <-time.After(timeout):
 		return nil, errStatusTimeout
 	}
+}
+
+// daemonByCmdline finds a daemon of mnt in the process table: a process
+// of this executable started as "epochfs mount --foreground ... MNT" (the
+// mount point its last argument, relative to its working directory).
+func daemonByCmdline(mnt string) daemon.Record {
+	self, _ := os.Executable()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range procs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := bytes.Split(bytes.TrimRight(raw, "\x00"), []byte{0})
+		if len(args) < 4 || string(args[1]) != "mount" || !bytes.Equal(args[2], []byte("--foreground")) {
+			continue
+		}
+		exe, _ := os.Readlink(filepath.Join(dir, "exe"))
+		exe = strings.TrimSuffix(exe, " (deleted)")
+		if self != "" && exe != self && filepath.Base(exe) != filepath.Base(self) {
+			continue
+		}
+		last := string(args[len(args)-1])
+		if !filepath.IsAbs(last) {
+			cwd, err := os.Readlink(filepath.Join(dir, "cwd"))
+			if err != nil {
+				continue
+			}
+			last = filepath.Join(cwd, last)
+		}
+		if filepath.Clean(last) != mnt {
+			continue
+		}
+		r := daemon.Record{PID: pid, Start: daemon.ProcStart(pid), Mountpoint: mnt}
+		if r.Running() {
+			return r
+		}
+	}
+	return daemon.Record{}
 }

@@ -98,6 +98,12 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "epochfs: %s is not mounted; nothing to do\n", mnt)
 		return nil
 	}
+	if d.PID == 0 && mounted {
+		// Not found before the unmount: look again (a daemon that did not
+		// answer status is in the process table), so that "unmounted" is
+		// never printed over a daemon still running.
+		d = daemonByCmdline(mnt)
+	}
 	if d.PID > 0 && !waitExit(d, *timeout) {
 		if detached {
 			return runtimeErr("%s is detached but its daemon (pid %d) is still running: files are still open on it or the source does not answer; it exits when they are closed (see %s)", mnt, d.PID, d.LogPath())

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -634,5 +635,36 @@ func TestOneUsersWarmupBacklogIsBounded(t *testing.T) {
 	mine, _ := u.as(0, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
 	if !strings.Contains(mine, "max_warmup_per_user") {
 		t.Errorf("the user's errors do not name max_warmup_per_user: %q", mine)
+	}
+}
+
+// unmount never says "unmounted" while the daemon still runs, even when it
+// finds no record of it and the daemon does not answer: here its record
+// is gone (a wiped runtime directory) and it is stopped (SIGSTOP).
+func TestUnmountTellsTheTruthAboutADaemonItCannotAsk(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=disk="+filepath.Join(base, "tier")+":1GiB")
+	checkAll(t, src, mnt, paths)
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	if pid <= 0 {
+		t.Fatal("no pid in status")
+	}
+	rec := filepath.Join(epochd.RuntimeDir(), epochd.Key(mnt)+".json")
+	if err := os.Remove(rec); err != nil {
+		t.Fatalf("the daemon's record: %v", err)
+	}
+	syscall.Kill(pid, syscall.SIGSTOP)
+	cont := sync.OnceFunc(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	t.Cleanup(cont)
+	// --lazy: a plain unmount is busy with the CLI's own status read,
+	// blocked in the stopped daemon.
+	code, out := cli(t, "unmount", "--lazy", "--timeout", "2s", mnt)
+	if code == 0 || strings.Contains(out, "unmounted "+mnt+"\n") || !strings.Contains(out, "still running") {
+		t.Errorf("unmount --lazy with its daemon stopped: exit %d: %q; want a failure saying the daemon still runs", code, out)
+	}
+	cont()
+	waitFor(t, func() bool { return !processAlive(pid) })
+	if mounted(mnt) {
+		t.Errorf("%s still mounted", mnt)
 	}
 }
