@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +54,29 @@ func TestMetricsPprofWantsListen(t *testing.T) {
 		err = c.Validate()
 		if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error naming %q", text, err, want)
+		}
+	}
+}
+
+// The configs we ship serve metrics (job names, owners, the source path)
+// on a loopback address only.
+func TestShippedConfigsServeMetricsOnLoopbackOnly(t *testing.T) {
+	paths, _ := filepath.Glob("../contrib/*/*.toml")
+	if len(paths) == 0 {
+		t.Fatal("no config under contrib/: the test checks nothing")
+	}
+	for _, p := range paths {
+		c, err := Load(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if c.Metrics.Listen == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(c.Metrics.Listen)
+		ip := net.ParseIP(host)
+		if err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			t.Errorf("%s: metrics.listen = %q, want a loopback address", p, c.Metrics.Listen)
 		}
 	}
 }
