@@ -138,7 +138,7 @@ func TestFullTierAndVanishedSourceFile(t *testing.T) {
 	tierDir := filepath.Join(base, "tier")
 	os.Mkdir(tierDir, 0o755)
 	// 1 MiB of real disk under a 1 GiB quota: copies fail with ENOSPC.
-	if err := syscall.Mount("tmpfs", tierDir, "tmpfs", 0, "size=1m"); err != nil {
+	if err := syscall.Mount("tmpfs", tierDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Unmount(tierDir, syscall.MNT_DETACH) })

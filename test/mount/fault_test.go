@@ -361,7 +361,9 @@ func TestRefreshCLIPicksUpAddedChangedAndRemovedFiles(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "a/new.txt"), []byte("new"), 0o644)
 	os.WriteFile(filepath.Join(src, "a/small.txt"), []byte("a changed file"), 0o644)
 	os.RemoveAll(filepath.Join(src, "class1"))
-	code, out := cli(t, "refresh", mnt)
+	// 2 of 10 files removed: more than max_drop (10%) of this small
+	// dataset, so the refresh says it may drop them.
+	code, out := cli(t, "refresh", "--allow-drop", mnt)
 	if code != 0 || !strings.Contains(out, "1 changed, 2 added, 2 removed") {
 		t.Fatalf("refresh: exit %d: %s", code, out)
 	}

@@ -26,7 +26,7 @@ func stateTmpfs(t *testing.T, size string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -117,7 +117,7 @@ func TestWipedTierIsFoundAtRemountAndRefilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	freshTmpfs := func() {
-		if err := syscall.Mount("tmpfs", tierDir, "tmpfs", 0, "size=64m"); err != nil {
+		if err := syscall.Mount("tmpfs", tierDir, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -127,7 +127,7 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 	if err := os.MkdirAll(e.tiers[0].dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", e.tiers[0].dir, "tmpfs", 0, "size=64m"); err != nil {
+	if err := syscall.Mount("tmpfs", e.tiers[0].dir, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Unmount(e.tiers[0].dir, syscall.MNT_DETACH) })
