@@ -28,6 +28,12 @@ func (fsys *FS) onEvent(ev placement.Event) {
 			if ev.Sync {
 				in.NotifyContent(0, 0)
 			} else {
+				// Not from here: the request that found the change may
+				// hold the page lock the kernel's invalidation waits for.
+				// An open that comes first tells the kernel itself.
+				if n, ok := in.Operations().(*node); ok {
+					n.untold.Store(true)
+				}
 				go in.NotifyContent(0, 0)
 			}
 		}

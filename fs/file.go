@@ -74,6 +74,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if err != nil {
 		return nil, 0, n.fsys.toErrno(err)
 	}
+	// A change found outside an open (a copy, a read, a refresh) is told
+	// to the kernel from a goroutine: it may not have arrived yet. Tell
+	// it now, before this open can use the old pages or size.
+	untold := n.untold.Swap(false)
+	if untold {
+		n.NotifyContent(0, 0)
+	}
 	// The dataset is read-only: no FLUSH round trip at close.
 	const noflush = fuse.FOPEN_NOFLUSH
 	m := &n.io
@@ -102,7 +109,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	m.cached++
 	n.fsys.cachedHandles.Add(1)
 	keep := uint32(fuse.FOPEN_KEEP_CACHE)
-	if r.Changed() {
+	if r.Changed() || untold {
 		// The kernel's attributes and pages of the old content were
 		// invalidated before Open returned (FS.onEvent); keep no page.
 		keep = 0

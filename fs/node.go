@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/epochfs/epochfs/placement"
@@ -22,6 +23,9 @@ type node struct {
 	e    *placement.Entry
 
 	io ioMode // the inode's open handles by I/O mode (file.go)
+	// untold: the entry changed and the kernel is being told from a
+	// goroutine (events.go); the next open tells it first.
+	untold atomic.Bool
 }
 
 var (

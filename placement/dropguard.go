@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/epochfs/epochfs/tier"
 )
 
 // DefaultMaxDrop is the share of the catalog's files one pass may remove.
@@ -64,9 +66,16 @@ func (g *dropGuard) take(n int64) bool {
 	}
 }
 
-// dropEntry removes e under g's budget: ErrDropHeld when it must stay (the
-// first time a pass's guard refuses, it says so in the log).
-func (p *Placer) dropEntry(e *Entry, g *dropGuard) error {
+// dropEntry removes e, which the source answered cause about (a "no such
+// file"), under g's budget: ErrDropHeld when it must stay (the first time a
+// pass's guard refuses, it says so in the log). Something else at e's path
+// (a symlink on the way, a FIFO or a device: tier.ErrNotRegular) is no
+// sign of an outage and is not guarded.
+func (p *Placer) dropEntry(e *Entry, g *dropGuard, cause error) error {
+	if errors.Is(cause, tier.ErrNotRegular) || errors.Is(cause, tier.ErrSymlinkInPath) {
+		p.removeEntry(e)
+		return nil
+	}
 	n := countFiles(e)
 	if !g.take(n) {
 		p.dropsHeld.Add(n)

@@ -312,7 +312,7 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			if derr := p.dropEntry(e, p.openGuard()); derr != nil {
+			if derr := p.dropEntry(e, p.openGuard(), err); derr != nil {
 				return nil, derr
 			}
 			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)

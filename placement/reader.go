@@ -377,7 +377,7 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 	sf, err := r.p.src.Open(ctx, r.e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			if derr := r.p.dropEntry(r.e, r.p.openGuard()); derr != nil {
+			if derr := r.p.dropEntry(r.e, r.p.openGuard(), err); derr != nil {
 				return nil, derr
 			}
 			return nil, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)

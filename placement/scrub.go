@@ -108,9 +108,9 @@ type scrubRun struct {
 
 // remove drops e (a file or a directory with all under it) within the
 // run's budget, counting what it removed or held.
-func (p *Placer) remove(e *Entry, run *scrubRun) bool {
+func (p *Placer) remove(e *Entry, run *scrubRun, cause error) bool {
 	files := countFiles(e)
-	if err := p.dropEntry(e, run.guard); err != nil {
+	if err := p.dropEntry(e, run.guard, cause); err != nil {
 		run.heldOnce.Do(func() { run.fail(err) })
 		return false
 	}
@@ -295,7 +295,11 @@ func (p *Placer) refreshLeaf(e *Entry, run *scrubRun) {
 		p.refreshSame(e, fi, run)
 		return
 	}
-	if !p.remove(e, run) {
+	if err == nil {
+		// Replaced by something else: no outage, not guarded.
+		run.removed.Add(countFiles(e))
+		p.removeEntry(e)
+	} else if !p.remove(e, run, err) {
 		return
 	}
 	if d := p.cat.parentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
@@ -345,7 +349,7 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 	des, err := p.src.ReadDir(p.ctx, d.Path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && d.Path != "" {
-			p.remove(d, run)
+			p.remove(d, run, err)
 			return
 		}
 		run.fail(err)
@@ -357,7 +361,7 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 	}
 	for _, c := range d.Children() {
 		if !seen[c.Name()] {
-			p.remove(c, run)
+			p.remove(c, run, nil)
 		}
 	}
 	for _, de := range des {
@@ -371,15 +375,15 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 			if !errors.Is(err, fs.ErrNotExist) {
 				run.fail(err)
 			} else if c != nil {
-				p.remove(c, run)
+				p.remove(c, run, err)
 			}
 			continue
 		}
 		k := kindOf(fi)
 		if c != nil && c.Kind != k {
-			if !p.remove(c, run) {
-				continue
-			}
+			// Replaced by something else: no outage, not guarded.
+			run.removed.Add(countFiles(c))
+			p.removeEntry(c)
 			c = nil
 		}
 		if c == nil {
@@ -460,13 +464,14 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 	fi, err := p.src.Stat(p.ctx, e.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		p.remove(e, run)
+		p.remove(e, run, err)
 		return
 	case err != nil:
 		run.fail(err)
 		return
 	case !fi.Mode().IsRegular():
-		p.remove(e, run)
+		run.removed.Add(1)
+		p.removeEntry(e) // replaced by something else: not guarded
 		return
 	}
 	e.validated.Store(true)

@@ -188,11 +188,13 @@ func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (chan
 		// swapped in for it or for a directory above it is never
 		// followed (tier/beneath.go); a refresh of the nearest directory
 		// that still resolves records what replaced it.
-		if derr := p.dropEntry(e, p.openGuard()); derr != nil {
-			return false, derr
-		}
 		if err == nil || errors.Is(err, tier.ErrSymlinkInPath) {
+			// Something else is there: that is no outage, the mass-
+			// deletion guard has nothing to hold back.
+			p.removeEntry(e)
 			p.rewalkAround(e.Path)
+		} else if derr := p.dropEntry(e, p.openGuard(), err); derr != nil {
+			return false, derr
 		}
 		return false, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
