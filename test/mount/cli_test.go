@@ -319,7 +319,8 @@ func TestUnprivilegedUserSeesSourcePermissions(t *testing.T) {
 	}
 }
 
-// testUser creates (once) an unprivileged user for the permission test.
+// testUser creates an unprivileged user for the permission test, removed
+// when the test ends (unless it existed before).
 func testUser(t *testing.T) (uint32, uint32) {
 	t.Helper()
 	const name = "epochfs-test"
@@ -327,6 +328,7 @@ func testUser(t *testing.T) (uint32, uint32) {
 		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
 			t.Fatalf("useradd: %v: %s", err, out)
 		}
+		t.Cleanup(func() { exec.Command("userdel", name).Run() })
 	}
 	u, err := user.Lookup(name)
 	if err != nil {

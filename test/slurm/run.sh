@@ -48,8 +48,10 @@ fi
 [ "$(id -u)" = 0 ] || die "needs root"
 [ -x "$BIN" ] || die "no epochfs binary at $BIN (make build)"
 id -u munge >/dev/null 2>&1 || die "no munge user (the munge package makes it)"
+MADE_USER=
 if ! id -u "$USER_NAME" >/dev/null 2>&1; then
 	useradd --system --no-create-home --shell /usr/sbin/nologin "$USER_NAME" || die "useradd $USER_NAME"
+	MADE_USER=1 # removed at the end
 fi
 
 W=$(mktemp -d /tmp/epochfs-slurm.XXXXXX)
@@ -94,6 +96,7 @@ cleanup() {
 		[ -f "$W/state/epochfs.log" ] && { echo "---- epochfs.log" >&2; tail -n 40 "$W/state/epochfs.log" >&2; }
 	fi
 	rm -rf "$W"
+	[ -n "$MADE_USER" ] && userdel "$USER_NAME" 2>/dev/null
 	say "took $(($(date +%s) - T0))s"
 	exit $rc
 }
