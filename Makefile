@@ -97,3 +97,12 @@ bench-model: build
 .PHONY: bench-cluster
 bench-cluster: bench-deps build
 	bash test/bench/cluster/run.sh
+
+# The FUSE transport of resident data: a PyTorch training loop and 8 raw
+# readers over a local copy, the mount and libfuse's passthrough_hp (with
+# and without FUSE over io_uring), daemon CPU per sample and requests per
+# sample by opcode (docs/benchmarks.md, "FUSE transport"). Needs root;
+# builds passthrough_hp from ../shared/anchors; ~5 minutes.
+.PHONY: bench-transport
+bench-transport: bench-deps build
+	bash test/bench/transport/run.sh
