@@ -32,7 +32,8 @@ import (
 //     refresh and verify start).
 //
 // A rejected document changes nothing: its sink undoes what it did, and
-// every later write and close of the same open fails with EINVAL.
+// every later write and close of the same open fails with the errno of the
+// refusal (EINVAL for a bad line).
 
 // docSink gives a document its meaning (warmup paths, a job's config).
 type docSink interface {
@@ -146,7 +147,7 @@ func (d *document) fail(err error) error {
 
 // rejected is the error of the writes and closes after the rejection.
 func (d *document) rejected() error {
-	return invalid("the document was rejected (%v): nothing of it was applied", d.err)
+	return fmt.Errorf("the document was rejected (%w): nothing of it was applied", d.err)
 }
 
 // takeRefused returns and resets the count of refusals not yet reported.

@@ -44,8 +44,8 @@ type pathTarget struct {
 	// files it names, for refresh and verify nothing. An error that is
 	// placement.ErrNoEntry reads as "no such file" whatever the reason.
 	resolve func(path string) ([]*placement.Entry, error)
-	// check, if set, vets the files a document has named so far as
-	// each line arrives (the write fails), before hold vets them again.
+	// check, if set, vets the files of each line as it arrives (the
+	// write fails), before hold vets the request again.
 	check func(files []*placement.Entry) error
 	// hold takes a request, to be released or cancelled; an error
 	// refuses it (the close fails, nothing is held).
@@ -106,7 +106,7 @@ func (d *pathDoc) line(l []byte) error {
 		return lineError(d.n, s, err)
 	}
 	if d.t.check != nil {
-		if err := d.t.check(append(d.req.files, files...)); err != nil {
+		if err := d.t.check(files); err != nil {
 			return fmt.Errorf("line %d: %w", d.n, err) // its own errno (EDQUOT)
 		}
 	}
@@ -165,9 +165,7 @@ func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
 		resolve: func(path string) ([]*placement.Entry, error) {
 			return p.ResolvePathsAs(who, []string{path})
 		},
-		check: func(files []*placement.Entry) error {
-			return p.CheckWarmup(who, files)
-		},
+		check: p.NewWarmupCheck(who).Add,
 		hold: func(req pathRequest) (heldRequest, error) {
 			if req.all && who.Root() {
 				h := p.HoldWarmup(nil, true)

@@ -43,16 +43,57 @@ func (q *warmQuota) backlogLocked(uid uint32) int64 {
 	return n
 }
 
-// CheckWarmup reports whether ChargeWarmup would take files now.
-func (p *Placer) CheckWarmup(who *Cred, files []*Entry) error {
-	if who.Root() || p.o.MaxWarmupPerUser <= 0 {
+// WarmupCheck vets a warmup document's files as its lines arrive, so that
+// a writer whose close(2) errors go unseen (a shell redirection) is told
+// at the write; ChargeWarmup charges them at the document's commit. Each
+// line costs what its own files do: who's backlog is summed once per
+// document (it only shrinks meanwhile, so the check errs on the safe
+// side).
+type WarmupCheck struct {
+	p    *Placer
+	who  *Cred
+	have int64 // who's backlog at the document's first line
+	add  int64 // what the document's lines so far add to it
+	seen map[*Entry]struct{}
+}
+
+// NewWarmupCheck starts the check of one document by who.
+func (p *Placer) NewWarmupCheck(who *Cred) *WarmupCheck { return &WarmupCheck{p: p, who: who} }
+
+// Add takes the files of one more line, or refuses them with
+// ErrWarmupQuota (and takes nothing) when they would pass the bound.
+func (c *WarmupCheck) Add(files []*Entry) error {
+	max := c.p.o.MaxWarmupPerUser
+	if c.who.Root() || max <= 0 {
 		return nil
 	}
-	q := &p.warmQuota
+	q := &c.p.warmQuota
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	_, _, err := q.costLocked(who.UID, files, p.o.MaxWarmupPerUser)
-	return err
+	if c.seen == nil {
+		c.have, c.seen = q.backlogLocked(c.who.UID), map[*Entry]struct{}{}
+	}
+	mine := q.byUser[c.who.UID]
+	var add int64
+	var fresh []*Entry
+	for _, f := range files {
+		_, dup := c.seen[f]
+		_, queued := mine[f]
+		if dup || queued || !waiting(f) {
+			continue
+		}
+		c.seen[f] = struct{}{}
+		add += f.Attr().Size
+		fresh = append(fresh, f)
+	}
+	if c.have+c.add+add > max {
+		for _, f := range fresh {
+			delete(c.seen, f)
+		}
+		return fmt.Errorf("%w: uid %d has %d bytes waiting and asks for %d more; the bound is %d", ErrWarmupQuota, c.who.UID, c.have, c.add+add, max)
+	}
+	c.add += add
+	return nil
 }
 
 // costLocked is what files add to uid's backlog (without the files

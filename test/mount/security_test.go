@@ -7,6 +7,7 @@ package mount
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -326,7 +327,7 @@ func TestAnOutageOfTheSourceIsNotADeletion(t *testing.T) {
 	waitUntil(t, 10*time.Second, func() bool { return e.status()["source_state"] == "unavailable" })
 	checkAll(t, src, e.mnt, resident)
 	_, err := os.ReadFile(filepath.Join(e.mnt, "class2/img003.jpg"))
-	if !errorsIs(err, syscall.EIO) {
+	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("non-resident read during the outage: %v, want EIO", err)
 	}
 	if st := e.status(); st["source_state"] != "unavailable" || st["source_unavailable_since"] == "" {
@@ -376,14 +377,6 @@ func TestAnOutageOfTheSourceIsNotADeletion(t *testing.T) {
 	}
 	checkAll(t, src, e.mnt, paths)
 	t.Logf("time from the source's return to the first read of a file without a copy: %v (source identity checked at most once a second)", took)
-}
-
-func errorsIs(err error, errno syscall.Errno) bool {
-	var pe *os.PathError
-	if e, ok := err.(*os.PathError); ok {
-		pe = e
-	}
-	return pe != nil && pe.Err == errno
 }
 
 // A user prepares the RAM tier's directory under /dev/shm before the
@@ -571,7 +564,7 @@ func TestASourceFileChangedUnderAnOpenHandleNeverHangsNorMixes(t *testing.T) {
 				case err == nil && failed:
 					t.Fatalf("chunk %d read after an earlier chunk failed", i)
 				case err == nil:
-				case errorsIs(err, syscall.EIO):
+				case errors.Is(err, syscall.EIO):
 					failed = true
 				default:
 					t.Fatalf("chunk %d: %v", i, err)
@@ -648,6 +641,16 @@ func TestOneUsersWarmupBacklogIsBounded(t *testing.T) {
 	if err == nil || !strings.Contains(out, "quota") {
 		errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs/errors"))
 		t.Fatalf("a second warmup past 6 MiB: %v %q, want EDQUOT; errors: %s", err, out, errs)
+	}
+	// The same from Python: the write raises EDQUOT.
+	py := fmt.Sprintf(`/usr/bin/python3 -c 'import errno
+try:
+    with open(%q, "w") as f:
+        f.write("a/2\n")
+except OSError as e:
+    print("errno", errno.errorcode[e.errno])'`, warm)
+	if out, _ := u.as(0, py); !strings.Contains(out, "errno EDQUOT") {
+		t.Fatalf("a warmup past the bound written from Python: %q, want EDQUOT", out)
 	}
 	if out, err := u.as(1, fmt.Sprintf("echo a/1 > %q", warm)); err != nil {
 		t.Fatalf("another user's warmup: %v: %s", err, out)

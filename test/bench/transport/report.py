@@ -7,14 +7,11 @@ copy measured in the same round (ratio taken per round), median (min-max).
     /usr/bin/python3 test/bench/transport/report.py WORK/results-*.jsonl
 """
 import json
-import statistics
+import os
 import sys
 
-
-def spread(v, f="%.2f"):
-    if not v:
-        return "–"
-    return (f + " (" + f + "–" + f + ")") % (statistics.median(v), min(v), max(v))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from readpath_epochs import spread  # noqa: E402  median (min–max), as the other reports
 
 
 def main():
