@@ -1,0 +1,9 @@
+// Copyright 2016 the Go-FUSE Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style
+// license that can be found in the LICENSE file.
+
+package fuse
+
+func (a *Attr) String() string {
+	return Print(a)
+}
