@@ -17,6 +17,7 @@ test: build
 
 vet:
 	$(GO) vet ./...
+	bash scripts/check-go-fuse-patch.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
@@ -29,10 +30,21 @@ tidy-check:
 test-slurm: build
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
 
+# The mount suite over FUSE over io_uring, and the io_uring tests of the
+# patched go-fuse (scripts/with-transport.sh turns the fuse module's
+# enable_uring on for the run and sets it back). Needs root.
+.PHONY: test-io-uring
+test-io-uring: build
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh io_uring sh -c '\
+	  $(GO) test -race -count=1 -timeout 30m ./test/mount ./fs && \
+	  cd third_party/go-fuse && $(GO) test -race -count=1 -run IoUring ./fuse ./fs'
+
 # The CI suite: vet, a tidy go.mod, every test under the race detector, real
-# FUSE mounts, then the Slurm prolog and epilog under a real Slurm.
+# FUSE mounts (over /dev/fuse, then the mount suite over io_uring), then the
+# Slurm prolog and epilog under a real Slurm.
 ci: deps build vet tidy-check
-	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -race -count=1 -timeout 30m ./...
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh dev $(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) test-io-uring
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
 
 # Mount a generated sample dataset, train two epochs over it, show the status.

@@ -30,6 +30,7 @@ type Config struct {
 	Sampler    Sampler    `toml:"sampler"`
 	Metrics    Metrics    `toml:"metrics"`
 	Cluster    Cluster    `toml:"cluster"`
+	Fuse       Fuse       `toml:"fuse"`
 }
 
 // QuotaFromModel as a tier's quota gives the tier the DSI model's share of
@@ -120,6 +121,7 @@ func Default() Config {
 		Model:      DefaultModel(),
 		Preprocess: DefaultPreprocess(),
 		Sampler:    DefaultSampler(),
+		Fuse:       DefaultFuse(),
 	}
 }
 
@@ -289,6 +291,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Cluster.Validate(); err != nil {
+		return err
+	}
+	if err := c.Fuse.Validate(); err != nil {
 		return err
 	}
 	return c.Sampler.Validate()

@@ -247,6 +247,8 @@ func TestValidateErrorsNameKeyAndValue(t *testing.T) {
 		{"bandwidth negative", "[placement]\nsource_bandwidth = -5", []string{"placement.source_bandwidth", `"-5"`}},
 		{"log level", "[log]\nlevel = \"loud\"", []string{"log.level", `"loud"`}},
 		{"log format", "[log]\nformat = \"xml\"", []string{"log.format", `"xml"`}},
+		{"io_uring", "[fuse]\nio_uring = \"yes\"", []string{"fuse.io_uring", `"yes"`, `"auto"`}},
+		{"io_uring empty", "[fuse]\nio_uring = \"\"", []string{"fuse.io_uring", `""`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustParse(t, tc.text)
@@ -266,6 +268,9 @@ func withMountKeys(c Config) *Config {
 
 func TestValidateAcceptsEdges(t *testing.T) {
 	for _, text := range []string{
+		"[fuse]\nio_uring = \"auto\"",
+		"[fuse]\nio_uring = \"on\"",
+		"[fuse]\nio_uring = \"off\"",
 		"[placement]\nworkers = 1",
 		"[placement]\nworkers = 256",
 		"[placement]\nvalidate = \"never\"",

@@ -86,7 +86,10 @@ type Options struct {
 	// MaxJobsPerUser bounds one user's live jobs (jobs default if 0).
 	MaxJobsPerUser int
 	NoPassthrough  bool
-	Version        string
+	// IoUring and Readers configure the FUSE transport (fs.Options).
+	IoUring fs.IoUringMode
+	Readers int
+	Version string
 	// ModelSettings is the [model] section. With a memory budget, the
 	// DSI model splits it (views.go): a tier whose Quota is 0 takes the
 	// encoded share, caches without budgets of their own take theirs.
@@ -257,6 +260,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	fo := fs.Options{
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
 		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Jobs: m.jm,
+		IoUring: o.IoUring, Readers: o.Readers,
 	}
 	if m.view != nil {
 		fo.Views = m.view

@@ -42,6 +42,11 @@ type Options struct {
 	Timeout time.Duration
 	// NoPassthrough disables FUSE passthrough even if the kernel has it.
 	NoPassthrough bool
+	// IoUring selects the transport (transport.go; "" is IoUringAuto);
+	// Readers bounds the goroutines that wait on /dev/fuse (0:
+	// DefaultReaders of GOMAXPROCS).
+	IoUring IoUringMode
+	Readers int
 	// Model renders .epochfs/model (the DSI model's inputs and split);
 	// nil leaves the file out.
 	Model func() []byte
@@ -95,6 +100,9 @@ func Mount(o Options) (*FS, error) {
 	if o.Timeout == 0 {
 		o.Timeout = time.Hour
 	}
+	if o.IoUring == "" {
+		o.IoUring = IoUringAuto
+	}
 	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now(), backings: xsync.NewMapOf[uint64, *backing]()}
 	fsys.ptTiers = make([]atomic.Bool, len(o.Placer.Tiers()))
 	fsys.root = &node{fsys: fsys, e: o.Placer.Catalog().Root()}
@@ -123,6 +131,12 @@ func Mount(o Options) (*FS, error) {
 		// The kernel's node IDs are our inode numbers (raw.go).
 		ExternalNodeID: true,
 	}
+	if o.IoUring == IoUringOn {
+		if ok, why := IoUringAvailable(); !ok {
+			return nil, fmt.Errorf("fs: fuse.io_uring = \"on\": %w: %s", ErrNoIoUring, why)
+		}
+	}
+	o.transportOptions(&fo.MountOptions)
 	// fusefs.Mount, with the bridge wrapped.
 	raw := &rawFS{RawFileSystem: fusefs.NewNodeFS(fsys.root, fo), fsys: fsys}
 	server, err := fuse.NewServer(raw, o.Mountpoint, &fo.MountOptions)
@@ -133,6 +147,13 @@ func Mount(o Options) (*FS, error) {
 	go server.Serve()
 	if err := server.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
+	}
+	if err := fsys.checkTransport(); err != nil {
+		if uerr := server.Unmount(); uerr != nil {
+			err = fmt.Errorf("%w (and unmount: %v)", err, uerr)
+		}
+		server.Wait()
+		return nil, err
 	}
 	o.Placer.SetNotify(fsys.onEvent)
 	if !o.NoPassthrough && fsys.probePassthrough() {

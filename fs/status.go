@@ -55,6 +55,9 @@ func (fsys *FS) status() []kv {
 		{"mountpoint", fsys.o.Mountpoint, false},
 		i64("pid", int64(os.Getpid())),
 		{"passthrough", pt, false},
+	}
+	out = append(out, fsys.transportStatus()...)
+	out = append(out, []kv{
 		i64("files_total", cat.Files()),
 		i64("bytes_total", cat.Bytes()),
 		i64("files_resident", filesRes),
@@ -83,7 +86,7 @@ func (fsys *FS) status() []kv {
 		{"catalog", catState, false},
 		i64("catalog_pending", int64(catPending)),
 		i64("copies_lost", ps.CopiesMissingAtMount+ps.CopiesWrongSizeAtMount),
-	}
+	}...)
 	njobs := 0
 	if fsys.o.Jobs != nil {
 		njobs = len(fsys.o.Jobs.Jobs())

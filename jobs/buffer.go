@@ -30,12 +30,17 @@ func (m *Manager) loop() {
 	defer close(m.done)
 	t := time.NewTicker(m.o.Interval)
 	defer t.Stop()
+	ticking := true
 	lost := 0
 	for {
+		var tick <-chan time.Time
+		if ticking {
+			tick = t.C
+		}
 		select {
 		case <-m.ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			// Reaping loses ranks (the ranks waiting for them may go
 			// on) and drops jobs.
 			dropped := m.s.Reap()
@@ -52,7 +57,26 @@ func (m *Manager) loop() {
 		m.applyReleases()
 		m.prefetch()
 		m.produce()
+		// With no job, no fetch in flight and an empty buffer there is
+		// nothing to reap, sweep or prefetch: the loop sleeps until
+		// Register (or a fetch, a release) wakes it, instead of waking
+		// the idle daemon Interval after Interval.
+		if idle := m.idle(); idle && ticking {
+			t.Stop()
+			ticking = false
+		} else if !idle && !ticking {
+			t.Reset(m.o.Interval)
+			ticking = true
+		}
 	}
+}
+
+// idle reports that the loop has nothing to do on its ticks.
+func (m *Manager) idle() bool {
+	m.mu.Lock()
+	n := len(m.jobs)
+	m.mu.Unlock()
+	return n == 0 && len(m.inflight) == 0 && m.p.BufferStats().Entries == 0
 }
 
 func (m *Manager) applyReleases() {

@@ -269,6 +269,8 @@ func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 	if jv != nil {
 		m.installViewLocked(name, j, jv)
 	}
+	// The loop ticks again (its leases, the buffer's grace periods).
+	m.wakeUp()
 	return j.info(name), nil
 }
 

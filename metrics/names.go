@@ -56,6 +56,10 @@ var statusSpecs = map[string]spec{
 	"buffer_hits":                counter("buffer_hits_total", "Opens served from the shared buffer."),
 	"buffer_refused":             counter("buffer_refused_total", "Fetches the shared buffer had no room for."),
 	"passthrough":                gauge("passthrough", "1 if resident files are served by FUSE passthrough."),
+	"transport":                  {label: true},
+	"io_uring_queues":            gauge("io_uring_queues", "FUSE over io_uring queues (0: requests come through /dev/fuse)."),
+	"io_uring_requests":          counter("io_uring_requests_total", "Requests answered through FUSE over io_uring."),
+	"io_uring_helpers":           counter("io_uring_helpers_total", "Threads started for io_uring queues held up by a slow request."),
 }
 
 // tierSpecs name the keys tier.NAME.KEY; the metrics carry a tier label.

@@ -50,6 +50,7 @@ import (
 	"github.com/epochfs/epochfs/cluster"
 	"github.com/epochfs/epochfs/config"
 	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
@@ -331,6 +332,12 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		}
 		tiers = append(tiers, o)
 	}
+	ioUring := fs.IoUringMode(cfg.Fuse.IoUring)
+	readers, cpus := transportProcs(ioUring)
+	views := viewsOptions(cfg.Preprocess)
+	if views != nil && views.Workers <= 0 {
+		views.Workers = cpus
+	}
 	lastLog := time.Now()
 	m, err := daemon.New(ctx, daemon.Options{
 		Source: cfg.Source, Mountpoint: cfg.Mountpoint, StateDir: cfg.StateDir, Tiers: tiers,
@@ -350,8 +357,9 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		BufferBytes:      cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
 		MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser,
 		NoPassthrough:  ma.noPassthrough, Version: version,
+		IoUring: ioUring, Readers: readers,
 		ModelSettings:   ptr(modelSettings(cfg.Model)),
-		Views:           viewsOptions(cfg.Preprocess),
+		Views:           views,
 		MetricsListen:   cfg.Metrics.Listen,
 		MetricsPprof:    cfg.Metrics.Pprof,
 		Cluster:         clusterOptions(cfg),
@@ -372,7 +380,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 	}
 	setMemoryLimit(m.MemoryBudget(), log)
 	log.Info("mounted", zap.String("source", cfg.Source), zap.String("mountpoint", cfg.Mountpoint),
-		zap.Bool("passthrough", m.FS().Passthrough()), zap.Int64("files", m.Catalog().Files()),
+		zap.Bool("passthrough", m.FS().Passthrough()), zap.String("transport", m.FS().Transport()), zap.Int64("files", m.Catalog().Files()),
 		zap.Bool("walked", m.Catalog().Walked()), zap.Int("pid", os.Getpid()),
 		zap.String("metrics", m.MetricsAddr()))
 	if ready != nil {

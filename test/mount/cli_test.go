@@ -60,6 +60,7 @@ func binMount(t *testing.T, src, mnt, state string, extra ...string) {
 			cli(t, "unmount", "--lazy", mnt)
 		}
 	})
+	checkTransport(t, statusOf(t, mnt)["transport"])
 }
 
 func TestBadInputExitsTwoWithOneLine(t *testing.T) {

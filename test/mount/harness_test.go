@@ -59,14 +59,15 @@ func TestMain(m *testing.M) {
 }
 
 // openFDs lists this process's descriptors of files and directories (tier
-// copies, source files, the catalog). Pipes are left out: go-fuse keeps a
-// pool of splice pipes for the life of the process.
+// copies, source files, the catalog) and of io_uring instances (FUSE over
+// io_uring's queues). Pipes are left out: go-fuse keeps a pool of splice
+// pipes for the life of the process.
 func openFDs() []string {
 	ents, _ := os.ReadDir("/proc/self/fd")
 	var out []string
 	for _, e := range ents {
 		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/") && !strings.HasPrefix(target, "/sys/") && !strings.HasPrefix(target, "/proc/") {
+		if target == "anon_inode:[io_uring]" || strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/") && !strings.HasPrefix(target, "/sys/") && !strings.HasPrefix(target, "/proc/") {
 			out = append(out, e.Name()+"->"+target)
 		}
 	}
@@ -206,6 +207,16 @@ func (e *env) mount() {
 	e.m = m
 	e.cat, e.p, e.fsys, e.srcd, e.jm = m.Catalog(), m.Placer(), m.FS(), m.Source(), m.Jobs()
 	t.Cleanup(e.unmount)
+	checkTransport(t, e.fsys.Transport())
+}
+
+// checkTransport fails a mount whose transport is not the one the run is
+// for: EPOCHFS_TEST_TRANSPORT=io_uring (scripts/test-io-uring.sh) or dev.
+func checkTransport(t *testing.T, got string) {
+	t.Helper()
+	if want := os.Getenv("EPOCHFS_TEST_TRANSPORT"); want != "" && got != want {
+		t.Fatalf("the mount's transport is %q, and this run is for %q", got, want)
+	}
 }
 
 // unmount unmounts (idempotent), takes the mount down and checks the

@@ -64,6 +64,7 @@ type testOptions struct {
 	directMountStrict bool // sets MountOptions.DirectMountStrict
 	disableSplice     bool // sets MountOptions.DisableSplice
 	idMappedMount     bool // sets MountOptions.IDMappedMount
+	ioUring           bool // sets MountOptions.EnableIoUring
 }
 
 // newTestCase creates the directories `orig` and `mnt` inside a temporary
@@ -121,6 +122,7 @@ func newTestCase(t *testing.T, opts *testOptions) *testCase {
 		EnableLocks:       opts.enableLocks,
 		DisableSplice:     opts.disableSplice,
 		IDMappedMount:     opts.idMappedMount,
+		EnableIoUring:     opts.ioUring,
 		Logger:            fsOpts.Logger,
 		PanicHandler:      testutil.PanicHandler(t, fuse.EIO),
 	}
@@ -437,6 +439,29 @@ func TestPosix(t *testing.T) {
 				enableLocks:   true,
 			})
 
+			fn(t, tc.mntDir)
+		})
+	}
+}
+
+// The POSIX suite over FUSE over io_uring, when the kernel offers it
+// (the fuse module's enable_uring).
+func TestPosixIoUring(t *testing.T) {
+	if b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring"); err != nil || strings.TrimSpace(string(b)) != "Y" {
+		t.Skip("the kernel does not offer FUSE over io_uring (enable_uring)")
+	}
+	for nm, fn := range posixtest.All {
+		t.Run(nm, func(t *testing.T) {
+			tc := newTestCase(t, &testOptions{
+				suppressDebug: true,
+				attrCache:     true,
+				entryCache:    true,
+				enableLocks:   true,
+				ioUring:       true,
+			})
+			if !tc.server.IoUring().On {
+				t.Fatal("the mount does not use io_uring")
+			}
 			fn(t, tc.mntDir)
 		})
 	}

@@ -387,6 +387,34 @@ type MountOptions struct {
 	// ExtraCapabilities is a bitmask of capabilities which
 	// must be enabled in addition to the defaults.
 	ExtraCapabilities uint64
+
+	// MaxReaders bounds the goroutines that wait for requests on the
+	// device at once (more start while all of them are busy, and stop
+	// again). The default is GOMAXPROCS, at least 2 and at most 16. Each
+	// waiting goroutine holds a P of the Go scheduler in its read(2);
+	// with fewer idle Ps than that, the runtime takes the P back at
+	// every request, which costs a thread hand-off. So keep GOMAXPROCS
+	// above MaxReaders (plus the io_uring queues, if any).
+	MaxReaders int
+
+	// EnableIoUring asks for FUSE over io_uring (Linux 6.14 and later,
+	// with the fuse module parameter enable_uring=Y): requests are then
+	// fetched from, and answered through, one io_uring per CPU instead of
+	// read(2) and write(2) on the device. If the kernel does not offer it,
+	// or the rings cannot be set up, the server uses the device as
+	// without this option. Server.IoUring reports which one is in use.
+	//
+	// Each queue is served by a locked OS thread (pinned to its CPU
+	// where allowed) that answers requests inline; a handler that blocks
+	// for long gets a helper thread, so other requests of its CPU go on.
+	// Like a reader (MaxReaders), a queue's thread holds a P while it
+	// waits: keep GOMAXPROCS above the number of queues plus MaxReaders.
+	EnableIoUring bool
+
+	// IoUringQueueDepth is the number of requests each CPU's io_uring
+	// queue holds at once (default 16). Each takes a payload buffer of
+	// MaxWrite bytes (at least 8 kiB), mapped but only filled as used.
+	IoUringQueueDepth int
 }
 
 // RawFileSystem is an interface close to the FUSE wire protocol.

@@ -30,6 +30,9 @@ type fuseFD struct {
 	// number being reused without any explicit locking.
 	file *os.File
 	conn syscall.RawConn
+	// fd is file's descriptor, for the io_uring commands (which hold
+	// their own reference on the file once submitted).
+	fd int
 
 	reqMu                sync.Mutex
 	reqReaders           int
@@ -63,6 +66,7 @@ func (ms *Server) newFuseFD(fd int) (*fuseFD, error) {
 		server:        ms,
 		file:          file,
 		conn:          conn,
+		fd:            fd,
 		reqPool:       &ms.reqPool,
 		readPool:      &ms.readPool,
 		buffers:       &ms.buffers,

@@ -19,6 +19,13 @@ type protocolServer struct {
 	interruptMu    sync.Mutex
 	reqInflight    []*request
 	connectionDead bool
+	// early holds the last interrupts that found no request in flight.
+	// Over /dev/fuse the kernel sends an interrupt answered EAGAIN again
+	// later; a request it handed to an io_uring queue has no such retry,
+	// and may not have reached the file system yet: addInflight looks
+	// here.
+	early     [earlyInterrupts]uint64
+	earlyNext int
 
 	kernelSettings InitIn
 
@@ -119,11 +126,26 @@ func (ms *protocolServer) handleRequest(h *operationHandler, req *request) {
 	}
 }
 
+// earlyInterrupts bounds the remembered interrupts (protocolServer.early).
+const earlyInterrupts = 64
+
 func (ms *protocolServer) addInflight(req *request) {
 	ms.interruptMu.Lock()
 	defer ms.interruptMu.Unlock()
 	req.inflightIndex = len(ms.reqInflight)
 	ms.reqInflight = append(ms.reqInflight, req)
+	if u := req.inHeader().Unique; u != 0 {
+		for i, e := range ms.early {
+			if e == u {
+				ms.early[i] = 0
+				if !req.interrupted {
+					close(req.cancel)
+					req.interrupted = true
+				}
+				break
+			}
+		}
+	}
 }
 
 func (ms *protocolServer) dropInflight(req *request) {
@@ -150,7 +172,8 @@ func (ms *protocolServer) interruptRequest(unique uint64) Status {
 			return OK
 		}
 	}
-
+	ms.early[ms.earlyNext] = unique
+	ms.earlyNext = (ms.earlyNext + 1) % earlyInterrupts
 	return EAGAIN
 }
 

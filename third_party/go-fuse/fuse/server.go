@@ -38,6 +38,9 @@ const (
 
 	minMaxReaders = 2
 	maxMaxReaders = 16
+
+	// readerYieldEvery is how often a reader yields (see loop).
+	readerYieldEvery = 5 * time.Millisecond
 )
 
 // Server contains the logic for reading from the FUSE device.
@@ -69,6 +72,11 @@ type Server struct {
 
 	// for implementing single threaded processing.
 	requestProcessingMu sync.Mutex
+
+	// FUSE over io_uring (uring_linux.go): nil unless INIT negotiated it.
+	// ringStart is closed once the INIT reply is written.
+	uring     *ringPool
+	ringStart chan struct{}
 }
 
 // SetDebug is deprecated. Use MountOptions.Debug instead.
@@ -132,6 +140,7 @@ func (ms *Server) Unmount() (err error) {
 	}
 	// Wait for event loops to exit.
 	ms.fuseFD.loops.Wait()
+	ms.stopRings()
 	ms.mountPoint = ""
 	return err
 }
@@ -219,6 +228,9 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 	} else if maxReaders > maxMaxReaders {
 		maxReaders = maxMaxReaders
 	}
+	if o.MaxReaders > 0 {
+		maxReaders = o.MaxReaders
+	}
 
 	readBufSize, readBufBytes, _ := requestAccountingSizes(o.MaxWrite)
 
@@ -232,6 +244,7 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 		maxReaders:   maxReaders,
 		singleReader: useSingleReader,
 		ready:        make(chan error, 1),
+		ringStart:    make(chan struct{}),
 	}
 	ms.reqPool.New = func() any {
 		return &requestAlloc{
@@ -377,6 +390,7 @@ func (ms *Server) Serve() {
 
 	ms.loop()
 	ms.fuseFD.loops.Wait()
+	ms.stopRings()
 
 	ms.fuseFD.close()
 
@@ -404,6 +418,7 @@ func (ms *Server) Serve() {
 // after Serve has been called, or it will hang indefinitely.
 func (ms *Server) Wait() {
 	ms.fuseFD.loops.Wait()
+	ms.stopRings()
 }
 
 func (ms *Server) handleInit() Status {
@@ -417,9 +432,16 @@ func (ms *Server) handleInit() Status {
 	if errNo != OK || req == nil {
 		return errNo
 	}
-	if code := ms.handleRequest(req); !code.Ok() {
+	defer ms.fuseFD.returnRequest(req)
+	ms.processRequest(req)
+	// The rings are set up before the reply that enables them: the kernel
+	// holds every request until all queues have registered.
+	ms.setupRings(req)
+	if code := ms.reply(req); !code.Ok() {
+		ms.stopRings()
 		return code
 	}
+	ms.startRings()
 
 	if ms.kernelSettings.Minor >= 13 {
 		ms.setSplice()
@@ -460,8 +482,18 @@ func (ms *Server) handleInit() Status {
 // BenchmarkGoFuseReaddir-2       	    3511	    319765 ns/op
 func (ms *Server) loop() {
 	defer ms.fuseFD.loops.Done()
+	lastYield := time.Now()
 exit:
 	for {
+		// A goroutine that goes from one system call to the next
+		// without being rescheduled looks, after 10ms, like one that
+		// runs too long: the runtime then takes its P at every read,
+		// and the next request pays for handing it back. Yielding now
+		// and then keeps the P with the reader.
+		if time.Since(lastYield) > readerYieldEvery {
+			runtime.Gosched()
+			lastYield = time.Now()
+		}
 		req, errNo := ms.fuseFD.readRequest()
 		switch errNo {
 		case OK:
@@ -498,6 +530,16 @@ func (ms *Server) handleRequest(req *requestAlloc) Status {
 		ms.requestProcessingMu.Lock()
 		defer ms.requestProcessingMu.Unlock()
 	}
+	ms.processRequest(req)
+	if req.suppressReply {
+		return OK
+	}
+	return ms.reply(req)
+}
+
+// processRequest parses req and calls the file system; the reply is left
+// in req.
+func (ms *Server) processRequest(req *requestAlloc) {
 
 	h, inSize, outSize, outPayloadSize, code := parseRequest(req.inputBuf, &ms.kernelSettings, ms.negotiatedFlags)
 	req.request.status = code
@@ -519,9 +561,10 @@ func (ms *Server) handleRequest(req *requestAlloc) Status {
 		req.bufferPoolOutputBuf = req.outPayload
 	}
 	ms.protocolServer.handleRequest(h, &req.request)
-	if req.suppressReply {
-		return OK
-	}
+}
+
+// reply writes the reply left in req to the device.
+func (ms *Server) reply(req *requestAlloc) Status {
 	errno := ms.fuseFD.write(&req.request)
 	if errno != 0 {
 		// Ignore ENOENT for INTERRUPT responses which
