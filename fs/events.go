@@ -9,7 +9,7 @@ import (
 
 // onEvent tells the kernel about a change of the tree the placer made, so
 // that its caches (attributes and pages of a file, entries of a directory,
-// which the mount keeps for an hour: the dataset is read-only) never serve
+// which the mount keeps for a day: the dataset is read-only) never serve
 // an old version. It runs in the goroutine that made the change, with no
 // placer lock held.
 //

@@ -38,7 +38,10 @@ type Options struct {
 	Version    string
 	Logger     *zap.Logger
 	// Timeout is the kernel entry and attribute cache time for dataset
-	// files (the dataset is read-only). Default one hour.
+	// files. Default DefaultTimeout: the dataset is read-only, and every
+	// change the daemon learns of (an open's validation, refresh, verify)
+	// is pushed to the kernel (events.go), in every validation mode; the
+	// timeout only bounds how long the kernel keeps what nothing changed.
 	Timeout time.Duration
 	// NoPassthrough disables FUSE passthrough even if the kernel has it.
 	NoPassthrough bool
@@ -62,6 +65,11 @@ type Options struct {
 	// cluster's cluster.* keys).
 	MoreStatus func() []StatusEntry
 }
+
+// DefaultTimeout is Options.Timeout's default: a day, so that a training
+// run of many hours sends no LOOKUP or GETATTR again for files it has seen
+// (with an hour, every file was looked up again each hour).
+const DefaultTimeout = 24 * time.Hour
 
 // FS is one mounted dataset.
 type FS struct {
@@ -98,7 +106,7 @@ func Mount(o Options) (*FS, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Timeout == 0 {
-		o.Timeout = time.Hour
+		o.Timeout = DefaultTimeout
 	}
 	if o.IoUring == "" {
 		o.IoUring = IoUringAuto

@@ -128,7 +128,7 @@ func listEntries(list []jobEntry, base uint64) fusefs.DirStream {
 
 // uncached is the attribute timeout of control files and directories:
 // the kernel asks again at each stat. (go-fuse replaces a timeout of 0
-// with the mount's, an hour for the dataset.)
+// with the mount's, a day for the dataset.)
 const uncached = time.Nanosecond
 
 // noNegative makes the kernel forget a failed lookup at once: a job name

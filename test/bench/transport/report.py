@@ -39,9 +39,11 @@ def main():
     out.append("")
     out.append("Command: `make bench-transport` (`bash test/bench/transport/run.sh`, as root). Every run drops the "
                "page cache first; every file is resident (epochs after the first). local = a copy on the local "
-               "disk; epochfs = the mount, default config, passthrough; php = libfuse 3.18.2 `passthrough_hp` "
-               "(passthrough), php-uring = the same with `-o io_uring`. Ratios are taken per round against the "
-               "local run of that round; cells are median (min–max) over the rounds.")
+               "disk; epochfs = the mount, default config, passthrough, over `/dev/fuse`; epochfs-uring = the "
+               "same over FUSE over io_uring; epochfs-before = the epochfs setup with the binary of "
+               f"{meta.get('base', 'BASE')}; php = libfuse 3.18.2 `passthrough_hp` (passthrough), php-uring = "
+               "the same with `-o io_uring`. Ratios are taken per round against the local run of that round; "
+               "cells are median (min–max) over the rounds.")
     out.append("")
     out.append("**Training loop** (`test/bench/transport/train.py`: ImageFolder, RandomResizedCrop(128) + flip + "
                "ToTensor, DataLoader with 2 workers, a small CNN and an SGD step; one epoch):")

@@ -9,7 +9,12 @@
 # Setups, all over the same FILES JPEGs (test/datagen) in CLASSES classes:
 #   local        a plain copy on the local disk
 #   epochfs      the epochfs mount of the source, every file resident in a
-#                disk tier (passthrough), default config
+#                disk tier (passthrough), default config, over /dev/fuse
+#                (the fuse module's enable_uring off for its mount)
+#   epochfs-uring  the same over FUSE over io_uring (enable_uring on for
+#                its mount, then set back), when the kernel has it
+#   epochfs-before the epochfs setup with the binary BASE (e.g. built from
+#                an earlier commit), when BASE is set
 #   php          passthrough_hp SRC MNT (built from ../shared/anchors when the
 #                tarball is there; its rows are left out, and the report says
 #                so, when it is not)
@@ -31,7 +36,8 @@
 # Output: results-*.jsonl in WORK and the generated part of the "FUSE
 # transport" section of docs/benchmarks.md (OUT, "-" for stdout only).
 # Environment: WORK (/var/tmp/epochfs-bench-transport), REPS (4), FILES
-# (1500), CLASSES (10), SETUPS ("local epochfs php php-uring"), OUT.
+# (1500), CLASSES (10), SETUPS ("local epochfs epochfs-uring php php-uring",
+# plus epochfs-before with BASE), BASE (an epochfs binary), OUT.
 # Needs root (mounts, drop_caches, tracefs) and Debian's python3-torch and
 # python3-torchvision; installs meson, ninja-build, g++, pkg-config,
 # liburing-dev and libnuma-dev to build passthrough_hp.
@@ -43,7 +49,8 @@ WORK=${WORK:-/var/tmp/epochfs-bench-transport}
 REPS=${REPS:-4}
 FILES=${FILES:-1500}
 CLASSES=${CLASSES:-10}
-SETUPS=${SETUPS:-local epochfs php php-uring}
+BASE=${BASE:-}
+SETUPS=${SETUPS:-local epochfs epochfs-uring php php-uring${BASE:+ epochfs-before}}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/libfuse-3.18.2.tar.gz}
 PY=/usr/bin/python3
@@ -83,9 +90,11 @@ cleanup() {
 			wait "${PID[$s]}" 2>/dev/null
 		fi
 	done
-	if [ -n "${MNT[epochfs]:-}" ] && mountpoint -q "${MNT[epochfs]}"; then
-		"$EPOCHFS" unmount --timeout 60s "${MNT[epochfs]}" >/dev/null
-	fi
+	for s in epochfs epochfs-uring epochfs-before; do
+		if [ -n "${MNT[$s]:-}" ] && mountpoint -q "${MNT[$s]}"; then
+			"$EPOCHFS" unmount --timeout 60s "${MNT[$s]}" >/dev/null
+		fi
+	done
 	[ -n "$URING_ORIG" ] && echo "$URING_ORIG" >"$URING"
 	[ -d "$INSTANCE" ] && rmdir "$INSTANCE"
 	[ -n "$TRACEFS_MOUNTED" ] && umount "$TRACE"
@@ -115,11 +124,15 @@ if [[ " $SETUPS " == *" php"* ]]; then
 			SETUPS=$(echo "$SETUPS" | tr ' ' '\n' | grep -v '^php' | tr '\n' ' ')
 		fi
 	fi
-	if [[ " $SETUPS " == *" php-uring "* ]] && [ ! -w "$URING" ]; then
-		PHP_NOTE="${PHP_NOTE:+$PHP_NOTE; }this kernel has no FUSE over io_uring ($URING): php-uring left out"
-		log "$PHP_NOTE"
-		SETUPS=$(echo "$SETUPS" | tr ' ' '\n' | grep -v '^php-uring$' | tr '\n' ' ')
-	fi
+fi
+if [[ " $SETUPS " == *"-uring "* ]] && [ ! -w "$URING" ]; then
+	PHP_NOTE="${PHP_NOTE:+$PHP_NOTE; }this kernel has no FUSE over io_uring ($URING): the -uring setups left out"
+	log "$PHP_NOTE"
+	SETUPS=$(echo "$SETUPS" | tr ' ' '\n' | grep -v -- '-uring$' | tr '\n' ' ')
+fi
+if [[ " $SETUPS " == *" epochfs-before "* ]]; then
+	[ -x "$BASE" ] || die "BASE=$BASE is not an executable epochfs binary"
+	cp "$BASE" "$WORK/bin/epochfs-before"
 fi
 
 # The dataset and its local copy, once.
@@ -140,13 +153,25 @@ mount_all() {
 	for s in $SETUPS; do
 		case $s in
 		local) MNT[local]=$LOCAL ;;
-		epochfs)
-			MNT[epochfs]=$WORK/mnt-epochfs
-			mkdir -p "${MNT[epochfs]}"
-			rm -rf "$STATE" "$TIER"
-			"$EPOCHFS" mount --state "$STATE" --tier "disk=$TIER:20GiB" "$SRC" "${MNT[epochfs]}" >&2
-			"$EPOCHFS" warmup --wait 100 "${MNT[epochfs]}" >&2
-			PID[epochfs]=$(awk -F= '$1 == "pid" { print $2 }' "${MNT[epochfs]}/.epochfs/status")
+		epochfs | epochfs-uring | epochfs-before)
+			local bin=$EPOCHFS want=dev param=N
+			[ "$s" = epochfs-before ] && bin=$WORK/bin/epochfs-before
+			[ "$s" = epochfs-uring ] && want=io_uring param=Y
+			MNT[$s]=$WORK/mnt-$s
+			mkdir -p "${MNT[$s]}"
+			rm -rf "$STATE-$s" "$TIER-$s"
+			if [ -w "$URING" ]; then
+				URING_ORIG=$(cat "$URING")
+				echo $param >"$URING"
+			fi
+			"$bin" mount --state "$STATE-$s" --tier "disk=$TIER-$s:20GiB" "$SRC" "${MNT[$s]}" >&2
+			if [ -n "$URING_ORIG" ]; then echo "$URING_ORIG" >"$URING" && URING_ORIG=; fi
+			"$EPOCHFS" warmup --wait 100 "${MNT[$s]}" >&2
+			PID[$s]=$(awk -F= '$1 == "pid" { print $2 }' "${MNT[$s]}/.epochfs/status")
+			got=$(awk -F= '$1 == "transport" { print $2 }' "${MNT[$s]}/.epochfs/status")
+			if [ "$s" != epochfs-before ] && [ "$got" != "$want" ]; then
+				die "$s: the mount's transport is ${got:-unknown}, want $want"
+			fi
 			;;
 		php | php-uring)
 			MNT[$s]=$WORK/mnt-$s
@@ -226,7 +251,7 @@ count_ops() {
 
 START=$(date -u +%Y-%m-%dT%H:%MZ)
 T0=$SECONDS
-echo "{\"meta\":true,\"start\":\"$START\",\"commit\":\"$COMMIT\",\"files\":$NFILES,\"setups\":\"$SETUPS\",\"reps\":$REPS,\"load_start\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"note\":\"$PHP_NOTE\"}" >"$RESULTS"
+echo "{\"meta\":true,\"start\":\"$START\",\"commit\":\"$COMMIT\",\"files\":$NFILES,\"setups\":\"$SETUPS\",\"reps\":$REPS,\"load_start\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"note\":\"$PHP_NOTE\",\"base\":\"${BASE_NAME:-$BASE}\"}" >"$RESULTS"
 log "mounting: $SETUPS"
 mount_all
 # One unmeasured epoch per setup: the mounts' metadata and the python

@@ -74,7 +74,7 @@ type Server struct {
 	requestProcessingMu sync.Mutex
 
 	// FUSE over io_uring (uring_linux.go): nil unless INIT negotiated it.
-	// ringStart is closed once the INIT reply is written.
+	// ringStart is closed when Serve starts serving.
 	uring     *ringPool
 	ringStart chan struct{}
 }
@@ -388,6 +388,9 @@ func (ms *Server) Serve() {
 		log.Panic("Serve() must only be called once, you have called it a second time")
 	}
 
+	// The queues register (and requests start to flow) only now, after
+	// the file system's Init, as the device's requests do.
+	ms.startRings()
 	ms.loop()
 	ms.fuseFD.loops.Wait()
 	ms.stopRings()
@@ -441,7 +444,6 @@ func (ms *Server) handleInit() Status {
 		ms.stopRings()
 		return code
 	}
-	ms.startRings()
 
 	if ms.kernelSettings.Minor >= 13 {
 		ms.setSplice()

@@ -954,7 +954,9 @@ func (ms *Server) setupRings(req *requestAlloc) {
 	ms.negotiatedFlags &^= CAP_OVER_IO_URING
 }
 
-// startRings lets the queues register, once the INIT reply is written.
+// startRings lets the queues register their entries: from Serve, after the
+// INIT reply and the file system's Init (the kernel holds requests until
+// every queue has registered).
 func (ms *Server) startRings() {
 	if ms.uring != nil {
 		ms.uring.start()
