@@ -95,8 +95,10 @@ const (
 	ringStallAfter = 50 * time.Millisecond
 	// A thread that answers requests without being rescheduled yields
 	// this often: the Go runtime takes the P of a goroutine that has not
-	// been rescheduled for 10ms whenever it enters a system call.
-	ringYieldEvery = 5 * time.Millisecond
+	// been rescheduled for 10ms whenever it enters a system call (see
+	// readerYieldEvery). Each yield of a locked thread costs a hand-off
+	// through another thread, so it is as rare as it can safely be.
+	ringYieldEvery = readerYieldEvery
 	// The default number of entries per queue.
 	defaultIoUringQueueDepth = 16
 )
