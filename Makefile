@@ -39,12 +39,18 @@ test-io-uring: build
 	  $(GO) test -race -count=1 -timeout 30m ./test/mount ./fs && \
 	  cd third_party/go-fuse && $(GO) test -race -count=1 -run IoUring ./fuse ./fs'
 
+# go-fuse's own tests in the patched copy, on both transports. Needs root.
+.PHONY: test-go-fuse
+test-go-fuse:
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/test-go-fuse.sh
+
 # The CI suite: vet, a tidy go.mod, every test under the race detector, real
-# FUSE mounts (over /dev/fuse, then the mount suite over io_uring), then the
-# Slurm prolog and epilog under a real Slurm.
+# FUSE mounts (over /dev/fuse, then the mount suite over io_uring), go-fuse's
+# own tests, then the Slurm prolog and epilog under a real Slurm.
 ci: deps build vet tidy-check
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh dev $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-io-uring
+	$(MAKE) test-go-fuse
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
 
 # Mount a generated sample dataset, train two epochs over it, show the status.
