@@ -112,8 +112,10 @@ func (fsys *FS) checkTransport() error {
 }
 
 // Transport names the transport in use: "io_uring" or "dev".
-func (fsys *FS) Transport() string {
-	if fsys.server.IoUring().On {
+func (fsys *FS) Transport() string { return transportName(fsys.server.IoUring()) }
+
+func transportName(st fuse.IoUringStats) string {
+	if st.On {
 		return "io_uring"
 	}
 	return "dev"
@@ -123,7 +125,7 @@ func (fsys *FS) Transport() string {
 func (fsys *FS) transportStatus() []kv {
 	st := fsys.server.IoUring()
 	return []kv{
-		{"transport", fsys.Transport(), false},
+		{"transport", transportName(st), false},
 		i64("io_uring_queues", int64(st.Queues)),
 		i64("io_uring_requests", st.Requests),
 		i64("io_uring_helpers", st.Helpers),

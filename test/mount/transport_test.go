@@ -5,21 +5,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// kernelOffersIoUring reports whether new mounts may use FUSE over
-// io_uring (the fuse module's enable_uring, which scripts/with-transport.sh
-// sets for each run of the suite).
-func kernelOffersIoUring() bool {
-	b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring")
-	return err == nil && strings.TrimSpace(string(b)) == "Y"
-}
+	"github.com/epochfs/epochfs/fs"
+)
 
 // The transport follows fuse.io_uring and the kernel: "auto" takes io_uring
 // exactly when the kernel offers it, "off" never does, and "on" without it
 // refuses to mount, in one line that says why, and leaves nothing mounted.
 func TestTheTransportFollowsTheConfigAndTheKernel(t *testing.T) {
-	offered := kernelOffersIoUring()
+	// scripts/with-transport.sh sets the kernel's side for each run.
+	offered, _ := fs.IoUringAvailable()
 	for _, tc := range []struct {
 		mode string
 		want string // transport; "" = the mount fails

@@ -26,6 +26,7 @@ type protocolServer struct {
 	// here.
 	early     [earlyInterrupts]uint64
 	earlyNext int
+	earlyLive int // non-zero entries of early: 0 spares addInflight its scan
 
 	kernelSettings InitIn
 
@@ -134,10 +135,11 @@ func (ms *protocolServer) addInflight(req *request) {
 	defer ms.interruptMu.Unlock()
 	req.inflightIndex = len(ms.reqInflight)
 	ms.reqInflight = append(ms.reqInflight, req)
-	if u := req.inHeader().Unique; u != 0 {
+	if u := req.inHeader().Unique; u != 0 && ms.earlyLive > 0 {
 		for i, e := range ms.early {
 			if e == u {
 				ms.early[i] = 0
+				ms.earlyLive--
 				if !req.interrupted {
 					close(req.cancel)
 					req.interrupted = true
@@ -171,6 +173,9 @@ func (ms *protocolServer) interruptRequest(unique uint64) Status {
 			inflight.interrupted = true
 			return OK
 		}
+	}
+	if ms.early[ms.earlyNext] == 0 {
+		ms.earlyLive++
 	}
 	ms.early[ms.earlyNext] = unique
 	ms.earlyNext = (ms.earlyNext + 1) % earlyInterrupts
