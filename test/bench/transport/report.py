@@ -86,6 +86,20 @@ def main():
             n = r["samples"]
             cells = [f"{r['ops'].get(k, 0) / n:.2f}" for k in names]
             out.append(f"| {s} | {sum(r['ops'].values()) / n:.2f} | " + " | ".join(cells) + " |")
+    sys_rows = [s for s in setups if ops.get(s, {}).get("syscalls")]
+    if sys_rows:
+        out.append("")
+        out.append("**System calls of the daemon per sample** in that epoch (`perf stat -e "
+                   "syscalls:sys_enter_*,context-switches -p PID`; `nanosleep` is the Go runtime's monitor, "
+                   "`futex` its thread hand-offs; read and writev include those of `/dev/fuse`):")
+        out.append("")
+        cols = ["nanosleep", "futex", "read", "writev", "io_uring_enter", "context-switches"]
+        out.append("| setup | " + " | ".join(cols) + " |")
+        out.append("|---|" + "---|" * len(cols))
+        for s in sys_rows:
+            r = ops[s]
+            n = r["samples"]
+            out.append(f"| {s} | " + " | ".join(f"{r['syscalls'].get(c, 0) / n:.2f}" for c in cols) + " |")
     print("\n".join(out))
 
 

@@ -31,7 +31,9 @@
 # REPS rounds, the setups' order rotated each round. The daemon's CPU
 # (user+system, /proc/PID/stat) is read around every run of a FUSE setup.
 # One more, unmeasured, training epoch per FUSE setup counts the requests
-# the kernel sent by opcode (the fuse_request_send tracepoint, tracefs).
+# the kernel sent by opcode (the fuse_request_send tracepoint, tracefs) and
+# the daemon's system calls and context switches (perf stat, when perf is
+# installed).
 #
 # Output: results-*.jsonl in WORK and the generated part of the "FUSE
 # transport" section of docs/benchmarks.md (OUT, "-" for stdout only).
@@ -67,6 +69,8 @@ PHP=$WORK/libfuse/libfuse-3.18.2/build/example/passthrough_hp
 RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
 URING=/sys/module/fuse/parameters/enable_uring
 TRACE=/sys/kernel/tracing
+# The daemon's system calls counted in the ops epoch (perf stat).
+SYSCALLS=syscalls:sys_enter_nanosleep,syscalls:sys_enter_futex,syscalls:sys_enter_read,syscalls:sys_enter_writev,syscalls:sys_enter_io_uring_enter,context-switches
 INSTANCE=$TRACE/instances/epochfs-bench-transport
 
 log() { echo "transport: $*" >&2; }
@@ -241,11 +245,21 @@ count_ops() {
 	echo "connection == $dev" >"$INSTANCE/events/fuse/fuse_request_send/filter"
 	echo 1 >"$INSTANCE/events/fuse/fuse_request_send/enable"
 	drop
-	$PY "$HERE/train.py" "${MNT[$s]}" >/dev/null
+	local stat=$WORK/perf-$s.csv perf=()
+	rm -f "$stat"
+	if command -v perf >/dev/null && [ -n "${PID[$s]:-}" ]; then
+		perf=(perf stat -x, -o "$stat" -p "${PID[$s]}" -e "$SYSCALLS" --)
+	fi
+	"${perf[@]}" $PY "$HERE/train.py" "${MNT[$s]}" >/dev/null
 	echo 0 >"$INSTANCE/events/fuse/fuse_request_send/enable"
-	grep -o '(FUSE_[A-Z_]*)' "$INSTANCE/trace" | tr -d '()' | sort | uniq -c |
-		awk -v s="$s" -v n="$NFILES" 'BEGIN { printf "{\"workload\":\"ops\",\"setup\":\"%s\",\"samples\":%d,\"ops\":{", s, n }
-			{ printf "%s\"%s\":%d", (NR > 1 ? "," : ""), $2, $1 } END { print "}}" }' >>"$RESULTS"
+	{
+		grep -o '(FUSE_[A-Z_]*)' "$INSTANCE/trace" | tr -d '()' | sort | uniq -c | awk '{ print "op", $2, $1 }'
+		# perf stat -x,: COUNT,UNIT,EVENT,...
+		[ -f "$stat" ] && awk -F, '$1 ~ /^[0-9]+$/ { sub(/^syscalls:sys_enter_/, "", $3); print "sys", $3, $1 }' "$stat"
+	} | awk -v s="$s" -v n="$NFILES" '
+		$1 == "op" { ops = ops (ops == "" ? "" : ",") "\"" $2 "\":" $3 }
+		$1 == "sys" { sys = sys (sys == "" ? "" : ",") "\"" $2 "\":" $3 }
+		END { printf "{\"workload\":\"ops\",\"setup\":\"%s\",\"samples\":%d,\"ops\":{%s},\"syscalls\":{%s}}\n", s, n, ops, sys }' >>"$RESULTS"
 	log "ops $s: $(tail -1 "$RESULTS")"
 }
 
