@@ -586,11 +586,22 @@ func (q *ringQueue) serve(me *ringThread) {
 			}
 			continue
 		}
+		// Answers of earlier requests go to the kernel before this
+		// handler runs: it may block, and they must not wait for it.
+		n := q.ring.pendingSubmit
+		q.ring.pendingSubmit = 0
 		q.busySeq.Add(1)
 		q.busy.Store(time.Now().UnixNano())
 		q.mu.Unlock()
 		if q.pool.monitorIdle.Load() {
 			q.pool.kickMonitor()
+		}
+		if n > 0 {
+			if m, err := q.ring.enter(n, false); err != nil || m < n {
+				q.mu.Lock()
+				q.ring.pendingSubmit += n - m
+				q.mu.Unlock()
+			}
 		}
 
 		q.handle(e)
@@ -886,7 +897,15 @@ func (p *ringPool) watch() {
 		if quiet++; quiet*int(ringStallAfter) < int(time.Second) {
 			continue
 		}
+		// Park. A handler that starts from here on sees the flag and
+		// kicks; one that started since this tick's look is seen by
+		// the look again below (the flag is set first, so one of the
+		// two always sees the other).
 		p.monitorIdle.Store(true)
+		if p.busyOrMoved(seen) && p.monitorIdle.CompareAndSwap(true, false) {
+			quiet = 0
+			continue
+		}
 		t.Stop()
 		select {
 		case <-p.stopping:
@@ -896,6 +915,17 @@ func (p *ringPool) watch() {
 		quiet = 0
 		t.Reset(ringStallAfter)
 	}
+}
+
+// busyOrMoved reports whether a queue is in a handler, or has started one
+// since the sequence numbers in seen.
+func (p *ringPool) busyOrMoved(seen []uint64) bool {
+	for i, q := range p.queues {
+		if q.busy.Load() != 0 || q.busySeq.Load() != seen[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // help hands the polling role to a parked thread of q, or to a new one,
