@@ -684,11 +684,13 @@ func (sf *SourceFile) ReadAt(ctx context.Context, p []byte, off int64) (int, err
 		if w := sf.want; w != nil && (err == nil || errors.Is(err, io.EOF)) {
 			// A write updates the mtime before its bytes land: if the
 			// read saw any new byte, fstat now sees the new mtime.
-			var st unix.Stat_t
-			if serr := unix.Fstat(int(sf.f.Fd()), &st); serr != nil {
+			// (os.File.Stat holds the descriptor against a Close of
+			// an abandoned read's file; Fd would not.)
+			fi, serr := sf.f.Stat()
+			if serr != nil {
 				return serr
 			}
-			if st.Size != w[0] || st.Mtim.Nano() != w[1] {
+			if fi.Size() != w[0] || fi.ModTime().UnixNano() != w[1] {
 				return ErrSourceChanged
 			}
 		}
