@@ -261,6 +261,7 @@ func (fsys *FS) openStatus() []kv {
 		i64("tier_fd_reopens", rs.Reopens),
 		i64("handles_passthrough", fsys.ptHandles.Load()),
 		i64("handles_cached", fsys.cachedHandles.Load()),
+		i64("xattr_requests", fsys.xattrs.Load()),
 		i64("passthrough_backings", fsys.ptBackings.Load()),
 		i64("passthrough_registrations", fsys.ptRegistered.Load()),
 		i64("passthrough_refused", fsys.ptRefused.Load()),

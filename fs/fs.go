@@ -94,6 +94,7 @@ type FS struct {
 	// Live handles of dataset files: in passthrough mode (with the direct
 	// I/O ones beside them), and in cached mode.
 	ptHandles, cachedHandles atomic.Int64
+	xattrs                   atomic.Int64 // GETXATTR and LISTXATTR requests of dataset entries
 	seenErrs                 sync.Map
 	errs                     errorRing
 	start                    time.Time

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -115,9 +116,16 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	return []byte(n.e.Target), 0
 }
 
+// Getxattr answers the tier attribute of a file. Every other name is
+// absent: ENODATA in the user namespace, EOPNOTSUPP in the others (the
+// dataset carries no security labels and no POSIX ACLs). The kernel caches
+// no GETXATTR answer, so ls -l would send two per entry (security.selinux,
+// system.posix_acl_access); tools such as ls remember an EOPNOTSUPP per
+// file system and ask once per run instead.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	n.fsys.xattrs.Add(1)
 	if attr != xattrTier || n.e.Kind != placement.KindFile {
-		return 0, syscall.ENODATA
+		return 0, absentXattr(attr)
 	}
 	v := n.fsys.p.Catalog().TierName(n.e.Tier())
 	if len(dest) < len(v) {
@@ -126,7 +134,18 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	return uint32(copy(dest, v)), 0
 }
 
+// absentXattr is the answer for an attribute name the dataset does not
+// have: ENODATA for a user.* name, EOPNOTSUPP for the namespaces the mount
+// does not support at all (security.*, system.*, trusted.*).
+func absentXattr(name string) syscall.Errno {
+	if strings.HasPrefix(name, "user.") {
+		return syscall.ENODATA
+	}
+	return syscall.EOPNOTSUPP
+}
+
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	n.fsys.xattrs.Add(1)
 	if n.e.Kind != placement.KindFile {
 		return 0, 0
 	}
