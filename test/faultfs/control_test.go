@@ -54,3 +54,42 @@ func TestEndOfControlInputUnmounts(t *testing.T) {
 		t.Fatalf("%s still mounted after faultfs exited", f.Mnt())
 	}
 }
+
+// Counts counts each request the source serves by operation, and Delay
+// holds the requests of one operation back until it is lifted.
+func TestCountsAndDelays(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := Start(t, dir)
+	before := src.Counts()
+	for i := 0; i < 3; i++ {
+		if _, err := os.ReadFile(filepath.Join(src.Mnt(), "f")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := src.Counts()
+	if got := after["open"] - before["open"]; got != 3 {
+		t.Errorf("3 reads of a file counted %d opens (before %v, after %v)", got, before, after)
+	}
+	if after["read"] <= before["read"] {
+		t.Errorf("reads not counted: before %v, after %v", before, after)
+	}
+	const d = 300 * time.Millisecond
+	src.Delay("readdir", d)
+	start := time.Now()
+	if _, err := os.ReadDir(filepath.Join(src.Mnt(), "d")); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < d {
+		t.Errorf("a listing took %v with readdir delayed %v", took, d)
+	}
+	src.Delay("readdir", 0)
+	if c := src.Counts(); c["readdir"] <= after["readdir"] {
+		t.Errorf("readdir not counted: %v", c)
+	}
+}

@@ -59,6 +59,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -143,6 +144,49 @@ func (f *FS) Kill() { f.do("kill", f.src.kill) }
 // answers the blocked reads) and unmounted (later reads fail). Close is
 // idempotent; no other method may be called after it.
 func (f *FS) Close() { f.cleanup() }
+
+// Delay makes every request of the FUSE operation op (lowercase: "lookup",
+// "getattr", "open", "read", "opendir", "readdir", ...) wait d before it is
+// served; 0 ends the delay. faultfs only.
+func (f *FS) Delay(op string, d time.Duration) {
+	f.do("delay", func() error {
+		p, ok := f.src.(*loopSource)
+		if !ok {
+			return errors.New("delays are a faultfs feature")
+		}
+		return p.command(fmt.Sprintf("delay %s %s", op, d))
+	})
+}
+
+// Counts returns the requests the source has served since it started, by
+// operation (the names of Delay). faultfs only.
+func (f *FS) Counts() map[string]int64 {
+	m := map[string]int64{}
+	f.do("counts", func() error {
+		p, ok := f.src.(*loopSource)
+		if !ok {
+			return errors.New("counts are a faultfs feature")
+		}
+		l, err := p.ask("counts")
+		if err != nil {
+			return err
+		}
+		fields := strings.Fields(l)
+		if len(fields) == 0 || fields[0] != "counts" {
+			return fmt.Errorf("faultfs answered %q to counts", l)
+		}
+		for _, kv := range fields[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("faultfs counts %q: %w", kv, err)
+			}
+			m[k] = n
+		}
+		return nil
+	})
+	return m
+}
 
 func (f *FS) do(what string, op func() error) {
 	f.t.Helper()
@@ -410,6 +454,25 @@ func (p *loopSource) command(c string) error {
 		return nil
 	}
 	return p.expect(c)
+}
+
+// ask sends a command and returns the line it answered.
+func (p *loopSource) ask(c string) (string, error) {
+	if p.exited == nil || isClosed(p.exited) || p.hung {
+		return "", errors.New("faultfs is not running")
+	}
+	if _, err := fmt.Fprintln(p.ctl, c); err != nil {
+		return "", err
+	}
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			return "", fmt.Errorf("faultfs exited (%v) before answering %q", p.cmd.ProcessState, c)
+		}
+		return l, nil
+	case <-time.After(readyTimeout):
+		return "", fmt.Errorf("faultfs did not answer %q in %v", c, readyTimeout)
+	}
 }
 
 func (p *loopSource) down() error { return p.command("down") }

@@ -19,6 +19,14 @@
 //     /dev/fuse wait for the answer; new ones stay queued in the kernel.
 //   - SIGKILL: a dead source; users of the mount get ENOTCONN.
 //
+// Commands that only --control takes:
+//   - "delay OP DURATION": every request of operation OP (lowercase FUSE
+//     operation: lookup, getattr, open, read, opendir, readdir, ...) waits
+//     DURATION before it is served ("delay readdir 0s" ends it). Echoed
+//     once in force.
+//   - "counts": prints "counts OP=N ..." with the requests of each
+//     operation since the start, sorted by operation.
+//
 // With --control, commands come from stdin, one per line, in order (a
 // stopped process applies them in order once continued, which signals
 // cannot promise), and end of stdin means the controller has gone away:
@@ -32,6 +40,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -136,10 +145,30 @@ func run() int {
 			fmt.Println(cmd)
 		case "quit":
 			return unmount(server, mnt)
+		case "counts":
+			fmt.Println(raw.countLine())
 		default:
+			if op, d, ok := parseDelay(cmd); ok {
+				raw.delays.Store(op, d)
+				fmt.Println(cmd)
+				continue
+			}
 			fmt.Fprintf(os.Stderr, "faultfs: unknown command %q\n", cmd)
 		}
 	}
+}
+
+// parseDelay parses "delay OP DURATION".
+func parseDelay(cmd string) (op string, d time.Duration, ok bool) {
+	f := strings.Fields(cmd)
+	if len(f) != 3 || f[0] != "delay" {
+		return "", 0, false
+	}
+	d, err := time.ParseDuration(f[2])
+	if err != nil || d < 0 {
+		return "", 0, false
+	}
+	return f[1], d, true
 }
 
 // readCommands sends stdin's lines to cmds, then "quit" at end of input.
