@@ -35,6 +35,9 @@ type flight struct {
 	e    *Entry
 	attr Attr // the version being copied: the entry's when the copy started
 	size int64
+	// src is the source file the open that started the copy opened (of
+	// version attr, checked to be), or nil: the copy opens its own.
+	src *tier.SourceFile
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every progress step
@@ -171,13 +174,19 @@ func (p *Placer) startFlight(e *Entry) (f *flight, started bool) {
 		if e.Tier() >= 0 {
 			return nil, false
 		}
-		p.flights.Compute(e, func(old *flight, ok bool) (*flight, bool) { return old, ok && old == f })
+		// Remove it if it is still there (nothing is stored when
+		// run removed it meanwhile).
+		p.flights.Compute(e, func(old *flight, ok bool) (*flight, bool) { return old, !ok || old == f })
 	}
 }
 
 // run copies the file of f whole into the fastest tier with room.
 func (p *Placer) run(f *flight) {
 	err := p.copy(f)
+	if f.src != nil { // the copy ended before it took it
+		f.src.Close()
+		f.src = nil
+	}
 	f.finish(err)
 	p.flights.Delete(f.e)
 	if err == nil {
@@ -223,8 +232,11 @@ func (p *Placer) copy(f *flight) error {
 	// before the tier is asked for a temp file, so a vanished or changed
 	// file costs the tier nothing; with one, only when the remote does not
 	// hold the file: a file read from the remote costs the source nothing.
-	var sf *tier.SourceFile
-	if p.o.Remote == nil {
+	sf := f.src
+	f.src = nil
+	if sf != nil {
+		defer sf.Close()
+	} else if p.o.Remote == nil {
 		var err error
 		if sf, err = p.openVersion(e, f.attr); err != nil {
 			res.Release()
@@ -331,7 +343,9 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 }
 
 // copyVersion copies sf, opened as version a of e, to w and checks that it
-// is still that version afterwards.
+// is still that version afterwards. A file that changed since is recorded
+// (setAttr) when the check is an fstat of its own; with Expect, a read
+// fails with tier.ErrSourceChanged and the next open finds the version.
 func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
 	bp := p.bufs.Get().(*[]byte)
 	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
@@ -339,7 +353,7 @@ func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer,
 	if err == nil && n != a.Size {
 		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, a.Size)
 	}
-	if err == nil {
+	if err == nil && !sf.Expecting() {
 		after, serr := sf.Stat(p.ctx)
 		if serr != nil {
 			err = serr
@@ -348,6 +362,8 @@ func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer,
 			p.setAttr(e, b, false)
 		}
 	}
+	// With Expect set (openVersion, Open), the read that reached the end
+	// checked the version after it read: no second fstat.
 	return n, err
 }
 

@@ -138,6 +138,9 @@ type Placer struct {
 	refreshMu sync.Mutex // serialises refresh
 
 	flights *xsync.MapOf[*Entry, *flight]
+	// checks are the source opens of concurrent first opens of one
+	// file: one opens and checks, the others wait for it (validate.go).
+	checks  *xsync.MapOf[*Entry, *check]
 	readers *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
 	queue   chan *Entry
 	demand  chan struct{} // semaphore of demand copies
@@ -209,6 +212,7 @@ func New(o Options) (*Placer, error) {
 	p := &Placer{
 		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
 		flights:     xsync.NewMapOf[*Entry, *flight](),
+		checks:      xsync.NewMapOf[*Entry, *check](),
 		readers:     xsync.NewMapOf[*Reader, struct{}](),
 		failedFiles: xsync.NewMapOf[*Entry, struct{}](),
 		queue:       make(chan *Entry, o.QueueSize),

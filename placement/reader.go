@@ -64,15 +64,29 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
 	checked := e.Attr() // what the kernel checked the caller against
-	changed, err := p.validate(ctx, e)
+	changed, sf, c, err := p.validate(ctx, e)
 	if err != nil {
 		return nil, err
 	}
+	defer p.endCheck(e, c) // after attach: the opens waiting join its copy
 	if a := e.Attr(); !sameAccess(checked, a) {
+		if sf != nil {
+			sf.Close()
+		}
 		return nil, fmt.Errorf("%w: %s", ErrAccessChanged, e.Path)
 	}
 	r = &Reader{p: p, e: e, tierIdx: -1, changed: changed, attr: e.Attr()}
 	r.tierFD.Store(-1)
+	if sf != nil {
+		// The validation's open: the reader's source file, unless a copy
+		// it starts takes it (attach).
+		if a := attrFromInfo(sf.Info()); a.Size == r.attr.Size && a.Mtime == r.attr.Mtime && sameAccess(a, r.attr) {
+			sf.Expect(r.attr.Size, r.attr.Mtime)
+			r.src = sf
+		} else {
+			sf.Close() // an update since: readSource opens the version r has
+		}
+	}
 	// From here on the reader holds resources: shutdown closes it if the
 	// kernel never releases it.
 	p.readers.Store(r, struct{}{})
@@ -86,6 +100,12 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 		return r, nil
 	}
 	p.attach(ctx, r)
+	if i := e.Tier(); r.fl == nil && i >= 0 {
+		// Installed since the check above (attach saw it).
+		if c := p.openResident(e, i, r.attr); c != nil {
+			r.res, r.tierIdx = c, i
+		}
+	}
 	return r, nil
 }
 
@@ -119,12 +139,27 @@ func (p *Placer) attach(ctx context.Context, r *Reader) {
 		<-p.demand
 		return
 	}
+	if started && (f.attr != r.attr || e.Tier() >= 0) {
+		// Not to be run: the entry changed since the reader's open, or
+		// the copy before this one installed the file after the open
+		// looked (it records the residency before it leaves the map).
+		p.flights.Compute(e, func(old *flight, ok bool) (*flight, bool) { return old, !ok || old == f })
+		f.finish(errResident)
+		f.release()
+		<-p.demand
+		return
+	}
 	if f.attr != r.attr {
 		f.release()
 		<-p.demand
 		return
 	}
 	if started {
+		// The copy reads through the descriptor the validation opened,
+		// the reader through the copy.
+		r.mu.Lock()
+		f.src, r.src = r.src, nil
+		r.mu.Unlock()
 		f.acquire() // the copier's reference
 		p.queued.Add(1)
 		go func() {

@@ -22,9 +22,16 @@ import (
 //   - ValidateNever trusts resident copies for the life of the mount.
 //
 // In every mode an open that will read the source (the file is not
-// resident and not in the shared buffer) stats it first: it is about to
+// resident and not in the shared buffer) checks it first: it is about to
 // take the bytes from the source, and they must agree with the size the
-// kernel is given. A refresh (scrub.go) revalidates on demand.
+// kernel is given. That check is the open itself: the source file is
+// opened and its descriptor's fstat is the validation (no lstat by path),
+// and the open descriptor is handed on to the read (the copy it starts,
+// or the reader itself), so a file read for the first time costs the
+// source one open, one fstat and its reads. With a remote (a cluster) the
+// check stays an lstat: the bytes may come from another node, and an open
+// of the source would be the traffic the remote spares. A refresh
+// (scrub.go) revalidates on demand.
 //
 // What the stat says:
 //   - the same size and mtime: the copy is good (other attributes, such as
@@ -127,21 +134,41 @@ type statResult struct {
 	err error
 }
 
+// check is one open's check of a file that is not resident, which
+// concurrent opens of the file wait for instead of opening the source too
+// (validate). done is closed once the checking open has attached to the
+// file's copy (Open), so that the waiting ones join it.
+type check struct {
+	done    chan struct{}
+	ok      bool
+	changed bool
+}
+
 // validate checks e against the source for an open. changed reports that
-// the file's content changed (its copy was dropped).
-func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err error) {
+// the file's content changed (its copy was dropped). sf, when not nil, is
+// the source file the check opened (see the file comment): the caller
+// owns it. c, when not nil, is the check this open leads: the caller ends
+// it (endCheck) once it has attached to the copy.
+func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
 	if !p.needsValidation(e) {
-		return false, nil
+		return false, nil, nil, nil
 	}
 	if e.Tier() < 0 {
+		if p.o.Remote == nil && !p.Buffered(e) && !(p.buf != nil && e.nospace.Load()) {
+			return p.openChecked(ctx, e)
+		}
 		fi, err := p.src.Stat(ctx, e.Path)
-		return p.applyStat(e, fi, err, true)
+		changed, err := p.applyStat(e, fi, err, true)
+		return changed, nil, nil, err
 	}
 	// Resident: never wait long on the source, nor ask one that just
-	// failed.
+	// failed. (Installed since needsValidation looked: ask it again.)
+	if !p.needsValidation(e) {
+		return false, nil, nil, nil
+	}
 	if p.src.Failing() {
 		p.staleServed.Add(1)
-		return false, nil
+		return false, nil, nil, nil
 	}
 	res := make(chan statResult, 1)
 	go func() {
@@ -154,9 +181,9 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 	case r := <-res:
 		changed, err := p.applyStat(e, r.fi, r.err, true)
 		if err != nil && !errors.Is(err, ErrVanished) {
-			return false, nil // stale-if-error: applyStat counted it
+			return false, nil, nil, nil // stale-if-error: applyStat counted it
 		}
-		return changed, err
+		return changed, nil, nil, err
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -171,7 +198,71 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, err erro
 				zap.String("path", e.Path), zap.Bool("removed", errors.Is(err, ErrVanished)))
 		}
 	}()
-	return false, nil
+	return false, nil, nil, nil
+}
+
+// openChecked opens e on the source for an open that will read it, and
+// applies the open descriptor's fstat as the validation. An open that
+// finds the file's copy under way, of the version a check of this mount
+// found, joins it unchecked (unless validate = "open"): the copy's reads
+// check the version they read. Concurrent first opens of a file share one
+// check: one opens, the others wait for it and join the copy it starts.
+func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
+	// joinable: a check of this mount found the version the copy under
+	// way copies, or the copy is installed already.
+	joinable := func() bool {
+		if p.o.Validate == ValidateOpen || !e.validated.Load() {
+			return false
+		}
+		f, ok := p.flights.Load(e)
+		return e.Tier() >= 0 || ok && f.attr == e.Attr()
+	}
+	if joinable() {
+		return false, nil, nil, nil
+	}
+	c = &check{done: make(chan struct{})}
+	prev, loaded := p.checks.LoadOrStore(e, c)
+	if !loaded && joinable() {
+		// The check before ours ended between the two looks.
+		c.ok = true
+		p.endCheck(e, c)
+		return false, nil, nil, nil
+	}
+	if loaded {
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return false, nil, nil, ctx.Err()
+		}
+		if prev.ok && (p.o.Validate != ValidateOpen || joinable()) {
+			return prev.changed, nil, nil, nil
+		}
+		c = nil // the check failed (or the leader gave up): check alone
+	}
+	sf, err = p.src.Open(ctx, e.Path)
+	if err != nil {
+		changed, err = p.applyStat(e, nil, err, true)
+	} else if changed, err = p.applyStat(e, sf.Info(), nil, true); err != nil {
+		sf.Close()
+		sf = nil
+	}
+	if c != nil {
+		c.ok, c.changed = err == nil, changed
+		if err != nil {
+			p.endCheck(e, c)
+			c = nil
+		}
+	}
+	return changed, sf, c, err
+}
+
+// endCheck ends a check: the opens waiting for it go on.
+func (p *Placer) endCheck(e *Entry, c *check) {
+	if c == nil {
+		return
+	}
+	p.checks.Compute(e, func(old *check, loaded bool) (*check, bool) { return old, !loaded || old == c })
+	close(c.done)
 }
 
 // applyStat acts on a stat of e's source file. It returns ErrVanished for a
@@ -188,7 +279,7 @@ func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (chan
 		// swapped in for it or for a directory above it is never
 		// followed (tier/beneath.go); a refresh of the nearest directory
 		// that still resolves records what replaced it.
-		if err == nil || errors.Is(err, tier.ErrSymlinkInPath) {
+		if err == nil || errors.Is(err, tier.ErrSymlinkInPath) || errors.Is(err, tier.ErrNotRegular) {
 			// Something else is there: that is no outage, the mass-
 			// deletion guard has nothing to hold back.
 			p.removeEntry(e)

@@ -70,8 +70,9 @@ func TestValidateOpenStatsEveryOpen(t *testing.T) {
 }
 
 // ValidateNever trusts resident copies; a file read from the source is
-// checked at its open (its bytes come from the source).
-func TestValidateNeverStatsOnlyFilesReadFromTheSource(t *testing.T) {
+// checked at its open (its bytes come from the source), by the open of the
+// source itself: no lstat.
+func TestValidateNeverChecksOnlyFilesReadFromTheSource(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<20+100), Options{Validate: ValidateNever})
 	e.p.WarmupAll()
@@ -87,10 +88,14 @@ func TestValidateNeverStatsOnlyFilesReadFromTheSource(t *testing.T) {
 	if resident == 0 || other == 0 {
 		t.Fatalf("want some files resident and some not: %d, %d", resident, other)
 	}
-	before := e.source.Stats().Stats
+	before := e.source.Stats()
 	e.readEveryFileOnce()
-	if got := e.source.Stats().Stats - before; got != other {
-		t.Fatalf("%d source stats, want one per non-resident file (%d)", got, other)
+	after := e.source.Stats()
+	if got := after.Stats - before.Stats; got != 0 {
+		t.Errorf("%d source stats, want none (an open's check is the source open)", got)
+	}
+	if got := after.Opens - before.Opens; got != other {
+		t.Errorf("%d source opens, want one per non-resident file (%d)", got, other)
 	}
 }
 
@@ -232,5 +237,35 @@ func TestReadFileReturnsTheWholeFileFromTierOrSource(t *testing.T) {
 			}
 		}
 		e.waitResident()
+	}
+}
+
+// A first epoch costs the source one open per file and no lstat: the open
+// of a file that is not resident is its check, its descriptor feeds the
+// copy, and readers of a file whose copy is under way join it. Every file
+// is read by several readers at once, the way a DataLoader's workers and
+// a second job meet on a file.
+func TestFirstEpochOpensEachFileOnceAndStatsNone(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	e.readAllFiles() // every file by len(patterns) readers at once
+	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	st := e.source.Stats()
+	if st.Stats != 0 {
+		t.Errorf("%d source stats in the first epoch, want 0", st.Stats)
+	}
+	if st.Opens != int64(len(d)) {
+		t.Errorf("%d source opens for %d files, want one per file", st.Opens, len(d))
+	}
+	if st.Bytes != d.bytes() {
+		t.Errorf("%d bytes read from the source, want each file once (%d)", st.Bytes, d.bytes())
+	}
+	for _, p := range d.paths() {
+		if e.entry(p).Tier() < 0 {
+			t.Errorf("%s not resident after the first epoch", p)
+		}
+	}
+	if e.p.checks.Size() != 0 {
+		t.Errorf("%d checks left behind", e.p.checks.Size())
 	}
 }

@@ -67,10 +67,10 @@ func readPass(t *testing.T, src, mnt string, paths []string, seed uint64) {
 	}
 }
 
-// With the default configuration (validate = "once") the first epoch stats
-// each file on the source once, and later epochs send it no metadata
-// request at all.
-func TestDefaultConfigStatsEachFileOnceThenNeverAgain(t *testing.T) {
+// With the default configuration (validate = "once") the first epoch opens
+// each file on the source once, and that open is its check (no lstat);
+// later epochs send the source nothing at all.
+func TestDefaultConfigOpensEachFileOnceThenNeverAgain(t *testing.T) {
 	src, paths := makeSamples(t, 200, 20<<10)
 	e := newEnv(t, src, 1<<30)
 	e.mount() // e.opts.validate is the zero value: the default
@@ -79,8 +79,11 @@ func TestDefaultConfigStatsEachFileOnceThenNeverAgain(t *testing.T) {
 	}
 	readPass(t, src, e.mnt, paths, 1)
 	e.settle()
-	if got := e.num("source_stats"); got != int64(len(paths)) {
-		t.Errorf("first pass: %d source stats for %d files, want one per file", got, len(paths))
+	if got := e.num("source_stats"); got != 0 {
+		t.Errorf("first pass: %d source stats for %d files, want none", got, len(paths))
+	}
+	if got := e.num("source_opens"); got != int64(len(paths)) {
+		t.Errorf("first pass: %d source opens for %d files, want one per file", got, len(paths))
 	}
 	if r, n := e.num("files_resident"), e.num("files_total"); r != n {
 		t.Fatalf("after the first pass %d of %d files resident", r, n)

@@ -1,0 +1,49 @@
+package mount
+
+import (
+	"testing"
+
+	"github.com/epochfs/epochfs/test/faultfs"
+)
+
+// The first epoch costs the source one open per file: the open of a file
+// that is not resident is its check (an fstat of the descriptor, no lstat
+// by path), the copy reads through that descriptor, and the readers follow
+// the copy. Counted by epochfs (source_opens, source_stats) and by the
+// source itself (faultfs serves every request: no kernel caching there).
+func TestFirstEpochOpensEachFileOnceAtTheSource(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeSamples(t, 100, 16<<10)
+	f := faultfs.Start(t, dir)
+	e := newEnv(t, f.Mnt(), 1<<30)
+	e.mount()
+	t.Cleanup(f.Close)
+	e.src = dir
+	before := f.Counts()
+	readPass(t, dir, e.mnt, paths, 1)
+	e.settle()
+	after := f.Counts()
+	n := int64(len(paths))
+	if got := e.num("source_opens"); got != n {
+		t.Errorf("%d source opens for %d files, want one per file", got, n)
+	}
+	if got := e.num("source_stats"); got != 0 {
+		t.Errorf("%d source stats (lstat by path) in the first epoch, want none", got)
+	}
+	if got := after["open"] - before["open"]; got != n {
+		t.Errorf("the source served %d opens for %d files, want one per file", got, n)
+	}
+	if r, all := e.num("files_resident"), e.num("files_total"); r != all {
+		t.Fatalf("%d of %d files resident after the first epoch", r, all)
+	}
+	t.Logf("per file at the source: %v → %v", before, after)
+	// Later epochs: nothing at all.
+	before = f.Counts()
+	readPass(t, dir, e.mnt, paths, 2)
+	after = f.Counts()
+	for op, c := range after {
+		if c != before[op] {
+			t.Errorf("second epoch: %d %s requests at the source, want 0", c-before[op], op)
+		}
+	}
+}
