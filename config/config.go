@@ -50,6 +50,10 @@ type Placement struct {
 	Workers         int    `toml:"workers"`
 	SourceBandwidth Rate   `toml:"source_bandwidth"`
 	Validate        string `toml:"validate"` // "once", "open" or "never"
+	// ValidateTTL is how long a check of a file against the source is
+	// trusted by later mounts under validate = "once" (a Go duration;
+	// "0s": not at all).
+	ValidateTTL string `toml:"validate_ttl"`
 	// SourceTimeout bounds every source operation (a Go duration).
 	SourceTimeout string `toml:"source_timeout"`
 	// RefreshRate bounds the source metadata operations per second of
@@ -93,6 +97,12 @@ func parseMaxDrop(s string) (float64, bool) {
 	return v / 100, true
 }
 
+// ValidateTTLDuration is ValidateTTL parsed (Validate first).
+func (p *Placement) ValidateTTLDuration() time.Duration {
+	d, _ := time.ParseDuration(p.ValidateTTL)
+	return d
+}
+
 // SourceTimeoutDuration is SourceTimeout parsed (Validate first).
 func (p *Placement) SourceTimeoutDuration() time.Duration {
 	d, _ := time.ParseDuration(p.SourceTimeout)
@@ -112,6 +122,7 @@ func Default() Config {
 			Workers:          6,
 			SourceBandwidth:  NewRate("0"),
 			Validate:         "once",
+			ValidateTTL:      "24h",
 			SourceTimeout:    "30s",
 			RefreshRate:      1000,
 			MaxDrop:          "10%",
@@ -256,6 +267,11 @@ func (c *Config) Validate() error {
 	case "once", "open", "never":
 	default:
 		return fmt.Errorf("placement.validate = %q: want \"once\", \"open\" or \"never\"", p.Validate)
+	}
+	if d, err := time.ParseDuration(p.ValidateTTL); err != nil {
+		return fmt.Errorf("placement.validate_ttl = %q: want a duration such as \"24h\" or \"0s\"", p.ValidateTTL)
+	} else if d < 0 || d > 8760*time.Hour {
+		return fmt.Errorf("placement.validate_ttl = %q: want 0s to 8760h (a year)", p.ValidateTTL)
 	}
 	if d, err := time.ParseDuration(p.SourceTimeout); err != nil {
 		return fmt.Errorf("placement.source_timeout = %q: want a duration such as \"30s\" or \"2m\"", p.SourceTimeout)

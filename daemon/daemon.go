@@ -75,7 +75,9 @@ type Options struct {
 	SourceBandwidth float64
 	SourceTimeout   time.Duration
 	RefreshRate     float64
-	MaxDrop         float64 // placement.Options.MaxDrop
+	// ValidateTTL: placement.Options.ValidateTTL.
+	ValidateTTL time.Duration
+	MaxDrop     float64 // placement.Options.MaxDrop
 	// MaxWarmupPerUser is placement.Options.MaxWarmupPerUser.
 	MaxWarmupPerUser int64
 	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
@@ -221,7 +223,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
-		Validate: o.Validate, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, MaxWarmupPerUser: o.MaxWarmupPerUser, Logger: o.Logger,
+		Validate: o.Validate, ValidateTTL: o.ValidateTTL, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, MaxWarmupPerUser: o.MaxWarmupPerUser, Logger: o.Logger,
 		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
 	}
 	if m.cl != nil {

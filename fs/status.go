@@ -76,6 +76,8 @@ func (fsys *FS) status() []kv {
 		i64("files_removed", ps.Removed),
 		i64("files_drop_held", fsys.p.DropsHeld()),
 		{"validate", p.ValidateMode().String(), false},
+		{"validate_ttl", p.ValidateTTL().String(), false},
+		i64("revalidate_pending", p.Rechecks()),
 		i64("placements_queued", ps.Queued),
 		i64("placements_done", ps.Done),
 		i64("placements_failed", ps.Failed),

@@ -44,8 +44,12 @@ type Entry struct {
 	attr      atomic.Pointer[Attr]
 	tier      atomic.Int32 // index of the tier holding a copy, or -1
 	nospace   atomic.Bool  // did not fit any tier this mount
-	validated atomic.Bool  // source attributes checked this mount
-	gone      atomic.Bool  // removed from the dataset (source file gone)
+	validated atomic.Bool  // source attributes checked this mount, or within the TTL (validate.go)
+	recheck   atomic.Bool  // resident, its last check older than the TTL: revalidated in the background
+	// checked is when the source was last found to agree with attr (unix
+	// seconds; 0: unknown), persisted in the record.
+	checked atomic.Int64
+	gone    atomic.Bool // removed from the dataset (source file gone)
 
 	res     atomic.Pointer[Resident] // the copy's kept descriptor (resident.go)
 	copyGen atomic.Uint64            // bumped at every drop of a copy (resident.go)

@@ -98,6 +98,7 @@ func (c *Catalog) newEntry(p string, rec record) *Entry {
 	e := &Entry{Path: p, Kind: rec.Kind, Target: rec.Target}
 	e.attr.Store(&Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID})
 	e.tier.Store(-1)
+	e.checked.Store(rec.Checked)
 	if rec.Tier != "" {
 		for i, t := range c.tiers {
 			if t == rec.Tier {

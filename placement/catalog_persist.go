@@ -69,7 +69,8 @@ func fileKey(p string) []byte {
 
 func (c *Catalog) recordOf(e *Entry) *record {
 	a := e.Attr()
-	r := &record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target}
+	r := &record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target,
+		Checked: e.checked.Load()}
 	if t := e.Tier(); t >= 0 && t < len(c.tiers) {
 		r.Tier = c.tiers[t]
 	}

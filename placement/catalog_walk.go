@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
@@ -141,6 +142,7 @@ func entryFromInfo(p string, info fs.FileInfo) *Entry {
 	}
 	e.attr.Store(a)
 	e.tier.Store(-1)
+	e.checked.Store(time.Now().Unix()) // what was just read is the check
 	return e
 }
 

@@ -298,6 +298,8 @@ func (p *Placer) copy(f *flight) error {
 		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
 	}
 	e.tier.Store(int32(idx))
+	// The copy read the version it checked at its open: a check.
+	e.checked.Store(time.Now().Unix())
 	p.refreshMu.Unlock()
 	if err := p.cat.persist(e); err != nil {
 		// Served from the tier this mount; copied again after a remount.

@@ -61,8 +61,12 @@ type Options struct {
 	// Past it the copy is served and the stat's answer, when it comes, is
 	// applied for the next open.
 	ValidateWait time.Duration
+	// ValidateTTL is how long a check of a file against the source is
+	// trusted across remounts under ValidateOnce (validate.go: trustChecks);
+	// 0 trusts no earlier mount's checks.
+	ValidateTTL time.Duration
 	// RefreshRate bounds the source metadata operations per second of a
-	// refresh or a verify (default 1000).
+	// refresh, a verify or a revalidation (default 1000).
 	RefreshRate float64
 	// MaxWarmupPerUser bounds the bytes of one user's (not root's) warmup
 	// requests not yet resident (warmup_quota.go; 0: no bound).
@@ -140,11 +144,14 @@ type Placer struct {
 	flights *xsync.MapOf[*Entry, *flight]
 	// checks are the source opens of concurrent first opens of one
 	// file: one opens and checks, the others wait for it (validate.go).
-	checks  *xsync.MapOf[*Entry, *check]
-	readers *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
-	queue   chan *Entry
-	demand  chan struct{} // semaphore of demand copies
-	bufs    sync.Pool
+	checks *xsync.MapOf[*Entry, *check]
+	// rechecks counts the resident files whose check is older than the
+	// TTL and that the background revalidation has not reached yet.
+	rechecks atomic.Int64
+	readers  *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
+	queue    chan *Entry
+	demand   chan struct{} // semaphore of demand copies
+	bufs     sync.Pool
 
 	// queued counts copies waiting, running, or held and fed by warmup
 	// but not yet in the queue: a file moves between those states without
@@ -232,6 +239,7 @@ func New(o Options) (*Placer, error) {
 		}
 	}
 	lost := p.checkCopies()
+	p.trustChecks()
 	for i := 0; i < o.Workers; i++ {
 		p.wg.Add(1)
 		go p.worker()

@@ -19,7 +19,12 @@ const (
 // ErrBadRecord means a persisted catalog record could not be decoded.
 var ErrBadRecord = errors.New("placement: bad catalog record")
 
-const recordVersion = 1
+// Record versions: 2 adds Checked at the end. A record whose Checked is 0
+// is written as version 1, so that every record has one encoding.
+const (
+	recordVersion        = 1
+	recordVersionChecked = 2
+)
 
 // maxTarget bounds a symlink target and a tier name in a record.
 const (
@@ -38,13 +43,21 @@ type record struct {
 	Mtime  int64 // nanoseconds since the epoch
 	Tier   string
 	Target string // symlink target
+	// Checked is when the source was last found to agree with the
+	// record (unix seconds; 0: unknown): a walk, a validation, a copy.
+	Checked int64
 }
 
 // encode appends the record's binary form to b:
 // version, kind, uvarint mode, uid, gid, varint size, mtime,
-// uvarint len + tier name, uvarint len + target.
+// uvarint len + tier name, uvarint len + target, and in version 2 varint
+// checked.
 func (r *record) encode(b []byte) []byte {
-	b = append(b, recordVersion, byte(r.Kind))
+	v := byte(recordVersion)
+	if r.Checked != 0 {
+		v = recordVersionChecked
+	}
+	b = append(b, v, byte(r.Kind))
 	b = binary.AppendUvarint(b, uint64(r.Mode))
 	b = binary.AppendUvarint(b, uint64(r.UID))
 	b = binary.AppendUvarint(b, uint64(r.GID))
@@ -54,6 +67,9 @@ func (r *record) encode(b []byte) []byte {
 	b = append(b, r.Tier...)
 	b = binary.AppendUvarint(b, uint64(len(r.Target)))
 	b = append(b, r.Target...)
+	if v == recordVersionChecked {
+		b = binary.AppendVarint(b, r.Checked)
+	}
 	return b
 }
 
@@ -63,7 +79,8 @@ func decodeRecord(b []byte) (record, error) {
 	if len(b) < 2 {
 		return r, fmt.Errorf("%w: %d bytes", ErrBadRecord, len(b))
 	}
-	if b[0] != recordVersion {
+	version := b[0]
+	if version != recordVersion && version != recordVersionChecked {
 		return r, fmt.Errorf("%w: version %d", ErrBadRecord, b[0])
 	}
 	r.Kind = Kind(b[1])
@@ -122,6 +139,14 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	if r.Target, err = str("target", maxTarget); err != nil {
 		return r, err
+	}
+	if version == recordVersionChecked {
+		if r.Checked, err = i64("checked"); err != nil {
+			return r, err
+		}
+		if r.Checked == 0 {
+			return r, fmt.Errorf("%w: version 2 without a check time", ErrBadRecord)
+		}
 	}
 	if len(b) != 0 {
 		return r, fmt.Errorf("%w: %d trailing bytes", ErrBadRecord, len(b))

@@ -18,6 +18,8 @@ func sampleRecords() []record {
 			Size: math.MaxInt64, Mtime: math.MinInt64, Tier: strings.Repeat("t", maxTierName),
 			Target: strings.Repeat("x", maxTarget)},
 		{Kind: KindFile, Size: 1, Mtime: math.MaxInt64, Tier: "nvme"},
+		{Kind: KindFile, Size: 9, Mtime: 5, Tier: "nvme", Checked: 1_790_000_000},
+		{Kind: KindDir, Mode: 0o40755, Checked: math.MinInt64},
 	}
 }
 
@@ -45,7 +47,9 @@ func TestDecodeRecordRejectsMalformed(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":          nil,
 		"one byte":       {recordVersion},
-		"version":        append([]byte{2}, good[1:]...),
+		"version":        append([]byte{3}, good[1:]...),
+		"v2 no checked":  append([]byte{recordVersionChecked}, good[1:]...),
+		"v2 checked 0":   append(append([]byte{recordVersionChecked}, good[1:]...), 0),
 		"kind 0":         {recordVersion, 0, 0, 0, 0, 0, 0, 0, 0},
 		"kind 4":         {recordVersion, 4, 0, 0, 0, 0, 0, 0, 0},
 		"truncated":      good[:len(good)-1],

@@ -44,6 +44,9 @@ const (
 	ScrubRefresh ScrubKind = iota + 1
 	ScrubVerify
 	ScrubVerifyContent
+	// ScrubRevalidate checks the resident files a remount found checked
+	// longer ago than the TTL (validate.go: trustChecks).
+	ScrubRevalidate
 )
 
 func (k ScrubKind) String() string {
@@ -54,6 +57,8 @@ func (k ScrubKind) String() string {
 		return "verify"
 	case ScrubVerifyContent:
 		return "verify-content"
+	case ScrubRevalidate:
+		return "revalidate"
 	}
 	return "none"
 }
@@ -228,6 +233,20 @@ func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
 		paths = []string{""}
 	}
 	pool := newPool(p.ctx, scrubWorkers)
+	if req.Kind == ScrubRevalidate {
+		p.cat.Root().Files(func(f *Entry) bool {
+			if !f.recheck.Load() {
+				return true
+			}
+			return pool.do(func() {
+				if f.recheck.Load() { // an open's check may have come first
+					p.refreshLeaf(f, run)
+				}
+			})
+		})
+		pool.wait()
+		return
+	}
 	for _, rel := range paths {
 		if req.Kind == ScrubRefresh {
 			p.refreshPath(pool, rel, run)
@@ -312,7 +331,7 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 	switch e.Kind {
 	case KindFile:
 		run.checked.Add(1)
-		e.validated.Store(true)
+		p.checkedNow(e)
 		if p.setAttr(e, attrFromInfo(fi), false) {
 			run.changed.Add(1)
 			p.enqueueIfWarm(e)
@@ -474,7 +493,7 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 		p.removeEntry(e) // replaced by something else: not guarded
 		return
 	}
-	e.validated.Store(true)
+	p.checkedNow(e)
 	if p.setAttr(e, attrFromInfo(fi), false) {
 		run.changed.Add(1)
 		p.Enqueue(e)

@@ -17,7 +17,14 @@ import (
 //
 //   - ValidateOnce (the default) stats the source at a file's first open
 //     after the mount, never again while mounted: a training epoch after
-//     the first sends no metadata request to the source.
+//     the first sends no metadata request to the source. A check found in
+//     the catalog younger than Options.ValidateTTL counts as this mount's
+//     (the walk, an open, a copy, a refresh: each records when it found
+//     the source agreeing, Entry.checked), so the next job's remount sends
+//     the source nothing for those files. A resident file whose last check
+//     is older is served as it is and revalidated in the background, within
+//     RefreshRate (ScrubRevalidate); a file that is not resident is checked
+//     by its first open, as always.
 //   - ValidateOpen stats it at every open.
 //   - ValidateNever trusts resident copies for the life of the mount.
 //
@@ -124,9 +131,20 @@ func (p *Placer) needsValidation(e *Entry) bool {
 	case ValidateOpen:
 		return true
 	case ValidateOnce:
-		return !e.validated.Load()
+		return !e.validated.Load() && !p.fresh(e)
 	}
 	return false
+}
+
+// fresh reports that e's last recorded check is younger than the TTL. A
+// check recorded in the future (a clock set back) is not trusted.
+func (p *Placer) fresh(e *Entry) bool {
+	ttl := int64(p.o.ValidateTTL / time.Second)
+	if ttl <= 0 {
+		return false
+	}
+	c, now := e.checked.Load(), time.Now().Unix()
+	return c > 0 && c <= now+60 && now-c < ttl
 }
 
 type statResult struct {
@@ -211,7 +229,7 @@ func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *t
 	// joinable: a check of this mount found the version the copy under
 	// way copies, or the copy is installed already.
 	joinable := func() bool {
-		if p.o.Validate == ValidateOpen || !e.validated.Load() {
+		if p.o.Validate == ValidateOpen || !e.validated.Load() && !p.fresh(e) {
 			return false
 		}
 		f, ok := p.flights.Load(e)
@@ -272,7 +290,7 @@ func (p *Placer) endCheck(e *Entry, c *check) {
 func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (changed bool, _ error) {
 	switch {
 	case err == nil && fi.Mode().IsRegular():
-		e.validated.Store(true)
+		p.checkedNow(e)
 		return p.setAttr(e, attrFromInfo(fi), sync), nil
 	case err == nil, errors.Is(err, fs.ErrNotExist):
 		// Gone, or no longer a regular file at that path: a symlink
@@ -295,6 +313,63 @@ func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (chan
 	}
 	return false, fmt.Errorf("placement: check %s: %w", e.Path, err)
 }
+
+// checkedNow records that the source was just found to agree with e (its
+// attributes follow: setAttr). The time is persisted when the recorded one
+// is older than a fraction of the TTL: a check of every open (validate =
+// "open") does not write the catalog at every open.
+func (p *Placer) checkedNow(e *Entry) {
+	e.validated.Store(true)
+	if e.recheck.Swap(false) {
+		p.rechecks.Add(-1)
+	}
+	now := time.Now().Unix()
+	old := e.checked.Swap(now)
+	every := max(int64(p.o.ValidateTTL/time.Second)/8, 1)
+	if p.o.ValidateTTL <= 0 {
+		every = 3600
+	}
+	if now-old >= every {
+		if err := p.cat.persist(e); err != nil {
+			p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+		}
+	}
+}
+
+// trustChecks applies the TTL at mount (ValidateOnce): a resident file
+// whose recorded check is older than the TTL (or unknown) is served as it
+// is and queued for the background revalidation. (A younger check counts
+// as this mount's: needsValidation.)
+func (p *Placer) trustChecks() {
+	if p.o.Validate != ValidateOnce || p.o.ValidateTTL <= 0 {
+		return
+	}
+	var stale int64
+	p.cat.Root().Files(func(e *Entry) bool {
+		if e.Tier() >= 0 && !p.fresh(e) {
+			e.validated.Store(true) // served meanwhile
+			e.recheck.Store(true)
+			stale++
+		}
+		return true
+	})
+	if stale == 0 {
+		return
+	}
+	p.rechecks.Store(stale)
+	p.log.Info("resident files checked longer ago than validate_ttl: revalidating them in the background",
+		zap.Int64("files", stale), zap.Duration("validate_ttl", p.o.ValidateTTL))
+	if err := p.Scrub(ScrubRequest{Kind: ScrubRevalidate}); err != nil {
+		p.log.Warn("cannot queue the revalidation", zap.Error(err))
+	}
+}
+
+// ValidateTTL is Options.ValidateTTL.
+func (p *Placer) ValidateTTL() time.Duration { return p.o.ValidateTTL }
+
+// Rechecks is how many resident files wait for the background
+// revalidation.
+func (p *Placer) Rechecks() int64 { return p.rechecks.Load() }
 
 // rewalkAround queues a refresh of the nearest directory above rel that
 // still resolves on the source without a symlink, so that the catalog
@@ -378,6 +453,9 @@ func (p *Placer) removeEntry(e *Entry) {
 	p.refreshMu.Lock()
 	files, ok := p.cat.removeEntry(e)
 	for _, f := range files {
+		if f.recheck.Swap(false) {
+			p.rechecks.Add(-1)
+		}
 		if i := f.Tier(); i >= 0 {
 			f.tier.Store(-1)
 			p.forgetResident(f)

@@ -269,3 +269,88 @@ func TestFirstEpochOpensEachFileOnceAndStatsNone(t *testing.T) {
 		t.Errorf("%d checks left behind", e.p.checks.Size())
 	}
 }
+
+// The checks of one mount survive a remount within validate_ttl: the next
+// mount's first epoch over the resident files sends the source nothing.
+// Without a TTL every remount checks each file again at its first open.
+func TestValidateTTLTrustsTheChecksOfAnEarlierMount(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ttl   time.Duration
+		stats bool // the first epoch after the remount stats each file
+	}{
+		{"ttl 24h", 24 * time.Hour, false},
+		{"ttl 0", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{ValidateTTL: tc.ttl})
+			e.readEveryFileOnce()
+			e.waitResident()
+			e.close()
+			e.open(false)
+			if e.p.Rechecks() != 0 {
+				t.Fatalf("%d files queued for revalidation right after they were checked", e.p.Rechecks())
+			}
+			before := e.source.Stats()
+			e.readEveryFileOnce()
+			after := e.source.Stats()
+			want := int64(0)
+			if tc.stats {
+				want = int64(len(e.data))
+			}
+			if got := after.Stats - before.Stats; got != want {
+				t.Errorf("first epoch after the remount: %d source stats, want %d", got, want)
+			}
+			if got := after.Opens - before.Opens; got != 0 {
+				t.Errorf("first epoch after the remount: %d source opens, want 0", got)
+			}
+		})
+	}
+}
+
+// Resident files checked longer ago than the TTL are served at once (no
+// stat in the open) and revalidated in the background; a file changed on
+// the source meanwhile is found by that revalidation, and the checks it
+// makes are recorded for the next mount.
+func TestValidateTTLRevalidatesOlderChecksInTheBackground(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{ValidateTTL: time.Second})
+	e.readEveryFileOnce()
+	e.waitResident()
+	e.close()
+	time.Sleep(2100 * time.Millisecond) // every check is older than the TTL
+	changed := "train/a/page"
+	if err := os.WriteFile(filepath.Join(e.src, changed), []byte("new content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.open(false)
+	if n := e.p.Rechecks(); n == 0 {
+		t.Fatal("no file queued for revalidation after the TTL")
+	}
+	waitFor(t, "the background revalidation", func() bool { return e.p.Rechecks() == 0 && !e.p.ScrubStatus().Running })
+	if got := e.source.Stats().Stats; got != int64(len(d)) {
+		t.Errorf("the revalidation sent %d stats, want one per resident file (%d)", got, len(d))
+	}
+	if st := e.p.ScrubStatus(); st.Kind != ScrubRevalidate || st.Checked != int64(len(d)) || st.Changed != 1 {
+		t.Errorf("revalidation status %+v, want %d checked and 1 changed", st, len(d))
+	}
+	if en := e.entry(changed); en.Attr().Size != int64(len("new content")) || en.Tier() >= 0 {
+		t.Errorf("the changed file: size %d tier %d, want the new size and its copy dropped", en.Attr().Size, en.Tier())
+	}
+	// Reads now send nothing for the checked files, and the changed
+	// file reads its new bytes.
+	d[changed] = []byte("new content")
+	before := e.source.Stats().Stats
+	e.readEveryFileOnce()
+	if got := e.source.Stats().Stats - before; got != 0 {
+		t.Errorf("%d stats after the revalidation, want 0", got)
+	}
+	// The next mount trusts those checks.
+	e.waitResident()
+	e.close()
+	e.popts.ValidateTTL = time.Hour
+	e.open(false)
+	if n := e.p.Rechecks(); n != 0 {
+		t.Errorf("%d files to revalidate after a remount, want 0 (the checks were recorded)", n)
+	}
+}

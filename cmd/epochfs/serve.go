@@ -349,6 +349,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 			}
 		},
 		Workers: cfg.Placement.Workers, Validate: validate,
+		ValidateTTL:      cfg.Placement.ValidateTTLDuration(),
 		SourceBandwidth:  cfg.Placement.SourceBandwidth.BytesPerSec,
 		SourceTimeout:    cfg.Placement.SourceTimeoutDuration(),
 		RefreshRate:      cfg.Placement.RefreshRate,

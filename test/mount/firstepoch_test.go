@@ -2,6 +2,7 @@ package mount
 
 import (
 	"testing"
+	"time"
 
 	"github.com/epochfs/epochfs/test/faultfs"
 )
@@ -18,7 +19,6 @@ func TestFirstEpochOpensEachFileOnceAtTheSource(t *testing.T) {
 	e := newEnv(t, f.Mnt(), 1<<30)
 	e.mount()
 	t.Cleanup(f.Close)
-	e.src = dir
 	before := f.Counts()
 	readPass(t, dir, e.mnt, paths, 1)
 	e.settle()
@@ -45,5 +45,45 @@ func TestFirstEpochOpensEachFileOnceAtTheSource(t *testing.T) {
 		if c != before[op] {
 			t.Errorf("second epoch: %d %s requests at the source, want 0", c-before[op], op)
 		}
+	}
+}
+
+// The next job's remount within validate_ttl trusts the checks the first
+// mount recorded: its first epoch sends the source no request at all. An
+// unmount and a mount of the same state is what the per-job prolog and
+// epilog do.
+func TestRemountWithinTheTTLSendsTheSourceNothing(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeSamples(t, 100, 16<<10)
+	f := faultfs.Start(t, dir)
+	e := newEnv(t, f.Mnt(), 1<<30)
+	e.opts.validateTTL = 24 * time.Hour
+	e.mount()
+	t.Cleanup(f.Close)
+	readPass(t, dir, e.mnt, paths, 1)
+	e.settle()
+	e.unmount()
+	mountBefore := f.Counts()
+	e.mount()
+	// The mount itself checks the source root (a stat and a statfs: is it
+	// still the PFS it was?), nothing under it.
+	before := f.Counts()
+	for op, c := range before {
+		if c-mountBefore[op] > 1 {
+			t.Errorf("the remount sent %d %s requests, want at most one (the root)", c-mountBefore[op], op)
+		}
+	}
+	if st := e.status(); st["validate_ttl"] != "24h0m0s" || st["revalidate_pending"] != "0" {
+		t.Errorf("status validate_ttl=%s revalidate_pending=%s, want 24h0m0s and 0", st["validate_ttl"], st["revalidate_pending"])
+	}
+	readPass(t, dir, e.mnt, paths, 2)
+	after := f.Counts()
+	for op, c := range after {
+		if c != before[op] {
+			t.Errorf("first epoch of the remount: %d %s requests at the source, want 0", c-before[op], op)
+		}
+	}
+	if got := e.num("source_stats") + e.num("source_opens"); got != 0 {
+		t.Errorf("first epoch of the remount: %d source stats and opens, want 0", got)
 	}
 }

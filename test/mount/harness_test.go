@@ -139,6 +139,7 @@ type tierSpec struct {
 
 type envOpts struct {
 	validate      placement.Validate
+	validateTTL   time.Duration // placement.validate_ttl (0: no earlier mount's check is trusted)
 	sourceTimeout time.Duration // default tier.DefaultSourceTimeout
 	// sourceBandwidth caps source reads in bytes/s (0: none).
 	sourceBandwidth float64
@@ -193,7 +194,7 @@ func (e *env) mount() {
 	}
 	m, err := epochd.New(context.Background(), epochd.Options{
 		Source: e.src, Mountpoint: e.mnt, StateDir: e.state, Tiers: tiers,
-		Workers: 2, Validate: e.opts.validate, SourceTimeout: e.opts.sourceTimeout,
+		Workers: 2, Validate: e.opts.validate, ValidateTTL: e.opts.validateTTL, SourceTimeout: e.opts.sourceTimeout,
 		SourceBandwidth: e.opts.sourceBandwidth,
 		BufferBytes:     e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
