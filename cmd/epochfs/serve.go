@@ -380,6 +380,9 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		return runtimeErr("%v", err)
 	}
 	setMemoryLimit(m.MemoryBudget(), log)
+	relCtx, endRelease := context.WithCancel(context.Background())
+	defer endRelease()
+	go releaseAfterCopies(relCtx, m.Placer().Stats, log)
 	log.Info("mounted", zap.String("source", cfg.Source), zap.String("mountpoint", cfg.Mountpoint),
 		zap.Bool("passthrough", m.FS().Passthrough()), zap.String("transport", m.FS().Transport()), zap.Int64("files", m.Catalog().Files()),
 		zap.Bool("walked", m.Catalog().Walked()), zap.Int("pid", os.Getpid()),
