@@ -124,3 +124,13 @@ bench-cluster: bench-deps build
 .PHONY: bench-transport
 bench-transport: bench-deps build
 	bash test/bench/transport/run.sh
+
+# The first minute and the first epoch over a latency-bound source
+# (docs/benchmarks.md, "The first minute and the first epoch"): epoch 1 of
+# small files over the mount against sshfs directly (1 ms each way), source
+# requests per file, the next job's first epoch after a remount, ls -lR,
+# RSS per copied file, mount and walk times against find. Needs root, sshd
+# and sshfs; ~10 minutes (WALK_FILES="200000 1000000" for the large walk).
+.PHONY: bench-firstepoch
+bench-firstepoch: bench-deps build
+	bash test/bench/firstepoch.sh
