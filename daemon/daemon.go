@@ -77,6 +77,12 @@ type Options struct {
 	RefreshRate     float64
 	// ValidateTTL: placement.Options.ValidateTTL.
 	ValidateTTL time.Duration
+	// WaitWalk walks the source before New returns when a first walk is
+	// due (mount --wait-walk); otherwise the mount serves while the
+	// source is walked (placement.CatalogOptions.Background), unless the
+	// model splits the memory (model.memory_budget), which needs the
+	// dataset's counts.
+	WaitWalk bool
 	MaxDrop     float64 // placement.Options.MaxDrop
 	// MaxWarmupPerUser is placement.Options.MaxWarmupPerUser.
 	MaxWarmupPerUser int64
@@ -196,6 +202,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	copts := placement.CatalogOptions{
 		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
+		Background: !o.WaitWalk && (o.ModelSettings == nil || o.ModelSettings.MemoryBudget == nil),
 	}
 	if m.cl != nil {
 		copts.Shared = m.sharedWalk

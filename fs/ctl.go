@@ -42,6 +42,9 @@ type ctlSpec struct {
 	doc func(who *placement.Cred) docSink
 	// max bounds a document; 0 means maxPathDoc.
 	max int
+	// wholeTree: a write names dataset paths, or "all": its open waits
+	// until the catalog's walk has ended.
+	wholeTree bool
 }
 
 // Documents are bounded: a warmup list of a few million paths fits; a job
@@ -56,12 +59,12 @@ func (fsys *FS) ctlSpecs() []ctlSpec {
 		{name: "errors", ino: inoErrors, mode: 0o444, readAs: fsys.errs.renderFor},
 		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
 		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
-		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText,
+		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText, wholeTree: true,
 			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.warmupTarget(who)} }},
 		// Refresh and verify send work to the source: root only.
-		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText,
+		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText, wholeTree: true,
 			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubRefresh, who)} }},
-		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText,
+		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText, wholeTree: true,
 			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubVerify, who)} }},
 	}
 	if fsys.o.Model != nil {
@@ -193,6 +196,13 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0
 	if writing && f.spec.doc == nil {
 		return nil, 0, f.fsys.ctlError(ctx, f.spec.name, denied("read-only control file"))
+	}
+	if writing && f.spec.wholeTree {
+		// Paths and "all" mean the whole tree: a write opened while the
+		// source is walked waits for the walk (interruptible).
+		if err := f.fsys.p.Catalog().WaitWalk(ctx); err != nil {
+			return nil, 0, f.fsys.toErrno(err)
+		}
 	}
 	h := &ctlHandle{f: f, uid: callerUID(ctx)}
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {

@@ -49,6 +49,10 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 		return syscall.ENOENT
 	case errors.Is(err, jobs.ErrTooMany):
 		return syscall.ENOSPC
+	case errors.Is(err, jobs.ErrNotReady):
+		return syscall.EAGAIN
+	case errors.Is(err, placement.ErrWalkStopped):
+		return syscall.EIO
 	case errors.Is(err, placement.ErrWarmupQuota):
 		return syscall.EDQUOT
 	case errors.Is(err, placement.ErrNoEntry):

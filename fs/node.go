@@ -83,6 +83,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	if n.e.Path == "" && name == ctlName {
 		return n.fsys.ctlLookup(ctx, &n.Inode, out)
 	}
+	if err := n.fsys.p.Catalog().List(ctx, n.e); err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
 	c := n.e.Lookup(name)
 	if c == nil {
 		return nil, syscall.ENOENT
@@ -95,6 +98,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 }
 
 func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	if err := n.fsys.p.Catalog().List(ctx, n.e); err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
 	kids := n.e.Children()
 	list := make([]fuse.DirEntry, len(kids))
 	for i, c := range kids {

@@ -41,6 +41,10 @@ func (fsys *FS) status() []kv {
 		}
 	}
 	catState, catPending := cat.Health()
+	walkEntries, walkPending := cat.WalkProgress()
+	if cat.Walking() {
+		catState = "walking"
+	}
 	srcState, srcSince := "available", ""
 	if ok, since := p.Source().Available(context.Background()); !ok {
 		srcState, srcSince = "unavailable", since.UTC().Format(time.RFC3339)
@@ -86,6 +90,8 @@ func (fsys *FS) status() []kv {
 		i64("remote_reads", ps.RemoteReads),
 		i64("placements_bytes", ps.BytesPlaced),
 		{"catalog", catState, false},
+		i64("walk_entries", walkEntries),
+		i64("walk_dirs_pending", walkPending),
 		i64("catalog_pending", int64(catPending)),
 		i64("copies_lost", ps.CopiesMissingAtMount+ps.CopiesWrongSizeAtMount),
 	}...)

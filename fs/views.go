@@ -59,6 +59,11 @@ func (d *viewsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if name != "decoded" {
 		return nil, syscall.ENOENT
 	}
+	// The decoded views are numbered as the dataset's files are: by the
+	// whole tree.
+	if err := d.fsys.p.Catalog().WaitWalk(ctx); err != nil {
+		return nil, d.fsys.toErrno(err)
+	}
 	root := d.fsys.p.Catalog().Root()
 	n := &viewNode{fsys: d.fsys, e: root, tree: d.fsys.decodedTree()}
 	n.fillAttr(&out.Attr)

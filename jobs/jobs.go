@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/epochfs/epochfs/ctlpath"
@@ -116,7 +117,17 @@ type Manager struct {
 	closeOnce sync.Once
 	bg        sync.WaitGroup  // cluster jobs leaving (cluster.go)
 	cst       clusterCounters // cluster jobs' figures
+
+	// built is set once files and s exist: at New, or once the catalog's
+	// background walk has ended (start); ready is closed then.
+	built    atomic.Bool
+	ready    chan struct{}
+	starting sync.WaitGroup
 }
+
+// ErrNotReady means the catalog is still being walked: jobs number the
+// dataset's files, which needs the whole tree.
+var ErrNotReady = errors.New("jobs: the source is still being walked; jobs can be created once it is (status: catalog=walking)")
 
 // readaheadWorkers read files ahead in parallel: a cold file costs a few
 // synchronous metadata reads before its data is even asked for, and one
@@ -137,21 +148,51 @@ func New(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		o: o, p: o.Placer, log: o.Logger, vs: newViewState(o.Views),
+		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
+		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
+		inflight: make(chan struct{}, o.Fetchers),
+		ahead:    make(chan *placement.Entry, 4096),
+		ready:    make(chan struct{}),
+	}
+	cat := o.Placer.Catalog()
+	select {
+	case <-cat.WalkDone():
+		if err := m.start(); err != nil {
+			cancel()
+			return nil, err
+		}
+	default:
+		// The catalog is walked in the background: the manager starts
+		// once the tree is whole; until then no job can be created.
+		m.starting.Add(1)
+		go func() {
+			defer m.starting.Done()
+			if cat.WaitWalk(ctx) != nil {
+				return
+			}
+			if err := m.start(); err != nil {
+				m.log.Error("jobs cannot start", zap.Error(err))
+			}
+		}()
+	}
+	return m, nil
+}
+
+// start numbers the dataset's files, builds the sampler and starts the
+// loop and the readahead workers.
+func (m *Manager) start() error {
+	o := m.o
 	cat := o.Placer.Catalog()
 	files := make([]*placement.Entry, 0, cat.Files())
 	cat.Root().Files(func(e *placement.Entry) bool {
 		files = append(files, e)
 		return true
 	})
+	m.files = files
 	slots := o.Placer.BufferSlots()
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{
-		o: o, p: o.Placer, log: o.Logger, files: files, vs: newViewState(o.Views),
-		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
-		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
-		inflight: make(chan struct{}, o.Fetchers),
-		ahead:    make(chan *placement.Entry, 4096),
-	}
 	so := sampler.Options{
 		Samples:     len(files),
 		Residency:   sampler.ResidencyFunc(func(i int) bool { return files[i].Tier() >= 0 }),
@@ -169,8 +210,7 @@ func New(o Options) (*Manager, error) {
 	}
 	s, err := sampler.New(so)
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("jobs: %w", err)
+		return fmt.Errorf("jobs: %w", err)
 	}
 	m.s = s
 	if slots > 0 {
@@ -191,7 +231,22 @@ func New(o Options) (*Manager, error) {
 			}
 		}()
 	}
-	return m, nil
+	m.built.Store(true)
+	close(m.ready)
+	return nil
+}
+
+// WaitReady waits until jobs can be created (the catalog's walk ended and
+// the manager started), or ctx ends.
+func (m *Manager) WaitReady(ctx context.Context) error {
+	select {
+	case <-m.ready:
+		return nil
+	case <-m.ctx.Done():
+		return ErrNotReady
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // readahead queues e to be read ahead; when the queue is full it is not.
@@ -205,8 +260,12 @@ func (m *Manager) readahead(e *placement.Entry) {
 // Close stops the loop and waits for prefetches in flight.
 func (m *Manager) Close() {
 	m.closeOnce.Do(func() {
-		m.p.SetDemandHook(nil)
 		m.stop()
+		m.starting.Wait()
+		if !m.built.Load() {
+			return
+		}
+		m.p.SetDemandHook(nil)
 		<-m.done
 		m.fetchWG.Wait()
 		m.mu.Lock()
@@ -229,6 +288,9 @@ func (m *Manager) Sampler() *sampler.Sampler { return m.s }
 func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 	if err := CheckName(name); err != nil {
 		return Info{}, err
+	}
+	if !m.built.Load() {
+		return Info{}, ErrNotReady
 	}
 	cfg := DefaultConfig()
 	sc, err := m.samplerConfig(cfg, who)
@@ -294,6 +356,9 @@ func (m *Manager) jobsOfLocked(uid uint32) int {
 
 // JobsByUser counts the live jobs of each owner (root's under uid 0).
 func (m *Manager) JobsByUser() map[uint32]int {
+	if !m.built.Load() {
+		return map[uint32]int{}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.syncLocked()
@@ -506,6 +571,9 @@ func (m *Manager) Lookup(name string) (Info, bool) {
 
 // List returns the live jobs in registration order.
 func (m *Manager) List() []Info {
+	if !m.built.Load() {
+		return nil // no job before the manager starts
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.syncLocked()
@@ -529,6 +597,9 @@ func (m *Manager) Jobs() []string {
 
 // syncLocked forgets jobs the sampler dropped for their lease.
 func (m *Manager) syncLocked() {
+	if !m.built.Load() {
+		return // no job yet
+	}
 	live := m.s.Jobs()
 	if len(live) == len(m.jobs) {
 		return
@@ -579,6 +650,9 @@ type Stats struct {
 
 // Stats returns the live job count and the cluster jobs' figures.
 func (m *Manager) Stats() Stats {
+	if !m.built.Load() {
+		return Stats{}
+	}
 	return Stats{Jobs: len(m.Jobs()), ClaimFallbacks: int64(m.s.Stats().ClaimFallbacks),
 		AheadTimeouts: m.cst.aheadTimeouts.Load(), EndErrors: m.cst.endErrors.Load()}
 }

@@ -116,6 +116,11 @@ type CatalogOptions struct {
 	// RetryInterval is how often a degraded catalog checks for room to
 	// write what it holds (default DefaultCatalogRetry).
 	RetryInterval time.Duration
+	// Background walks the source in the background when a first walk is
+	// due (catalog_bgwalk.go): OpenCatalog returns once the root is read.
+	// A rescan and a Shared walk still walk before it returns. Needs
+	// Walker.
+	Background bool
 }
 
 // StaleCopy is a tier copy a rescan found out of date; the caller removes it.
@@ -144,6 +149,15 @@ type Catalog struct {
 	nextID    atomic.Uint64            // the last entry ID given out
 	nextIndex atomic.Int64             // the next file Index to give out
 	byIndex   atomic.Pointer[[]*Entry] // files by Index (tree.go: ByIndex)
+
+	// The background walk (catalog_bgwalk.go): bg is set while it runs;
+	// walkDone is closed when the tree is whole (at once without one);
+	// walkErr is set before it closes when the walk was stopped;
+	// startWalk, set by init, is started by OpenCatalog.
+	bg        atomic.Pointer[bgWalk]
+	walkDone  chan struct{}
+	walkErr   error
+	startWalk func()
 }
 
 // ErrOtherSource means the state directory belongs to another source.
@@ -169,7 +183,7 @@ func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if o.Workers <= 0 {
 		o.Workers = 8
 	}
-	c := &Catalog{log: o.Logger, tiers: o.Tiers}
+	c := &Catalog{log: o.Logger, tiers: o.Tiers, walkDone: make(chan struct{})}
 	if err := c.openDB(o); err != nil {
 		return nil, err
 	}
@@ -179,6 +193,11 @@ func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 		}
 		return nil, err
 	}
+	if c.startWalk != nil {
+		go c.startWalk() // it starts the writer once the tree is stored
+		return c, nil
+	}
+	close(c.walkDone)
 	c.startWriter()
 	return c, nil
 }
@@ -224,6 +243,9 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 			return err
 		}
 	}
+	if o.Background && o.Shared == nil && !keep {
+		return c.startBackground(ctx, o)
+	}
 	start := time.Now()
 	var root *Entry
 	c.walked = true
@@ -242,15 +264,18 @@ func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
 	return nil
 }
 
-// setRoot installs the tree, numbers it and counts its files.
+// setRoot installs the tree, numbers it and counts its files. Entries
+// that have IDs (a background walk gives them as it reads) keep them.
 func (c *Catalog) setRoot(root *Entry) {
-	c.root = root
-	var id uint64
+	if c.root != root {
+		c.root = root
+	}
 	var files, bytes int64
 	var number func(e *Entry)
 	number = func(e *Entry) {
-		id++
-		e.ID = id
+		if e.ID == 0 {
+			e.ID = c.nextID.Add(1)
+		}
 		e.Index = -1
 		if e.Kind == KindFile {
 			e.Index = int32(files)
@@ -265,7 +290,6 @@ func (c *Catalog) setRoot(root *Entry) {
 	c.indexFiles(root, int(files))
 	c.files.Store(files)
 	c.bytes.Store(bytes)
-	c.nextID.Store(id)
 	c.nextIndex.Store(files)
 }
 

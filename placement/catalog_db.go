@@ -143,6 +143,7 @@ func (c *Catalog) reopen() error {
 // catalog. Below the floor it leaves badger open rather than let its
 // flush fault (see the note at the top).
 func (c *Catalog) Close() error {
+	c.stopWalk() // before the writer: a walk that ends starts it
 	if c.w.stop != nil {
 		close(c.w.stop)
 		<-c.w.done

@@ -55,33 +55,7 @@ func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, p
 			return
 		}
 		sem <- struct{}{}
-		des, err := src.WalkReadDir(ctx, d.Path)
-		var kids []*Entry
-		for _, de := range des {
-			p := de.Name()
-			if d.Path != "" {
-				p = d.Path + "/" + de.Name()
-			}
-			info, ierr := de.Info()
-			if ierr != nil {
-				log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
-				continue
-			}
-			e := entryFromInfo(p, info)
-			if e == nil {
-				log.Debug("walk: skipping special file", zap.String("path", p))
-				continue
-			}
-			if e.Kind == KindSymlink {
-				t, lerr := src.WalkReadlink(ctx, p)
-				if lerr != nil {
-					log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
-					continue
-				}
-				e.Target = t
-			}
-			kids = append(kids, e)
-		}
+		kids, err := readKids(ctx, src, d, log)
 		<-sem
 		if err != nil {
 			if d.Path == "" {
@@ -117,6 +91,40 @@ func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, p
 		return nil, firstErr
 	}
 	return root, nil
+}
+
+// readKids reads the entries of the source directory d: special files and
+// entries that cannot be read are skipped (logged), symlinks get their
+// targets. An error is the directory's own (it could not be read).
+func readKids(ctx context.Context, src *tier.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
+	des, err := src.WalkReadDir(ctx, d.Path)
+	var kids []*Entry
+	for _, de := range des {
+		p := de.Name()
+		if d.Path != "" {
+			p = d.Path + "/" + de.Name()
+		}
+		info, ierr := de.Info()
+		if ierr != nil {
+			log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
+			continue
+		}
+		e := entryFromInfo(p, info)
+		if e == nil {
+			log.Debug("walk: skipping special file", zap.String("path", p))
+			continue
+		}
+		if e.Kind == KindSymlink {
+			t, lerr := src.WalkReadlink(ctx, p)
+			if lerr != nil {
+				log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
+				continue
+			}
+			e.Target = t
+		}
+		kids = append(kids, e)
+	}
+	return kids, err
 }
 
 func entryFromInfo(p string, info fs.FileInfo) *Entry {

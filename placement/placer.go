@@ -145,6 +145,11 @@ type Placer struct {
 	// checks are the source opens of concurrent first opens of one
 	// file: one opens and checks, the others wait for it (validate.go).
 	checks *xsync.MapOf[*Entry, *check]
+	// readDuringWalk holds the files read while the catalog's walk ran
+	// (nothing is copied then): they are queued once it ends. nil once
+	// they were.
+	walkMu         sync.Mutex
+	readDuringWalk map[*Entry]struct{}
 	// rechecks counts the resident files whose check is older than the
 	// TTL and that the background revalidation has not reached yet.
 	rechecks atomic.Int64
@@ -240,6 +245,11 @@ func New(o Options) (*Placer, error) {
 	}
 	lost := p.checkCopies()
 	p.trustChecks()
+	if p.cat.Walking() {
+		p.readDuringWalk = map[*Entry]struct{}{}
+		p.wg.Add(1)
+		go p.copyAfterWalk()
+	}
 	for i := 0; i < o.Workers; i++ {
 		p.wg.Add(1)
 		go p.worker()

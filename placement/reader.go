@@ -1,11 +1,13 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -109,6 +111,43 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 	return r, nil
 }
 
+// copyLater notes e to be copied once the walk has ended; false when it
+// has (the caller copies it now).
+func (p *Placer) copyLater(e *Entry) bool {
+	p.walkMu.Lock()
+	defer p.walkMu.Unlock()
+	if p.readDuringWalk == nil {
+		return false
+	}
+	p.readDuringWalk[e] = struct{}{}
+	return true
+}
+
+// copyAfterWalk queues, in path order, the files read while the walk ran,
+// once it has ended.
+func (p *Placer) copyAfterWalk() {
+	defer p.wg.Done()
+	select {
+	case <-p.cat.WalkDone():
+	case <-p.ctx.Done():
+		return
+	}
+	p.walkMu.Lock()
+	files := make([]*Entry, 0, len(p.readDuringWalk))
+	for e := range p.readDuringWalk {
+		if !e.Gone() {
+			files = append(files, e)
+		}
+	}
+	p.readDuringWalk = nil
+	p.walkMu.Unlock()
+	if len(files) == 0 {
+		return
+	}
+	slices.SortFunc(files, func(a, b *Entry) int { return cmp.Compare(a.Index, b.Index) })
+	p.feed(files)
+}
+
 // remoteSlotWait bounds how long a read waits for a demand copy's slot when
 // a remote is configured: copies from the remote are quick, and the source
 // is what the remote spares.
@@ -117,6 +156,12 @@ const remoteSlotWait = 5 * time.Second
 func (p *Placer) attach(ctx context.Context, r *Reader) {
 	e := r.e
 	if e.nospace.Load() {
+		return
+	}
+	if p.cat.Walking() && p.copyLater(e) {
+		// While the source is walked nothing is copied (no record
+		// could name the copy before the tree is stored): the reader
+		// reads the source, and the file is copied after the walk.
 		return
 	}
 	if f, ok := p.flights.Load(e); ok {

@@ -182,6 +182,12 @@ func (p *Placer) ScrubStatus() ScrubProgress {
 
 func (p *Placer) runScrubs() {
 	defer p.wg.Done()
+	// A scrub works on the whole tree (and a refresh numbers what it
+	// adds after it): none runs before the walk has ended.
+	select {
+	case <-p.cat.WalkDone():
+	case <-p.ctx.Done():
+	}
 	s := &p.scrub
 	for {
 		s.mu.Lock()

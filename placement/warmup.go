@@ -217,6 +217,15 @@ func (p *Placer) feedCounted(files []*Entry) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		if files == nil {
+			// "all" is the whole tree: wait until it is.
+			select {
+			case <-p.cat.WalkDone():
+			case <-p.ctx.Done():
+			}
+			p.queued.Add(p.cat.Files() - n)
+			n = p.cat.Files()
+		}
 		put := func(e *Entry) bool {
 			err := p.enqueueCounted(p.ctx, e)
 			n--

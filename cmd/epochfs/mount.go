@@ -15,12 +15,15 @@ import (
 	"github.com/epochfs/epochfs/tier"
 )
 
-const mountSynopsis = "mount [--config FILE] [--tier NAME=PATH:QUOTA]... [--state DIR] [--user-ref ID] [--keep] [--foreground] [--rescan] SOURCE MOUNTPOINT"
+const mountSynopsis = "mount [--config FILE] [--tier NAME=PATH:QUOTA]... [--state DIR] [--user-ref ID] [--keep] [--foreground] [--rescan] [--wait-walk] SOURCE MOUNTPOINT"
 
 type mountArgs struct {
-	cfg           config.Config
-	foreground    bool
-	rescan        bool
+	cfg        config.Config
+	foreground bool
+	rescan     bool
+	// waitWalk returns only once a first mount's walk of the source has
+	// ended (the mount serves before).
+	waitWalk      bool
 	noPassthrough bool
 	readyFD       int
 	// shutdownTimeout bounds the daemon's closes on its way out
@@ -43,6 +46,7 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	state := f.String("state", "", "state directory for the catalog and the log (default /var/lib/epochfs/<mountpoint>)")
 	fg := f.Bool("foreground", false, "stay attached (for systemd); log to stderr")
 	rescan := f.Bool("rescan", false, "walk the source again even if the catalog is complete")
+	waitWalk := f.Bool("wait-walk", false, "return only once the source has been walked (a first mount serves while it walks)")
 	noPT := f.Bool("no-passthrough", false, "serve resident files through the daemon instead of FUSE passthrough")
 	ready := f.Int("ready-fd", -1, "internal: report readiness on this descriptor")
 	shutdownTimeout := f.Duration("shutdown-timeout", daemon.DefaultShutdownTimeout, "internal: how long the daemon waits for its closes before it exits anyway")
@@ -97,7 +101,7 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	if err := checkUserRef(*userRef); err != nil {
 		return nil, err
 	}
-	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, noPassthrough: *noPT, readyFD: *ready,
+	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, waitWalk: *waitWalk, noPassthrough: *noPT, readyFD: *ready,
 		shutdownTimeout: *shutdownTimeout, userRef: *userRef, keep: *keep, configID: configID(cfg)}, nil
 }
 

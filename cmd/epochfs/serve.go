@@ -108,7 +108,14 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err := daemonize(ma, args, stdout); err != nil {
 		return err
 	}
-	return addUser(mnt, ma.userRef, ma.keep)
+	if err := addUser(mnt, ma.userRef, ma.keep); err != nil {
+		return err
+	}
+	if ma.waitWalk {
+		return waitWalk(mnt, stderr)
+	}
+	noteWalk(mnt, stderr)
+	return nil
 }
 
 // prepareMountpoint looks at what is mounted at the mount point already:
@@ -348,7 +355,10 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 				log.Info("walking the source", zap.Int64("entries", n))
 			}
 		},
-		Workers: cfg.Placement.Workers, Validate: validate,
+		// With a parent (daemonize) the parent waits for the walk;
+		// in the foreground the daemon does.
+		WaitWalk: ma.waitWalk && ma.readyFD < 0,
+		Workers:  cfg.Placement.Workers, Validate: validate,
 		ValidateTTL:      cfg.Placement.ValidateTTLDuration(),
 		SourceBandwidth:  cfg.Placement.SourceBandwidth.BytesPerSec,
 		SourceTimeout:    cfg.Placement.SourceTimeoutDuration(),

@@ -163,6 +163,10 @@ type envOpts struct {
 	cluster *cluster.Options
 	// maxWarmupPerUser bounds one user's warmup backlog (0: none).
 	maxWarmupPerUser int64
+	// serveWhileWalking mounts before the walk of a first mount ends (the
+	// CLI's default); the tests' default is the walk first, so that they
+	// see the whole catalog at once.
+	serveWhileWalking bool
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -201,6 +205,7 @@ func (e *env) mount() {
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
 		Cluster: e.opts.cluster, MaxWarmupPerUser: e.opts.maxWarmupPerUser,
+		WaitWalk: !e.opts.serveWhileWalking,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,169 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/test/faultfs"
+)
+
+// makeWide writes dirs directories of files each (small files), and
+// returns the sorted file paths.
+func makeWide(t *testing.T, dirs, files int) (string, []string) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "src")
+	var paths []string
+	for d := 0; d < dirs; d++ {
+		for f := 0; f < files; f++ {
+			p := fmt.Sprintf("d%03d/f%03d.bin", d, f)
+			full := filepath.Join(src, p)
+			if f == 0 {
+				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	return src, paths
+}
+
+// A first mount serves before the walk of its source ends: over a source
+// whose directory reads take 200 ms each, the mount is up well before the
+// walk could have read its 60 directories (16 at a time), an unwalked directory lists and
+// reads correctly (read from the source on demand), status answers with the
+// walk's progress, a job's mkdir waits for the walk, and the finished
+// catalog is the one a walk-first mount builds.
+func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeWide(t, 60, 10)
+	f := faultfs.Start(t, dir)
+	f.Delay("readdir", 200*time.Millisecond)
+	e := newEnv(t, f.Mnt(), 1<<30)
+	e.opts.serveWhileWalking = true
+	start := time.Now()
+	e.mount()
+	t.Cleanup(f.Close)
+	up := time.Since(start)
+	t.Logf("mounted in %v", up)
+	if !e.cat.Walking() {
+		t.Fatalf("the walk of 60 directories at 200 ms each was over when the mount returned (%v)", up)
+	}
+	st := e.status()
+	if st["catalog"] != "walking" || st["walk_dirs_pending"] == "0" {
+		t.Errorf("status during the walk: catalog=%s walk_entries=%s walk_dirs_pending=%s", st["catalog"], st["walk_entries"], st["walk_dirs_pending"])
+	}
+	// The last directory in path order: the walk reaches it last.
+	last := "d059"
+	names, err := os.ReadDir(filepath.Join(e.mnt, last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 10 || names[0].Name() != "f000.bin" {
+		t.Errorf("ls of an unwalked directory: %d entries, first %v", len(names), names)
+	}
+	// ls through the shell, and a read, during the walk.
+	out, err := exec.Command("bash", "-c", "ls -A "+filepath.Join(e.mnt, "d058")+" | wc -l").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "10" {
+		t.Errorf("bash ls -A of an unwalked directory: %q, %v", out, err)
+	}
+	got, err := os.ReadFile(filepath.Join(e.mnt, "d057", "f009.bin"))
+	if err != nil || string(got) != "d057/f009.bin" {
+		t.Errorf("read during the walk: %q, %v", got, err)
+	}
+	if !e.cat.Walking() {
+		t.Log("the walk ended during the checks; they ran against a partial tree only in part")
+	}
+	// A job numbers the files: its mkdir waits for the walk.
+	if err := os.Mkdir(filepath.Join(e.mnt, ".epochfs", "jobs", "j"), 0o755); err != nil {
+		t.Fatalf("mkdir of a job during the walk: %v", err)
+	}
+	if e.cat.Walking() {
+		t.Error("a job was created before the walk ended")
+	}
+	st = e.status()
+	if st["catalog"] != "ok" || st["walk_dirs_pending"] != "0" || st["files_total"] != fmt.Sprint(len(paths)) {
+		t.Errorf("status after the walk: catalog=%s walk_dirs_pending=%s files_total=%s, want ok, 0, %d",
+			st["catalog"], st["walk_dirs_pending"], st["files_total"], len(paths))
+	}
+	bg := treeOf(e.cat)
+	ids := map[uint64]string{}
+	e.cat.Root().Files(func(en *placement.Entry) bool {
+		if prev, dup := ids[en.ID]; dup {
+			t.Errorf("%s and %s share the ID %d", prev, en.Path, en.ID)
+		}
+		ids[en.ID] = en.Path
+		return true
+	})
+	// The same source walked first: the same tree, the same numbering.
+	f.Delay("readdir", 0)
+	e.unmount()
+	w := newEnv(t, f.Mnt(), 1<<30)
+	w.mount()
+	if first := treeOf(w.cat); !slices.Equal(bg, first) {
+		t.Errorf("the catalog built while serving differs from a walk-first one:\n%v\n%v", bg, first)
+	}
+	// And the one stored is complete: a remount loads it without a walk.
+	w.unmount()
+	e2 := newEnv(t, f.Mnt(), 1<<30)
+	e2.state = e.state
+	e2.opts.serveWhileWalking = true
+	e2.mount()
+	if e2.cat.Walked() || e2.cat.Walking() {
+		t.Error("the remount walked the source again: the background walk's catalog was not stored complete")
+	}
+	if n := e2.cat.Files(); n != int64(len(paths)) {
+		t.Errorf("the stored catalog has %d files, want %d", n, len(paths))
+	}
+}
+
+// treeOf lists a catalog's files as path:size:index, in path order.
+func treeOf(cat *placement.Catalog) []string {
+	var out []string
+	cat.Root().Files(func(en *placement.Entry) bool {
+		out = append(out, fmt.Sprintf("%s:%d:%d", en.Path, en.Attr().Size, en.Index))
+		return true
+	})
+	return out
+}
+
+// Closing a mount while its walk runs stops the walk, stores nothing
+// complete, and the next mount walks again.
+func TestAMountClosedDuringItsWalkWalksAgainNextTime(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeWide(t, 30, 5)
+	f := faultfs.Start(t, dir)
+	f.Delay("readdir", 100*time.Millisecond)
+	e := newEnv(t, f.Mnt(), 1<<30)
+	e.opts.serveWhileWalking = true
+	e.mount()
+	t.Cleanup(f.Close)
+	if !e.cat.Walking() {
+		t.Fatal("the walk was over at once")
+	}
+	e.unmount()
+	f.Delay("readdir", 0)
+	e.opts.serveWhileWalking = false
+	e.mount()
+	if !e.cat.Walked() {
+		t.Error("the mount after a walk cut short loaded a catalog instead of walking")
+	}
+	if n := e.cat.Files(); n != int64(len(paths)) {
+		t.Errorf("%d files after the second walk, want %d", n, len(paths))
+	}
+	if err := e.cat.WaitWalk(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
