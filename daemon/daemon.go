@@ -83,7 +83,7 @@ type Options struct {
 	// model splits the memory (model.memory_budget), which needs the
 	// dataset's counts.
 	WaitWalk bool
-	MaxDrop     float64 // placement.Options.MaxDrop
+	MaxDrop  float64 // placement.Options.MaxDrop
 	// MaxWarmupPerUser is placement.Options.MaxWarmupPerUser.
 	MaxWarmupPerUser int64
 	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead

@@ -167,3 +167,40 @@ func TestAMountClosedDuringItsWalkWalksAgainNextTime(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The CLI: a plain mount returns while the walk runs (status says so),
+// mount --wait-walk returns once it is over, and says so.
+func TestMountReturnsBeforeTheWalkAndWaitWalkAfterIt(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeWide(t, 60, 3)
+	f := faultfs.Start(t, dir)
+	f.Delay("readdir", 200*time.Millisecond)
+	for _, wait := range []bool{false, true} {
+		base := t.TempDir()
+		mnt := filepath.Join(base, "mnt")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var extra []string
+		if wait {
+			extra = append(extra, "--wait-walk")
+		}
+		args := append([]string{"mount", "--state", filepath.Join(base, "state"), "--tier=disk=" + filepath.Join(base, "tier") + ":1GiB"}, extra...)
+		code, out := cli(t, append(args, f.Mnt(), mnt)...)
+		if code != 0 {
+			t.Fatalf("mount %v: exit %d: %s", extra, code, out)
+		}
+		st := statusOf(t, mnt)
+		switch {
+		case !wait && st["catalog"] != "walking":
+			t.Errorf("a plain mount returned after the walk of 60 directories at 200 ms each (catalog=%s)", st["catalog"])
+		case wait && (st["catalog"] != "ok" || st["files_total"] != fmt.Sprint(len(paths))):
+			t.Errorf("mount --wait-walk returned with catalog=%s files_total=%s, want ok and %d", st["catalog"], st["files_total"], len(paths))
+		case wait && !strings.Contains(out, "source walked: "+fmt.Sprint(len(paths))+" files"):
+			t.Errorf("mount --wait-walk did not say the walk ended: %s", out)
+		}
+		if code, out := cli(t, "unmount", mnt); code != 0 {
+			t.Fatalf("unmount: exit %d: %s", code, out)
+		}
+	}
+}
