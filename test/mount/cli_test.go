@@ -45,7 +45,16 @@ func binDirs(t *testing.T, big int64) (src string, paths []string, base, mnt str
 	return src, paths, base, mnt
 }
 
-// binMount mounts src with the binary and registers a lazy unmount.
+// waitWalked waits until the mount's catalog is whole: a first mount walks
+// the source in the background (walk_test.go tests that); the other tests
+// look at the whole dataset.
+func waitWalked(t *testing.T, mnt string) {
+	t.Helper()
+	waitFor(t, func() bool { return statusOf(t, mnt)["catalog"] != "walking" })
+}
+
+// binMount mounts src with the binary, waits for its walk and registers a
+// lazy unmount.
 func binMount(t *testing.T, src, mnt, state string, extra ...string) {
 	t.Helper()
 	args := append([]string{"mount", "--state", state}, extra...)
@@ -61,6 +70,7 @@ func binMount(t *testing.T, src, mnt, state string, extra ...string) {
 		}
 	})
 	checkTransport(t, statusOf(t, mnt)["transport"])
+	waitWalked(t, mnt)
 }
 
 func TestBadInputExitsTwoWithOneLine(t *testing.T) {

@@ -140,6 +140,7 @@ func startDaemon(t *testing.T, src, mnt, state, tierDir string) *daemon {
 		}
 		return mounted(mnt)
 	})
+	waitWalked(t, mnt)
 	return d
 }
 

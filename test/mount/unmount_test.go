@@ -496,6 +496,7 @@ func startForeground(t *testing.T, mnt string, args ...string) *foregroundDaemon
 		}
 	})
 	waitFor(t, func() bool { return mounted(mnt) })
+	waitWalked(t, mnt)
 	return d
 }
 
