@@ -56,6 +56,7 @@ var statusSpecs = map[string]spec{
 	"buffer_hits":                counter("buffer_hits_total", "Opens served from the shared buffer."),
 	"buffer_refused":             counter("buffer_refused_total", "Fetches the shared buffer had no room for."),
 	"revalidate_pending":         gauge("revalidate_pending_files", "Resident files checked longer ago than validate_ttl, waiting for the background revalidation."),
+	"read_ahead_copies":          counter("read_ahead_copies_total", "Copies started ahead of a reader going through the dataset in path order."),
 	"xattr_requests":             counter("xattr_requests_total", "GETXATTR and LISTXATTR requests for dataset entries."),
 	"passthrough":                gauge("passthrough", "1 if resident files are served by FUSE passthrough."),
 	"transport":                  {label: true},

@@ -38,6 +38,13 @@ type flight struct {
 	// src is the source file the open that started the copy opened (of
 	// version attr, checked to be), or nil: the copy opens its own.
 	src *tier.SourceFile
+	// checked is closed once the copy's source open has checked the
+	// version (checkOK) or failed, or the copy ended without one: opens
+	// of the file wait for it instead of opening the source themselves
+	// (validate.go: openChecked).
+	checked   chan struct{}
+	checkOnce sync.Once
+	checkOK   bool
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every progress step
@@ -52,7 +59,15 @@ type flight struct {
 
 func newFlight(e *Entry) *flight {
 	a := e.Attr()
-	return &flight{e: e, attr: a, size: a.Size, changed: make(chan struct{}), refs: 1}
+	return &flight{e: e, attr: a, size: a.Size, changed: make(chan struct{}), refs: 1, checked: make(chan struct{})}
+}
+
+// setChecked ends the wait for the copy's check (the first call counts).
+func (f *flight) setChecked(ok bool) {
+	f.checkOnce.Do(func() {
+		f.checkOK = ok
+		close(f.checked)
+	})
 }
 
 // acquire takes a reference; false if the flight is already closed.
@@ -183,6 +198,7 @@ func (p *Placer) startFlight(e *Entry) (f *flight, started bool) {
 // run copies the file of f whole into the fastest tier with room.
 func (p *Placer) run(f *flight) {
 	err := p.copy(f)
+	f.setChecked(false) // ended without a check (no-op after one)
 	if f.src != nil { // the copy ended before it took it
 		f.src.Close()
 		f.src = nil
@@ -236,9 +252,11 @@ func (p *Placer) copy(f *flight) error {
 	f.src = nil
 	if sf != nil {
 		defer sf.Close()
+		f.setChecked(true) // the open that started the copy checked it
 	} else if p.o.Remote == nil {
 		var err error
 		if sf, err = p.openVersion(e, f.attr); err != nil {
+			f.setChecked(false)
 			res.Release()
 			if errors.Is(err, ErrVanished) {
 				return err
@@ -246,6 +264,10 @@ func (p *Placer) copy(f *flight) error {
 			return fmt.Errorf("placement: copy %s: %w", e.Path, err)
 		}
 		defer sf.Close()
+		// The open found the version being copied: this mount's check
+		// (the readers that join the copy need none of their own).
+		e.validated.Store(true)
+		f.setChecked(true)
 	}
 	tmp, err := t.Create(e.Path, res)
 	for err != nil {
@@ -298,9 +320,11 @@ func (p *Placer) copy(f *flight) error {
 		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
 	}
 	e.tier.Store(int32(idx))
-	// The copy read the version it checked at its open: a check.
-	e.checked.Store(time.Now().Unix())
 	p.refreshMu.Unlock()
+	// The copy read the version it checked at its open: a check of this
+	// mount (its record is written next).
+	e.validated.Store(true)
+	e.checked.Store(time.Now().Unix())
 	if err := p.cat.persist(e); err != nil {
 		// Served from the tier this mount; copied again after a remount.
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))

@@ -112,6 +112,7 @@ type Stats struct {
 	SkippedNoSpace  int64 // files that fit no tier
 	BytesPlaced     int64
 	DemandFallbacks int64 // reads served from the source because no copy could start
+	ReadAhead       int64 // copies started ahead of a reader going in path order (sequential.go)
 	// RemoteReads counts reads with no local copy to follow served by the
 	// remote's stored copy (RangeRemote) instead of the source.
 	RemoteReads int64
@@ -145,6 +146,10 @@ type Placer struct {
 	// checks are the source opens of concurrent first opens of one
 	// file: one opens and checks, the others wait for it (validate.go).
 	checks *xsync.MapOf[*Entry, *check]
+	// seq reads ahead of a reader going in path order (sequential.go);
+	// seqCopies counts the copies it started.
+	seq       seqDetector
+	seqCopies atomic.Int64
 	// readDuringWalk holds the files read while the catalog's walk ran
 	// (nothing is copied then): they are queued once it ends. nil once
 	// they were.
@@ -231,6 +236,8 @@ func New(o Options) (*Placer, error) {
 		demand:      make(chan struct{}, o.MaxDemandCopies),
 		res:         newResidentCache(o.OpenFiles, o.KeptCopies),
 	}
+	p.seq.last.Store(-2)
+	p.seq.ahead.Store(-1)
 	if o.BufferBytes > 0 {
 		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
 	}
@@ -311,7 +318,7 @@ func (p *Placer) Source() *tier.Source { return p.src }
 // Stats returns the counters.
 func (p *Placer) Stats() Stats {
 	return Stats{
-		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(),
+		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(), ReadAhead: p.seqCopies.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
 		DemandFallbacks: p.fallbacks.Load(), RemoteReads: p.remoteReads.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
 		CopiesCheckedAtMount:   p.check.checked,

@@ -65,6 +65,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 	if e.gone.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
+	p.noteOpen(e)
 	checked := e.Attr() // what the kernel checked the caller against
 	changed, sf, c, err := p.validate(ctx, e)
 	if err != nil {

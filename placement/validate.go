@@ -238,6 +238,19 @@ func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *t
 	if joinable() {
 		return false, nil, nil, nil
 	}
+	// A copy under way that has not checked the file yet (a worker's, or
+	// one started ahead of a reader: sequential.go) is about to: wait for
+	// its check rather than open the source a second time.
+	if f, ok := p.flights.Load(e); ok && p.o.Validate != ValidateOpen && f.attr == e.Attr() {
+		select {
+		case <-f.checked:
+		case <-ctx.Done():
+			return false, nil, nil, ctx.Err()
+		}
+		if f.checkOK && f.attr == e.Attr() {
+			return false, nil, nil, nil
+		}
+	}
 	c = &check{done: make(chan struct{})}
 	prev, loaded := p.checks.LoadOrStore(e, c)
 	if !loaded && joinable() {

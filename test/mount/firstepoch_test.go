@@ -1,6 +1,9 @@
 package mount
 
 import (
+	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +88,33 @@ func TestRemountWithinTheTTLSendsTheSourceNothing(t *testing.T) {
 	}
 	if got := e.num("source_stats") + e.num("source_opens"); got != 0 {
 		t.Errorf("first epoch of the remount: %d source stats and opens, want 0", got)
+	}
+}
+
+// cat of every file in path order (a reader without shuffling) is read
+// ahead: the copies of the next files start before cat asks, and the
+// source still sees one open per file.
+func TestCatInPathOrderIsReadAheadWithOneOpenPerFile(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeSamples(t, 200, 8<<10)
+	f := faultfs.Start(t, dir)
+	e := newEnv(t, f.Mnt(), 1<<30)
+	e.mount()
+	t.Cleanup(f.Close)
+	before := f.Counts()
+	out, err := exec.Command("bash", "-c", "cd "+e.mnt+" && find . -type f -not -path './.epochfs/*' -print0 | sort -z | xargs -0 cat | wc -c").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(len(paths)*(8<<10)) {
+		t.Fatalf("cat of every file: %q, %v", out, err)
+	}
+	e.settle()
+	after := f.Counts()
+	if n := e.num("read_ahead_copies"); n < int64(len(paths))/2 {
+		t.Errorf("read_ahead_copies = %d for %d files read in path order", n, len(paths))
+	}
+	if got := after["open"] - before["open"]; got != int64(len(paths)) {
+		t.Errorf("the source served %d opens for %d files, want one per file", got, len(paths))
+	}
+	if r := e.num("files_resident"); r != int64(len(paths)) {
+		t.Errorf("%d of %d files resident", r, len(paths))
 	}
 }
