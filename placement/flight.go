@@ -199,7 +199,8 @@ func (p *Placer) startFlight(e *Entry) (f *flight, started bool) {
 func (p *Placer) run(f *flight) {
 	err := p.copy(f)
 	f.setChecked(false) // ended without a check (no-op after one)
-	if f.src != nil { // the copy ended before it took it
+	if f.src != nil {
+		// The copy ended before it took the open's source file.
 		f.src.Close()
 		f.src = nil
 	}
