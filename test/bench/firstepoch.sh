@@ -99,8 +99,12 @@ EOF
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-catall() { # DIR: read every file in path order (one reader, like cat)
-  (cd "$1" && find . -type f -print0 | sort -z | xargs -0 cat >/dev/null)
+catall() { # DIR [ORDER]: read every file, one reader, in path order or shuffled (the same order in both setups)
+  if [ "${2:-path}" = shuffled ]; then
+    (cd "$1" && find . -type f -not -path './.epochfs/*' -print0 | sort -z | shuf -z --random-source=<(yes) | xargs -0 cat >/dev/null)
+  else
+    (cd "$1" && find . -type f -not -path './.epochfs/*' -print0 | sort -z | xargs -0 cat >/dev/null)
+  fi
 }
 counter() { pfs_counters | sed -n "s/^$1=//p"; }
 stat_of() { "$EPOCHFS" status "$1" | sed -n "s/^$2=//p"; }
@@ -123,19 +127,24 @@ pfs_setup "$WORK/pfs" "$RATE"
 for rep in $(seq "$REPS"); do
   log "rep $rep/$REPS"
   rm -rf "$RUN"; mkdir -p "$RUN"
-  # -- epoch 1: sshfs directly vs epochfs on a fresh state (order alternates)
+  # -- epoch 1: sshfs directly vs epochfs on a fresh state (order alternates),
+  # a reader in path order (read ahead), then a shuffled one
+  for order in path shuffled; do
   for setup in $( [ $((rep % 2)) = 1 ] && echo "direct epochfs" || echo "epochfs direct"); do
     drop_caches; : >"$PFS_DIR/sftp.log"
     sshfs_up "$DS" "$RUN/sshfs"
     if [ "$setup" = direct ]; then
-      t0=$(now); catall "$RUN/sshfs"; t=$(since "$t0")
-      emit "{\"case\":\"epoch1\",\"setup\":\"direct\",\"rep\":$rep,\"s\":$t,\"sftp_opens\":$(counter sftp_opens),\"sftp_meta\":$(counter sftp_meta)}"
+      t0=$(now); catall "$RUN/sshfs" "$order"; t=$(since "$t0")
+      emit "{\"case\":\"epoch1\",\"order\":\"$order\",\"setup\":\"direct\",\"rep\":$rep,\"s\":$t,\"sftp_opens\":$(counter sftp_opens),\"sftp_meta\":$(counter sftp_meta)}"
     else
       rm -rf "$RUN/state" "$RUN/tier"
       ep_mount "$RUN/sshfs" "$RUN/mnt" "$RUN/state"
       o0=$(counter sftp_opens) m0=$(counter sftp_meta)
-      t0=$(now); catall "$RUN/mnt"; t=$(since "$t0")
-      emit "{\"case\":\"epoch1\",\"setup\":\"epochfs\",\"rep\":$rep,\"s\":$t,\"sftp_opens\":$(( $(counter sftp_opens) - o0 )),\"sftp_meta\":$(( $(counter sftp_meta) - m0 )),\"source_opens\":$(stat_of "$RUN/mnt" source_opens),\"source_stats\":$(stat_of "$RUN/mnt" source_stats)}"
+      t0=$(now); catall "$RUN/mnt" "$order"; t=$(since "$t0")
+      emit "{\"case\":\"epoch1\",\"order\":\"$order\",\"setup\":\"epochfs\",\"rep\":$rep,\"s\":$t,\"sftp_opens\":$(( $(counter sftp_opens) - o0 )),\"sftp_meta\":$(( $(counter sftp_meta) - m0 )),\"source_opens\":$(stat_of "$RUN/mnt" source_opens),\"source_stats\":$(stat_of "$RUN/mnt" source_stats)}"
+      if [ "$order" = shuffled ]; then
+        ep_down "$RUN/mnt"; sshfs_down "$RUN/sshfs"; continue
+      fi
       # -- let the copies finish, then RSS after copying vs after a remount
       for _ in $(seq 600); do
         [ "$(stat_of "$RUN/mnt" files_resident)" = "$FILES" ] && break; sleep 0.1
@@ -161,6 +170,7 @@ for rep in $(seq "$REPS"); do
       ep_down "$RUN/mnt"
     fi
     sshfs_down "$RUN/sshfs"
+  done
   done
   # -- the walk: mount-to-ready, -to-first-read, -to-walk-complete vs find
   for n in $WALK_FILES; do
@@ -191,11 +201,17 @@ def med(xs):
     return "%.2f (%.2f-%.2f)" % (st.median(xs), min(xs), max(xs)) if xs else "-"
 def pick(case, setup=None):
     return [r for r in rows if r["case"] == case and (setup is None or r.get("setup") == setup)]
-d, e = pick("epoch1", "direct"), pick("epoch1", "epochfs")
 print("first epoch, %d files, %s ms each way:" % (files, delay))
+for order in ("path", "shuffled"):
+    d = [r for r in pick("epoch1", "direct") if r.get("order", "path") == order]
+    e = [r for r in pick("epoch1", "epochfs") if r.get("order", "path") == order]
+    if d and e:
+        ratios = [b["s"] / a["s"] for a, b in zip(sorted(d, key=lambda r: r["rep"]), sorted(e, key=lambda r: r["rep"]))]
+        print("  epoch 1, one reader in %s order, over epochfs / over sshfs directly: %s (sshfs %s s)" % (
+            order, med(ratios), med([a["s"] for a in d])))
+d = [r for r in pick("epoch1", "direct") if r.get("order", "path") == "path"]
+e = [r for r in pick("epoch1", "epochfs") if r.get("order", "path") == "path"]
 if d and e:
-    ratios = [b["s"] / a["s"] for a, b in zip(sorted(d, key=lambda r: r["rep"]), sorted(e, key=lambda r: r["rep"]))]
-    print("  epoch 1 over epochfs / over sshfs directly: %s" % med(ratios))
     print("  per file, at the server: sshfs opens %s meta %s; epochfs opens %s meta %s" % (
         med([r["sftp_opens"] / files for r in d]), med([r["sftp_meta"] / files for r in d]),
         med([r["sftp_opens"] / files for r in e]), med([r["sftp_meta"] / files for r in e])))
