@@ -45,7 +45,7 @@ func waitWalk(mnt string, w io.Writer) error {
 			if tty {
 				fmt.Fprint(w, "\r\033[K")
 			}
-			fmt.Fprintf(w, "epochfs: source walked: %d files (%s)\n", s.files, time.Since(start).Round(100*time.Millisecond))
+			fmt.Fprintf(w, "epochfs: catalog complete: %d files (waited %s)\n", s.files, time.Since(start).Round(100*time.Millisecond))
 			return nil
 		}
 		line := fmt.Sprintf("epochfs: walking the source: %d entries, %d directories to go, %s", s.entries, s.dirs, time.Since(start).Round(time.Second))

@@ -25,6 +25,7 @@
 # Usage: bash test/bench/firstepoch.sh   (as root; bin/epochfs built)
 # Env: FILES (4000) SIZE (8192 bytes) DELAY_MS (1) RATE (100) REPS (3)
 #      WALK_FILES ("200000") WORK (/var/tmp/epochfs-firstepoch) OUT (- = stdout)
+#      ONLY_WALK=1 skips the epoch figures
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FILES=${FILES:-4000}
@@ -129,7 +130,9 @@ for rep in $(seq "$REPS"); do
   rm -rf "$RUN"; mkdir -p "$RUN"
   # -- epoch 1: sshfs directly vs epochfs on a fresh state (order alternates),
   # a reader in path order (read ahead), then a shuffled one
-  for order in path shuffled; do
+  orders="path shuffled"
+  [ -n "${ONLY_WALK:-}" ] && orders=
+  for order in $orders; do
   for setup in $( [ $((rep % 2)) = 1 ] && echo "direct epochfs" || echo "epochfs direct"); do
     drop_caches; : >"$PFS_DIR/sftp.log"
     sshfs_up "$DS" "$RUN/sshfs"
@@ -186,9 +189,16 @@ for rep in $(seq "$REPS"); do
       [ "$(stat_of "$RUN/wmnt" catalog)" != walking ] && break; sleep 0.05
     done
     tdone=$(since "$t0")
-    emit "{\"case\":\"walk\",\"files\":$n,\"rep\":$rep,\"find_s\":$tf,\"ready_s\":$tready,\"first_read_s\":$tfirst,\"walked_s\":$tdone}"
     ep_down "$RUN/wmnt"
     sshfs_down "$RUN/wsshfs"
+    # The same walk with the mount waiting for it (--wait-walk: as every
+    # first mount did before the background walk).
+    drop_caches; sshfs_up "$wd" "$RUN/wsshfs"
+    rm -rf "$RUN/wstate"
+    t0=$(now); ep_mount "$RUN/wsshfs" "$RUN/wmnt" "$RUN/wstate" --wait-walk 2>/dev/null; twait=$(since "$t0")
+    ep_down "$RUN/wmnt"
+    sshfs_down "$RUN/wsshfs"
+    emit "{\"case\":\"walk\",\"files\":$n,\"rep\":$rep,\"find_s\":$tf,\"ready_s\":$tready,\"first_read_s\":$tfirst,\"walked_s\":$tdone,\"wait_walk_s\":$twait}"
   done
 done
 pfs_cleanup
@@ -231,8 +241,9 @@ if l:
         med([x["getxattr"] for x in l])))
 for n in sorted({x["files"] for x in pick("walk")}):
     w = [x for x in pick("walk") if x["files"] == n]
-    print("walk of %d files: find %s s; mount ready %s s, first read %s s, walk complete %s s (%s x find)" % (
+    print("walk of %d files: find %s s; mount ready %s s, first read %s s, walk complete %s s (%s x find); mount --wait-walk %s s (%s x find)" % (
         n, med([x["find_s"] for x in w]), med([x["ready_s"] for x in w]), med([x["first_read_s"] for x in w]),
-        med([x["walked_s"] for x in w]), med([x["walked_s"] / x["find_s"] for x in w])))
+        med([x["walked_s"] for x in w]), med([x["walked_s"] / x["find_s"] for x in w]),
+        med([x["wait_walk_s"] for x in w]), med([x["wait_walk_s"] / x["find_s"] for x in w])))
 EOF
 rm -f "$RESULTS"

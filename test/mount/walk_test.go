@@ -196,7 +196,7 @@ func TestMountReturnsBeforeTheWalkAndWaitWalkAfterIt(t *testing.T) {
 			t.Errorf("a plain mount returned after the walk of 60 directories at 200 ms each (catalog=%s)", st["catalog"])
 		case wait && (st["catalog"] != "ok" || st["files_total"] != fmt.Sprint(len(paths))):
 			t.Errorf("mount --wait-walk returned with catalog=%s files_total=%s, want ok and %d", st["catalog"], st["files_total"], len(paths))
-		case wait && !strings.Contains(out, "source walked: "+fmt.Sprint(len(paths))+" files"):
+		case wait && !strings.Contains(out, "catalog complete: "+fmt.Sprint(len(paths))+" files"):
 			t.Errorf("mount --wait-walk did not say the walk ended: %s", out)
 		}
 		if code, out := cli(t, "unmount", mnt); code != 0 {
