@@ -189,10 +189,14 @@ func (p *Placer) startFlight(e *Entry) (f *flight, started bool) {
 		if e.Tier() >= 0 {
 			return nil, false
 		}
-		// Remove it if it is still there (nothing is stored when
-		// run removed it meanwhile).
-		p.flights.Compute(e, func(old *flight, ok bool) (*flight, bool) { return old, !ok || old == f })
+		p.dropFlight(f)
 	}
+}
+
+// dropFlight removes f from the table of copies if it is still there (a
+// newer flight of its entry stays; nothing is stored when f is gone).
+func (p *Placer) dropFlight(f *flight) {
+	p.flights.Compute(f.e, func(old *flight, ok bool) (*flight, bool) { return old, !ok || old == f })
 }
 
 // run copies the file of f whole into the fastest tier with room.
@@ -286,7 +290,7 @@ func (p *Placer) copy(f *flight) error {
 	f.setTemp(tmp)
 	source := func(w io.Writer, progress func(int64)) (int64, error) {
 		if sf != nil {
-			return p.copyVersion(sf, e, f.attr, w, progress)
+			return p.copyVersion(sf, f.attr, w, progress)
 		}
 		return p.copySource(e, f.attr, w, progress)
 	}
@@ -343,7 +347,7 @@ func (p *Placer) copySource(e *Entry, a Attr, w io.Writer, progress func(int64))
 		return 0, err
 	}
 	defer sf.Close()
-	return p.copyVersion(sf, e, a, w, progress)
+	return p.copyVersion(sf, a, w, progress)
 }
 
 // openVersion opens e on the source and checks that it is version a.
@@ -369,28 +373,18 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 	return sf, nil
 }
 
-// copyVersion copies sf, opened as version a of e, to w and checks that it
-// is still that version afterwards. A file that changed since is recorded
-// (setAttr) when the check is an fstat of its own; with Expect, a read
-// fails with tier.ErrSourceChanged and the next open finds the version.
-func (p *Placer) copyVersion(sf *tier.SourceFile, e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+// copyVersion copies sf, opened as version a of e with Expect set
+// (openVersion, or the open that started the copy), to w. Every read
+// checked the version after it read, the last one included: a file that
+// changed fails the copy with tier.ErrSourceChanged, and the next open
+// finds the new version.
+func (p *Placer) copyVersion(sf *tier.SourceFile, a Attr, w io.Writer, progress func(int64)) (int64, error) {
 	bp := p.bufs.Get().(*[]byte)
 	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
 	p.bufs.Put(bp)
 	if err == nil && n != a.Size {
 		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, a.Size)
 	}
-	if err == nil && !sf.Expecting() {
-		after, serr := sf.Stat(p.ctx)
-		if serr != nil {
-			err = serr
-		} else if b := attrFromInfo(after); b.Mtime != a.Mtime || b.Size != a.Size {
-			err = tier.ErrSourceChanged
-			p.setAttr(e, b, false)
-		}
-	}
-	// With Expect set (openVersion, Open), the read that reached the end
-	// checked the version after it read: no second fstat.
 	return n, err
 }
 

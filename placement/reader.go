@@ -189,7 +189,7 @@ func (p *Placer) attach(ctx context.Context, r *Reader) {
 		// Not to be run: the entry changed since the reader's open, or
 		// the copy before this one installed the file after the open
 		// looked (it records the residency before it leaves the map).
-		p.flights.Compute(e, func(old *flight, ok bool) (*flight, bool) { return old, !ok || old == f })
+		p.dropFlight(f)
 		f.finish(errResident)
 		f.release()
 		<-p.demand

@@ -661,10 +661,6 @@ type SourceFile struct {
 // bytes of two versions. It costs an fstat per read.
 func (sf *SourceFile) Expect(size, mtime int64) { sf.want = &[2]int64{size, mtime} }
 
-// Expecting reports whether Expect was called: every read then checks
-// the version after it read.
-func (sf *SourceFile) Expecting() bool { return sf.want != nil }
-
 // Info is the fstat of the file taken when it was opened (no system call).
 func (sf *SourceFile) Info() os.FileInfo { return sf.fi }
 

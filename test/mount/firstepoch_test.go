@@ -10,6 +10,21 @@ import (
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 
+// faultMount mounts an env over a faultfs view of dir with a 1 GiB tier;
+// prepare, if set, runs before the mount (delays, options). The source's
+// cleanup runs before the mount's.
+func faultMount(t *testing.T, dir string, prepare func(*faultfs.FS, *env)) (*env, *faultfs.FS) {
+	t.Helper()
+	f := faultfs.Start(t, dir)
+	e := newEnv(t, f.Mnt(), 1<<30)
+	if prepare != nil {
+		prepare(f, e)
+	}
+	e.mount()
+	t.Cleanup(f.Close)
+	return e, f
+}
+
 // The first epoch costs the source one open per file: the open of a file
 // that is not resident is its check (an fstat of the descriptor, no lstat
 // by path), the copy reads through that descriptor, and the readers follow
@@ -18,10 +33,7 @@ import (
 func TestFirstEpochOpensEachFileOnceAtTheSource(t *testing.T) {
 	requireFUSE(t)
 	dir, paths := makeSamples(t, 100, 16<<10)
-	f := faultfs.Start(t, dir)
-	e := newEnv(t, f.Mnt(), 1<<30)
-	e.mount()
-	t.Cleanup(f.Close)
+	e, f := faultMount(t, dir, nil)
 	before := f.Counts()
 	readPass(t, dir, e.mnt, paths, 1)
 	e.settle()
@@ -58,11 +70,7 @@ func TestFirstEpochOpensEachFileOnceAtTheSource(t *testing.T) {
 func TestRemountWithinTheTTLSendsTheSourceNothing(t *testing.T) {
 	requireFUSE(t)
 	dir, paths := makeSamples(t, 100, 16<<10)
-	f := faultfs.Start(t, dir)
-	e := newEnv(t, f.Mnt(), 1<<30)
-	e.opts.validateTTL = 24 * time.Hour
-	e.mount()
-	t.Cleanup(f.Close)
+	e, f := faultMount(t, dir, func(_ *faultfs.FS, e *env) { e.opts.validateTTL = 24 * time.Hour })
 	readPass(t, dir, e.mnt, paths, 1)
 	e.settle()
 	e.unmount()
@@ -97,10 +105,7 @@ func TestRemountWithinTheTTLSendsTheSourceNothing(t *testing.T) {
 func TestCatInPathOrderIsReadAheadWithOneOpenPerFile(t *testing.T) {
 	requireFUSE(t)
 	dir, paths := makeSamples(t, 200, 8<<10)
-	f := faultfs.Start(t, dir)
-	e := newEnv(t, f.Mnt(), 1<<30)
-	e.mount()
-	t.Cleanup(f.Close)
+	e, f := faultMount(t, dir, nil)
 	before := f.Counts()
 	out, err := exec.Command("bash", "-c", "cd "+e.mnt+" && find . -type f -not -path './.epochfs/*' -print0 | sort -z | xargs -0 cat | wc -c").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(len(paths)*(8<<10)) {
