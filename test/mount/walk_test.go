@@ -49,15 +49,10 @@ func makeWide(t *testing.T, dirs, files int) (string, []string) {
 func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
 	requireFUSE(t)
 	dir, paths := makeWide(t, 60, 10)
-	f := faultfs.Start(t, dir)
-	f.Delay("readdir", 200*time.Millisecond)
-	e := newEnv(t, f.Mnt(), 1<<30)
-	e.opts.serveWhileWalking = true
 	start := time.Now()
-	e.mount()
-	t.Cleanup(f.Close)
+	e, f := faultMount(t, dir, walkSlowly(200*time.Millisecond))
 	up := time.Since(start)
-	t.Logf("mounted in %v", up)
+	t.Logf("source and mount up in %v", up)
 	if !e.cat.Walking() {
 		t.Fatalf("the walk of 60 directories at 200 ms each was over when the mount returned (%v)", up)
 	}
@@ -129,6 +124,15 @@ func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
 	}
 }
 
+// walkSlowly delays the source's directory reads by d and mounts without
+// waiting for the walk.
+func walkSlowly(d time.Duration) func(*faultfs.FS, *env) {
+	return func(f *faultfs.FS, e *env) {
+		f.Delay("readdir", d)
+		e.opts.serveWhileWalking = true
+	}
+}
+
 // treeOf lists a catalog's files as path:size:index, in path order.
 func treeOf(cat *placement.Catalog) []string {
 	var out []string
@@ -144,12 +148,7 @@ func treeOf(cat *placement.Catalog) []string {
 func TestAMountClosedDuringItsWalkWalksAgainNextTime(t *testing.T) {
 	requireFUSE(t)
 	dir, paths := makeWide(t, 30, 5)
-	f := faultfs.Start(t, dir)
-	f.Delay("readdir", 100*time.Millisecond)
-	e := newEnv(t, f.Mnt(), 1<<30)
-	e.opts.serveWhileWalking = true
-	e.mount()
-	t.Cleanup(f.Close)
+	e, f := faultMount(t, dir, walkSlowly(100*time.Millisecond))
 	if !e.cat.Walking() {
 		t.Fatal("the walk was over at once")
 	}
@@ -198,6 +197,23 @@ func TestMountReturnsBeforeTheWalkAndWaitWalkAfterIt(t *testing.T) {
 			t.Errorf("mount --wait-walk returned with catalog=%s files_total=%s, want ok and %d", st["catalog"], st["files_total"], len(paths))
 		case wait && !strings.Contains(out, "catalog complete: "+fmt.Sprint(len(paths))+" files"):
 			t.Errorf("mount --wait-walk did not say the walk ended: %s", out)
+		}
+		if !wait {
+			// Scripts write ctl files during the walk: the write of
+			// "all" to warmup (bash, then Python) waits for the walk
+			// and succeeds, and then covers every file.
+			warm := filepath.Join(mnt, ".epochfs", "warmup")
+			if out, err := exec.Command("bash", "-c", "echo all > "+warm).CombinedOutput(); err != nil {
+				t.Errorf("bash echo all > warmup during the walk: %v: %s", err, out)
+			}
+			if st := statusOf(t, mnt); st["catalog"] == "walking" {
+				t.Error("a warmup write returned before the walk ended")
+			}
+			py := "import sys\nwith open(sys.argv[1], 'w') as f:\n    f.write('all\\n')\n"
+			if out, err := exec.Command("/usr/bin/python3", "-c", py, warm).CombinedOutput(); err != nil {
+				t.Errorf("python write of warmup: %v: %s", err, out)
+			}
+			waitFor(t, func() bool { return statusOf(t, mnt)["files_resident"] == fmt.Sprint(len(paths)) })
 		}
 		if code, out := cli(t, "unmount", mnt); code != 0 {
 			t.Fatalf("unmount: exit %d: %s", code, out)
