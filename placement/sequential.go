@@ -85,6 +85,17 @@ func (p *Placer) copyAhead(f *Entry) bool {
 		<-p.demand
 		return true
 	}
+	if _, checking := p.checks.Load(f); checking {
+		// A reader is opening the file now and starts its copy with
+		// the source file it opened (validate.go: openChecked looks for
+		// copies after it registered its check).
+		p.dropFlight(fl)
+		fl.setChecked(false)
+		fl.finish(errResident)
+		fl.release()
+		<-p.demand
+		return true
+	}
 	p.seqCopies.Add(1)
 	p.queued.Add(1)
 	go func() {

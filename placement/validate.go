@@ -238,26 +238,29 @@ func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *t
 	if joinable() {
 		return false, nil, nil, nil
 	}
-	// A copy under way that has not checked the file yet (a worker's, or
-	// one started ahead of a reader: sequential.go) is about to: wait for
-	// its check rather than open the source a second time.
-	if f, ok := p.flights.Load(e); ok && p.o.Validate != ValidateOpen && f.attr == e.Attr() {
-		select {
-		case <-f.checked:
-		case <-ctx.Done():
-			return false, nil, nil, ctx.Err()
-		}
-		if f.checkOK && f.attr == e.Attr() {
-			return false, nil, nil, nil
-		}
+	if ok, err := p.copyChecked(ctx, e); ok || err != nil {
+		return false, nil, nil, err
 	}
 	c = &check{done: make(chan struct{})}
 	prev, loaded := p.checks.LoadOrStore(e, c)
-	if !loaded && joinable() {
-		// The check before ours ended between the two looks.
-		c.ok = true
-		p.endCheck(e, c)
-		return false, nil, nil, nil
+	if !loaded {
+		// The check before ours ended between the two looks, or a copy
+		// started meanwhile: a copy started ahead of a reader looks for
+		// a check after it stored itself (sequential.go), so one of the
+		// two sees the other.
+		ok := joinable()
+		if !ok {
+			var err error
+			if ok, err = p.copyChecked(ctx, e); err != nil {
+				p.endCheck(e, c)
+				return false, nil, nil, err
+			}
+		}
+		if ok {
+			c.ok = true
+			p.endCheck(e, c)
+			return false, nil, nil, nil
+		}
 	}
 	if loaded {
 		select {
@@ -285,6 +288,23 @@ func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *t
 		}
 	}
 	return changed, sf, c, err
+}
+
+// copyChecked waits for the check of a copy of e under way that has not
+// checked the file yet (a worker's, or one started ahead of a reader:
+// sequential.go), rather than open the source a second time; ok reports
+// that its open found the entry's version. Not with validate = "open".
+func (p *Placer) copyChecked(ctx context.Context, e *Entry) (ok bool, err error) {
+	f, found := p.flights.Load(e)
+	if !found || p.o.Validate == ValidateOpen || f.attr != e.Attr() {
+		return false, nil
+	}
+	select {
+	case <-f.checked:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	return f.checkOK && f.attr == e.Attr(), nil
 }
 
 // endCheck ends a check: the opens waiting for it go on.
