@@ -67,6 +67,10 @@ type Placement struct {
 	// have waiting in warmup: a size, or a share of the tiers' quotas
 	// (default "25%").
 	MaxWarmupPerUser SizeOrPct `toml:"max_warmup_per_user"`
+	// FillAfter is how many files of a directory tree one user reads
+	// from the source, in no order, before the rest of the tree is copied
+	// in the background (0: never).
+	FillAfter int `toml:"fill_after"`
 }
 
 // WarmupPerUserBytes is MaxWarmupPerUser in bytes for tiers of total
@@ -127,6 +131,7 @@ func Default() Config {
 			RefreshRate:      1000,
 			MaxDrop:          "10%",
 			MaxWarmupPerUser: NewSizeOrPct("25%"),
+			FillAfter:        64,
 		},
 		Log:        Log{Level: "info", Format: "console"},
 		Model:      DefaultModel(),
@@ -259,6 +264,9 @@ func (c *Config) Validate() error {
 	p := c.Placement
 	if p.Workers < 1 || p.Workers > 256 {
 		return fmt.Errorf("placement.workers = %d: want 1 to 256", p.Workers)
+	}
+	if p.FillAfter < 0 || p.FillAfter > 1000000 {
+		return fmt.Errorf("placement.fill_after = %d: want 0 (never) to 1000000 files", p.FillAfter)
 	}
 	if err := p.SourceBandwidth.Err(); err != nil {
 		return fmt.Errorf("placement.source_bandwidth: %v", err)

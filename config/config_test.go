@@ -124,12 +124,15 @@ func TestDefaultsApplyAndValidate(t *testing.T) {
 		t.Fatalf("Default().Validate: %v", err)
 	}
 	cfg := mustParse(t, `source = "/src"`)
-	if cfg.Placement.Workers != 6 || cfg.Placement.Validate != "once" || cfg.Log.Level != "info" || cfg.Log.Format != "console" {
+	if cfg.Placement.Workers != 6 || cfg.Placement.Validate != "once" || cfg.Placement.FillAfter != 64 || cfg.Log.Level != "info" || cfg.Log.Format != "console" {
 		t.Errorf("defaults not kept under a partial file: %+v", cfg)
 	}
 	cfg = mustParse(t, "")
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("empty file: Validate: %v", err)
+	}
+	if cfg = mustParse(t, "[placement]\nfill_after = 0\n"); cfg.Placement.FillAfter != 0 || cfg.Validate() != nil {
+		t.Errorf("fill_after = 0 (off) not kept: %d, %v", cfg.Placement.FillAfter, cfg.Validate())
 	}
 }
 
@@ -243,6 +246,8 @@ func TestValidateErrorsNameKeyAndValue(t *testing.T) {
 		{"workers 0", "[placement]\nworkers = 0", []string{"placement.workers", "0"}},
 		{"workers negative", "[placement]\nworkers = -3", []string{"placement.workers", "-3"}},
 		{"workers too many", "[placement]\nworkers = 257", []string{"placement.workers", "257"}},
+		{"fill_after negative", "[placement]\nfill_after = -1", []string{"placement.fill_after", "-1"}},
+		{"fill_after too many", "[placement]\nfill_after = 1000001", []string{"placement.fill_after", "1000001"}},
 		{"bandwidth", "[placement]\nsource_bandwidth = \"fast\"", []string{"placement.source_bandwidth", `"fast"`}},
 		{"bandwidth negative", "[placement]\nsource_bandwidth = -5", []string{"placement.source_bandwidth", `"-5"`}},
 		{"log level", "[log]\nlevel = \"loud\"", []string{"log.level", `"loud"`}},

@@ -77,6 +77,8 @@ type Options struct {
 	RefreshRate     float64
 	// ValidateTTL: placement.Options.ValidateTTL.
 	ValidateTTL time.Duration
+	// FillAfter: placement.Options.FillAfter.
+	FillAfter int
 	// WaitWalk walks the source before New returns when a first walk is
 	// due (mount --wait-walk); otherwise the mount serves while the
 	// source is walked (placement.CatalogOptions.Background), unless the
@@ -230,7 +232,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	po := placement.Options{
 		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
-		Validate: o.Validate, ValidateTTL: o.ValidateTTL, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, MaxWarmupPerUser: o.MaxWarmupPerUser, Logger: o.Logger,
+		Validate: o.Validate, ValidateTTL: o.ValidateTTL, FillAfter: o.FillAfter, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, MaxWarmupPerUser: o.MaxWarmupPerUser, Logger: o.Logger,
 		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
 	}
 	if m.cl != nil {

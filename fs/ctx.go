@@ -11,6 +11,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -65,8 +66,9 @@ func reqCtx(ctx context.Context) (context.Context, func()) {
 	if caller.Pid != 0 {
 		c.fatalOnly, c.tid = true, caller.Pid
 	}
-	// The source bounds what one user may leave stuck in it.
-	return tier.WithUser(c, caller.Uid), c.release
+	// The source bounds what one user may leave stuck in it; a fill
+	// queues only what the user may open (placement/fill.go).
+	return placement.WithCaller(tier.WithUser(c, caller.Uid), caller.Uid, caller.Gid), c.release
 }
 
 // waitCtx wraps the context of a request that waits with no deadline of

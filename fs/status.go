@@ -88,6 +88,8 @@ func (fsys *FS) status() []kv {
 		i64("placements_skipped_nospace", ps.SkippedNoSpace),
 		i64("demand_fallbacks", ps.DemandFallbacks),
 		i64("read_ahead_copies", ps.ReadAhead),
+		i64("fills", ps.Fills),
+		i64("fill_copies", ps.FillQueued),
 		i64("remote_reads", ps.RemoteReads),
 		i64("placements_bytes", ps.BytesPlaced),
 		{"catalog", catState, false},

@@ -57,6 +57,8 @@ var statusSpecs = map[string]spec{
 	"buffer_refused":             counter("buffer_refused_total", "Fetches the shared buffer had no room for."),
 	"revalidate_pending":         gauge("revalidate_pending_files", "Resident files checked longer ago than validate_ttl, waiting for the background revalidation."),
 	"read_ahead_copies":          counter("read_ahead_copies_total", "Copies started ahead of a reader going through the dataset in path order."),
+	"fills":                      counter("fills_total", "Directories whose rest was queued for copying after a user read placement.fill_after of their files in no order."),
+	"fill_copies":                counter("fill_copies_total", "Files queued by those fills."),
 	"xattr_requests":             counter("xattr_requests_total", "GETXATTR and LISTXATTR requests for dataset entries."),
 	"passthrough":                gauge("passthrough", "1 if resident files are served by FUSE passthrough."),
 	"transport":                  {label: true},

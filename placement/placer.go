@@ -74,6 +74,9 @@ type Options struct {
 	// MaxDrop is the share of the catalog's files one pass may remove
 	// (dropguard.go; default DefaultMaxDrop, 1: no limit).
 	MaxDrop float64
+	// FillAfter is how many files of a tree one user opens, with no copy
+	// and in no order, before the rest of it is queued (fill.go); 0: never.
+	FillAfter int
 	// MaxDemandCopies bounds copies started by reads (default 64); beyond
 	// it readers read the source directly and the file is queued.
 	MaxDemandCopies int
@@ -113,6 +116,8 @@ type Stats struct {
 	BytesPlaced     int64
 	DemandFallbacks int64 // reads served from the source because no copy could start
 	ReadAhead       int64 // copies started ahead of a reader going in path order (sequential.go)
+	Fills           int64 // directories filled for a reader in no order (fill.go)
+	FillQueued      int64 // files those fills queued
 	// RemoteReads counts reads with no local copy to follow served by the
 	// remote's stored copy (RangeRemote) instead of the source.
 	RemoteReads int64
@@ -150,6 +155,11 @@ type Placer struct {
 	// seqCopies counts the copies it started.
 	seq       seqDetector
 	seqCopies atomic.Int64
+	// fill queues the rest of a tree read in no order (fill.go); fills
+	// counts the trees, fillQueued the files it queued.
+	fill       filler
+	fills      atomic.Int64
+	fillQueued atomic.Int64
 	// readDuringWalk holds the files read while the catalog's walk ran
 	// (nothing is copied then): they are queued once it ends. nil once
 	// they were.
@@ -319,6 +329,7 @@ func (p *Placer) Source() *tier.Source { return p.src }
 func (p *Placer) Stats() Stats {
 	return Stats{
 		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(), ReadAhead: p.seqCopies.Load(),
+		Fills: p.fills.Load(), FillQueued: p.fillQueued.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
 		DemandFallbacks: p.fallbacks.Load(), RemoteReads: p.remoteReads.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
 		CopiesCheckedAtMount:   p.check.checked,
@@ -384,7 +395,7 @@ func (p *Placer) worker() {
 				continue
 			}
 			f, started := p.startFlight(e)
-			if f != nil && started {
+			if f != nil && started && !p.yieldToCheck(f) {
 				p.run(f)
 			}
 			p.queued.Add(-1)

@@ -103,6 +103,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 		return r, nil
 	}
 	p.attach(ctx, r)
+	p.noteFill(ctx, e) // after attach: the fill finds this file's copy started
 	if i := e.Tier(); r.fl == nil && i >= 0 {
 		// Installed since the check above (attach saw it).
 		if c := p.openResident(e, i, r.attr); c != nil {

@@ -85,13 +85,7 @@ func (p *Placer) copyAhead(f *Entry) bool {
 		<-p.demand
 		return true
 	}
-	if _, checking := p.checks.Load(f); checking {
-		// A reader is opening the file now and starts its copy with
-		// the source file it opened (validate.go: openChecked looks for
-		// copies after it registered its check).
-		p.dropFlight(fl)
-		fl.setChecked(false)
-		fl.finish(errResident)
+	if p.yieldToCheck(fl) {
 		fl.release()
 		<-p.demand
 		return true
@@ -104,5 +98,20 @@ func (p *Placer) copyAhead(f *Entry) bool {
 		fl.release()
 		<-p.demand
 	}()
+	return true
+}
+
+// yieldToCheck drops the new flight fl, not yet run, when a reader is
+// opening its file now: that reader starts the copy with the source file
+// it opened (validate.go: openChecked looks for copies after it registered
+// its check), so the source sees one open. The caller still holds its
+// reference.
+func (p *Placer) yieldToCheck(fl *flight) bool {
+	if _, checking := p.checks.Load(fl.e); !checking {
+		return false
+	}
+	p.dropFlight(fl)
+	fl.setChecked(false)
+	fl.finish(errResident)
 	return true
 }

@@ -360,6 +360,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		WaitWalk: ma.waitWalk && ma.readyFD < 0,
 		Workers:  cfg.Placement.Workers, Validate: validate,
 		ValidateTTL:      cfg.Placement.ValidateTTLDuration(),
+		FillAfter:        cfg.Placement.FillAfter,
 		SourceBandwidth:  cfg.Placement.SourceBandwidth.BytesPerSec,
 		SourceTimeout:    cfg.Placement.SourceTimeoutDuration(),
 		RefreshRate:      cfg.Placement.RefreshRate,

@@ -25,7 +25,9 @@
 # Usage: bash test/bench/firstepoch.sh   (as root; bin/epochfs built)
 # Env: FILES (4000) SIZE (8192 bytes) DELAY_MS (1) RATE (100) REPS (3)
 #      WALK_FILES ("200000") WORK (/var/tmp/epochfs-firstepoch) OUT (- = stdout)
-#      ONLY_WALK=1 skips the epoch figures
+#      ONLY_WALK=1 skips the epoch figures; ORDERS ("path shuffled") the
+#      readers' orders; FILL_AFTER sets placement.fill_after (default: the
+#      config's)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FILES=${FILES:-4000}
@@ -114,7 +116,12 @@ sshfs_down() { pfs_unmount "$1" "$SSHFS_PID"; }
 ep_mount() { # SRC MNT STATE [ARGS]
   local src=$1 mnt=$2 state=$3; shift 3
   mkdir -p "$mnt" "$RUN/tier"
-  "$EPOCHFS" mount --state "$state" --tier "disk=$RUN/tier:8GiB" "$@" "$src" "$mnt" >/dev/null
+  local cfg=()
+  if [ -n "${FILL_AFTER:-}" ]; then
+    printf '[placement]\nfill_after = %d\n' "$FILL_AFTER" >"$WORK/fill.toml"
+    cfg=(--config "$WORK/fill.toml")
+  fi
+  "$EPOCHFS" mount "${cfg[@]}" --state "$state" --tier "disk=$RUN/tier:8GiB" "$@" "$src" "$mnt" >/dev/null
   MNTS+=("$mnt")
 }
 ep_down() { "$EPOCHFS" unmount "$1" >/dev/null; }
@@ -130,7 +137,7 @@ for rep in $(seq "$REPS"); do
   rm -rf "$RUN"; mkdir -p "$RUN"
   # -- epoch 1: sshfs directly vs epochfs on a fresh state (order alternates),
   # a reader in path order (read ahead), then a shuffled one
-  orders="path shuffled"
+  orders=${ORDERS:-path shuffled}
   [ -n "${ONLY_WALK:-}" ] && orders=
   for order in $orders; do
   for setup in $( [ $((rep % 2)) = 1 ] && echo "direct epochfs" || echo "epochfs direct"); do
@@ -229,8 +236,9 @@ if d and e:
         med([r["source_opens"] / files for r in e]), med([r["source_stats"] / files for r in e])))
 r = pick("remount")
 if r:
-    print("  next job (remount), first epoch / later epoch: %s; source metadata requests: server %s, source_stats %s" % (
-        med([x["first_s"] / x["later_s"] for x in r]), med([x["sftp_meta"] for x in r]), med([x["source_stats"] for x in r])))
+    print("  next job (remount), first epoch / later epoch: %s (%s s / %s s); source metadata requests: server %s, source_stats %s" % (
+        med([x["first_s"] / x["later_s"] for x in r]), med([x["first_s"] for x in r]), med([x["later_s"] for x in r]),
+        med([x["sftp_meta"] for x in r]), med([x["source_stats"] for x in r])))
     print("  RSS after copying / after a remount: %s; per file after copying %s B, after a remount %s B" % (
         med([x["rss_copy"] / x["rss_remount"] for x in r]), med([x["rss_copy"] / files for x in r]),
         med([x["rss_remount"] / files for x in r])))

@@ -1,8 +1,12 @@
 package mount
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +125,55 @@ func TestCatInPathOrderIsReadAheadWithOneOpenPerFile(t *testing.T) {
 	}
 	if r := e.num("files_resident"); r != int64(len(paths)) {
 		t.Errorf("%d of %d files resident", r, len(paths))
+	}
+}
+
+// A reader that opens a tree's files in no order (an unprivileged user's
+// shuffled cat, as a shuffling loader does) has the rest of the tree copied
+// after placement.fill_after of them; the files that user may not open are
+// not copied for it. Driven through the CLI with a config file.
+func TestAShuffledReaderHasTheRestOfItsTreeCopied(t *testing.T) {
+	requireFUSE(t)
+	src, paths := makeSamples(t, 64, 4<<10)
+	secret := []string{paths[5], paths[22], paths[40]}
+	for _, p := range secret {
+		if err := os.Chmod(filepath.Join(src, p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := t.TempDir()
+	for d := base; d != "/" && d != "/tmp"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // others reach the mount point
+	}
+	mnt, tierDir, cfg := filepath.Join(base, "mnt"), filepath.Join(base, "tier"), filepath.Join(base, "epochfs.toml")
+	os.Mkdir(mnt, 0o755)
+	if err := os.WriteFile(cfg, []byte("[placement]\nfill_after = 8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, "--tier=disk="+tierDir+":1GiB")
+	// Ten readable files in a shuffled order, as the test user.
+	code, out := shell(t, true, `cd "$1" && find . -type f -perm -o=r -not -path './.epochfs/*' | shuf -n 10 | xargs cat | wc -c`, mnt)
+	if code != 0 || strings.TrimSpace(out) != strconv.Itoa(10*4<<10) {
+		t.Fatalf("shuffled cat as the test user: exit %d: %s", code, out)
+	}
+	want := strconv.Itoa(len(paths) - len(secret))
+	deadline := time.Now().Add(30 * time.Second)
+	for statusOf(t, mnt)["files_resident"] != want || statusOf(t, mnt)["placements_queued"] != "0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every readable file resident after 30 s: %v", statusOf(t, mnt))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := statusOf(t, mnt)
+	if st["fills"] != "1" {
+		t.Errorf("fills = %s, want 1 (the dataset's root, the smallest directory holding four classes)", st["fills"])
+	}
+	for _, p := range secret {
+		if _, err := os.Lstat(filepath.Join(tierDir, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s (0600, root's) has a tier copy after a fill for the test user: %v", p, err)
+		}
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
 	}
 }

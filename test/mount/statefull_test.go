@@ -113,10 +113,23 @@ type daemon struct {
 	err    error
 }
 
-func startDaemon(t *testing.T, src, mnt, state, tierDir string) *daemon {
+// noFill is a --config flag for a mount that copies only what is read
+// (placement.fill_after = 0), for tests that count the copies of the
+// files they read.
+func noFill(t *testing.T) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "nofill.toml")
+	if err := os.WriteFile(cfg, []byte("[placement]\nfill_after = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "--config=" + cfg
+}
+
+func startDaemon(t *testing.T, src, mnt, state, tierDir string, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{mnt: mnt, out: &lockedBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(binPath, "mount", "--foreground", "--state", state, "--tier=mem="+tierDir+":1GiB", src, mnt)
+	args := append([]string{"mount", "--foreground", "--state", state, "--tier=mem=" + tierDir + ":1GiB"}, extra...)
+	d.cmd = exec.Command(binPath, append(args, src, mnt)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -267,7 +280,8 @@ func TestUnmountWithAFullStateDirExitsCleanlyAndKeepsWhatWasWritten(t *testing.T
 	paths = withManyFiles(t, src, paths, 1500)
 	state := stateTmpfs(t, "200m")
 	tierDir := filepath.Join(base, "tier")
-	d := startDaemon(t, src, mnt, state, tierDir)
+	// No fill: the half read must be all that is copied.
+	d := startDaemon(t, src, mnt, state, tierDir, noFill(t))
 	before, after := paths[:len(paths)/2], paths[len(paths)/2:]
 	// In reverse path order: a reader in path order would be read ahead
 	// into the other half (placement/sequential.go).
