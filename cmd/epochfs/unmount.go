@@ -9,7 +9,10 @@ package main
 // With --user-ref ID it first drops ID from the mount's users (users.go)
 // and unmounts only if no user is left and the mount is not kept. Nothing
 // mounted is success with a note (an epilog after a job that did not
-// mount), unless --strict.
+// mount), unless --strict. Whatever the flags, a mount at MOUNTPOINT that
+// is not epochfs's (a tmpfs, a bind mount, another FUSE file system) is
+// refused with exit 2 before anything is touched: a wrong EPOCHFS_MOUNT in
+// an epilog must not unmount the node's scratch disk.
 
 import (
 	"errors"
@@ -55,6 +58,11 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mnt, _ := filepath.Abs(pos[0])
+	if m, ok := daemon.FindMount(mnt); ok {
+		if err := refuseForeign(mnt, m); err != nil {
+			return err
+		}
+	}
 	lk, err := lockMountpoint(mnt, stderr)
 	if err != nil {
 		return err
@@ -80,6 +88,9 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	detached := *lazy
 	switch {
 	case mounted:
+		if err := refuseForeign(mnt, entry); err != nil {
+			return err // mounted since the first look
+		}
 		if err := checkMayUnmount(mnt, entry); err != nil {
 			return err
 		}
@@ -115,6 +126,15 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "epochfs: unmounted %s\n", mnt)
 	return nil
+}
+
+// refuseForeign refuses the unmount of m, the mount at mnt, unless it is
+// an epochfs mount (fstype fuse.epochfs).
+func refuseForeign(mnt string, m daemon.MountEntry) error {
+	if m.Epochfs() {
+		return nil
+	}
+	return usageErr("%s is a %s mount of %s, not an epochfs mount: not unmounting it (check the mount point you gave, e.g. EPOCHFS_MOUNT)", mnt, m.FSType, m.Source)
 }
 
 // checkMayUnmount refuses, with what to do, the unmount of a FUSE mount

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	epochd "github.com/epochfs/epochfs/daemon"
 )
 
 // cli runs the epochfs binary and returns its exit code and output.
@@ -439,4 +441,40 @@ func TestModelCtlFileShowsTheSplit(t *testing.T) {
 		t.Fatalf(".epochfs/model:\n%s", data)
 	}
 	cli(t, "unmount", mnt)
+}
+
+// unmount refuses, with exit 2 and whatever the flags, a mount point whose
+// mount is not epochfs's (a tmpfs, a bind mount), and leaves it mounted.
+func TestUnmountRefusesWhatIsNotAnEpochfsMount(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	scratch, bind := filepath.Join(base, "scratch"), filepath.Join(base, "bind")
+	for _, d := range []string{scratch, bind} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mount("tmpfs", scratch, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(scratch, syscall.MNT_DETACH) })
+	if err := syscall.Mount(base, bind, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bind, syscall.MNT_DETACH) })
+	os.WriteFile(filepath.Join(scratch, "keep"), []byte("scratch data"), 0o644)
+	for _, mnt := range []string{scratch, bind} {
+		for _, flags := range [][]string{nil, {"--lazy"}, {"--user-ref", "job-1"}, {"--strict"}, {"--lazy", "--user-ref", "job-2"}} {
+			code, out := cli(t, append(append([]string{"unmount"}, flags...), mnt)...)
+			if code != 2 || !strings.Contains(out, "not an epochfs mount") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+				t.Errorf("unmount %v %s: exit %d, %q; want exit 2 and one line saying it is not an epochfs mount", flags, mnt, code, out)
+			}
+			if _, ok := epochd.FindMount(mnt); !ok {
+				t.Fatalf("unmount %v %s unmounted it", flags, mnt)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(scratch, "keep")); err != nil || string(b) != "scratch data" {
+		t.Errorf("the tmpfs's file after the refused unmounts: %q, %v", b, err)
+	}
 }
