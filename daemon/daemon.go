@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -223,7 +224,12 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, err
 	}
 	var tiers []*tier.Tier
+	owner := &tier.Owner{StateDir: o.StateDir, Source: o.Source, Mountpoint: o.Mountpoint}
+	if abs, err := filepath.Abs(o.StateDir); err == nil {
+		owner.StateDir = abs
+	}
 	for _, to := range topts {
+		to.Owner = owner
 		t, err := tier.Open(to)
 		if err != nil {
 			return nil, &configError{fmt.Errorf("daemon: %w", err)}

@@ -70,6 +70,10 @@ type Options struct {
 	// Syncfs flushes the file system holding dir to stable storage; nil
 	// means syncfs(2). Tests set it to simulate a failing disk.
 	Syncfs func(dir string) error
+	// Owner, if set, is the catalog the directory must belong to: it is
+	// recorded at first use, and Open fails with an *OwnedError when the
+	// directory belongs to another (owner.go).
+	Owner *Owner
 }
 
 const (
@@ -134,6 +138,11 @@ func Open(o Options) (*Tier, error) {
 	// ours, never symlinks.
 	if err := SecureDir(o.Dir); err != nil {
 		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+	}
+	if o.Owner != nil {
+		if err := claim(o.Dir, *o.Owner); err != nil {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
 	}
 	uid := uint32(os.Geteuid())
 	for _, d := range []string{dataDir, hashedDir} {

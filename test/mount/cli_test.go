@@ -478,3 +478,39 @@ func TestUnmountRefusesWhatIsNotAnEpochfsMount(t *testing.T) {
 		t.Errorf("the tmpfs's file after the refused unmounts: %q, %v", b, err)
 	}
 }
+
+// A tier directory serves one catalog: a second mount with another state
+// directory on the same tier is refused (exit 2, naming the first mount),
+// whether the first is still mounted or not, and the first mount is left
+// as it was. The same state directory mounts it again.
+func TestASecondCatalogOnATierIsRefused(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	other := filepath.Join(base, "other")
+	os.Mkdir(other, 0o755)
+	tierFlag := "--tier=disk=" + filepath.Join(base, "tier") + ":1GiB"
+	binMount(t, src, mnt, filepath.Join(base, "state"), tierFlag)
+	checkAll(t, src, mnt, paths)
+	refused := func(when string) {
+		t.Helper()
+		code, out := cli(t, "mount", "--state", filepath.Join(base, "state2"), tierFlag, src, other)
+		if code != 2 || !strings.Contains(out, filepath.Join(base, "state")) || !strings.Contains(out, mnt) {
+			t.Errorf("%s: a second catalog on the tier: exit %d, %q; want exit 2 naming the first mount", when, code, out)
+		}
+		if mounted(other) {
+			t.Fatalf("%s: the second mount is up", when)
+		}
+	}
+	refused("while the first is mounted")
+	checkAll(t, src, mnt, paths)
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
+	}
+	refused("after the first was unmounted")
+	binMount(t, src, mnt, filepath.Join(base, "state"), tierFlag)
+	if st := statusOf(t, mnt); st["files_resident"] != strconv.Itoa(len(paths)) {
+		t.Errorf("the first catalog's remount: %s of %d files resident", st["files_resident"], len(paths))
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
+	}
+}
