@@ -37,12 +37,20 @@ type Config struct {
 // model.memory_budget for encoded samples (a RAM tier).
 const QuotaFromModel = "model"
 
+// minPlainQuota is the smallest quota written without a unit: "4" is far
+// likelier a forgotten "GiB" than a tier of four bytes.
+const minPlainQuota = 1 << 20
+
 // Tier is one local storage tier; tiers are listed fastest first.
 type Tier struct {
 	Name    string    `toml:"name"`
 	Path    string    `toml:"path"`
 	Quota   Size      `toml:"quota"`
 	MinFree SizeOrPct `toml:"min_free"`
+	// RequireMount says the tier must be a file system of its own (a
+	// local disk mounted there): a path on the root file system, or whose
+	// parent is missing, is refused instead of created.
+	RequireMount bool `toml:"require_mount"`
 }
 
 // Placement configures the background placer.
@@ -253,6 +261,9 @@ func (c *Config) Validate() error {
 			}
 			if t.Quota.Bytes <= 0 {
 				return fmt.Errorf("%s: quota %q: must be greater than 0", key, t.Quota.Raw)
+			}
+			if _, unit := splitNumber(strings.TrimSpace(t.Quota.Raw)); unit == "" && t.Quota.Bytes < minPlainQuota {
+				return fmt.Errorf("%s: quota %q: %d bytes; write the unit (e.g. \"%sGiB\"): a quota without a unit is bytes and must be at least 1 MiB", key, t.Quota.Raw, t.Quota.Bytes, strings.TrimSpace(t.Quota.Raw))
 			}
 		}
 		if t.MinFree.Raw != "" {

@@ -145,7 +145,11 @@ func TestQuotaForms(t *testing.T) {
 		{`"4294967296"`, 4 << 30},
 		{`"4GiB"`, 4 << 30},
 		{`"200GB"`, 200e9},
-		{`1.5e3`, 1500},
+		{`1.5e6`, 1500000},
+		{`"4 GiB"`, 4 << 30},
+		{`"4gib"`, 4 << 30},
+		{`"4G"`, 4 << 30},
+		{`"2048KiB"`, 2 << 20},
 	} {
 		cfg := mustParse(t, "[[tier]]\nname = \"mem\"\npath = \"/dev/shm/x\"\nquota = "+tc.quota+"\n")
 		if got := cfg.Tiers[0].Quota.Bytes; got != tc.want {
@@ -246,6 +250,8 @@ func TestValidateErrorsNameKeyAndValue(t *testing.T) {
 		{"workers 0", "[placement]\nworkers = 0", []string{"placement.workers", "0"}},
 		{"workers negative", "[placement]\nworkers = -3", []string{"placement.workers", "-3"}},
 		{"workers too many", "[placement]\nworkers = 257", []string{"placement.workers", "257"}},
+		{"quota of 4 bytes without a unit", "[[tier]]\nname = \"mem\"\npath = \"/dev/shm/x\"\nquota = 4", []string{`tier "mem"`, `quota "4"`, "unit", "4GiB"}},
+		{"quota under 1 MiB without a unit", "[[tier]]\nname = \"mem\"\npath = \"/dev/shm/x\"\nquota = \"1048575\"", []string{`tier "mem"`, "1048575", "unit"}},
 		{"fill_after negative", "[placement]\nfill_after = -1", []string{"placement.fill_after", "-1"}},
 		{"fill_after too many", "[placement]\nfill_after = 1000001", []string{"placement.fill_after", "1000001"}},
 		{"bandwidth", "[placement]\nsource_bandwidth = \"fast\"", []string{"placement.source_bandwidth", `"fast"`}},
@@ -285,11 +291,11 @@ func TestValidateAcceptsEdges(t *testing.T) {
 		"[placement]\nsource_bandwidth = \"10Gbit/s\"",
 		"[placement]\nsource_bandwidth = 500000000",
 		"[log]\nlevel = \"debug\"\nformat = \"json\"",
-		tierHead + "quota = 1\nmin_free = \"0%\"",
+		tierHead + "quota = 1048576\nmin_free = \"0%\"",
 		tierHead + "quota = \"1GiB\"\nmin_free = \"100%\"",
 		tierHead + "quota = \"1GiB\"\nmin_free = \"10GiB\"",
-		"[[tier]]\nname = \"" + strings.Repeat("Z", 32) + "\"\npath = \"/a\"\nquota = \"1\"",
-		"[[tier]]\nname = \"a_b-9\"\npath = \"/a:b\"\nquota = \"1\"",
+		"[[tier]]\nname = \"" + strings.Repeat("Z", 32) + "\"\npath = \"/a\"\nquota = \"1B\"",
+		"[[tier]]\nname = \"a_b-9\"\npath = \"/a:b\"\nquota = \"1MiB\"",
 	} {
 		cfg := mustParse(t, text)
 		if err := cfg.Validate(); err != nil {
@@ -327,7 +333,7 @@ func TestParseTierFlag(t *testing.T) {
 	}{
 		{"mem=/dev/shm/x:4GiB", "mem", "/dev/shm/x", "4GiB", 4 << 30},
 		{"nvme=/a:b/c:10GiB", "nvme", "/a:b/c", "10GiB", 10 << 30},
-		{"n=/p=q:1", "n", "/p=q", "1", 1},
+		{"n=/p=q:1B", "n", "/p=q", "1B", 1},
 		{"ssd=/local/epochfs/data:200GB", "ssd", "/local/epochfs/data", "200GB", 200e9},
 	} {
 		tr, err := ParseTierFlag(tc.in)

@@ -70,6 +70,9 @@ type Options struct {
 	// Syncfs flushes the file system holding dir to stable storage; nil
 	// means syncfs(2). Tests set it to simulate a failing disk.
 	Syncfs func(dir string) error
+	// RequireMount refuses a directory on the root file system, or whose
+	// parent is missing (mount.go): the tier must be a disk of its own.
+	RequireMount bool
 	// Owner, if set, is the catalog the directory must belong to: it is
 	// recorded at first use, and Open fails with an *OwnedError when the
 	// directory belongs to another (owner.go).
@@ -136,6 +139,11 @@ func Open(o Options) (*Tier, error) {
 	// The root is trusted only if nobody else could have prepared it
 	// (secure.go); it is created 0700 when missing. Its subdirectories are
 	// ours, never symlinks.
+	if o.RequireMount {
+		if err := checkOwnMount(o.Dir); err != nil {
+			return nil, fmt.Errorf("tier %s: %w", o.Name, err)
+		}
+	}
 	if err := SecureDir(o.Dir); err != nil {
 		return nil, fmt.Errorf("tier %s: %w", o.Name, err)
 	}

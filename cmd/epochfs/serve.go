@@ -331,7 +331,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 	var tierBytes int64
 	for _, tc := range cfg.Tiers {
 		tierBytes += tc.Quota.Bytes
-		o := tier.Options{Name: tc.Name, Dir: tc.Path, Quota: tc.Quota.Bytes}
+		o := tier.Options{Name: tc.Name, Dir: tc.Path, Quota: tc.Quota.Bytes, RequireMount: tc.RequireMount}
 		if tc.MinFree.IsPct {
 			o.MinFreePct = tc.MinFree.Pct
 		} else {
