@@ -95,9 +95,12 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err := checkStateFree(ma.cfg); err != nil {
 		return err
 	}
+	// A mount made for no job (by hand, by systemd) is kept: no job's
+	// epilog unmounts it, only a plain unmount.
+	keep := ma.keep || ma.userRef == ""
 	if ma.foreground {
 		err := serve(ma, stderr, func() error {
-			err := addUser(mnt, ma.userRef, ma.keep)
+			err := addUser(mnt, ma.userRef, keep)
 			lk.Release()
 			slk.Release()
 			return err
@@ -108,7 +111,7 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err := daemonize(ma, args, stdout); err != nil {
 		return err
 	}
-	if err := addUser(mnt, ma.userRef, ma.keep); err != nil {
+	if err := addUser(mnt, ma.userRef, keep); err != nil {
 		return err
 	}
 	if ma.waitWalk {

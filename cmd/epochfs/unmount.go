@@ -70,6 +70,12 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	defer releaseMountpoint(lk, mnt)
 	users := loadUsers(mnt)
 	if *userRef != "" {
+		if !slices.Contains(users.Users, *userRef) {
+			// Not this user's mount (mounted for other jobs, by hand or
+			// by systemd, or this job's mount failed): never its to end.
+			fmt.Fprintf(stdout, "epochfs: %s is not used by %s; left as it is\n", mnt, *userRef)
+			return nil
+		}
 		users.Users = slices.DeleteFunc(users.Users, func(s string) bool { return s == *userRef })
 		if err := saveUsers(mnt, users); err != nil {
 			return runtimeErr("users of %s: %v", mnt, err)

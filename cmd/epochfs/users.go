@@ -5,7 +5,9 @@ package main
 // itself with --user-ref ID (a Slurm job id), and `epochfs unmount
 // --user-ref ID` drops that user and unmounts only when no user is left.
 // `epochfs mount --keep` marks the mount as kept: user unmounts drop their
-// user and never unmount. A plain `epochfs unmount` (an administrator)
+// user and never unmount; a mount made without --user-ref (by hand, by
+// systemd) is kept too. An unmount --user-ref of an ID that is not a user
+// leaves the mount as it is. A plain `epochfs unmount` (an administrator)
 // unmounts whatever the users, and forgets them.
 //
 // The users live in RUNTIME/KEY.users (JSON, RUNTIME and KEY as for the

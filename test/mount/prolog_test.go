@@ -286,3 +286,35 @@ func TestAnUnprivilegedMountThatCannotWorkSaysWhyAndWhatToDo(t *testing.T) {
 		t.Errorf("want one line, got:\n%s", out)
 	}
 }
+
+// A mount made for no job (by hand, or by the systemd unit, without
+// --user-ref) is never unmounted by a job's epilog: a job that joins it
+// (prolog: mount --user-ref) and leaves (epilog: unmount --user-ref) leaves
+// it mounted, as does the epilog of a job that never joined; a plain
+// unmount ends it.
+func TestAMountMadeByHandOutlivesTheJobsThatUseIt(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	state := filepath.Join(base, "state")
+	tierFlag := "--tier=mem=" + filepath.Join(base, "tier") + ":1GiB"
+	binMount(t, src, mnt, state, tierFlag)
+	for _, job := range []string{"101", "102"} {
+		if code, out := cli(t, "mount", "--user-ref", job, "--state", state, tierFlag, src, mnt); code != 0 {
+			t.Fatalf("prolog of job %s: exit %d: %s", job, code, out)
+		}
+		checkAll(t, src, mnt, paths)
+		if code, out := cli(t, "unmount", "--user-ref", job, mnt); code != 0 || !mounted(mnt) {
+			t.Fatalf("epilog of job %s unmounted the mount made by hand (exit %d): %s", job, code, out)
+		}
+	}
+	code, out := cli(t, "unmount", "--user-ref", "103", mnt)
+	if code != 0 || !mounted(mnt) || !strings.Contains(out, "not used by 103") {
+		t.Fatalf("epilog of a job that never joined: exit %d, mounted %v: %s", code, mounted(mnt), out)
+	}
+	checkAll(t, src, mnt, paths)
+	if code, out := cli(t, "unmount", mnt); code != 0 || mounted(mnt) {
+		t.Fatalf("plain unmount: exit %d, mounted %v: %s", code, mounted(mnt), out)
+	}
+	if left := runtimeFiles(mnt); len(left) > 0 {
+		t.Fatalf("files of the unmounted %s left in /run/epochfs: %v", mnt, left)
+	}
+}

@@ -12,7 +12,9 @@
 #      remounts and the job reads correctly; the killed job's epilog leaves
 #      the new mount alone;
 #   4. a job whose mount fails (its source is gone): the job fails with
-#      "Permission denied", the node is not drained.
+#      "Permission denied", the node is not drained;
+#   5. a mount made by the admin (mount --keep, as the systemd unit does):
+#      a dataset job uses it and its epilog leaves it mounted.
 #
 # Everything lives in one temp directory; munged, slurmctld and slurmd run
 # in the foreground as background processes of this script and are stopped
@@ -300,4 +302,17 @@ grep -q "Permission denied" "$W/jobs/nomount.out" || die "the job without its mo
 mounted && die "something is mounted"
 no_drain
 
-say "ok: 4 scenarios, $(($(date +%s) - T0))s"
+say "5: a mount made by the admin (as the systemd unit does) outlives the jobs"
+"$BIN" mount --keep --config "$W/imagenet.toml" >"$W/log/admin-mount.out" 2>&1 || die "admin mount: $(cat "$W/log/admin-mount.out")"
+jg=$(submit onadmin --constraint=imagenet --wrap "$CHECK")
+wait_done "$jg"
+grep -q CHECKSUMS-OK "$W/jobs/onadmin.out" || die "the job on the admin's mount: $(cat "$W/jobs/onadmin.out")"
+[ "$(job_state "$jg")" = COMPLETED ] || die "the job on the admin's mount is $(job_state "$jg")"
+wait_for "the job's epilog logged" grep -q "epilog job $jg: epochfs unmount" "$W/log/epochfs-slurm.log"
+mounted || die "the job's epilog unmounted the admin's mount: $(grep "job $jg" "$W/log/epochfs-slurm.log")"
+status_of >/dev/null || die "the admin's mount does not answer after the job"
+"$BIN" unmount "$MNT" >/dev/null 2>&1 || die "plain unmount of the admin's mount"
+mounted && die "the admin's mount is still there after a plain unmount"
+no_drain
+
+say "ok: 5 scenarios, $(($(date +%s) - T0))s"
