@@ -115,13 +115,13 @@ sshfs_up() { pfs_sshfs "$1" "$2"; SSHFS_PID=$PFS_SSHFS_PID; }
 sshfs_down() { pfs_unmount "$1" "$SSHFS_PID"; }
 ep_mount() { # SRC MNT STATE [ARGS]
   local src=$1 mnt=$2 state=$3; shift 3
-  mkdir -p "$mnt" "$RUN/tier"
+  mkdir -p "$mnt"
   local cfg=()
   if [ -n "${FILL_AFTER:-}" ]; then
     printf '[placement]\nfill_after = %d\n' "$FILL_AFTER" >"$WORK/fill.toml"
     cfg=(--config "$WORK/fill.toml")
   fi
-  "$EPOCHFS" mount "${cfg[@]}" --state "$state" --tier "disk=$RUN/tier:8GiB" "$@" "$src" "$mnt" >/dev/null
+  "$EPOCHFS" mount "${cfg[@]}" --state "$state" --tier "disk=$state-tier:8GiB" "$@" "$src" "$mnt" >/dev/null
   MNTS+=("$mnt")
 }
 ep_down() { "$EPOCHFS" unmount "$1" >/dev/null; }
@@ -147,7 +147,7 @@ for rep in $(seq "$REPS"); do
       t0=$(now); catall "$RUN/sshfs" "$order"; t=$(since "$t0")
       emit "{\"case\":\"epoch1\",\"order\":\"$order\",\"setup\":\"direct\",\"rep\":$rep,\"s\":$t,\"sftp_opens\":$(counter sftp_opens),\"sftp_meta\":$(counter sftp_meta)}"
     else
-      rm -rf "$RUN/state" "$RUN/tier"
+      rm -rf "$RUN/state" "$RUN/state-tier"
       ep_mount "$RUN/sshfs" "$RUN/mnt" "$RUN/state"
       o0=$(counter sftp_opens) m0=$(counter sftp_meta)
       t0=$(now); catall "$RUN/mnt" "$order"; t=$(since "$t0")
@@ -169,7 +169,11 @@ for rep in $(seq "$REPS"); do
       ep_mount "$RUN/sshfs" "$RUN/mnt" "$RUN/state"
       rss_remount=$(rss_of "$(pid_of "$RUN/mnt")")
       t0=$(now); catall "$RUN/mnt"; first=$(since "$t0")
-      emit "{\"case\":\"remount\",\"setup\":\"epochfs\",\"rep\":$rep,\"first_s\":$first,\"later_s\":$later,\"sftp_meta\":$(counter sftp_meta),\"source_stats\":$(stat_of "$RUN/mnt" source_stats),\"rss_copy\":$rss_copy,\"rss_remount_load\":$rss_remount,\"rss_remount\":$(rss_of "$(pid_of "$RUN/mnt")")}"
+      meta_first=$(counter sftp_meta) stats_first=$(stat_of "$RUN/mnt" source_stats)
+      # -- a later epoch of the remounted mount (the same daemon and tier
+      # layout as its first epoch)
+      drop_caches; t0=$(now); catall "$RUN/mnt"; later2=$(since "$t0")
+      emit "{\"case\":\"remount\",\"setup\":\"epochfs\",\"rep\":$rep,\"first_s\":$first,\"later_s\":$later,\"later2_s\":$later2,\"sftp_meta\":$meta_first,\"source_stats\":$stats_first,\"rss_copy\":$rss_copy,\"rss_remount_load\":$rss_remount,\"rss_remount\":$(rss_of "$(pid_of "$RUN/mnt")")}"
       # -- ls -lR: the mount, sshfs, a local copy
       x0=$(stat_of "$RUN/mnt" xattr_requests)
       drop_caches; t0=$(now); ls -lR "$RUN/mnt" >/dev/null; tm=$(since "$t0")
@@ -189,7 +193,7 @@ for rep in $(seq "$REPS"); do
     t0=$(now); find "$RUN/wsshfs" >/dev/null; tf=$(since "$t0")
     sshfs_down "$RUN/wsshfs"
     drop_caches; sshfs_up "$wd" "$RUN/wsshfs"
-    rm -rf "$RUN/wstate"
+    rm -rf "$RUN/wstate" "$RUN/wstate-tier"
     t0=$(now); ep_mount "$RUN/wsshfs" "$RUN/wmnt" "$RUN/wstate"; tready=$(since "$t0")
     head -c1 "$RUN/wmnt/d0000/e00/f0000000" >/dev/null; tfirst=$(since "$t0")
     for _ in $(seq 36000); do
@@ -201,7 +205,7 @@ for rep in $(seq "$REPS"); do
     # The same walk with the mount waiting for it (--wait-walk: as every
     # first mount did before the background walk).
     drop_caches; sshfs_up "$wd" "$RUN/wsshfs"
-    rm -rf "$RUN/wstate"
+    rm -rf "$RUN/wstate" "$RUN/wstate-tier"
     t0=$(now); ep_mount "$RUN/wsshfs" "$RUN/wmnt" "$RUN/wstate" --wait-walk 2>/dev/null; twait=$(since "$t0")
     ep_down "$RUN/wmnt"
     sshfs_down "$RUN/wsshfs"
@@ -236,8 +240,9 @@ if d and e:
         med([r["source_opens"] / files for r in e]), med([r["source_stats"] / files for r in e])))
 r = pick("remount")
 if r:
-    print("  next job (remount), first epoch / later epoch: %s (%s s / %s s); source metadata requests: server %s, source_stats %s" % (
+    print("  next job (remount), first epoch / a later epoch of the first mount: %s (%s s / %s s); / the remounted mount's second epoch: %s (%s s); source metadata requests of its first epoch: server %s, source_stats %s" % (
         med([x["first_s"] / x["later_s"] for x in r]), med([x["first_s"] for x in r]), med([x["later_s"] for x in r]),
+        med([x["first_s"] / x["later2_s"] for x in r]), med([x["later2_s"] for x in r]),
         med([x["sftp_meta"] for x in r]), med([x["source_stats"] for x in r])))
     print("  RSS after copying / after a remount: %s; per file after copying %s B, after a remount %s B" % (
         med([x["rss_copy"] / x["rss_remount"] for x in r]), med([x["rss_copy"] / files for x in r]),

@@ -13,8 +13,8 @@
 #      the new mount alone;
 #   4. a job whose mount fails (its source is gone): the job fails with
 #      "Permission denied", the node is not drained;
-#   5. a mount made by the admin (mount --keep, as the systemd unit does):
-#      a dataset job uses it and its epilog leaves it mounted.
+#   5. a mount made by the admin by hand (no --user-ref, as the systemd
+#      unit's): a dataset job uses it and its epilog leaves it mounted.
 #
 # Everything lives in one temp directory; munged, slurmctld and slurmd run
 # in the foreground as background processes of this script and are stopped
@@ -302,8 +302,8 @@ grep -q "Permission denied" "$W/jobs/nomount.out" || die "the job without its mo
 mounted && die "something is mounted"
 no_drain
 
-say "5: a mount made by the admin (as the systemd unit does) outlives the jobs"
-"$BIN" mount --keep --config "$W/imagenet.toml" >"$W/log/admin-mount.out" 2>&1 || die "admin mount: $(cat "$W/log/admin-mount.out")"
+say "5: a mount made by the admin by hand (no --user-ref) outlives the jobs"
+"$BIN" mount --config "$W/imagenet.toml" >"$W/log/admin-mount.out" 2>&1 || die "admin mount: $(cat "$W/log/admin-mount.out")"
 jg=$(submit onadmin --constraint=imagenet --wrap "$CHECK")
 wait_done "$jg"
 grep -q CHECKSUMS-OK "$W/jobs/onadmin.out" || die "the job on the admin's mount: $(cat "$W/jobs/onadmin.out")"
