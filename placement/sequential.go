@@ -16,7 +16,7 @@ import (
 // file's copy under way joins it without a source open of its own
 // (validate.go: openChecked), so the reader reads at the speed of the
 // copies, which overlap. Shuffled readers never make a run: nothing is
-// read ahead for them.
+// read ahead for them file by file; fill.go fills their directory instead.
 
 // seqAhead is how many files a sequential reader is read ahead.
 const seqAhead = 16
