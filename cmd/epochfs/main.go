@@ -59,6 +59,7 @@ func commands() map[string]command {
 		"verify":     {"compare every tier copy with the source; drop bad copies", runVerify},
 		"model":      {"run the DSI performance model and print the cache split", runModel},
 		"preprocess": {"run the preprocessing pipeline over images into .npy files", runPreprocess},
+		"config":     {"print the source, mount point and state directory a config file names", runConfig},
 		"version":    {"print the version", runVersion},
 	}
 }
@@ -69,6 +70,12 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
+	if len(args) == 2 && args[0] == "help" {
+		if _, ok := cmds[args[1]]; ok {
+			// `epochfs help mount` is `epochfs mount --help`.
+			args = []string{args[1], "--help"}
+		}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(stderr, cmds)
 		if len(args) == 0 {
@@ -142,9 +149,43 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: epochfs %s\n", synopsis)
-		fs.PrintDefaults()
+		printFlags(stderr, fs, synopsis)
 	}
 	return fs
+}
+
+// printFlags lists fs's flags as users write them (--name ARG), leaving out
+// the internal ones (their usage starts with "internal:", for the daemon
+// the CLI starts) and defaults that only mean "off" or "none".
+func printFlags(w io.Writer, fs *flag.FlagSet, synopsis string) {
+	words := strings.Fields(strings.NewReplacer("[", " ", "]", " ", "{", " ", "}", " ").Replace(synopsis))
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "internal:") {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		// The argument's name as the synopsis writes it (--tier
+		// NAME=PATH:QUOTA), else the flag package's guess.
+		for i, wd := range words {
+			if arg != "" && wd == "--"+f.Name { // arg "": a boolean flag
+				if i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") && words[i+1] == strings.ToUpper(words[i+1]) {
+					arg = words[i+1]
+				}
+				break
+			}
+		}
+		head := "  --" + f.Name
+		if arg != "" {
+			head += " " + strings.ToUpper(arg)
+		}
+		line := head + "\n    \t" + usage
+		switch f.DefValue {
+		case "", "0", "0s", "false", "-1", "[]":
+		default:
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
 }
 
 // stringList is a repeatable string flag.

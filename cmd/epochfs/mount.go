@@ -15,7 +15,7 @@ import (
 	"github.com/epochfs/epochfs/tier"
 )
 
-const mountSynopsis = "mount [--config FILE] [--tier NAME=PATH:QUOTA]... [--state DIR] [--user-ref ID] [--keep] [--foreground] [--rescan] [--wait-walk] SOURCE MOUNTPOINT"
+const mountSynopsis = "mount [--config FILE] [--tier NAME=PATH:QUOTA]... [--state DIR] [--user-ref ID] [--keep] [--foreground] [--rescan] [--wait-walk] [--no-passthrough] SOURCE MOUNTPOINT"
 
 type mountArgs struct {
 	cfg        config.Config
@@ -85,16 +85,7 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	if err := cfg.ValidateMount(); err != nil {
 		return nil, usageErr("%v", err)
 	}
-	for _, p := range []*string{&cfg.Source, &cfg.Mountpoint, &cfg.StateDir} {
-		if *p != "" {
-			if abs, err := filepath.Abs(*p); err == nil {
-				*p = abs
-			}
-		}
-	}
-	if cfg.StateDir == "" {
-		cfg.StateDir = filepath.Join("/var/lib/epochfs", strings.ReplaceAll(strings.Trim(cfg.Mountpoint, "/"), "/", "_"))
-	}
+	resolvePaths(&cfg)
 	if *shutdownTimeout <= 0 {
 		return nil, usageErr("--shutdown-timeout %s: want a positive duration", *shutdownTimeout)
 	}
@@ -103,6 +94,21 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	}
 	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, waitWalk: *waitWalk, noPassthrough: *noPT, readyFD: *ready,
 		shutdownTimeout: *shutdownTimeout, userRef: *userRef, keep: *keep, configID: configID(cfg)}, nil
+}
+
+// resolvePaths makes the config's paths absolute and fills in the default
+// state directory, as a mount sees them.
+func resolvePaths(cfg *config.Config) {
+	for _, p := range []*string{&cfg.Source, &cfg.Mountpoint, &cfg.StateDir} {
+		if *p != "" {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
+	}
+	if cfg.StateDir == "" && cfg.Mountpoint != "" {
+		cfg.StateDir = filepath.Join("/var/lib/epochfs", strings.ReplaceAll(strings.Trim(cfg.Mountpoint, "/"), "/", "_"))
+	}
 }
 
 // checkPaths reports bad input before anything is created or mounted.

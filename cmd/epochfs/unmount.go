@@ -30,7 +30,7 @@ import (
 	"github.com/epochfs/epochfs/daemon"
 )
 
-const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] [--user-ref ID] [--strict] MOUNTPOINT"
+const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] [--user-ref ID] [--strict] {MOUNTPOINT | --config FILE}"
 
 // defaultUnmountTimeout is how long unmount waits for the daemon to exit.
 // It is longer than the daemon's own bounded shutdown (twice
@@ -44,12 +44,25 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	timeout := f.Duration("timeout", defaultUnmountTimeout, "how long to wait for the daemon to exit")
 	userRef := f.String("user-ref", "", "drop ID from the mount's users; unmount only if it was the last and the mount is not kept")
 	strict := f.Bool("strict", false, "exit 2 when MOUNTPOINT is not mounted (default: exit 0 with a note)")
+	cfgFile := f.String("config", "", "unmount the mountpoint of this config file")
 	pos, err := parseFlags(f, args)
 	if err != nil {
 		return err
 	}
+	if *cfgFile != "" {
+		cfg, err := loadMountConfig(*cfgFile)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 1 {
+			if abs, _ := filepath.Abs(pos[0]); abs != cfg.Mountpoint {
+				return usageErr("%s is not the mountpoint of %s (%s)", pos[0], *cfgFile, cfg.Mountpoint)
+			}
+		}
+		pos = []string{cfg.Mountpoint}
+	}
 	if len(pos) != 1 {
-		return usageErr("want one MOUNTPOINT")
+		return usageErr("want one MOUNTPOINT, or --config FILE")
 	}
 	if *timeout <= 0 {
 		return usageErr("--timeout %s: want a positive duration", *timeout)

@@ -14,7 +14,10 @@
 #   4. a job whose mount fails (its source is gone): the job fails with
 #      "Permission denied", the node is not drained;
 #   5. a mount made by the admin by hand (no --user-ref, as the systemd
-#      unit's): a dataset job uses it and its epilog leaves it mounted.
+#      unit's): a dataset job uses it and its epilog leaves it mounted;
+#   6. an EPOCHFS_MOUNT left in the settings that is not the config's
+#      mountpoint: the prolog fails naming both, the node drains, nothing
+#      is mounted.
 #
 # Everything lives in one temp directory; munged, slurmctld and slurmd run
 # in the foreground as background processes of this script and are stopped
@@ -188,7 +191,7 @@ settings() {
 	cat >"$W/etc/epochfs.env" <<EOF
 EPOCHFS=$BIN
 EPOCHFS_CONFIG=$1
-EPOCHFS_MOUNT=$MNT
+${2:+EPOCHFS_MOUNT=$2}
 EPOCHFS_FEATURE=imagenet
 EPOCHFS_WARMUP=all
 EPOCHFS_KEEP=0
@@ -315,4 +318,19 @@ status_of >/dev/null || die "the admin's mount does not answer after the job"
 mounted && die "the admin's mount is still there after a plain unmount"
 no_drain
 
-say "ok: 5 scenarios, $(($(date +%s) - T0))s"
+say "6: an EPOCHFS_MOUNT that is not the config's mountpoint"
+settings "$W/imagenet.toml" "$W/mnt/elsewhere"
+jm=$(submit mismatch --constraint=imagenet --wrap "ls $MNT")
+drained() { sinfo -R -h | grep -q .; }
+wait_for "the node drained by the failed prolog" drained
+grep -q "FATAL: EPOCHFS_MOUNT=$W/mnt/elsewhere in .* is not the mountpoint of $W/imagenet.toml ($MNT)" "$W/log/epochfs-slurm.log" ||
+	die "the prolog did not name the mismatch: $(tail -3 "$W/log/epochfs-slurm.log")"
+mounted && die "mounted despite the mismatch"
+[ -e "$W/mnt/elsewhere" ] && die "the prolog made the mismatched mount point"
+scancel "$jm"
+settings "$W/imagenet.toml"
+scontrol update nodename="$HOST" state=resume
+wait_for "node idle again" node_idle
+no_drain
+
+say "ok: 6 scenarios, $(($(date +%s) - T0))s"
