@@ -116,6 +116,12 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		if err := unmount(mnt, *lazy); err != nil {
 			return err
 		}
+		// The mount is gone from the mount point: so are its users and
+		// its keep, even while its daemon drains (the next mount there
+		// starts afresh).
+		if err := saveUsers(mnt, mountUsers{}); err != nil {
+			fmt.Fprintf(stderr, "epochfs unmount: warning: users of %s: %v\n", mnt, err)
+		}
 	case d.PID > 0:
 		// Detached earlier and still draining: wait for it as after an
 		// unmount, so that a retry tells when it is gone.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestMountOfAMountedSourceIsANoOpAndOfAnotherSourceExitsTwo(t *testing.T) {
@@ -316,5 +317,41 @@ func TestAMountMadeByHandOutlivesTheJobsThatUseIt(t *testing.T) {
 	}
 	if left := runtimeFiles(mnt); len(left) > 0 {
 		t.Fatalf("files of the unmounted %s left in /run/epochfs: %v", mnt, left)
+	}
+}
+
+// A plain unmount ends the mount's users and its keep as soon as the mount
+// is gone from the mount point, even while its daemon still drains files
+// held open on the detached mount: the next mount there starts afresh, so
+// a job's epilog unmounts it.
+func TestADetachedMountLeavesNoKeepBehind(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	state := filepath.Join(base, "state")
+	tierFlag := "--tier=mem=" + filepath.Join(base, "tier") + ":1GiB"
+	binMount(t, src, mnt, state, tierFlag) // by hand: kept
+	f, err := os.Open(filepath.Join(mnt, paths[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := cli(t, "unmount", "--lazy", "--timeout", "200ms", mnt); code != 1 || mounted(mnt) {
+		f.Close()
+		t.Fatalf("lazy unmount with a file open: exit %d, mounted %v: %s; want exit 1 (daemon draining), detached", code, mounted(mnt), out)
+	}
+	f.Close()
+	// The next job's prolog, retrying while the daemon drains (no plain
+	// unmount in between).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out := cli(t, "mount", "--user-ref", "job7", "--state", state, tierFlag, src, mnt)
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(out, "still draining") {
+			t.Fatalf("the next job's mount: exit %d: %s", code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, out := cli(t, "unmount", "--user-ref", "job7", mnt); code != 0 || mounted(mnt) {
+		t.Fatalf("the job's epilog after a mount that was kept and detached: exit %d, mounted %v: %s", code, mounted(mnt), out)
 	}
 }

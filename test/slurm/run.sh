@@ -11,13 +11,20 @@
 #   3. the daemon killed in the middle of a job: the next job's prolog
 #      remounts and the job reads correctly; the killed job's epilog leaves
 #      the new mount alone;
-#   4. a job whose mount fails (its source is gone): the job fails with
-#      "Permission denied", the node is not drained;
+#   4. a job whose mount fails (its source is gone) with
+#      EPOCHFS_ON_FAILURE=deny: the job fails with "Permission denied", the
+#      node is not drained;
 #   5. a mount made by the admin by hand (no --user-ref, as the systemd
 #      unit's): a dataset job uses it and its epilog leaves it mounted;
 #   6. an EPOCHFS_MOUNT left in the settings that is not the config's
 #      mountpoint: the prolog fails naming both, the node drains, nothing
-#      is mounted.
+#      is mounted;
+#   7. a failed mount with EPOCHFS_ON_FAILURE=drain (the default): the node
+#      drains, the job does not run, the log says why;
+#   8. a failed mount with EPOCHFS_ON_FAILURE=source: the job reads the
+#      source bind-mounted read-only, and its epilog unmounts it;
+#   9. an earlier daemon still draining (a file held open on its detached
+#      mount) when the next job starts: the prolog waits for it and mounts.
 #
 # Everything lives in one temp directory; munged, slurmctld and slurmd run
 # in the foreground as background processes of this script and are stopped
@@ -65,6 +72,10 @@ MNT=$W/mnt/imagenet
 SRC=$W/src
 FAILED=0
 PIDS=()
+# The prolog's source fallback keeps its state in /run/epochfs-slurm:
+# removed at the end unless it was there before.
+HAD_BIND_DIR=
+[ -d /run/epochfs-slurm ] && HAD_BIND_DIR=1
 
 cleanup() {
 	local rc=$?
@@ -92,6 +103,7 @@ cleanup() {
 		rc=1
 	fi
 	rm -f "/run/epochfs/$(key "$MNT")".{json,users,lock}
+	[ -z "$HAD_BIND_DIR" ] && rm -rf /run/epochfs-slurm
 	if [ $rc -ne 0 ] || [ "$FAILED" = 1 ] || [ -n "${VERBOSE:-}" ]; then
 		for f in "$W"/log/*; do
 			[ -f "$f" ] || continue
@@ -192,6 +204,8 @@ settings() {
 EPOCHFS=$BIN
 EPOCHFS_CONFIG=$1
 ${2:+EPOCHFS_MOUNT=$2}
+EPOCHFS_ON_FAILURE=${ON_FAILURE:-drain}
+EPOCHFS_MOUNT_WAIT=30
 EPOCHFS_FEATURE=imagenet
 EPOCHFS_WARMUP=all
 EPOCHFS_KEEP=0
@@ -240,6 +254,7 @@ no_drain() {
 	case "$st" in idle | mixed | allocated) ;; *) die "node state $st" ;; esac
 }
 status_of() { cat "$MNT/.epochfs/status"; }
+drained() { sinfo -R -h | grep -q .; }
 
 # The job that checks the dataset: every file's checksum, then the status.
 CHECK="cd $MNT && sha256sum --quiet -c $W/jobs/SHA256SUMS && echo CHECKSUMS-OK; grep -E '^(source_reads|pid)=' $MNT/.epochfs/status"
@@ -295,7 +310,8 @@ wait_done "$jd"
 wait_for "the last job's epilog unmounted" sh -c "! mountpoint -q $MNT"
 no_drain
 
-say "4: a job whose mount fails"
+say "4: a job whose mount fails, EPOCHFS_ON_FAILURE=deny"
+ON_FAILURE=deny settings "$W/imagenet.toml"
 mv "$SRC" "$W/src-away"
 jf=$(submit nomount --constraint=imagenet --wrap "ls $MNT")
 wait_done "$jf"
@@ -303,6 +319,7 @@ mv "$W/src-away" "$SRC"
 [ "$(job_state "$jf")" = FAILED ] || die "the job without its mount is $(job_state "$jf"), want FAILED"
 grep -q "Permission denied" "$W/jobs/nomount.out" || die "the job without its mount: $(cat "$W/jobs/nomount.out"), want Permission denied"
 mounted && die "something is mounted"
+settings "$W/imagenet.toml"
 no_drain
 
 say "5: a mount made by the admin by hand (no --user-ref) outlives the jobs"
@@ -321,7 +338,6 @@ no_drain
 say "6: an EPOCHFS_MOUNT that is not the config's mountpoint"
 settings "$W/imagenet.toml" "$W/mnt/elsewhere"
 jm=$(submit mismatch --constraint=imagenet --wrap "ls $MNT")
-drained() { sinfo -R -h | grep -q .; }
 wait_for "the node drained by the failed prolog" drained
 grep -q "FATAL: EPOCHFS_MOUNT=$W/mnt/elsewhere in .* is not the mountpoint of $W/imagenet.toml ($MNT)" "$W/log/epochfs-slurm.log" ||
 	die "the prolog did not name the mismatch: $(tail -3 "$W/log/epochfs-slurm.log")"
@@ -333,4 +349,52 @@ scontrol update nodename="$HOST" state=resume
 wait_for "node idle again" node_idle
 no_drain
 
-say "ok: 6 scenarios, $(($(date +%s) - T0))s"
+say "7: a job whose mount fails, EPOCHFS_ON_FAILURE=drain (the default)"
+mv "$SRC" "$W/src-away"
+jh=$(submit faildrain --constraint=imagenet --wrap "ls $MNT")
+wait_for "the node drained by the failed mount" drained
+mv "$W/src-away" "$SRC"
+grep -q "prolog job $jh: FATAL: the mount failed (EPOCHFS_ON_FAILURE=drain)" "$W/log/epochfs-slurm.log" ||
+	die "the prolog did not say why it drained: $(tail -3 "$W/log/epochfs-slurm.log")"
+[ -e "$W/jobs/faildrain.out" ] && grep -q . "$W/jobs/faildrain.out" && die "the job ran: $(cat "$W/jobs/faildrain.out")"
+scancel "$jh"
+scontrol update nodename="$HOST" state=resume
+wait_for "node idle again" node_idle
+no_drain
+
+say "8: a job whose mount fails, EPOCHFS_ON_FAILURE=source"
+# The mount fails (its tier belongs to another catalog) while the source is there.
+mkdir -p "$W/tier"
+printf '{"state_dir":"/elsewhere/state","source":"/elsewhere","mountpoint":"/elsewhere/mnt"}\n' >"$W/tier/owner.json"
+ON_FAILURE=source settings "$W/imagenet.toml"
+ji=$(submit failsource --constraint=imagenet --wrap "$CHECK; findmnt -n -o FSTYPE $MNT")
+wait_done "$ji"
+grep -q CHECKSUMS-OK "$W/jobs/failsource.out" || die "the job on the bind-mounted source: $(cat "$W/jobs/failsource.out")"
+grep -q "prolog job $ji: the job reads the source directly" "$W/log/epochfs-slurm.log" ||
+	die "the prolog did not say it fell back to the source: $(tail -3 "$W/log/epochfs-slurm.log")"
+wait_for "the bind mount's last epilog unmounted it" sh -c "! mountpoint -q $MNT"
+[ -e /run/epochfs-slurm/bind.users ] && die "the bind mount's users file is left"
+rm -f "$W/tier/owner.json"
+settings "$W/imagenet.toml"
+no_drain
+
+say "9: an earlier daemon still draining when the next job starts"
+"$BIN" mount --config "$W/imagenet.toml" >"$W/log/admin-mount.out" 2>&1 || die "admin mount: $(cat "$W/log/admin-mount.out")"
+# A process outside any job keeps a file open for 8 s; the lazy unmount
+# leaves its daemon draining until then.
+(exec 3<"$MNT/class0/img1.bin"; sleep 8) &
+holder=$!
+PIDS+=("$holder")
+sleep 0.5
+"$BIN" unmount --lazy --timeout 1s "$MNT" >/dev/null 2>&1
+mounted && die "the lazy unmount left the mount"
+jj=$(submit afterdrain --constraint=imagenet --wrap "$CHECK")
+wait_done "$jj"
+grep -q CHECKSUMS-OK "$W/jobs/afterdrain.out" || die "the job after the draining daemon: $(cat "$W/jobs/afterdrain.out")"
+grep -q "prolog job $jj: epochfs mount: exit 1: .*still draining" "$W/log/epochfs-slurm.log" ||
+	die "the prolog never met the draining daemon: $(grep "job $jj" "$W/log/epochfs-slurm.log")"
+wait "$holder" 2>/dev/null
+wait_for "the job's epilog unmounted" sh -c "! mountpoint -q $MNT"
+no_drain
+
+say "ok: 9 scenarios, $(($(date +%s) - T0))s"
