@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -65,6 +66,9 @@ func commands() map[string]command {
 }
 
 func main() {
+	if filepath.Base(os.Args[0]) == helperName {
+		os.Exit(runMountHelper(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -423,7 +423,12 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		log.Info("signal received; unmounting")
 	}
 	sddaemon.SdNotify(false, "STOPPING=1")
-	if err := m.Close(); err != nil {
+	err = m.Close()
+	// Unmounted by umount(8), fusermount3 or a signal rather than by
+	// `epochfs unmount`: the mount point's users and keep go with the
+	// mount, so that the next mount there starts afresh.
+	forgetUsersIfUnmounted(cfg.Mountpoint)
+	if err != nil {
 		return runtimeErr("%v", err)
 	}
 	return nil

@@ -126,6 +126,16 @@ func addUser(mnt, id string, keep bool) error {
 	return nil
 }
 
+// forgetUsersIfUnmounted forgets mnt's users when no epochfs mount is at
+// mnt any more (a daemon's exit). It takes no lock: `epochfs unmount` holds
+// the mount point's lock while it waits for the daemon to exit.
+func forgetUsersIfUnmounted(mnt string) {
+	if m, mounted := daemon.FindMount(mnt); mounted && m.Epochfs() {
+		return // a newer mount is there: its users
+	}
+	saveUsers(mnt, mountUsers{})
+}
+
 // releaseMountpoint drops mnt's lock, and removes the lock file when
 // nothing is left to serialize on: no epochfs mount at mnt and no user of
 // it.
