@@ -39,7 +39,7 @@ func TestHelpMatchesTheReadme(t *testing.T) {
 				t.Errorf("the README's command table has no row `epochfs %s`", syn)
 			}
 			for _, l := range lines[1:] {
-				if !strings.HasPrefix(l, "  --") {
+				if !strings.HasPrefix(l, "  -") {
 					continue
 				}
 				flagName := strings.Fields(l)[0]

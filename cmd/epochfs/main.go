@@ -170,15 +170,19 @@ func printFlags(w io.Writer, fs *flag.FlagSet, synopsis string) {
 		arg, usage := flag.UnquoteUsage(f)
 		// The argument's name as the synopsis writes it (--tier
 		// NAME=PATH:QUOTA), else the flag package's guess.
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-" // -f, as the synopsis writes it
+		}
 		for i, wd := range words {
-			if arg != "" && wd == "--"+f.Name { // arg "": a boolean flag
+			if arg != "" && wd == dash+f.Name { // arg "": a boolean flag
 				if i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") && words[i+1] == strings.ToUpper(words[i+1]) {
 					arg = words[i+1]
 				}
 				break
 			}
 		}
-		head := "  --" + f.Name
+		head := "  " + dash + f.Name
 		if arg != "" {
 			head += " " + strings.ToUpper(arg)
 		}

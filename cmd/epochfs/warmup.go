@@ -16,16 +16,21 @@ import (
 	"github.com/epochfs/epochfs/ctlpath"
 )
 
-const warmupSynopsis = "warmup [--wait PCT] [--timeout DURATION] [--dry-run] MOUNTPOINT [PATH...]"
+const warmupSynopsis = "warmup [--wait PCT] [--timeout DURATION] [--dry-run] [-f LIST [-z]] MOUNTPOINT [PATH...]"
 
 func runWarmup(args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("warmup", warmupSynopsis, stderr)
 	wait := f.Float64("wait", -1, "wait until PCT percent of the requested bytes are resident")
 	timeout := f.Duration("timeout", 0, "give up waiting after this long (exit 3); 0 = no limit")
 	dry := f.Bool("dry-run", false, "print the files and bytes and whether they fit the tiers; queue nothing")
+	list := f.String("f", "", "also warm the paths listed in LIST, one per line ('-': standard input)")
+	nul := f.Bool("z", false, "the paths in LIST end with NUL, not newline (find -print0)")
 	pos, err := parseFlags(f, args)
 	if err != nil {
 		return err
+	}
+	if *nul && *list == "" {
+		return usageErr("-z needs -f LIST")
 	}
 	if len(pos) < 1 {
 		return usageErr("want MOUNTPOINT (usage: epochfs %s)", warmupSynopsis)
@@ -38,8 +43,19 @@ func runWarmup(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", mnt, err)
 	}
+	paths := pos[1:]
+	if *list != "" {
+		listed, err := readPathList(*list, *nul, os.Stdin)
+		if err != nil {
+			return err
+		}
+		if len(listed) == 0 {
+			return usageErr("-f %s: no paths in it", *list)
+		}
+		paths = append(paths, listed...)
+	}
 	var rels []string
-	for _, p := range pos[1:] {
+	for _, p := range paths {
 		rel, err := datasetPath(mnt, p)
 		if err != nil {
 			return err
@@ -49,15 +65,17 @@ func runWarmup(args []string, stdout, stderr io.Writer) error {
 	if *dry {
 		return warmupDryRun(mnt, rels, st, stdout)
 	}
-	cmd := "all\n"
+	docs := []string{"all\n"}
 	if len(rels) > 0 {
-		cmd = ctlLines(rels)
+		docs = ctlDocs(rels, warmupDocMax)
 	}
-	if err := os.WriteFile(filepath.Join(mnt, ".epochfs", "warmup"), []byte(cmd), 0); err != nil {
-		if errors.Is(err, syscall.EINVAL) {
-			return usageErr("%s", lastCtlError(mnt, err))
+	for _, doc := range docs {
+		if err := os.WriteFile(filepath.Join(mnt, ".epochfs", "warmup"), []byte(doc), 0); err != nil {
+			if errors.Is(err, syscall.EINVAL) {
+				return usageErr("%s", lastCtlError(mnt, err))
+			}
+			return runtimeErr("queue warmup: %v", err)
 		}
-		return runtimeErr("queue warmup: %v", err)
 	}
 	if *wait < 0 {
 		w, err := readWarmup(mnt)
@@ -254,4 +272,57 @@ func ctlLines(rels []string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// warmupDocMax bounds one warmup document (the ctl file takes 64 MiB); a
+// longer list is written as several, each queued in turn.
+const warmupDocMax = 16 << 20
+
+// ctlDocs is ctlLines split into documents of at most max bytes (a path
+// longer than max gets one of its own).
+func ctlDocs(rels []string, max int) []string {
+	var docs []string
+	var b strings.Builder
+	for _, r := range rels {
+		line := ctlLines([]string{r})
+		if b.Len() > 0 && b.Len()+len(line) > max {
+			docs = append(docs, b.String())
+			b.Reset()
+		}
+		b.WriteString(line)
+	}
+	if b.Len() > 0 {
+		docs = append(docs, b.String())
+	}
+	return docs
+}
+
+// readPathList reads the paths of a -f LIST: one per line (or per NUL with
+// -z), exactly as written apart from a line's ending ("\r\n" too); empty
+// entries are skipped. "-" is stdin.
+func readPathList(name string, nul bool, stdin io.Reader) ([]string, error) {
+	var data []byte
+	var err error
+	if name == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, usageErr("-f %s: %v", name, err)
+	}
+	sep := "\n"
+	if nul {
+		sep = "\x00"
+	}
+	var out []string
+	for _, p := range strings.Split(string(data), sep) {
+		if !nul {
+			p = strings.TrimSuffix(p, "\r")
+		}
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

@@ -514,3 +514,27 @@ func TestASecondCatalogOnATierIsRefused(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// warmup -f: the paths of a list (here find -print0 through bash into
+// stdin with -z, names with spaces and non-ASCII letters among them) are
+// warmed, and only they.
+func TestWarmupFromAList(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":1GiB", noFill(t))
+	code, out := shell(t, false, `find "$1/class1" "$1/ünïcødé ñame.dat" -type f -print0 | "$2" warmup -z -f - --wait 100 --timeout 30s "$1"`, mnt, binPath)
+	if code != 0 {
+		t.Fatalf("warmup -z -f -: exit %d: %s", code, out)
+	}
+	for _, p := range paths {
+		want := "source"
+		if strings.HasPrefix(p, "class1/") || p == "ünïcødé ñame.dat" {
+			want = "mem"
+		}
+		if got := tierOf(t, filepath.Join(mnt, p)); got != want {
+			t.Errorf("%s is in %s after warmup -f, want %s", p, got, want)
+		}
+	}
+	if code, out := cli(t, "warmup", "-f", filepath.Join(base, "missing.list"), mnt); code != 2 || !strings.Contains(out, "missing.list") {
+		t.Errorf("warmup -f of a missing list: exit %d: %s", code, out)
+	}
+}
