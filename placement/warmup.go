@@ -280,6 +280,11 @@ func (p *Placer) warmupProgress(count func(*Entry) bool) WarmupProgress {
 		}
 	}
 	w.Pct = pct(w.BytesDone, w.BytesTotal, w.Done, w.Files)
+	if w.Files == 0 {
+		// Nothing requested (as the reader sees it) is not "all done": a
+		// script waiting for 100 would stop before anything was queued.
+		w.Pct = 0
+	}
 	return w
 }
 

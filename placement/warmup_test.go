@@ -10,8 +10,8 @@ import (
 func TestWarmupAllMakesEverythingResident(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	if w := e.p.WarmupProgress(); w.Files != 0 || w.Pct != 100 {
-		t.Errorf("progress before any warmup: %+v", w)
+	if w := e.p.WarmupProgress(); w.Files != 0 || w.Pct != 0 {
+		t.Errorf("progress before any warmup: %+v; want nothing queued at 0%%", w)
 	}
 	e.p.WarmupAll()
 	var last float64
@@ -49,6 +49,9 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 func TestWarmupOfPathsQueuesOnlyThem(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
+	if w := e.p.WarmupProgress(); w.Files != 0 || w.Pct != 0 {
+		t.Errorf("progress before any request: %+v; want nothing queued at 0%%", w)
+	}
 	files, err := e.p.ResolvePaths([]string{"train/a", " /val/mib+1 ", "train/a/page"})
 	if err != nil {
 		t.Fatal(err)

@@ -322,8 +322,8 @@ func TestBadCtlWriteFailsWithEINVALAndChangesNothing(t *testing.T) {
 		}
 	}
 	data, _ := os.ReadFile(w)
-	if !bytes.Contains(data, []byte("queued=0\n")) {
-		t.Fatalf("a rejected write queued files:\n%s", data)
+	if !bytes.Contains(data, []byte("queued=0\n")) || !bytes.Contains(data, []byte("pct=0.00\n")) {
+		t.Fatalf("a rejected write queued files, or nothing queued reads as done:\n%s", data)
 	}
 	errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs", "errors"))
 	if !bytes.Contains(errs, []byte(`line 2 "no/such/file": no such file or directory in the dataset`)) {
