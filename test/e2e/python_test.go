@@ -66,4 +66,28 @@ func TestPythonPackage(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), venv) || !strings.Contains(string(out), "Sampler") {
 		t.Fatalf("import of the installed package: %v\n%s", err, out)
 	}
+
+	// Without pip: a .pth file naming the source tree in the user's site
+	// directory (python/README.md), with Debian's interpreter.
+	userBase := t.TempDir()
+	env := append(os.Environ(), "PYTHONUSERBASE="+userBase)
+	siteCmd := exec.Command(python, "-m", "site", "--user-site")
+	siteCmd.Env = env
+	siteOut, err := siteCmd.Output()
+	userSite := strings.TrimSpace(string(siteOut))
+	if err != nil || !strings.HasPrefix(userSite, userBase) {
+		t.Fatalf("python3 -m site --user-site: %v: %q", err, siteOut)
+	}
+	if err := os.MkdirAll(userSite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(userSite, "epochfs.pth"), []byte(pkg+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imp = exec.Command(python, "-c", "import epochfs, torch; print(epochfs.__file__); print(epochfs.Sampler.__name__)")
+	imp.Env, imp.Dir = env, t.TempDir()
+	out, err = imp.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), pkg) || !strings.Contains(string(out), "Sampler") {
+		t.Fatalf("import through epochfs.pth: %v\n%s", err, out)
+	}
 }
