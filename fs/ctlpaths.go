@@ -2,8 +2,10 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/epochfs/epochfs/ctlpath"
@@ -196,6 +198,30 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 	return pathTarget{
 		resolve: func(path string) ([]*placement.Entry, error) {
 			if kind == placement.ScrubRefresh && who.Root() {
+				// Root's refresh also names files the source gained
+				// since the walk: a path is refused (at its write, where
+				// a shell sees the error) only when neither the catalog
+				// nor the source has it.
+				if p.Catalog().Find(path) != nil {
+					return nil, nil
+				}
+				// The first component below the deepest directory the
+				// catalog has: if the source lacks it, it lacks the path.
+				parts := strings.Split(strings.Trim(path, "/"), "/")
+				next := path
+				for k := len(parts) - 1; k > 0; k-- {
+					if d := p.Catalog().Find(strings.Join(parts[:k], "/")); d != nil {
+						if d.Kind != placement.KindDir {
+							return nil, fmt.Errorf("%w: %q (%s is not a directory)", placement.ErrNoEntry, path, d.Path)
+						}
+						next = strings.Join(parts[:k+1], "/")
+						break
+					}
+					next = parts[0]
+				}
+				if _, err := p.Source().Stat(context.Background(), next); errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("%w: %q (not in the dataset, nor on the source)", placement.ErrNoEntry, path)
+				}
 				return nil, nil
 			}
 			_, err := p.LookupAs(who, path)

@@ -698,8 +698,11 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	}
 	busy := time.Since(start)
 	written := c.w.batches.Load() - batches
-	if limit := int64(busy/catalogBatchGap) + 2; written > limit {
-		t.Errorf("%v of updates took %d batches, want at most %d (one per %v)", busy, written, limit, catalogBatchGap)
+	// One batch per gap, not one per update: the bound leaves room for a
+	// loaded machine (a batch that starts late, one at each end) and is
+	// still far below the updates made.
+	if limit := 2*int64(busy/catalogBatchGap) + 3; written > limit {
+		t.Errorf("%v of updates took %d batches, want at most %d (about one per %v)", busy, written, limit, catalogBatchGap)
 	}
 	if written == 0 {
 		t.Error("no batch written during a busy stream of updates")

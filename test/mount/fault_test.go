@@ -386,6 +386,14 @@ func TestRefreshCLIPicksUpAddedChangedAndRemovedFiles(t *testing.T) {
 	if code, out := cli(t, "verify", mnt, "no/such/path"); code != 2 || !strings.Contains(out, "no/such/path") {
 		t.Fatalf("verify of an unknown path: exit %d: %s", code, out)
 	}
+	// Refresh too (a path neither in the dataset nor on the source), and
+	// a shell's write of one to the ctl file fails where bash sees it.
+	if code, out := cli(t, "refresh", mnt, "no/such/path"); code != 2 || !strings.Contains(out, "no/such/path") {
+		t.Fatalf("refresh of an unknown path: exit %d: %s", code, out)
+	}
+	if code, out := shell(t, false, `printf 'xx yy\n' > "$1/.epochfs/refresh"`, mnt); code == 0 || !strings.Contains(out, "Invalid argument") {
+		t.Fatalf("bash writing an unknown path to refresh: exit %d: %s", code, out)
+	}
 }
 
 // rawReadPy opens and reads a file with libc's open(2) and read(2), which,
