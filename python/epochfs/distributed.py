@@ -52,6 +52,8 @@ class DistributedSampler(_TorchSampler):
     """Yields this rank's indices of dataset.samples, in the order the mount hands them out. dataset
     needs .root and .samples (torchvision's ImageFolder). The order of an epoch comes from the mount
     (seeded by seed, job and the job's epoch number); set_epoch is kept for torch's API and not needed.
+    Unlike torch's, every iter() is the job's next epoch, whatever set_epoch said: iterate once per
+    epoch (as a DataLoader does), not once more to count or inspect the indices (len() is free).
 
     Rank 0 registers the job (a fresh epoch 1 with this config); the other ranks wait for it at a
     barrier of the default process group when one is initialized, or else until the job's config
