@@ -13,6 +13,7 @@ import (
 
 // MountEntry is one line of /proc/self/mountinfo.
 type MountEntry struct {
+	Dir    string // the mount point
 	Dev    string // MAJOR:MINOR; a FUSE mount's is its connection's
 	FSType string // e.g. fuse.epochfs
 	Source string // the mount source; epochfs's is the dataset's path
@@ -28,19 +29,31 @@ func (m MountEntry) Epochfs() bool { return m.FSType == "fuse.epochfs" }
 // reused while its connection lives, so it tells one mount from a later
 // one on the same path.
 func FindMount(dir string) (MountEntry, bool) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return MountEntry{}, false
-	}
 	clean := filepath.Clean(dir)
 	var found MountEntry
 	ok := false
+	for _, m := range Mounts() {
+		if m.Dir == clean {
+			found, ok = m, true // later lines are mounted over earlier ones
+		}
+	}
+	return found, ok
+}
+
+// Mounts lists this process's mount table (/proc/self/mountinfo), in its
+// order.
+func Mounts() []MountEntry {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []MountEntry
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 5 || unescapeMount(f[4]) != clean {
+		if len(f) < 5 {
 			continue
 		}
-		m := MountEntry{Dev: f[2], UserID: -1}
+		m := MountEntry{Dir: unescapeMount(f[4]), Dev: f[2], UserID: -1}
 		// After the optional fields comes "-", then type, source, options.
 		for i := 5; i < len(f); i++ {
 			if f[i] != "-" {
@@ -58,9 +71,9 @@ func FindMount(dir string) (MountEntry, bool) {
 			}
 			break
 		}
-		found, ok = m, true
+		out = append(out, m)
 	}
-	return found, ok
+	return out
 }
 
 // MountDev returns the device number of the mount at dir (see FindMount).

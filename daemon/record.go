@@ -173,6 +173,23 @@ func ReadRecord(mnt string) (Record, bool) {
 	return Record{}, false
 }
 
+// Records lists every runtime record found (recordDirs), whether its
+// daemon runs or not.
+func Records() []Record {
+	var out []Record
+	for _, d := range recordDirs() {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".json") {
+				if r, ok := loadRecord(filepath.Join(d, e.Name())); ok {
+					out = append(out, r)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // RecordOfState finds the record of the running daemon that uses the
 // state directory dir.
 func RecordOfState(dir string) (Record, bool) {

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -536,5 +537,46 @@ func TestWarmupFromAList(t *testing.T) {
 	}
 	if code, out := cli(t, "warmup", "-f", filepath.Join(base, "missing.list"), mnt); code != 2 || !strings.Contains(out, "missing.list") {
 		t.Errorf("warmup -f of a missing list: exit %d: %s", code, out)
+	}
+}
+
+// epochfs list names a mount with its source, state directory, daemon and
+// state, as a table and as JSON.
+func TestListShowsTheMount(t *testing.T) {
+	src, _, base, mnt := binDirs(t, 1<<10)
+	state := filepath.Join(base, "state")
+	binMount(t, src, mnt, state, "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	pid := statusOf(t, mnt)["pid"]
+	code, out := cli(t, "list")
+	found := false
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 5 && f[0] == mnt {
+			found = true
+			if f[1] != src || f[2] != state || f[3] != pid || f[4] != "serving" {
+				t.Errorf("list row %q; want %s %s %s %s serving", l, mnt, src, state, pid)
+			}
+		}
+	}
+	if code != 0 || !found || !strings.HasPrefix(out, "MOUNTPOINT") {
+		t.Fatalf("epochfs list: exit %d, no row for %s:\n%s", code, mnt, out)
+	}
+	code, out = cli(t, "list", "--json")
+	var rows []struct {
+		Mountpoint, Source, State string
+		StateDir                  string `json:"state_dir"`
+		PID                       int
+	}
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
+		t.Fatalf("list --json: exit %d, %v:\n%s", code, err, out)
+	}
+	ok := false
+	for _, r := range rows {
+		ok = ok || r.Mountpoint == mnt && r.State == "serving" && r.StateDir == state && strconv.Itoa(r.PID) == pid
+	}
+	if !ok {
+		t.Errorf("list --json has no serving row for %s: %s", mnt, out)
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
 	}
 }
