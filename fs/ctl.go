@@ -27,6 +27,7 @@ const (
 	inoJobsDir
 	inoRefresh
 	inoVerify
+	inoDrop
 )
 
 // ctlSpec describes one control file.
@@ -66,6 +67,9 @@ func (fsys *FS) ctlSpecs() []ctlSpec {
 			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubRefresh, who)} }},
 		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText, wholeTree: true,
 			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubVerify, who)} }},
+		// Dropping copies slows every user's reads: root only.
+		{name: "drop", ino: inoDrop, mode: 0o644, read: fsys.dropText, wholeTree: true,
+			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.dropTarget(who)} }},
 	}
 	if fsys.o.Model != nil {
 		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: fsys.o.Model})

@@ -188,6 +188,32 @@ func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
 	}
 }
 
+// dropTarget removes the tier copies of the files a document names, when
+// its last descriptor closes (placement/drop.go). The file is root's.
+func (fsys *FS) dropTarget(who *placement.Cred) pathTarget {
+	p := fsys.p
+	return pathTarget{
+		resolve: func(path string) ([]*placement.Entry, error) {
+			return p.ResolvePathsAs(who, []string{path})
+		},
+		hold: func(req pathRequest) (heldRequest, error) {
+			fsys.dropsPending.Add(1)
+			return heldRequest{
+				release: func() error {
+					defer fsys.dropsPending.Add(-1)
+					files := req.files
+					if req.all {
+						files = p.FilesAs(who)
+					}
+					p.DropCopies(files)
+					return nil
+				},
+				cancel: func() { fsys.dropsPending.Add(-1) },
+			}, nil
+		},
+	}
+}
+
 // scrubTarget sends refresh or verify requests. Their files are root's
 // (mode 0644), so who is root unless a descriptor was handed over; the
 // check is the same as warmup's all the same. A refresh may name a path

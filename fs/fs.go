@@ -95,6 +95,7 @@ type FS struct {
 	// I/O ones beside them), and in cached mode.
 	ptHandles, cachedHandles atomic.Int64
 	xattrs                   atomic.Int64 // GETXATTR and LISTXATTR requests of dataset entries
+	dropsPending             atomic.Int64 // drop documents closed whose last descriptor is not
 	seenErrs                 sync.Map
 	errs                     errorRing
 	start                    time.Time

@@ -208,6 +208,12 @@ func (fsys *FS) statsJSON() []byte {
 	return b.Bytes()
 }
 
+// dropText is what drop removed since the mount.
+func (fsys *FS) dropText() []byte {
+	files, bytes := fsys.p.Dropped()
+	return []byte(fmt.Sprintf("dropped=%d\nbytes_dropped=%d\npending=%d\n", files, bytes, fsys.dropsPending.Load()))
+}
+
 // warmupText is warmup's progress as who sees it: only the files who
 // could open count (placement.WarmupProgressAs).
 func (fsys *FS) warmupText(who *placement.Cred) []byte {

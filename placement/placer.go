@@ -160,6 +160,8 @@ type Placer struct {
 	fill       filler
 	fills      atomic.Int64
 	fillQueued atomic.Int64
+	// drops counts the copies removed on purpose (drop.go).
+	drops dropStats
 	// readDuringWalk holds the files read while the catalog's walk ran
 	// (nothing is copied then): they are queued once it ends. nil once
 	// they were.

@@ -277,10 +277,11 @@ func (p *Placer) openResident(e *Entry, i int, a Attr) *Resident {
 	return nil
 }
 
-// dropCopy forgets an unusable tier copy of e.
-func (p *Placer) dropCopy(e *Entry, i int) {
+// dropCopy forgets an unusable tier copy of e; false when e's copy was not
+// in tier i (any more).
+func (p *Placer) dropCopy(e *Entry, i int) bool {
 	if !e.tier.CompareAndSwap(int32(i), -1) {
-		return
+		return false
 	}
 	p.forgetResident(e)
 	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
@@ -289,6 +290,7 @@ func (p *Placer) dropCopy(e *Entry, i int) {
 	if err := p.cat.persist(e); err != nil {
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
 	}
+	return true
 }
 
 // Entry is the file being read.

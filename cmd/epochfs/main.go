@@ -58,6 +58,7 @@ func commands() map[string]command {
 		"warmup":     {"copy the dataset (or some paths) into the tiers", runWarmup},
 		"refresh":    {"pick up source changes (changed, added, removed files) without a remount", runRefresh},
 		"verify":     {"compare every tier copy with the source; drop bad copies", runVerify},
+		"drop":       {"remove tier copies on purpose (they are read from the source again)", runDrop},
 		"model":      {"run the DSI performance model and print the cache split", runModel},
 		"preprocess": {"run the preprocessing pipeline over images into .npy files", runPreprocess},
 		"config":     {"print the source, mount point and state directory a config file names", runConfig},

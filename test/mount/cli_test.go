@@ -580,3 +580,47 @@ func TestListShowsTheMount(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// epochfs drop removes the copies of the paths it is given (a directory:
+// its files), reads of them go to the source and give the same bytes, a
+// user other than root is refused, and --all drops the rest.
+func TestDropRemovesCopiesOnPurpose(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	for d := base; d != "/" && d != "/tmp"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // the test user reaches the mount point
+	}
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	if code, out := cli(t, "warmup", "--wait", "100", "--timeout", "30s", mnt); code != 0 {
+		t.Fatalf("warmup: exit %d: %s", code, out)
+	}
+	code, out := cli(t, "drop", mnt, "class1", filepath.Join(mnt, "a/small.txt"))
+	if code != 0 || !strings.Contains(out, "dropped 3 copies") {
+		t.Fatalf("drop class1 a/small.txt: exit %d: %s", code, out)
+	}
+	for _, p := range paths {
+		want := "mem"
+		if strings.HasPrefix(p, "class1/") || p == "a/small.txt" {
+			want = "source"
+		}
+		if got := tierOf(t, filepath.Join(mnt, p)); got != want {
+			t.Errorf("%s in %s after the drop, want %s", p, got, want)
+		}
+	}
+	checkAll(t, src, mnt, paths)
+	if code, out := shell(t, true, `printf 'all\n' > "$1/.epochfs/drop"`, mnt); code == 0 || !strings.Contains(out, "Permission denied") {
+		t.Errorf("the test user writing drop: exit %d: %s", code, out)
+	}
+	if code, out := cli(t, "drop", mnt, "no/such"); code != 2 || !strings.Contains(out, "no/such") {
+		t.Errorf("drop of an unknown path: exit %d: %s", code, out)
+	}
+	waitFor(t, func() bool { return statusOf(t, mnt)["placements_queued"] == "0" })
+	if code, out := cli(t, "drop", "--all", mnt); code != 0 || !strings.Contains(out, "dropped") {
+		t.Fatalf("drop --all: exit %d: %s", code, out)
+	}
+	if st := statusOf(t, mnt); st["files_resident"] != "0" {
+		t.Errorf("files_resident=%s after drop --all", st["files_resident"])
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
+	}
+}

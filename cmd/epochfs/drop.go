@@ -1,0 +1,93 @@
+package main
+
+// `epochfs drop` removes tier copies on purpose (placement/drop.go): the
+// .epochfs/drop control file, written as a path document, then waited for
+// (the copies go when the document's last descriptor is released).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/epochfs/epochfs/config"
+)
+
+const dropSynopsis = "drop [--all] MOUNTPOINT [PATH...]"
+
+func runDrop(args []string, stdout, stderr io.Writer) error {
+	f := newFlagSet("drop", dropSynopsis, stderr)
+	all := f.Bool("all", false, "drop every copy of the dataset")
+	pos, err := parseFlags(f, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || (len(pos) == 1) != *all {
+		return usageErr("want MOUNTPOINT and PATHs, or --all and MOUNTPOINT (usage: epochfs %s)", dropSynopsis)
+	}
+	mnt, _ := filepath.Abs(pos[0])
+	ctl := filepath.Join(mnt, ".epochfs", "drop")
+	before, err := readDrop(ctl)
+	if err != nil {
+		return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", mnt, err)
+	}
+	docs := []string{"all\n"}
+	if !*all {
+		var rels []string
+		for _, p := range pos[1:] {
+			rel, err := datasetPath(mnt, p)
+			if err != nil {
+				return err
+			}
+			rels = append(rels, rel)
+		}
+		docs = ctlDocs(rels, warmupDocMax)
+	}
+	for _, doc := range docs {
+		if err := os.WriteFile(ctl, []byte(doc), 0); err != nil {
+			switch {
+			case errors.Is(err, syscall.EINVAL):
+				return usageErr("%s", lastCtlError(mnt, err))
+			case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+				return runtimeErr("%s: only root may drop copies (every user's reads of them go to the source after)", mnt)
+			}
+			return runtimeErr("drop: %v", err)
+		}
+	}
+	// The copies go when the kernel releases the document's descriptor,
+	// just after the close.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		after, err := readDrop(ctl)
+		if err != nil {
+			return runtimeErr("%v", err)
+		}
+		if after["pending"] == 0 {
+			n, b := after["dropped"]-before["dropped"], after["bytes_dropped"]-before["bytes_dropped"]
+			fmt.Fprintf(stdout, "dropped %d copies (%s); those files are read from the source until copied again\n", n, config.FormatBytes(b))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &exitError{code: exitTimeout, err: fmt.Errorf("the drop is still under way after 30s")}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readDrop(ctl string) (map[string]int64, error) {
+	data, err := os.ReadFile(ctl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for k, v := range parseKV(data) {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
