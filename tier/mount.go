@@ -12,6 +12,10 @@ import (
 // variable for the tests).
 var rootFS = "/"
 
+// CheckOwnMount is the check of Options.RequireMount, without opening the
+// tier.
+func CheckOwnMount(dir string) error { return checkOwnMount(dir) }
+
 // checkOwnMount refuses a tier directory that is not on a file system of
 // its own: with the node's local disk not mounted, its mount point is an
 // empty directory of the root file system, and a cache created there would

@@ -103,6 +103,24 @@ func claim(dir string, o Owner) error {
 	return nil
 }
 
+// CheckOwner reports, without writing anything, whether a mount of
+// catalog o may use the tier directory dir: an *OwnedError when another
+// catalog's record is there, an error when the record cannot be read.
+func CheckOwner(dir string, o Owner) error {
+	p := filepath.Join(dir, ownerFile)
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	cur, err := readOwner(p)
+	if err != nil {
+		return fmt.Errorf("owner record %s: %w", p, err)
+	}
+	if cur.StateDir != o.StateDir {
+		return &OwnedError{Dir: dir, Owner: cur}
+	}
+	return nil
+}
+
 // readOwner reads an owner record: a regular file (never followed if a
 // link), of bounded size, naming a state directory.
 func readOwner(p string) (Owner, error) {

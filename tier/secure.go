@@ -58,6 +58,25 @@ func SecureDir(dir string) error {
 	return checkOwnDir(dir, uid)
 }
 
+// CheckDir reports, without creating anything, whether dir could be used
+// as SecureDir would: an existing dir is checked as SecureDir checks it;
+// for a missing one, the directories above it that exist. created tells
+// that the mount would create dir.
+func CheckDir(dir string) (created bool, err error) {
+	if !filepath.IsAbs(dir) {
+		return false, fmt.Errorf("%s: %w: not an absolute path", dir, ErrUnsafeDir)
+	}
+	dir = filepath.Clean(dir)
+	uid := uint32(os.Geteuid())
+	if err := checkAncestors(filepath.Dir(dir), uid, 0); err != nil {
+		return false, err
+	}
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	return false, checkOwnDir(dir, uid)
+}
+
 // checkOwnDir checks the directory itself.
 func checkOwnDir(dir string, uid uint32) error {
 	var st syscall.Stat_t

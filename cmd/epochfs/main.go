@@ -62,6 +62,7 @@ func commands() map[string]command {
 		"model":      {"run the DSI performance model and print the cache split", runModel},
 		"preprocess": {"run the preprocessing pipeline over images into .npy files", runPreprocess},
 		"config":     {"print the source, mount point and state directory a config file names", runConfig},
+		"doctor":     {"check a node's setup (FUSE, config, tiers, source, state, Slurm) without mounting", runDoctor},
 		"list":       {"list the node's epochfs mounts with their source, state directory and daemon", runList},
 		"version":    {"print the version", runVersion},
 	}

@@ -624,3 +624,20 @@ func TestDropRemovesCopiesOnPurpose(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// doctor on a live mount: the mount answers (exit 0); a directory with no
+// mount fails.
+func TestDoctorOnALiveMount(t *testing.T) {
+	src, _, base, mnt := binDirs(t, 1<<10)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	code, out := cli(t, "doctor", mnt)
+	if code != 0 || !strings.Contains(out, "ok    mount") || !strings.Contains(out, src) {
+		t.Errorf("doctor %s: exit %d:\n%s", mnt, code, out)
+	}
+	if code, out := cli(t, "doctor", base); code != 1 || !strings.Contains(out, "FAIL  mount") {
+		t.Errorf("doctor of a directory with no mount: exit %d:\n%s", code, out)
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
+	}
+}
