@@ -54,7 +54,8 @@ func commands() map[string]command {
 	return map[string]command{
 		"mount":      {"mount SOURCE read-only at MOUNTPOINT with local tiers", runMount},
 		"unmount":    {"unmount a mount point and wait for its daemon to exit", runUnmount},
-		"status":     {"show what is where", runStatus},
+		"status":     {"show what is where (--raw: every key, for scripts)", runStatus},
+		"stats":      {"one line per second of what the mount does", runStats},
 		"warmup":     {"copy the dataset (or some paths) into the tiers", runWarmup},
 		"refresh":    {"pick up source changes (changed, added, removed files) without a remount", runRefresh},
 		"verify":     {"compare every tier copy with the source; drop bad copies", runVerify},

@@ -110,7 +110,7 @@ catall() { # DIR [ORDER]: read every file, one reader, in path order or shuffled
   fi
 }
 counter() { pfs_counters | sed -n "s/^$1=//p"; }
-stat_of() { "$EPOCHFS" status "$1" | sed -n "s/^$2=//p"; }
+stat_of() { "$EPOCHFS" status --raw "$1" | sed -n "s/^$2=//p"; }
 sshfs_up() { pfs_sshfs "$1" "$2"; SSHFS_PID=$PFS_SSHFS_PID; }
 sshfs_down() { pfs_unmount "$1" "$SSHFS_PID"; }
 ep_mount() { # SRC MNT STATE [ARGS]

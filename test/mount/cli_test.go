@@ -641,3 +641,27 @@ func TestDoctorOnALiveMount(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// status prints a summary for people, --raw the key=value lines of
+// .epochfs/status, and stats a line per interval.
+func TestStatusForPeopleRawForScriptsAndStats(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	checkAll(t, src, mnt, paths)
+	code, out := cli(t, "status", mnt)
+	if code != 0 || !strings.Contains(out, "epochfs ") || !strings.Contains(out, "resident  ") || !strings.Contains(out, "mem "+filepath.Join(base, "tier")) {
+		t.Errorf("status: exit %d:\n%s", code, out)
+	}
+	code, out = cli(t, "status", "--raw", mnt)
+	raw, _ := os.ReadFile(filepath.Join(mnt, ".epochfs", "status"))
+	if code != 0 || !strings.HasPrefix(out, "version=") || strings.Count(out, "\n") != strings.Count(string(raw), "\n") {
+		t.Errorf("status --raw: exit %d, %d lines; .epochfs/status has %d:\n%s", code, strings.Count(out, "\n"), strings.Count(string(raw), "\n"), out)
+	}
+	code, out = cli(t, "stats", "--count", "2", "--interval", "50ms", mnt)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "time") {
+		t.Errorf("stats --count 2: exit %d:\n%s", code, out)
+	}
+	if code, out := cli(t, "unmount", mnt); code != 0 {
+		t.Fatal(out)
+	}
+}
