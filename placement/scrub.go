@@ -82,7 +82,7 @@ type ScrubProgress struct {
 	Changed  int64 // files whose source changed (copy dropped)
 	Added    int64 // files added to the dataset
 	Removed  int64 // files removed from the dataset
-	Dropped  int64 // bad tier copies dropped (verify)
+	Dropped  int64 // tier copies dropped: bad ones (verify) and stale ones of changed files
 	Held     int64 // files gone from the source but kept (MaxDrop)
 	Errors   int64 // paths that could not be checked
 	LastErr  string
@@ -338,8 +338,12 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 	case KindFile:
 		run.checked.Add(1)
 		p.checkedNow(e)
+		resident := e.Tier() >= 0
 		if p.setAttr(e, attrFromInfo(fi), false) {
 			run.changed.Add(1)
+			if resident {
+				run.dropped.Add(1) // setAttr dropped the stale copy
+			}
 			p.enqueueIfWarm(e)
 		}
 	case KindDir:
@@ -500,8 +504,12 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 		return
 	}
 	p.checkedNow(e)
+	resident := e.Tier() >= 0
 	if p.setAttr(e, attrFromInfo(fi), false) {
 		run.changed.Add(1)
+		if resident {
+			run.dropped.Add(1) // setAttr dropped the stale copy
+		}
 		p.Enqueue(e)
 		return
 	}

@@ -93,8 +93,8 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 
 	oldPage := e.entry("train/a/page")
 	s := e.scrub(ScrubRequest{Kind: ScrubRefresh})
-	if s.Errors != 0 || s.Changed != 1 || s.Added != 4 || s.Removed != 5 {
-		t.Fatalf("refresh: %+v; want 1 changed, 4 added, 5 removed, no error", s)
+	if s.Errors != 0 || s.Changed != 1 || s.Dropped != 1 || s.Added != 4 || s.Removed != 5 {
+		t.Fatalf("refresh: %+v; want 1 changed (its copy dropped), 4 added, 5 removed, no error", s)
 	}
 	if got, want := treePaths(e.cat), sourcePaths(t, e.src); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("tree after refresh:\n%v\nsource:\n%v", got, want)
@@ -209,8 +209,8 @@ func TestVerifyDropsCopiesThatDifferFromTheSourceAndPlacesThemAgain(t *testing.T
 	d["z/small-02"] = content("other", 31_000)
 
 	s := e.scrub(ScrubRequest{Kind: ScrubVerify})
-	if s.Dropped != 1 || s.Changed != 1 || s.Errors != 0 || s.Checked != int64(len(d)) {
-		t.Fatalf("verify: %+v; want 1 dropped (truncated), 1 changed, %d checked", s, len(d))
+	if s.Dropped != 2 || s.Changed != 1 || s.Errors != 0 || s.Checked != int64(len(d)) {
+		t.Fatalf("verify: %+v; want 2 dropped (the truncated copy, the changed file's), 1 changed, %d checked", s, len(d))
 	}
 	if e.entry("val/mib").Tier() < 0 {
 		t.Fatal("a size-and-mtime verify dropped a same-size copy")
