@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -31,7 +30,7 @@ func runDrop(args []string, stdout, stderr io.Writer) error {
 	}
 	mnt, _ := filepath.Abs(pos[0])
 	ctl := filepath.Join(mnt, ".epochfs", "drop")
-	before, err := readDrop(ctl)
+	before, err := readCounters(ctl)
 	if err != nil {
 		return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", mnt, err)
 	}
@@ -62,7 +61,7 @@ func runDrop(args []string, stdout, stderr io.Writer) error {
 	// just after the close.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		after, err := readDrop(ctl)
+		after, err := readCounters(ctl)
 		if err != nil {
 			return runtimeErr("%v", err)
 		}
@@ -76,18 +75,4 @@ func runDrop(args []string, stdout, stderr io.Writer) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func readDrop(ctl string) (map[string]int64, error) {
-	data, err := os.ReadFile(ctl)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for k, v := range parseKV(data) {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			out[k] = n
-		}
-	}
-	return out, nil
 }

@@ -58,7 +58,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 func scrub(mntArg string, paths []string, name, opt string, timeout time.Duration, stdout io.Writer) error {
 	mnt, _ := filepath.Abs(mntArg)
 	ctl := filepath.Join(mnt, ".epochfs", name)
-	before, err := readScrub(ctl)
+	before, err := readCounters(ctl)
 	if err != nil {
 		return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", mnt, err)
 	}
@@ -86,7 +86,7 @@ func scrub(mntArg string, paths []string, name, opt string, timeout time.Duratio
 	start := time.Now()
 	last := time.Now()
 	for {
-		s, err := readScrub(ctl)
+		s, err := readCounters(ctl)
 		if err != nil {
 			return runtimeErr("%v", err)
 		}
@@ -115,8 +115,9 @@ func scrub(mntArg string, paths []string, name, opt string, timeout time.Duratio
 	}
 }
 
-// readScrub reads the numeric keys of a refresh or verify ctl file.
-func readScrub(ctl string) (map[string]int64, error) {
+// readCounters reads the numeric keys of a key=value ctl file (refresh,
+// verify, drop).
+func readCounters(ctl string) (map[string]int64, error) {
 	data, err := os.ReadFile(ctl)
 	if err != nil {
 		return nil, err

@@ -526,15 +526,12 @@ func TestWarmupFromAList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("warmup -z -f -: exit %d: %s", code, out)
 	}
-	for _, p := range paths {
-		want := "source"
+	wantTiers(t, mnt, paths, "after warmup -f", func(p string) string {
 		if strings.HasPrefix(p, "class1/") || p == "ünïcødé ñame.dat" {
-			want = "mem"
+			return "mem"
 		}
-		if got := tierOf(t, filepath.Join(mnt, p)); got != want {
-			t.Errorf("%s is in %s after warmup -f, want %s", p, got, want)
-		}
-	}
+		return "source"
+	})
 	if code, out := cli(t, "warmup", "-f", filepath.Join(base, "missing.list"), mnt); code != 2 || !strings.Contains(out, "missing.list") {
 		t.Errorf("warmup -f of a missing list: exit %d: %s", code, out)
 	}
@@ -597,15 +594,12 @@ func TestDropRemovesCopiesOnPurpose(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "dropped 3 copies") {
 		t.Fatalf("drop class1 a/small.txt: exit %d: %s", code, out)
 	}
-	for _, p := range paths {
-		want := "mem"
+	wantTiers(t, mnt, paths, "after the drop", func(p string) string {
 		if strings.HasPrefix(p, "class1/") || p == "a/small.txt" {
-			want = "source"
+			return "source"
 		}
-		if got := tierOf(t, filepath.Join(mnt, p)); got != want {
-			t.Errorf("%s in %s after the drop, want %s", p, got, want)
-		}
-	}
+		return "mem"
+	})
 	checkAll(t, src, mnt, paths)
 	if code, out := shell(t, true, `printf 'all\n' > "$1/.epochfs/drop"`, mnt); code == 0 || !strings.Contains(out, "Permission denied") {
 		t.Errorf("the test user writing drop: exit %d: %s", code, out)
@@ -663,5 +657,16 @@ func TestStatusForPeopleRawForScriptsAndStats(t *testing.T) {
 	}
 	if code, out := cli(t, "unmount", mnt); code != 0 {
 		t.Fatal(out)
+	}
+}
+
+// wantTiers checks that each of paths is in the tier want names
+// (user.epochfs.tier: a tier's name, or "source").
+func wantTiers(t *testing.T, mnt string, paths []string, when string, want func(p string) string) {
+	t.Helper()
+	for _, p := range paths {
+		if got, w := tierOf(t, filepath.Join(mnt, p)), want(p); got != w {
+			t.Errorf("%s is in %s %s, want %s", p, got, when, w)
+		}
 	}
 }

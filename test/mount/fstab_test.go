@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // helperPath is where mount(8) looks for the helper of `-t epochfs`.
@@ -64,17 +63,7 @@ func TestMountFromAnFstabLine(t *testing.T) {
 	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil || mounted(mnt) {
 		t.Fatalf("umount %s: %v: %s", mnt, err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, out := cli(t, "mount", "--config", cfg, "--user-ref", "job9", src, mnt)
-		if code == 0 {
-			break
-		}
-		if time.Now().After(deadline) || !strings.Contains(out, "still draining") {
-			t.Fatalf("the next job's mount after umount: exit %d: %s", code, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	mountWhenDrained(t, "--config", cfg, "--user-ref", "job9", src, mnt)
 	if code, out := cli(t, "unmount", "--user-ref", "job9", mnt); code != 0 || mounted(mnt) {
 		t.Fatalf("the job's epilog after an fstab mount was umounted: exit %d, mounted %v: %s", code, mounted(mnt), out)
 	}

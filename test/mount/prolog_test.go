@@ -340,18 +340,26 @@ func TestADetachedMountLeavesNoKeepBehind(t *testing.T) {
 	f.Close()
 	// The next job's prolog, retrying while the daemon drains (no plain
 	// unmount in between).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, out := cli(t, "mount", "--user-ref", "job7", "--state", state, tierFlag, src, mnt)
-		if code == 0 {
-			break
-		}
-		if time.Now().After(deadline) || !strings.Contains(out, "still draining") {
-			t.Fatalf("the next job's mount: exit %d: %s", code, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	mountWhenDrained(t, "--user-ref", "job7", "--state", state, tierFlag, src, mnt)
 	if code, out := cli(t, "unmount", "--user-ref", "job7", mnt); code != 0 || mounted(mnt) {
 		t.Fatalf("the job's epilog after a mount that was kept and detached: exit %d, mounted %v: %s", code, mounted(mnt), out)
+	}
+}
+
+// mountWhenDrained runs `epochfs mount ARGS` until it succeeds, as a
+// prolog does while an earlier daemon of the mount still drains (up to
+// 30 s); any other refusal fails the test.
+func mountWhenDrained(t *testing.T, args ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out := cli(t, append([]string{"mount"}, args...)...)
+		if code == 0 {
+			return
+		}
+		if time.Now().After(deadline) || !strings.Contains(out, "still draining") {
+			t.Fatalf("mount %v: exit %d: %s", args, code, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
