@@ -97,6 +97,8 @@ type Options struct {
 	// MaxJobsPerUser bounds one user's live jobs (jobs default if 0).
 	MaxJobsPerUser int
 	NoPassthrough  bool
+	// Prewarm: fs.Options.Prewarm.
+	Prewarm bool
 	// IoUring and Readers configure the FUSE transport (fs.Options).
 	IoUring fs.IoUringMode
 	Readers int
@@ -276,7 +278,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		close: func() error { m.jm.Close(); return nil }})
 	fo := fs.Options{
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
-		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Jobs: m.jm,
+		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Prewarm: o.Prewarm, Jobs: m.jm,
 		IoUring: o.IoUring, Readers: o.Readers,
 	}
 	if m.view != nil {

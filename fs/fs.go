@@ -45,6 +45,9 @@ type Options struct {
 	Timeout time.Duration
 	// NoPassthrough disables FUSE passthrough even if the kernel has it.
 	NoPassthrough bool
+	// Prewarm registers the copies already in the tiers with the kernel
+	// in the background after mounting (prewarm.go).
+	Prewarm bool
 	// IoUring selects the transport (transport.go; "" is IoUringAuto);
 	// Readers bounds the goroutines that wait on /dev/fuse (0:
 	// DefaultReaders of GOMAXPROCS).
@@ -98,6 +101,7 @@ type FS struct {
 	dropsPending             atomic.Int64 // drop documents closed whose last descriptor is not
 	seenErrs                 sync.Map
 	errs                     errorRing
+	prewarm                  prewarm
 	start                    time.Time
 }
 
@@ -169,6 +173,9 @@ func Mount(o Options) (*FS, error) {
 	if !o.NoPassthrough && fsys.probePassthrough() {
 		fsys.batchMem = newBatchMem(fsys.log)
 		fsys.passthrough.Store(true)
+		if o.Prewarm {
+			fsys.startPrewarm()
+		}
 	}
 	return fsys, nil
 }
@@ -225,6 +232,7 @@ func (fsys *FS) Passthrough() bool { return fsys.passthrough.Load() }
 // Unmount unmounts; Wait returns when the server has stopped.
 func (fsys *FS) Unmount() error {
 	err := fsys.server.Unmount()
+	fsys.stopPrewarm()
 	if err == nil {
 		fsys.p.SetNotify(nil)
 	}
@@ -234,6 +242,7 @@ func (fsys *FS) Unmount() error {
 // Wait blocks until the mount is gone (unmounted here or from outside).
 func (fsys *FS) Wait() {
 	fsys.server.Wait()
+	fsys.stopPrewarm()
 	if fsys.batchMem != nil {
 		fsys.batchMem.close()
 	}

@@ -151,6 +151,7 @@ func (fsys *FS) status() []kv {
 		)
 	}
 	out = append(out, fsys.openStatus()...)
+	out = append(out, fsys.prewarmStatus()...)
 	if more := fsys.o.MoreStatus; more != nil {
 		for _, e := range more() {
 			out = append(out, kv{e.Key, e.Value, e.Numeric})

@@ -260,7 +260,7 @@ func (p *Placer) openResident(e *Entry, i int, a Attr) *Resident {
 	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
 	switch {
 	case err == nil && size == a.Size:
-		return p.res.newResident(e, fd, i, a, gen)
+		return p.res.newResident(e, fd, i, a, gen, false)
 	case err == nil:
 		syscall.Close(fd)
 		p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),

@@ -256,6 +256,7 @@ type residentCache struct {
 
 	open, kept                              atomic.Int64
 	hits, misses, reopens, released, unkept atomic.Int64
+	prewarmed                               atomic.Int64
 }
 
 // newResidentCache makes the budgets: 0 means the default (see
@@ -282,13 +283,14 @@ type ResidentStats struct {
 	Reopens    int64 // descriptors of kept copies opened again for a reader
 	Released   int64 // kept copies released to make room (least recently used)
 	NotKept    int64 // copies not kept because nothing could be released
+	Prewarmed  int64 // copies kept ready at mount, before any open (prewarm.go)
 }
 
 // ResidentStats returns the counters of the copies kept ready.
 func (p *Placer) ResidentStats() ResidentStats {
 	c := p.res
 	return ResidentStats{Kept: c.kept.Load(), KeptBudget: int64(c.keepMax), Open: c.open.Load(), OpenBudget: int64(c.fdMax),
-		Hits: c.hits.Load(), Misses: c.misses.Load(), Reopens: c.reopens.Load(), Released: c.released.Load(), NotKept: c.unkept.Load()}
+		Hits: c.hits.Load(), Misses: c.misses.Load(), Reopens: c.reopens.Load(), Released: c.released.Load(), NotKept: c.unkept.Load(), Prewarmed: c.prewarmed.Load()}
 }
 
 // lookup returns a held reference on e's kept copy in tier i of version a,
@@ -309,13 +311,16 @@ func (rc *residentCache) lookup(e *Entry, i int, a Attr) *Resident {
 // version a; gen is the entry's copy generation read before the open. The
 // caller's reference is the Resident's first. It is kept when the budgets
 // have room; when another open kept one of the same copy meanwhile, that
-// one is returned instead (with a reference) and fd closed.
-func (rc *residentCache) newResident(e *Entry, fd, i int, a Attr, gen uint64) *Resident {
-	rc.misses.Add(1)
+// one is returned instead (with a reference) and fd closed. A prewarm's
+// Resident (prewarm.go) is not a reader's miss, and starts unused.
+func (rc *residentCache) newResident(e *Entry, fd, i int, a Attr, gen uint64, prewarm bool) *Resident {
+	if !prewarm {
+		rc.misses.Add(1)
+	}
 	rc.open.Add(1)
 	c := &Resident{e: e, fd: fd, tier: i, size: a.Size, mtime: a.Mtime, gen: gen, c: rc}
 	c.refs.Store(1)
-	c.used.Store(true)
+	c.used.Store(!prewarm)
 	if e.copyGen.Load() != gen {
 		// Dropped while it was being opened: serve this open only.
 		return c
@@ -338,6 +343,9 @@ func (rc *residentCache) newResident(e *Entry, fd, i int, a Attr, gen uint64) *R
 	c.refs.Add(1) // the budget's
 	c.kept.Store(true)
 	rc.kept.Add(1)
+	if prewarm {
+		rc.prewarmed.Add(1)
+	}
 	rc.ring = append(rc.ring, c)
 	e.res.Store(c)
 	rc.mu.Unlock()

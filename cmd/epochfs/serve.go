@@ -371,7 +371,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		MaxWarmupPerUser: max(1, cfg.Placement.WarmupPerUserBytes(tierBytes)),
 		BufferBytes:      cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
 		MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser,
-		NoPassthrough:  ma.noPassthrough, Version: version,
+		NoPassthrough:  ma.noPassthrough, Prewarm: cfg.Fuse.Prewarm, Version: version,
 		IoUring: ioUring, Readers: readers,
 		ModelSettings:   ptr(modelSettings(cfg.Model)),
 		Views:           views,

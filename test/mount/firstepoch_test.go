@@ -177,3 +177,84 @@ func TestAShuffledReaderHasTheRestOfItsTreeCopied(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// The next job's mount registers the copies the last one left before its
+// readers open them (fuse.prewarm): its first epoch opens every resident
+// file as a later epoch does, from a kept copy with its registration, and
+// registers nothing more. Within a budget smaller than the dataset it
+// keeps what fits and releases none for it; the readers' opens release the
+// prewarmed copies first, within the budget, and read every file right.
+func TestARemountPrewarmsTheKeptCopies(t *testing.T) {
+	requireFUSE(t)
+	dir, paths := makeSamples(t, 100, 16<<10)
+	for _, tc := range []struct {
+		name       string
+		keptCopies int
+		prewarm    bool
+	}{
+		{"within the budget", 0, true},
+		{"a budget of 40", 40, true},
+		{"off", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := faultMount(t, dir, func(_ *faultfs.FS, e *env) {
+				e.opts.validateTTL = 24 * time.Hour
+				e.opts.keptCopies = tc.keptCopies
+				e.opts.prewarm = tc.prewarm
+			})
+			if !e.fsys.Passthrough() {
+				if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
+					t.Fatal("no FUSE passthrough on this kernel")
+				}
+				t.Skip("no FUSE passthrough on this kernel")
+			}
+			readPass(t, dir, e.mnt, paths, 1)
+			e.settle()
+			e.unmount()
+			e.mount()
+			st := e.status()
+			if !tc.prewarm {
+				if st["prewarm"] != "off" || st["prewarm_copies"] != "0" {
+					t.Fatalf("prewarm=%s prewarm_copies=%s with fuse.prewarm off, want off and 0", st["prewarm"], st["prewarm_copies"])
+				}
+				readPass(t, dir, e.mnt, paths, 2)
+				if n := e.num("kept_misses"); n != int64(len(paths)) {
+					t.Errorf("kept_misses=%d without prewarm, want %d (every first open opens its copy)", n, len(paths))
+				}
+				return
+			}
+			waitFor(t, func() bool { return e.status()["prewarm"] == "done" })
+			want := int64(len(paths))
+			if tc.keptCopies > 0 {
+				want = int64(tc.keptCopies)
+			}
+			if n := e.num("prewarm_copies"); n != want {
+				t.Fatalf("prewarm_copies=%d, want %d", n, want)
+			}
+			if n := e.num("passthrough_registrations"); n != want {
+				t.Fatalf("passthrough_registrations=%d after the prewarm, want %d", n, want)
+			}
+			if n := e.num("kept_misses"); n != 0 {
+				t.Fatalf("kept_misses=%d before any open, want 0 (a prewarm is not a reader's miss)", n)
+			}
+			readPass(t, dir, e.mnt, paths, 2)
+			st = e.status()
+			misses, _ := strconv.ParseInt(st["kept_misses"], 10, 64)
+			regs, _ := strconv.ParseInt(st["passthrough_registrations"], 10, 64)
+			if tc.keptCopies == 0 {
+				if misses != 0 || regs != want {
+					t.Errorf("first epoch after the remount: kept_misses=%d passthrough_registrations=%d, want 0 and %d", misses, regs, want)
+				}
+				return
+			}
+			// The readers' opens beyond the budget release copies, the
+			// prewarmed ones that nobody opened first.
+			if misses < int64(len(paths))-want {
+				t.Errorf("first epoch after the remount: kept_misses=%d, want at least %d", misses, int64(len(paths))-want)
+			}
+			if n, _ := strconv.ParseInt(st["kept_copies"], 10, 64); n > int64(tc.keptCopies) {
+				t.Errorf("kept_copies=%d over the budget of %d", n, tc.keptCopies)
+			}
+		})
+	}
+}

@@ -167,6 +167,10 @@ type envOpts struct {
 	// CLI's default); the tests' default is the walk first, so that they
 	// see the whole catalog at once.
 	serveWhileWalking bool
+	// prewarm registers the tiers' copies at mount (the CLI's default,
+	// fuse.prewarm); the tests' default is off, so that their counts of
+	// first opens are their readers'.
+	prewarm bool
 }
 
 // newEnv prepares directories; call mount to mount.
@@ -205,7 +209,7 @@ func (e *env) mount() {
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
 		Cluster: e.opts.cluster, MaxWarmupPerUser: e.opts.maxWarmupPerUser,
-		WaitWalk: !e.opts.serveWhileWalking,
+		WaitWalk: !e.opts.serveWhileWalking, Prewarm: e.opts.prewarm,
 	})
 	if err != nil {
 		t.Fatal(err)
