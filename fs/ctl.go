@@ -129,7 +129,7 @@ func (d *ctlDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	for _, s := range d.fsys.ctlSpecs() {
 		if s.name == name {
 			f := &ctlFile{fsys: d.fsys, spec: s}
-			f.fillAttr(&out.Attr)
+			f.fillAttr(ctx, &out.Attr)
 			out.SetEntryTimeout(time.Second)
 			out.SetAttrTimeout(uncached)
 			return d.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: s.ino}), 0
@@ -172,12 +172,26 @@ var (
 	_ fusefs.NodeSetattrer = (*ctlFile)(nil)
 )
 
-func (f *ctlFile) fillAttr(a *fuse.Attr) {
+// fillAttr fills the file's attributes for the caller of ctx; the size is
+// that of what an open by the caller would read now (`[ -s status ]`, and
+// tools that read st_size bytes, see the content). The read that follows
+// takes a snapshot of its own, which may have grown meanwhile: the opens
+// are direct I/O, so a read is never cut at this size.
+func (f *ctlFile) fillAttr(ctx context.Context, a *fuse.Attr) {
 	ctlAttr(a, f.spec.ino, syscall.S_IFREG|f.spec.mode, f.spec.owner, time.Now())
+	a.Size = uint64(len(f.content(ctx)))
+}
+
+// content renders the file for the caller of ctx.
+func (f *ctlFile) content(ctx context.Context) []byte {
+	if f.spec.readAs != nil {
+		return f.spec.readAs(callerCred(ctx))
+	}
+	return f.spec.read()
 }
 
 func (f *ctlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	f.fillAttr(&out.Attr)
+	f.fillAttr(ctx, &out.Attr)
 	out.SetTimeout(uncached)
 	return 0
 }
@@ -187,7 +201,7 @@ func (f *ctlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 	if f.spec.doc == nil {
 		return f.fsys.ctlError(ctx, f.spec.name, denied("read-only control file"))
 	}
-	f.fillAttr(&out.Attr)
+	f.fillAttr(ctx, &out.Attr)
 	return 0
 }
 
@@ -210,11 +224,7 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	}
 	h := &ctlHandle{f: f, uid: callerUID(ctx)}
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-		if f.spec.readAs != nil {
-			h.data = f.spec.readAs(callerCred(ctx))
-		} else {
-			h.data = f.spec.read()
-		}
+		h.data = f.content(ctx)
 	}
 	if writing {
 		max := f.spec.max
@@ -317,6 +327,10 @@ func (fsys *FS) ctlErrorAs(uid uint32, file string, err error) syscall.Errno {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	fsys.log.Warn("ctl write rejected", zap.String("file", file), zap.String("reason", msg), zap.Uint32("uid", uid))
 	fsys.errs.add(uid, file+": "+msg)
+	// errors grew: the kernel's attributes of it (its size) are stale,
+	// even within the tick its attribute timeout lasts. Attributes only:
+	// no page lock is taken, so this is safe inside a request.
+	fsys.server.InodeNotify(inoErrors, -1, 0)
 	return fsys.toErrno(err)
 }
 

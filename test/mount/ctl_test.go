@@ -550,3 +550,54 @@ func TestRefusedCtlWritesThatReachTheDaemonAreRecorded(t *testing.T) {
 		t.Errorf("exit %d; .epochfs/errors lacks the later writes:\n%s", code, e.errorsFile())
 	}
 }
+
+// A ctl file's size is what a read of it returns now: `[ -s status ]`
+// works in bash, find -printf %s and Python's st_size agree with the
+// bytes read, and a user's .epochfs/errors is sized for that user.
+func TestCtlFilesReportTheSizeOfWhatAReadReturns(t *testing.T) {
+	src, _ := makeSamples(t, 10, 500)
+	e := newEnv(t, src, 1<<30)
+	e.mount()
+	openToOthers(e)
+	ctl := filepath.Join(e.mnt, ".epochfs")
+	if code, out := shell(t, false, `cd "$1" && for f in status stats.json warmup refresh verify drop; do [ -s "$f" ] || echo "[ -s $f ] is false"; done`, ctl); code != 0 || out != "" {
+		t.Errorf("bash [ -s ] over the ctl files: exit %d: %s", code, out)
+	}
+	// Files whose content does not change on an idle mount: the size find
+	// and Python report is the length of the read.
+	code, out := shell(t, false, `find "$1" -maxdepth 1 -type f \( -name warmup -o -name refresh -o -name verify -o -name drop \) -printf '%s %f\n'`, ctl)
+	if code != 0 || strings.Count(out, "\n") != 4 {
+		t.Fatalf("find -printf: exit %d: %q", code, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		size, name, _ := strings.Cut(l, " ")
+		data, err := os.ReadFile(filepath.Join(ctl, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size != strconv.Itoa(len(data)) || len(data) == 0 {
+			t.Errorf("find -printf %%s of %s: %s, a read returns %d bytes", name, size, len(data))
+		}
+	}
+	py := `import os, sys
+p = os.path.join(sys.argv[1], "warmup")
+with open(p, "rb") as f:
+    data = f.read()
+print(os.stat(p).st_size, len(data))`
+	cmd := exec.Command("/usr/bin/python3", "-c", py, ctl)
+	if b, err := cmd.CombinedOutput(); err != nil || len(strings.Fields(string(b))) != 2 || strings.Fields(string(b))[0] != strings.Fields(string(b))[1] || strings.Fields(string(b))[0] == "0" {
+		t.Errorf("Python st_size and read of warmup: %q (%v), want the same non-zero number twice", b, err)
+	}
+	// errors is per user: empty for a user with no refused write, sized
+	// for that user's lines after one.
+	errs := filepath.Join(ctl, "errors")
+	if code, out := shell(t, true, `[ -s "$1" ] && echo non-empty; stat -c %s "$1"`, errs); code != 0 || strings.TrimSpace(out) != "0" {
+		t.Errorf("the test user's errors before any refusal: exit %d: %q, want size 0", code, out)
+	}
+	if code, _ := shell(t, true, `printf 'no/such/file\n' > "$1"`, filepath.Join(ctl, "warmup")); code == 0 {
+		t.Fatal("a warmup of a path not in the dataset was taken")
+	}
+	if code, out := shell(t, true, `[ -s "$1" ] || echo empty; n=$(stat -c %s "$1"); c=$(wc -c < "$1"); [ "$n" = "$c" ] || echo "stat $n, read $c"`, errs); code != 0 || out != "" {
+		t.Errorf("the test user's errors after a refused write: exit %d: %q", code, out)
+	}
+}
