@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/tier"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -66,17 +67,35 @@ func fillAttr(e *placement.Entry, out *fuse.Attr) {
 	out.Ino = e.ID
 	out.Mode = a.Mode
 	out.Size = uint64(a.Size)
-	out.Blocks = (uint64(a.Size) + 511) / 512
 	out.Blksize = 4096
 	out.Uid, out.Gid = a.UID, a.GID
-	sec, nsec := uint64(a.Mtime/1e9), uint32(a.Mtime%1e9)
-	out.Mtime, out.Mtimensec = sec, nsec
-	out.Ctime, out.Ctimensec = sec, nsec
-	out.Atime, out.Atimensec = sec, nsec
+	out.Mtime, out.Mtimensec = timeOf(a.Mtime)
+	if a.Nlink != 0 {
+		// The source's stat, as recorded.
+		out.Nlink = a.Nlink
+		out.Blocks = uint64(a.Blocks)
+		out.Atime, out.Atimensec = timeOf(a.Atime)
+		out.Ctime, out.Ctimensec = timeOf(a.Ctime)
+		return
+	}
+	// A record written before the catalog kept them: what can be told
+	// from the size and mtime.
+	out.Blocks = (uint64(a.Size) + 511) / 512
+	out.Ctime, out.Ctimensec = out.Mtime, out.Mtimensec
+	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
 	out.Nlink = 1
 	if e.Kind == placement.KindDir {
 		out.Nlink = 2
 	}
+}
+
+// timeOf splits nanoseconds since the epoch as FUSE wants them; a time
+// before the epoch is shown as the epoch.
+func timeOf(ns int64) (uint64, uint32) {
+	if ns < 0 {
+		return 0, 0
+	}
+	return uint64(ns / 1e9), uint32(ns % 1e9)
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -122,18 +141,38 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	return []byte(n.e.Target), 0
 }
 
-// Getxattr answers the tier attribute of a file. Every other name is
-// absent: ENODATA in the user namespace, EOPNOTSUPP in the others (the
-// dataset carries no security labels and no POSIX ACLs). The kernel caches
-// no GETXATTR answer, so ls -l would send two per entry (security.selinux,
-// system.posix_acl_access); tools such as ls remember an EOPNOTSUPP per
-// file system and ask once per run instead.
+// Getxattr answers the tier attribute of a file, and the source's user.*
+// attributes (read from the source when asked: tier/xattr.go). Every other
+// name is absent: ENODATA in the user namespace, EOPNOTSUPP in the others
+// (the dataset carries no security labels and no POSIX ACLs). The kernel
+// caches no GETXATTR answer, so ls -l would send two per entry
+// (security.selinux, system.posix_acl_access); tools such as ls remember
+// an EOPNOTSUPP per file system and ask once per run instead, so ls -l
+// sends the source nothing. The kernel checked that the caller may read
+// the file (user.* attributes need read permission).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	n.fsys.xattrs.Add(1)
-	if attr != xattrTier || n.e.Kind != placement.KindFile {
+	var v []byte
+	switch {
+	case attr == xattrTier && n.e.Kind == placement.KindFile:
+		v = []byte(n.fsys.p.Catalog().TierName(n.e.Tier()))
+	case attr == xattrTier || !strings.HasPrefix(attr, tier.UserXattrPrefix):
 		return 0, absentXattr(attr)
+	default:
+		rctx, release := reqCtx(ctx)
+		val, ok, err := n.fsys.p.Source().Xattr(rctx, n.e.Path, attr)
+		release()
+		if err != nil {
+			return 0, n.fsys.toErrno(err)
+		}
+		if !ok {
+			return 0, syscall.ENODATA
+		}
+		v = val
 	}
-	v := n.fsys.p.Catalog().TierName(n.e.Tier())
+	if len(dest) == 0 {
+		return uint32(len(v)), 0
+	}
 	if len(dest) < len(v) {
 		return uint32(len(v)), syscall.ERANGE
 	}
@@ -150,12 +189,29 @@ func absentXattr(name string) syscall.Errno {
 	return syscall.EOPNOTSUPP
 }
 
+// Listxattr lists the source's user.* attributes. The tier attribute is
+// readable by name but not listed, so that cp -a and rsync -X from the
+// mount do not stamp it on their copies.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	n.fsys.xattrs.Add(1)
-	if n.e.Kind != placement.KindFile {
+	if n.e.Kind == placement.KindSymlink {
 		return 0, 0
 	}
-	v := xattrTier + "\x00"
+	rctx, release := reqCtx(ctx)
+	names, err := n.fsys.p.Source().XattrNames(rctx, n.e.Path)
+	release()
+	if err != nil {
+		return 0, n.fsys.toErrno(err)
+	}
+	var v []byte
+	for _, name := range names {
+		if name != xattrTier {
+			v = append(append(v, name...), 0)
+		}
+	}
+	if len(dest) == 0 {
+		return uint32(len(v)), 0
+	}
 	if len(dest) < len(v) {
 		return uint32(len(v)), syscall.ERANGE
 	}

@@ -23,6 +23,28 @@ type Attr struct {
 	Mode  uint32
 	UID   uint32
 	GID   uint32
+	// Nlink is the source's link count; 0 when the record predates it
+	// (then Blocks, Atime and Ctime are unknown too).
+	Nlink  uint32
+	Blocks int64 // 512-byte blocks allocated on the source
+	Atime  int64 // nanoseconds since the epoch
+	Ctime  int64
+}
+
+// same reports whether a and b describe the same source state: the access
+// time, which reads change, is left out, so that an open's check does not
+// count a read of the file as a change.
+func (a Attr) same(b Attr) bool {
+	a.Atime = b.Atime
+	return a == b
+}
+
+// linkKey names a source file with more than one link (a hard link): its
+// device and inode, and its size and mtime, so that an inode number the
+// source reused for another file is not taken for the same one.
+type linkKey struct {
+	dev, ino    uint64
+	size, mtime int64
 }
 
 // Entry is one file, directory or symlink of the dataset. The tree is
@@ -39,6 +61,10 @@ type Entry struct {
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
 	Index int32
+	// link is the source identity of a file with more than one link,
+	// nil otherwise: files with the same key share an ID (an inode of
+	// the mount), as the source's hard links share their inode.
+	link *linkKey
 
 	kids      atomic.Pointer[[]*Entry] // sorted by name; nil for files
 	attr      atomic.Pointer[Attr]
@@ -147,6 +173,8 @@ type Catalog struct {
 
 	treeMu    sync.Mutex               // serialises changes of the tree (tree.go)
 	nextID    atomic.Uint64            // the last entry ID given out
+	linksMu   sync.Mutex               // guards links
+	links     map[linkKey]uint64       // the ID of each hard-linked source file seen (newID)
 	nextIndex atomic.Int64             // the next file Index to give out
 	byIndex   atomic.Pointer[[]*Entry] // files by Index (tree.go: ByIndex)
 
@@ -274,7 +302,7 @@ func (c *Catalog) setRoot(root *Entry) {
 	var number func(e *Entry)
 	number = func(e *Entry) {
 		if e.ID == 0 {
-			e.ID = c.nextID.Add(1)
+			e.ID = c.newID(e)
 		}
 		e.Index = -1
 		if e.Kind == KindFile {
@@ -291,6 +319,25 @@ func (c *Catalog) setRoot(root *Entry) {
 	c.files.Store(files)
 	c.bytes.Store(bytes)
 	c.nextIndex.Store(files)
+}
+
+// newID gives e its ID: a new one, or for a hard link of a file that has
+// one already, that file's, so that the mount shows one inode for both.
+func (c *Catalog) newID(e *Entry) uint64 {
+	if e.link == nil {
+		return c.nextID.Add(1)
+	}
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	if id, ok := c.links[*e.link]; ok {
+		return id
+	}
+	if c.links == nil {
+		c.links = map[linkKey]uint64{}
+	}
+	id := c.nextID.Add(1)
+	c.links[*e.link] = id
+	return id
 }
 
 // Root is the dataset's root directory.

@@ -71,7 +71,7 @@ func (c *Catalog) startBackground(ctx context.Context, o CatalogOptions) error {
 		return fmt.Errorf("placement: walk: %s is not a directory", src.Root())
 	}
 	root := entryFromInfo("", st)
-	root.ID, root.Index = c.nextID.Add(1), -1
+	root.ID, root.Index = c.newID(root), -1
 	wctx, cancel := context.WithCancel(context.Background())
 	bg := &bgWalk{src: src, log: c.log, workers: o.Workers, progress: o.Progress, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
@@ -164,7 +164,7 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	}
 	var files, bytes, dirs int64
 	for _, k := range kids {
-		k.ID, k.Index = c.nextID.Add(1), -1
+		k.ID, k.Index = c.newID(k), -1
 		switch k.Kind {
 		case KindFile:
 			files++

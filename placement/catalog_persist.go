@@ -68,11 +68,21 @@ func fileKey(p string) []byte {
 }
 
 func (c *Catalog) recordOf(e *Entry) *record {
-	a := e.Attr()
-	r := &record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target,
-		Checked: e.checked.Load()}
+	r := sourceRecord(e)
+	r.Checked = e.checked.Load()
 	if t := e.Tier(); t >= 0 && t < len(c.tiers) {
 		r.Tier = c.tiers[t]
+	}
+	return &r
+}
+
+// sourceRecord is what the source said of e, as a record.
+func sourceRecord(e *Entry) record {
+	a := e.Attr()
+	r := record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target,
+		Nlink: a.Nlink, Blocks: a.Blocks, Atime: a.Atime, Ctime: a.Ctime}
+	if e.link != nil && a.Nlink != 0 {
+		r.Dev, r.Ino = e.link.dev, e.link.ino
 	}
 	return r
 }

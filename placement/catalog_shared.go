@@ -30,8 +30,7 @@ func encodeTree(root *Entry) []byte {
 	b = append(b, treeMagic...)
 	var rb []byte
 	root.walk(func(e *Entry) bool {
-		a := e.Attr()
-		r := record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target}
+		r := sourceRecord(e)
 		rb = r.encode(rb[:0])
 		b = binary.AppendUvarint(b, uint64(len(e.Path)))
 		b = append(b, e.Path...)

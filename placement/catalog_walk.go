@@ -139,16 +139,9 @@ func entryFromInfo(p string, info fs.FileInfo) *Entry {
 	default:
 		return nil
 	}
-	a := &Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		a.Mode = st.Mode
-		a.UID = st.Uid
-		a.GID = st.Gid
-	}
-	if e.Kind != KindFile {
-		a.Size = info.Size()
-	}
-	e.attr.Store(a)
+	a := attrFromInfo(info)
+	e.link = linkOf(e.Kind, info)
+	e.attr.Store(&a)
 	e.tier.Store(-1)
 	e.checked.Store(time.Now().Unix()) // what was just read is the check
 	return e
@@ -159,6 +152,19 @@ func attrFromInfo(info fs.FileInfo) Attr {
 	a := Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {
 		a.Mode, a.UID, a.GID = st.Mode, st.Uid, st.Gid
+		a.Nlink = uint32(min(st.Nlink, 1<<32-1))
+		a.Blocks = st.Blocks
+		a.Atime = st.Atim.Nano()
+		a.Ctime = st.Ctim.Nano()
 	}
 	return a
+}
+
+// linkOf is the link key of a regular file with more than one link.
+func linkOf(k Kind, info fs.FileInfo) *linkKey {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if k != KindFile || !ok || st.Nlink < 2 {
+		return nil
+	}
+	return &linkKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
 }

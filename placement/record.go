@@ -19,11 +19,15 @@ const (
 // ErrBadRecord means a persisted catalog record could not be decoded.
 var ErrBadRecord = errors.New("placement: bad catalog record")
 
-// Record versions: 2 adds Checked at the end. A record whose Checked is 0
-// is written as version 1, so that every record has one encoding.
+// Record versions: 2 adds Checked at the end; 3 adds, after Checked, the
+// source's link count, blocks, atime, ctime, and a hard link's device and
+// inode. A record is written in the lowest version that holds it (3 when
+// Nlink is known, else 2 when Checked is, else 1), so that every record
+// has one encoding.
 const (
 	recordVersion        = 1
 	recordVersionChecked = 2
+	recordVersionMeta    = 3
 )
 
 // maxTarget bounds a symlink target and a tier name in a record.
@@ -46,6 +50,13 @@ type record struct {
 	// Checked is when the source was last found to agree with the
 	// record (unix seconds; 0: unknown): a walk, a validation, a copy.
 	Checked int64
+	// Version 3: the rest of the source's stat (Nlink 0: unknown), and
+	// for a file with more than one link its device and inode (0
+	// otherwise).
+	Nlink        uint32
+	Blocks       int64
+	Atime, Ctime int64
+	Dev, Ino     uint64
 }
 
 // encode appends the record's binary form to b:
@@ -54,7 +65,10 @@ type record struct {
 // checked.
 func (r *record) encode(b []byte) []byte {
 	v := byte(recordVersion)
-	if r.Checked != 0 {
+	switch {
+	case r.Nlink != 0:
+		v = recordVersionMeta
+	case r.Checked != 0:
 		v = recordVersionChecked
 	}
 	b = append(b, v, byte(r.Kind))
@@ -67,8 +81,16 @@ func (r *record) encode(b []byte) []byte {
 	b = append(b, r.Tier...)
 	b = binary.AppendUvarint(b, uint64(len(r.Target)))
 	b = append(b, r.Target...)
-	if v == recordVersionChecked {
+	if v >= recordVersionChecked {
 		b = binary.AppendVarint(b, r.Checked)
+	}
+	if v == recordVersionMeta {
+		b = binary.AppendUvarint(b, uint64(r.Nlink))
+		b = binary.AppendVarint(b, r.Blocks)
+		b = binary.AppendVarint(b, r.Atime)
+		b = binary.AppendVarint(b, r.Ctime)
+		b = binary.AppendUvarint(b, r.Dev)
+		b = binary.AppendUvarint(b, r.Ino)
 	}
 	return b
 }
@@ -80,7 +102,7 @@ func decodeRecord(b []byte) (record, error) {
 		return r, fmt.Errorf("%w: %d bytes", ErrBadRecord, len(b))
 	}
 	version := b[0]
-	if version != recordVersion && version != recordVersionChecked {
+	if version < recordVersion || version > recordVersionMeta {
 		return r, fmt.Errorf("%w: version %d", ErrBadRecord, b[0])
 	}
 	r.Kind = Kind(b[1])
@@ -97,6 +119,14 @@ func decodeRecord(b []byte) (record, error) {
 		}
 		b = b[n:]
 		return uint32(v), nil
+	}
+	u64 := func(name string) (uint64, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || n != uvarintLen(v) {
+			return 0, fmt.Errorf("%w: %s", ErrBadRecord, name)
+		}
+		b = b[n:]
+		return v, nil
 	}
 	i64 := func(name string) (int64, error) {
 		v, n := binary.Varint(b)
@@ -140,12 +170,38 @@ func decodeRecord(b []byte) (record, error) {
 	if r.Target, err = str("target", maxTarget); err != nil {
 		return r, err
 	}
-	if version == recordVersionChecked {
+	if version >= recordVersionChecked {
 		if r.Checked, err = i64("checked"); err != nil {
 			return r, err
 		}
-		if r.Checked == 0 {
+		if r.Checked == 0 && version == recordVersionChecked {
 			return r, fmt.Errorf("%w: version 2 without a check time", ErrBadRecord)
+		}
+	}
+	if version == recordVersionMeta {
+		if r.Nlink, err = u32("nlink"); err != nil {
+			return r, err
+		}
+		if r.Nlink == 0 {
+			return r, fmt.Errorf("%w: version 3 without a link count", ErrBadRecord)
+		}
+		if r.Blocks, err = i64("blocks"); err != nil {
+			return r, err
+		}
+		if r.Atime, err = i64("atime"); err != nil {
+			return r, err
+		}
+		if r.Ctime, err = i64("ctime"); err != nil {
+			return r, err
+		}
+		if r.Dev, err = u64("dev"); err != nil {
+			return r, err
+		}
+		if r.Ino, err = u64("ino"); err != nil {
+			return r, err
+		}
+		if r.Blocks < 0 {
+			return r, fmt.Errorf("%w: negative blocks", ErrBadRecord)
 		}
 	}
 	if len(b) != 0 {

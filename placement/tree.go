@@ -53,7 +53,7 @@ func (c *Catalog) addEntry(e *Entry) error {
 	var files, bytes int64
 	var number func(x *Entry)
 	number = func(x *Entry) {
-		x.ID = c.nextID.Add(1)
+		x.ID = c.newID(x)
 		x.Index = -1
 		if x.Kind == KindFile {
 			x.Index = int32(c.nextIndex.Add(1) - 1)

@@ -451,7 +451,7 @@ func (p *Placer) logSourceError(err error) {
 func (p *Placer) setAttr(e *Entry, a Attr, sync bool) (changed bool) {
 	p.refreshMu.Lock()
 	old := e.Attr()
-	if old == a {
+	if old.same(a) {
 		p.refreshMu.Unlock()
 		return false
 	}
