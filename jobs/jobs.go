@@ -201,6 +201,9 @@ func (m *Manager) start() error {
 		Lease:       o.Lease,
 		Now:         o.Now,
 		Seed:        o.Seed,
+		// A file a refresh removed keeps its number (Entry.Gone): the
+		// sampler never hands it out.
+		Gone: func(i int) bool { return files[i].Gone() },
 	}
 	if m.vs != nil {
 		so.Caches = m

@@ -118,6 +118,7 @@ type epoch struct {
 	// planned maps the samples in the ranks' plans to their rank.
 	planned  map[int32]int32
 	distinct int     // samples handed out this epoch, padding excluded
+	skipped  int     // samples drawn and not handed out: gone from the dataset
 	first    []int32 // per rank: the first sample it was handed (-1: none); padding source
 	padFrom  int     // next index into first for padding (round robin)
 	dropped  int     // quota of lost ranks no live rank could take over

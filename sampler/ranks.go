@@ -236,17 +236,40 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 		s.substitute(j, r, k)
 	}
 	batch = make([]int, 0, min(j.cfg.BatchSize, r.need()+len(r.plan)))
-	for _, e := range r.plan[:k] {
-		batch = append(batch, int(e))
-		delete(ep.planned, e)
-		ep.got[r.id]++
-		ep.distinct++
-		if ep.first[r.id] < 0 {
-			ep.first[r.id] = e
+	skipped := false
+	handOut := func(n int) {
+		for _, e := range r.plan[:n] {
+			delete(ep.planned, e)
+			if s.gone(e) {
+				// Removed from the dataset since it was drawn: it stays
+				// taken (never drawn again this epoch) and is not handed
+				// out; the rank's quota is met by other samples, or by
+				// padding once the unseen ones run out.
+				skipped = true
+				ep.skipped++
+				j.st.Skipped++
+				s.unwant(j, e)
+				continue
+			}
+			batch = append(batch, int(e))
+			ep.got[r.id]++
+			ep.distinct++
+			if ep.first[r.id] < 0 {
+				ep.first[r.id] = e
+			}
+			s.serve(j, true, e)
 		}
-		s.serve(j, true, e)
+		r.plan = append(r.plan[:0], r.plan[n:]...)
 	}
-	r.plan = append(r.plan[:0], r.plan[k:]...)
+	handOut(k)
+	for skipped && len(batch) < j.cfg.BatchSize && r.need()+len(r.plan) > 0 {
+		s.fillRank(j, r)
+		n := min(j.cfg.BatchSize-len(batch), len(r.plan))
+		if n == 0 {
+			break
+		}
+		handOut(n)
+	}
 	for len(batch) < j.cfg.BatchSize && len(r.plan) == 0 && r.need() > 0 {
 		if s.fillRank(j, r); len(r.plan) > 0 {
 			break // samples came back (a lost rank's): the next read takes them
@@ -255,6 +278,14 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 			break // a claim may still get samples (claims.go)
 		}
 		e := s.padding(j, r)
+		if e < 0 {
+			// Every sample handed out this epoch is gone: what the rank
+			// still had to get is dropped.
+			ep.dropped += r.need()
+			j.st.Dropped += r.need()
+			ep.quota[r.id] = ep.got[r.id]
+			break
+		}
 		batch = append(batch, int(e))
 		ep.got[r.id]++
 		r.st.Padded++
@@ -333,31 +364,50 @@ func (s *Sampler) drawOwn(j *job, r *rank) bool {
 // samples ran out before its quota. A sequential job pads as torch does
 // (the subset's (r + i·W) mod M-th); otherwise the first sample of
 // another rank, round robin.
+//
+// A sample gone from the dataset is never padding; -1 means every
+// candidate is gone.
 func (s *Sampler) padding(j *job, r *rank) int32 {
 	ep := r.ep
 	w := len(j.ranks)
 	if j.cfg.Kind == KindSequential && !ep.lossy {
-		return j.global((r.id + ep.got[r.id]*w) % j.size)
+		if e := j.global((r.id + ep.got[r.id]*w) % j.size); !s.gone(e) {
+			return e
+		}
 	}
 	for range w {
 		k := ep.padFrom % w
 		ep.padFrom++
-		if k != r.id && ep.first[k] >= 0 {
+		if k != r.id && ep.first[k] >= 0 && !s.gone(ep.first[k]) {
 			return ep.first[k]
 		}
 	}
-	if ep.first[r.id] >= 0 {
+	if ep.first[r.id] >= 0 && !s.gone(ep.first[r.id]) {
 		return ep.first[r.id]
 	}
 	// Nothing handed out yet: every sample is in some rank's plan.
 	for e := range ep.planned {
-		return e
+		if !s.gone(e) {
+			return e
+		}
 	}
-	if j.cfg.Claimer != nil {
-		// Ranks elsewhere had the whole epoch: any sample was drawn.
-		return j.global((r.id + ep.got[r.id]) % j.size)
+	if j.cfg.Claimer != nil || s.opt.Gone != nil {
+		// Ranks elsewhere had the whole epoch (any sample was drawn), or
+		// every sample handed out so far is gone: the first one of the
+		// subset that is not.
+		for i := range j.size {
+			if e := j.global((r.id + ep.got[r.id] + i) % j.size); !s.gone(e) {
+				return e
+			}
+		}
+		return -1
 	}
 	panic("sampler: padding with nothing drawn")
+}
+
+// gone reports whether sample e was removed from the dataset.
+func (s *Sampler) gone(e int32) bool {
+	return s.opt.Gone != nil && s.opt.Gone(int(e))
 }
 
 // take moves a free sample of ep into r's plan (the caller appends it).

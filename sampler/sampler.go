@@ -62,6 +62,10 @@ type Options struct {
 	NoSubstitution bool
 	// NoDSA turns DSA off: every job draws on its own.
 	NoDSA bool
+	// Gone reports a sample removed from the dataset since the sampler
+	// was made (a refresh found its file gone); nil: none is. A gone
+	// sample is never handed out (ranks.go: skipGone).
+	Gone func(i int) bool
 }
 
 // Sampler holds every job's epoch state and the shared buffer's index. It is
@@ -369,7 +373,8 @@ type JobStatus struct {
 	// CacheSubstitutions: of them, by samples the views' caches hold.
 	CacheSubstitutions int
 	SharedDraws        int // draws shared with another job by DSA
-	Padded             int // padding handed out (ceil(M/W)·W − M per epoch)
+	Padded             int // padding handed out (ceil(M/W)·W − M per epoch, and one per sample gone)
+	Skipped            int // samples drawn but not handed out: removed from the dataset (Options.Gone)
 	RanksLive          int // ranks not lost (and, in a cluster job, that read here)
 	Lost               []int
 	// Cluster jobs (JobConfig.Claimer): ranks that never read here

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,5 +223,94 @@ func TestARankTwoEpochsAheadWaitsInItsRead(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting rank was not let go after rank 1 finished epoch 1")
+	}
+}
+
+// A refresh that removes files under a running job: from then on no rank
+// is handed a removed file (not from batches drawn ahead, not as padding),
+// each rank still gets its quota (padding stands in for the removed
+// files, so data-parallel ranks keep equal counts), the next epoch covers
+// every file left, and the job's status counts the skips.
+func TestAJobNeverHandsOutAFileARefreshRemoved(t *testing.T) {
+	// 6 of 80 files removed: under placement.max_drop (10 %), so the
+	// refresh removes them rather than holding them.
+	src, paths := makeSamples(t, 80, 300)
+	e := newEnv(t, src, 1<<20)
+	e.opts.bufferBytes = 1 << 20
+	e.mount()
+	dir := filepath.Join(e.mnt, ".epochfs", "jobs", "ddp")
+	if code, out := shell(t, false, `mkdir "$1" && printf 'batch_size=4\nsampler=ods\nworld_size=2\nseed=5\n' > "$1/config"`, dir); code != 0 {
+		t.Fatalf("mkdir and config: exit %d: %s", code, out)
+	}
+	const quota = 40
+	// A batch of each rank, then remove 6 files: the first two handed
+	// out and four not yet.
+	got := make([][]string, 2)
+	for r := range 2 {
+		_, b := shell(t, false, `cat "$1"`, filepath.Join(dir, "rank", fmt.Sprint(r), "next"))
+		got[r] = strings.Split(strings.TrimSuffix(b, "\n"), "\n")
+	}
+	handed := map[string]bool{}
+	for _, g := range got {
+		for _, p := range g {
+			handed[p] = true
+		}
+	}
+	removed := []string{got[0][0], got[1][0]}
+	for _, p := range paths {
+		if len(removed) < 6 && !handed[p] {
+			removed = append(removed, p)
+		}
+	}
+	gone := map[string]bool{}
+	for _, p := range removed {
+		if err := os.Remove(filepath.Join(src, p)); err != nil {
+			t.Fatal(err)
+		}
+		gone[p] = true
+	}
+	refresh(t, e.mnt, "all")
+	seen := map[string]bool{}
+	for p := range handed {
+		seen[p] = true
+	}
+	for r := range 2 {
+		rest := rankEpoch(t, false, dir, r)
+		if n := len(got[r]) + len(rest); n != quota {
+			t.Errorf("epoch 1: rank %d got %d paths, want its quota %d", r, n, quota)
+		}
+		for _, p := range rest {
+			if gone[p] {
+				t.Errorf("epoch 1: rank %d was handed %s after the refresh removed it", r, p)
+			}
+			seen[p] = true
+		}
+	}
+	for _, p := range paths {
+		if !gone[p] && !seen[p] {
+			t.Errorf("epoch 1: %s never handed out", p)
+		}
+	}
+	next := map[string]int{}
+	for r := range 2 {
+		ep := rankEpoch(t, false, dir, r)
+		if len(ep) != quota {
+			t.Errorf("epoch 2: rank %d got %d paths, want %d", r, len(ep), quota)
+		}
+		for _, p := range ep {
+			if gone[p] {
+				t.Errorf("epoch 2: rank %d was handed the removed %s", r, p)
+			}
+			next[p]++
+		}
+	}
+	for _, p := range paths {
+		if !gone[p] && next[p] == 0 {
+			t.Errorf("epoch 2: %s never handed out", p)
+		}
+	}
+	st := kv(mustRead(t, filepath.Join(dir, "status")))
+	if n, _ := strconv.Atoi(st["skipped"]); n < 4 {
+		t.Errorf("job status skipped=%s, want at least the 4 removed files not handed out before", st["skipped"])
 	}
 }
