@@ -497,14 +497,25 @@ func (m *Manager) samplerConfig(cfg Config, who *placement.Cred) (sampler.JobCon
 func (m *Manager) resolve(prefixes []string, who *placement.Cred) ([]int, error) {
 	var out []int
 	add := func(e *placement.Entry) bool {
-		if i := int(e.Index); i >= 0 && i < len(m.files) && m.files[i] == e {
+		if i := int(e.Index); i >= 0 && i < len(m.files) && m.files[i] == e && !e.Gone() {
 			out = append(out, i)
 		}
 		return true
 	}
 	if len(prefixes) == 0 {
 		if who.Root() {
-			return nil, nil
+			// The whole dataset: every file numbered at the start, less
+			// those a refresh removed since.
+			for _, e := range m.files {
+				add(e)
+			}
+			if len(out) == len(m.files) {
+				return nil, nil
+			}
+			if len(out) == 0 {
+				return nil, fmt.Errorf("%w: the dataset has no file left", ErrInvalid)
+			}
+			return out, nil
 		}
 		for _, e := range m.p.FilesAs(who) {
 			add(e)

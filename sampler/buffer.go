@@ -184,8 +184,8 @@ func (s *Sampler) Prefetch(max int) []int {
 				s.substitute(j, r, len(r.plan))
 			}
 			for p, e := range r.plan {
-				if s.state(e) != stNone || s.res.Resident(int(e)) {
-					continue
+				if s.state(e) != stNone || s.res.Resident(int(e)) || s.gone(e) {
+					continue // a gone sample is skipped at its hand-out (ranks.go)
 				}
 				if c, ok := idx[e]; ok {
 					cands[c].first = min(cands[c].first, p)
