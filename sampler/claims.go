@@ -95,7 +95,7 @@ func (s *Sampler) arrive(j *job, r *rank) {
 	}
 	for ep := r.ep; ep != nil; ep = ep.next {
 		if j.inFlight(ep) && ep.got[r.id] == 0 {
-			ep.quota[r.id] = j.share
+			ep.quota[r.id] = ep.share
 		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // gone) is never handed out again: not from a plan drawn before, not as
 // padding, not in later epochs. Every rank still gets its quota each epoch
 // (data-parallel ranks must see equal counts), the samples left cover the
-// rest of the subset, and the skips are counted.
+// rest of the subset, and the skips are counted. The next epoch is over
+// the samples left, each once apart from torch's padding.
 func TestSamplesGoneFromTheDatasetAreNeverHandedOut(t *testing.T) {
 	const n, batch = 103, 8
 	for _, kind := range Kinds() {
@@ -81,13 +82,15 @@ func TestSamplesGoneFromTheDatasetAreNeverHandedOut(t *testing.T) {
 					if err := s.check(); err != nil {
 						t.Fatal(err)
 					}
-					// The next epoch: the samples left, once each apart from
-					// padding, with equal counts.
+					// The next epoch is over the samples left: torch's counts
+					// over them, each once apart from torch's padding.
+					left := n - len(removed)
+					quota2 := (left + w - 1) / w
 					next := epochOf(t, s, "j", w)
 					count := map[int]int{}
 					for r := range w {
-						if len(next[r]) != quota {
-							t.Errorf("epoch 2: rank %d got %d samples, want %d", r, len(next[r]), quota)
+						if len(next[r]) != quota2 {
+							t.Errorf("epoch 2: rank %d got %d samples, want %d", r, len(next[r]), quota2)
 						}
 						for _, i := range next[r] {
 							if gone[i] {
@@ -96,14 +99,28 @@ func TestSamplesGoneFromTheDatasetAreNeverHandedOut(t *testing.T) {
 							count[i]++
 						}
 					}
+					dups := 0
 					for i := range n {
 						if !gone[i] && count[i] == 0 {
 							t.Errorf("epoch 2: sample %d never handed out", i)
 						}
+						dups += max(count[i]-1, 0)
+					}
+					if dups != quota2*w-left {
+						t.Errorf("epoch 2: %d samples handed out twice, want torch's padding of %d", dups, quota2*w-left)
 					}
 					st, _ := s.Status("j")
-					if st.Skipped < len(removed)-2 {
-						t.Errorf("skipped %d, want at least %d (every unseen removed sample, each epoch)", st.Skipped, len(removed)-2)
+					if st.Size != left || st.PerRank != quota2 {
+						t.Errorf("status after epoch 2 began: size %d per_rank %d, want %d and %d", st.Size, st.PerRank, left, quota2)
+					}
+					unseen := 0
+					for _, i := range removed {
+						if !slices.Contains(handed, i) {
+							unseen++
+						}
+					}
+					if st.Skipped != unseen {
+						t.Errorf("skipped %d, want %d (each removed sample not handed out before, drawn once in epoch 1; none in epoch 2)", st.Skipped, unseen)
 					}
 					if err := s.check(); err != nil {
 						t.Fatal(err)

@@ -119,6 +119,8 @@ type epoch struct {
 	planned  map[int32]int32
 	distinct int     // samples handed out this epoch, padding excluded
 	skipped  int     // samples drawn and not handed out: gone from the dataset
+	excluded int     // samples gone from the dataset when the epoch began (taken, never drawn)
+	share    int     // each live rank's quota when the epoch began
 	first    []int32 // per rank: the first sample it was handed (-1: none); padding source
 	padFrom  int     // next index into first for padding (round robin)
 	dropped  int     // quota of lost ranks no live rank could take over

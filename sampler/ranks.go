@@ -49,7 +49,8 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 		set = newDrawSet(j.size)
 	}
 	ep := &epoch{num: num, set: set, rng: j.seededRNG(num), quota: make([]int, w), got: make([]int, w),
-		planned: map[int32]int32{}, first: make([]int32, w)}
+		planned: map[int32]int32{}, first: make([]int32, w), share: j.share}
+	s.exclude(j, ep)
 	lost := 0
 	for i, r := range j.ranks {
 		ep.first[i] = -1
@@ -60,12 +61,12 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 		if j.remote(r) {
 			continue // quota 0 here: it reads on another node (claims.go)
 		}
-		ep.quota[i] = j.share
+		ep.quota[i] = ep.share
 	}
 	if lost > 0 {
 		ep.lossy = true
 		if j.cfg.Claimer == nil {
-			s.redistribute(j, ep, lost*j.share)
+			s.redistribute(j, ep, lost*ep.share)
 		}
 	}
 	s.rewant(j, func() { j.eps = append(j.eps, ep) })
@@ -75,6 +76,30 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	j.latest = ep
 	s.invalidateDSA()
 	return ep
+}
+
+// exclude leaves the samples gone from the dataset (Options.Gone) out of
+// a new epoch: they are taken in its set before any draw, and the
+// ranks' share is the remaining samples' (torch's counts over them), so
+// the epoch hands out each sample left exactly once apart from torch's
+// padding. A cluster job keeps its share: the nodes of its epochs need not
+// agree on what is gone, and their ranks must get equal counts; a gone
+// sample is skipped at its hand-out there, and padding makes up for it.
+func (s *Sampler) exclude(j *job, ep *epoch) {
+	if s.opt.Gone == nil {
+		return
+	}
+	for l := range j.size {
+		if s.gone(j.global(l)) {
+			ep.set.take(l)
+			ep.excluded++
+		}
+	}
+	if ep.excluded == 0 || j.cfg.Claimer != nil {
+		return
+	}
+	ep.share = perRank(j.size-ep.excluded, len(j.ranks), j.cfg.DropLast)
+	j.st.Size, j.st.PerRank = j.size-ep.excluded, ep.share
 }
 
 // redistribute shares left samples of ep out over the live ranks that

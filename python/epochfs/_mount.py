@@ -29,6 +29,19 @@ def last_error(mnt):
     return lines[-1].split(" ", 1)[-1] if lines else ""
 
 
+def per_rank(job_dir, default):
+    """Samples per rank in the job's current epoch (its status' per_rank): the count at registration,
+    less what a refresh removed once an epoch begun after it has started. default when unreadable."""
+    try:
+        with open(os.path.join(job_dir, "status"), encoding="utf-8", errors="replace") as f:
+            for line in f.read().splitlines():
+                if line.startswith("per_rank="):
+                    return int(line.split("=", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return default
+
+
 def subset_of(root, mnt):
     """The job config's subset line for a dataset root inside the mount."""
     rel = os.path.relpath(root, mnt)

@@ -18,7 +18,7 @@ import time
 import torch.distributed as dist
 from torch.utils.data import Sampler as _TorchSampler
 
-from ._mount import EpochfsError, last_error, mount_root, subset_of
+from ._mount import EpochfsError, last_error, mount_root, per_rank, subset_of
 from ._paths import quote, unquote
 
 
@@ -152,7 +152,9 @@ class DistributedSampler(_TorchSampler):
             time.sleep(0.05)
 
     def __len__(self):
-        return self.num_samples
+        # Torch's count over the job's samples this epoch: less the files a refresh removed, from the
+        # first read of the epoch after it (docs/sampling.md).
+        return per_rank(self.dir, self.num_samples)
 
     def set_epoch(self, epoch):
         self.epoch = epoch

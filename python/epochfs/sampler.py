@@ -9,7 +9,7 @@ import os
 
 from torch.utils.data import Sampler as _TorchSampler
 
-from ._mount import mount_root, register, subset_of
+from ._mount import mount_root, per_rank, register, subset_of
 from ._paths import unquote
 
 
@@ -25,7 +25,9 @@ class Sampler(_TorchSampler):
         self.index = {os.path.relpath(os.path.abspath(p), mnt): i for i, (p, _) in enumerate(dataset.samples)}
 
     def __len__(self):
-        return len(self.index)
+        # The job's count this epoch: the dataset's, less the files a refresh removed (from the first
+        # read of the epoch after it; docs/sampling.md).
+        return per_rank(self.dir, len(self.index))
 
     def __iter__(self):  # one epoch: batches of paths until the 0-byte read that ends it
         while batch := open(os.path.join(self.dir, "next"), encoding="utf-8", newline="",

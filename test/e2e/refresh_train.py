@@ -1,8 +1,8 @@
 """Reads epochs of three jobs through MNT (the epochfs package's Sampler, DistributedSampler with two
 ranks, Batches with view=encoded) while files are removed from SOURCE and the mount refreshed in the
 middle of an epoch. Writes what each job handed out to OUT as JSON:
-{"parts": [{"name", "len", "removed": [paths], "before": [paths], "after": [paths], "epoch2": [paths]}]}
-(one entry per job, or per rank). Any exception (FileNotFoundError, "not a sample") fails the run.
+{"parts": [{"name", "len1", "len2", "removed": [paths], "before": [paths], "after": [paths],
+"epoch2": [paths]}]} (one entry per job, or per rank; len1 and len2: len() in epochs 1 and 2, samples). Any exception (FileNotFoundError, "not a sample") fails the run.
 
     refresh_train.py --mount MNT --source SOURCE --package DIR --out FILE
 """
@@ -69,19 +69,21 @@ def main():
     ds = datasets.ImageFolder(mnt)
     s = Sampler(ds, "r-sampler", batch_size=8, seed=1)
     names = rels(ds)
+    len1 = len(s)
     it = iter(s)
     before = [names[i] for i in take(it, 16)]
     removed = pick(names, before)
     remove_and_refresh(mnt, a.source, removed)
     after = [names[i] for i in it]
     epoch2 = [names[i] for i in s]
-    parts.append({"name": "Sampler", "len": len(s), "removed": removed, "before": before, "after": after,
-                  "epoch2": epoch2})
+    parts.append({"name": "Sampler", "len1": len1, "len2": len(s), "removed": removed, "before": before,
+                  "after": after, "epoch2": epoch2})
 
     # DistributedSampler, two ranks in one process, a batch of each in turn.
     ds = datasets.ImageFolder(mnt)
     names = rels(ds)
     ranks = [DistributedSampler(ds, num_replicas=2, rank=r, job="r-ddp", batch_size=8, seed=2) for r in range(2)]
+    len1 = [len(r) for r in ranks]
     its = [iter(r) for r in ranks]
     befores = [[], []]
     for _ in range(2):
@@ -92,8 +94,8 @@ def main():
     afters = [[names[i] for i in its[r]] for r in range(2)]
     epochs2 = [[names[i] for i in ranks[r]] for r in range(2)]
     for r in range(2):
-        parts.append({"name": f"DistributedSampler rank {r}", "len": len(ranks[r]), "removed": removed,
-                      "before": befores[r], "after": afters[r], "epoch2": epochs2[r], "ranks": 2})
+        parts.append({"name": f"DistributedSampler rank {r}", "len1": len1[r], "len2": len(ranks[r]),
+                      "removed": removed, "before": befores[r], "after": afters[r], "epoch2": epochs2[r], "ranks": 2})
 
     # Batches, view=encoded: the files' bytes of each batch.
     n = len(datasets.ImageFolder(mnt).samples)
@@ -109,8 +111,8 @@ def main():
     remove_and_refresh(mnt, a.source, removed)
     after = [p for _, _, paths in it for p in paths]
     epoch2 = [p for _, _, paths in b for p in paths]
-    parts.append({"name": "Batches", "len": n, "removed": removed, "before": before, "after": after,
-                  "epoch2": epoch2})
+    parts.append({"name": "Batches", "len1": n, "len2": n - len(removed), "removed": removed, "before": before,
+                  "after": after, "epoch2": epoch2})
 
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump({"parts": parts}, f)
