@@ -99,6 +99,16 @@ func entryNames(list []jobEntry) string {
 	return b.String()
 }
 
+// The nodes lookupEntry fills: a ctl file's attributes depend on the
+// caller (its size), the others' do not. A node with neither method is
+// answered with empty attributes, so these are checked at compile time.
+var (
+	_ interface {
+		fillAttr(context.Context, *fuse.Attr)
+	} = (*ctlFile)(nil)
+	_ interface{ fillAttr(*fuse.Attr) } = (*nextFile)(nil)
+)
+
 // lookupEntry makes the node of entry name of list under parent.
 func lookupEntry(ctx context.Context, parent *fusefs.Inode, list []jobEntry, ref jobRef, rank int, base uint64, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	for k, e := range list {
@@ -107,8 +117,13 @@ func lookupEntry(ctx context.Context, parent *fusefs.Inode, list []jobEntry, ref
 		}
 		ino := base + 1 + uint64(k)
 		n := e.node(ref, rank, ino)
-		if a, ok := n.(interface{ fillAttr(*fuse.Attr) }); ok {
+		switch a := n.(type) {
+		case interface{ fillAttr(*fuse.Attr) }:
 			a.fillAttr(&out.Attr)
+		case interface {
+			fillAttr(context.Context, *fuse.Attr)
+		}:
+			a.fillAttr(ctx, &out.Attr) // ctl files: sized for the caller
 		}
 		out.SetEntryTimeout(time.Second)
 		out.SetAttrTimeout(uncached)

@@ -54,6 +54,7 @@ func (m *Manager) loop() {
 			m.p.Sweep()
 		case <-m.wake:
 		}
+		m.grow()
 		m.applyReleases()
 		m.prefetch()
 		m.produce()
@@ -81,7 +82,7 @@ func (m *Manager) idle() bool {
 
 func (m *Manager) applyReleases() {
 	for _, i := range m.s.Releases(nil) {
-		m.p.Release(m.files[i])
+		m.p.Release(m.fileList()[i])
 	}
 }
 
@@ -94,7 +95,7 @@ func (m *Manager) prefetch() {
 	for _, i := range m.s.Prefetch(free) {
 		m.inflight <- struct{}{}
 		m.fetchWG.Add(1)
-		e := m.files[i]
+		e := m.fileList()[i]
 		m.p.Fetch(e, func(err error) {
 			defer m.fetchWG.Done()
 			if err != nil {
@@ -114,12 +115,12 @@ func (m *Manager) prefetch() {
 // no tier: only when a live job still wants e this epoch does the read go
 // through the buffer.
 func (m *Manager) wanted(e *placement.Entry) bool {
-	return e.Index >= 0 && int(e.Index) < len(m.files) && m.s.Wanted(int(e.Index))
+	return e.Index >= 0 && int(e.Index) < len(m.fileList()) && m.s.Wanted(int(e.Index))
 }
 
 // onFetched is placement's hook once a demand read buffered a file.
 func (m *Manager) onFetched(e *placement.Entry) bool {
-	if e.Index < 0 || int(e.Index) >= len(m.files) {
+	if e.Index < 0 || int(e.Index) >= len(m.fileList()) {
 		return false
 	}
 	return m.s.Installed(int(e.Index))

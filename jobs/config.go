@@ -41,6 +41,10 @@ type Config struct {
 	// Cluster: the job's ranks read on several nodes, its epochs are
 	// claimed in the mount's cluster (cluster.go).
 	Cluster bool
+	// Fixed: files a refresh adds do not join the job (files it removes
+	// still leave it). For samplers whose dataset object lists the
+	// samples: a path it does not know cannot be used.
+	Fixed bool
 }
 
 // The forms of a job's batches.
@@ -202,6 +206,7 @@ var keys = []key{
 			return []string{c.Output}
 		}},
 	boolKey("cluster", func(c *Config) *bool { return &c.Cluster }),
+	boolKey("fixed", func(c *Config) *bool { return &c.Fixed }),
 }
 
 // splitSteps splits augment steps at the commas between them: a step's

@@ -57,7 +57,7 @@ func TestParseConfig(t *testing.T) {
 
 func TestConfigErrorsWrapErrInvalidAndNameTheKeyAndValue(t *testing.T) {
 	for in, want := range map[string]string{
-		"bach_size=3":                  `line 1: unknown key "bach_size" (want batch_size, seed, sampler, subset, world_size, drop_last, view, augment, output, cluster)`,
+		"bach_size=3":                  `line 1: unknown key "bach_size" (want batch_size, seed, sampler, subset, world_size, drop_last, view, augment, output, cluster, fixed)`,
 		"batch_size=0":                 `batch_size="0": want an integer in 1..1048576`,
 		"batch_size=-1":                `batch_size="-1"`,
 		"batch_size=ten":               `batch_size="ten"`,

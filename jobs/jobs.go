@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,12 +94,15 @@ type job struct {
 
 // Manager is the set of jobs of one mount.
 type Manager struct {
-	o     Options
-	p     *placement.Placer
-	s     *sampler.Sampler
-	log   *zap.Logger
-	files []*placement.Entry // by index
-	vs    *viewState         // nil without views
+	o   Options
+	p   *placement.Placer
+	s   *sampler.Sampler
+	log *zap.Logger
+	// files are the dataset's files by Index (the sampler's samples):
+	// numbered at start, grown by the files refreshes add (grow).
+	filesp atomic.Pointer[[]*placement.Entry]
+	growMu sync.Mutex // serialises grow, and grow with Configure (growMu, then mu)
+	vs     *viewState // nil without views
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -191,11 +196,11 @@ func (m *Manager) start() error {
 		files = append(files, e)
 		return true
 	})
-	m.files = files
+	m.filesp.Store(&files)
 	slots := o.Placer.BufferSlots()
 	so := sampler.Options{
 		Samples:     len(files),
-		Residency:   sampler.ResidencyFunc(func(i int) bool { return files[i].Tier() >= 0 }),
+		Residency:   sampler.ResidencyFunc(func(i int) bool { return m.fileList()[i].Tier() >= 0 }),
 		BufferSlots: slots,
 		Lookahead:   o.Lookahead,
 		Lease:       o.Lease,
@@ -203,7 +208,7 @@ func (m *Manager) start() error {
 		Seed:        o.Seed,
 		// A file a refresh removed keeps its number (Entry.Gone): the
 		// sampler never hands it out.
-		Gone: func(i int) bool { return files[i].Gone() },
+		Gone: func(i int) bool { return m.fileList()[i].Gone() },
 	}
 	if m.vs != nil {
 		so.Caches = m
@@ -237,6 +242,79 @@ func (m *Manager) start() error {
 	m.built.Store(true)
 	close(m.ready)
 	return nil
+}
+
+// fileList is the dataset's files by Index.
+func (m *Manager) fileList() []*placement.Entry { return *m.filesp.Load() }
+
+// grow takes in the files refreshes added since the last look (the
+// catalog numbers them after every file it had): the sampler grows, and
+// each job takes, from its next epoch, the new files its subset names and
+// its owner may read (a job over the whole dataset as root: all of them;
+// a cluster job: none, its nodes must agree on its subset).
+func (m *Manager) grow() {
+	if m.p.Catalog().ByIndex(len(m.fileList())) == nil {
+		return // nothing added: the common case, without a lock
+	}
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
+	files := m.fileList()
+	cat := m.p.Catalog()
+	var added []*placement.Entry
+	for i := len(files); ; i++ {
+		e := cat.ByIndex(i)
+		if e == nil {
+			break
+		}
+		added = append(added, e)
+	}
+	if len(added) == 0 {
+		return
+	}
+	add := map[string][]int{}
+	m.mu.Lock()
+	for name, j := range m.jobs {
+		if j.cfg.Cluster || j.cfg.Fixed {
+			continue
+		}
+		for _, e := range added {
+			if m.joins(j, e) {
+				add[name] = append(add[name], int(e.Index))
+			}
+		}
+	}
+	m.mu.Unlock()
+	grown := append(slices.Clip(files), added...)
+	m.filesp.Store(&grown)
+	if err := m.s.Grow(len(grown), add); err != nil {
+		m.log.Error("jobs: the files a refresh added cannot join the jobs", zap.Error(err))
+		return
+	}
+	m.log.Info("files a refresh added join the jobs from their next epoch", zap.Int("files", len(added)))
+}
+
+// joins reports whether a file a refresh added belongs to job j's subset:
+// under one of its subset's paths (any, without one) and readable by its
+// owner as the whole path is.
+func (m *Manager) joins(j *job, e *placement.Entry) bool {
+	if e.Gone() || e.Kind != placement.KindFile {
+		return false
+	}
+	under := len(j.cfg.Subset) == 0
+	for _, p := range j.cfg.Subset {
+		if p == subsetAll || e.Path == p || strings.HasPrefix(e.Path, p+"/") {
+			under = true
+			break
+		}
+	}
+	if !under {
+		return false
+	}
+	if j.owner.Root() {
+		return true
+	}
+	files, err := m.p.ResolvePathsAs(j.owner, []string{e.Path})
+	return err == nil && len(files) == 1 && files[0] == e
 }
 
 // WaitReady waits until jobs can be created (the catalog's walk ended and
@@ -388,6 +466,11 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	if err != nil {
 		return err
 	}
+	// The subset is resolved over every file refreshes added so far, and
+	// none joins the dataset until the job is registered with it (grow).
+	m.grow()
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
 	m.mu.Lock()
 	j, ok := m.jobs[name]
 	m.mu.Unlock()
@@ -403,7 +486,7 @@ func (m *Manager) Configure(name string, doc []byte) error {
 		if m.o.Cluster == nil {
 			return fmt.Errorf("%w: cluster=true: the mount has no [cluster] section", ErrInvalid)
 		}
-		size := len(m.files)
+		size := len(m.fileList())
 		if sc.Subset != nil {
 			size = len(sc.Subset)
 		}
@@ -478,7 +561,7 @@ func (m *Manager) samplerConfig(cfg Config, who *placement.Cred) (sampler.JobCon
 	if err != nil {
 		return sampler.JobConfig{}, err
 	}
-	size := len(m.files)
+	size := len(m.fileList())
 	if subset != nil {
 		size = len(subset)
 	}
@@ -487,7 +570,7 @@ func (m *Manager) samplerConfig(cfg Config, who *placement.Cred) (sampler.JobCon
 			ErrInvalid, cfg.WorldSize, size)
 	}
 	return sampler.JobConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Kind: cfg.Sampler, Subset: subset,
-		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast}, nil
+		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Fixed: cfg.Fixed}, nil
 }
 
 // resolve maps subset prefixes to the sample indices of the files under
@@ -497,7 +580,7 @@ func (m *Manager) samplerConfig(cfg Config, who *placement.Cred) (sampler.JobCon
 func (m *Manager) resolve(prefixes []string, who *placement.Cred) ([]int, error) {
 	var out []int
 	add := func(e *placement.Entry) bool {
-		if i := int(e.Index); i >= 0 && i < len(m.files) && m.files[i] == e && !e.Gone() {
+		if i := int(e.Index); i >= 0 && i < len(m.fileList()) && m.fileList()[i] == e && !e.Gone() {
 			out = append(out, i)
 		}
 		return true
@@ -506,10 +589,10 @@ func (m *Manager) resolve(prefixes []string, who *placement.Cred) ([]int, error)
 		if who.Root() {
 			// The whole dataset: every file numbered at the start, less
 			// those a refresh removed since.
-			for _, e := range m.files {
+			for _, e := range m.fileList() {
 				add(e)
 			}
-			if len(out) == len(m.files) {
+			if len(out) == len(m.fileList()) {
 				return nil, nil
 			}
 			if len(out) == 0 {

@@ -44,7 +44,7 @@ func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []
 	}
 	var b bytes.Buffer
 	for _, i := range batch {
-		b.WriteString(ctlpath.Quote(m.files[i].Path))
+		b.WriteString(ctlpath.Quote(m.fileList()[i].Path))
 		b.WriteByte('\n')
 	}
 	return b.Bytes(), false, nil
@@ -68,6 +68,7 @@ func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch
 		m.mu.Lock()
 		moved := m.moved
 		m.mu.Unlock()
+		m.grow() // files a refresh added join the epoch this read may begin
 		batch, end, err := m.s.NextRank(name, rank)
 		if errors.Is(err, sampler.ErrRankAhead) || errors.Is(err, sampler.ErrClaimPending) {
 			if !waiting && errors.Is(err, sampler.ErrRankAhead) {

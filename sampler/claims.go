@@ -158,7 +158,7 @@ func (s *Sampler) candidates(j *job, r *rank, n int) []int32 {
 			if len(out) >= n/2 {
 				break
 			}
-			if l, ok := j.local(e); ok && !ep.set.has(l) {
+			if l, ok := j.in(ep, e); ok && !ep.set.has(l) {
 				take(l)
 			}
 		}

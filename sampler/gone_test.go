@@ -130,3 +130,112 @@ func TestSamplesGoneFromTheDatasetAreNeverHandedOut(t *testing.T) {
 		}
 	}
 }
+
+// Samples added to the dataset (a refresh found new files) join a job
+// from its next epoch: all of them for a job over the whole dataset, the
+// ones the caller names for a job with a subset. The epoch running is
+// unchanged; the next one hands out the grown set once each with torch's
+// counts. A fixed job takes none. Two ODS jobs with different subsets
+// exercise DSA across the growth, and the buffer fetches throughout.
+func TestSamplesAddedToTheDatasetJoinJobsFromTheirNextEpoch(t *testing.T) {
+	const n, added, batch = 60, 13, 4
+	s, err := New(Options{Samples: n, BufferSlots: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterJob("all", JobConfig{BatchSize: batch, WorldSize: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var sub []int
+	for i := 0; i < n; i += 2 {
+		sub = append(sub, i)
+	}
+	if err := s.RegisterJob("even", JobConfig{BatchSize: batch, Subset: sub}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterJob("fixed", JobConfig{BatchSize: batch, Kind: KindRandom, Fixed: true}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string, w int, batches int) [][]int {
+		out := make([][]int, w)
+		for range batches {
+			for r := range w {
+				b, _, err := s.NextRank(name, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[r] = append(out[r], b...)
+			}
+			for _, i := range s.Prefetch(4) {
+				s.Installed(i)
+			}
+		}
+		return out
+	}
+	read("all", 2, 2)
+	read("even", 1, 2)
+	read("fixed", 1, 2)
+	// 13 new samples; the even ones join "even".
+	var joinEven []int
+	for i := n; i < n+added; i++ {
+		if i%2 == 0 {
+			joinEven = append(joinEven, i)
+		}
+	}
+	all := make([]int, added)
+	for i := range all {
+		all[i] = n + i
+	}
+	if err := s.Grow(n+added, map[string][]int{"even": joinEven, "fixed": all}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		w     int
+		size1 int
+		size2 int
+		in2   func(i int) bool
+	}{
+		{"all", 2, n, n + added, func(int) bool { return true }},
+		{"even", 1, n / 2, n/2 + len(joinEven), func(i int) bool { return i%2 == 0 }},
+		{"fixed", 1, n, n, func(i int) bool { return i < n }},
+	} {
+		rest := epochOf(t, s, tc.name, tc.w)
+		for r := range tc.w {
+			for _, i := range rest[r] {
+				if i >= n {
+					t.Errorf("%s: epoch 1 handed out %d, added after it began", tc.name, i)
+				}
+			}
+		}
+		next := epochOf(t, s, tc.name, tc.w)
+		count := map[int]int{}
+		quota := (tc.size2 + tc.w - 1) / tc.w
+		for r := range tc.w {
+			if len(next[r]) != quota {
+				t.Errorf("%s: epoch 2 rank %d got %d samples, want %d", tc.name, r, len(next[r]), quota)
+			}
+			for _, i := range next[r] {
+				count[i]++
+			}
+		}
+		for i := range n + added {
+			if want := tc.in2(i); want != (count[i] > 0) {
+				t.Errorf("%s: epoch 2 handed out %d %d times", tc.name, i, count[i])
+			}
+		}
+		st, _ := s.Status(tc.name)
+		if st.Size != tc.size2 || st.PerRank != quota {
+			t.Errorf("%s: status size %d per_rank %d, want %d and %d", tc.name, st.Size, st.PerRank, tc.size2, quota)
+		}
+		if err := s.check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Grow(n, nil); err == nil {
+		t.Error("Grow to fewer samples was taken")
+	}
+}

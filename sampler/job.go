@@ -72,6 +72,9 @@ type JobConfig struct {
 	// samples already handed out that epoch. Either way every rank gets the
 	// same number, as torch's DistributedSampler.
 	DropLast bool
+	// Fixed: the job's subset does not grow with the dataset (Grow): a
+	// job over the whole dataset keeps the samples it had.
+	Fixed bool
 	// Views: the job reads preprocessed views; ODS substitutes from
 	// Options.Caches first (caches.go).
 	Views bool
@@ -95,6 +98,9 @@ type job struct {
 	subset []int32 // sorted, unique; nil = all samples
 	size   int     // M: samples in the subset
 	share  int     // samples per rank per epoch with every rank live
+	// joining are samples added to the dataset (Grow) that join the
+	// subset from the job's next epoch, sorted.
+	joining []int32
 	ranks  []*rank
 	// eps are the epochs in flight, oldest first: created and not yet
 	// complete (some rank has not been served its quota). 0 to 2 entries.
@@ -163,6 +169,13 @@ func (j *job) seededRNG(num int) *rand.Rand {
 	return rand.New(rand.NewPCG(j.cfg.Seed^h.Sum64(), uint64(num)*0x9e3779b97f4a7c15+1))
 }
 
+// in maps a sample to its local index in epoch ep's set: false when the
+// sample is not in the job's subset, or joined it after ep began (Grow).
+func (j *job) in(ep *epoch, e int32) (int, bool) {
+	l, ok := j.local(e)
+	return l, ok && l < ep.set.n
+}
+
 // local maps a sample to the job's local index.
 func (j *job) local(e int32) (int, bool) {
 	if j.subset == nil {
@@ -188,6 +201,9 @@ func (j *job) wants(e int32) bool {
 		return false
 	}
 	for _, ep := range j.eps {
+		if l >= ep.set.n {
+			continue // joined after ep began
+		}
 		if !ep.set.has(l) {
 			return true
 		}
@@ -201,7 +217,7 @@ func (j *job) wants(e int32) bool {
 // free reports whether e is in the job's subset and neither handed out nor
 // planned in ep.
 func (j *job) free(ep *epoch, e int32) bool {
-	l, ok := j.local(e)
+	l, ok := j.in(ep, e)
 	return ok && !ep.set.has(l)
 }
 

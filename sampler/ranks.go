@@ -41,11 +41,13 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 		num = j.latest.num + 1
 	}
 	w := len(j.ranks)
+	s.join(j)
 	set := j.spare
-	if set != nil {
+	if set != nil && set.n == j.size {
 		j.spare = nil
 		set.reset()
 	} else {
+		j.spare = nil
 		set = newDrawSet(j.size)
 	}
 	ep := &epoch{num: num, set: set, rng: j.seededRNG(num), quota: make([]int, w), got: make([]int, w),
@@ -76,6 +78,32 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	j.latest = ep
 	s.invalidateDSA()
 	return ep
+}
+
+// join takes the samples added to the dataset since the job's last epoch
+// began into its subset (all of them for a job over the whole dataset),
+// for the epoch being created: they are appended after every older sample,
+// so an epoch in flight keeps its local indices. A cluster job keeps its
+// subset (its nodes must agree on it).
+func (s *Sampler) join(j *job) {
+	if j.cfg.Claimer != nil || j.cfg.Fixed {
+		j.joining = nil
+		return
+	}
+	size := j.size
+	if j.subset == nil {
+		size = s.n
+	} else if len(j.joining) > 0 {
+		j.subset = append(j.subset, j.joining...)
+		size = len(j.subset)
+	}
+	j.joining = nil
+	if size == j.size {
+		return
+	}
+	j.size = size
+	j.share = perRank(size, len(j.ranks), j.cfg.DropLast)
+	j.st.Size, j.st.PerRank = size, j.share
 }
 
 // exclude leaves the samples gone from the dataset (Options.Gone) out of
@@ -396,7 +424,7 @@ func (s *Sampler) padding(j *job, r *rank) int32 {
 	ep := r.ep
 	w := len(j.ranks)
 	if j.cfg.Kind == KindSequential && !ep.lossy {
-		if e := j.global((r.id + ep.got[r.id]*w) % j.size); !s.gone(e) {
+		if e := j.global((r.id + ep.got[r.id]*w) % ep.set.n); !s.gone(e) {
 			return e
 		}
 	}
@@ -420,8 +448,8 @@ func (s *Sampler) padding(j *job, r *rank) int32 {
 		// Ranks elsewhere had the whole epoch (any sample was drawn), or
 		// every sample handed out so far is gone: the first one of the
 		// subset that is not.
-		for i := range j.size {
-			if e := j.global((r.id + ep.got[r.id] + i) % j.size); !s.gone(e) {
+		for i := range ep.set.n {
+			if e := j.global((r.id + ep.got[r.id] + i) % ep.set.n); !s.gone(e) {
 				return e
 			}
 		}

@@ -134,6 +134,46 @@ func New(opt Options) (*Sampler, error) {
 // Samples returns N.
 func (s *Sampler) Samples() int { return s.n }
 
+// Grow extends the dataset to n samples (a refresh added files; their
+// indices are Samples()..n-1). A job over the whole dataset takes them all
+// from its next epoch; add names, per job, the new samples that join its
+// subset from its next epoch (the caller decides which files a job's
+// subset and owner take). Epochs in flight are unchanged.
+func (s *Sampler) Grow(n int, add map[string][]int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < s.n || n > 1<<31-1 {
+		return fmt.Errorf("%w: Grow to %d samples from %d", ErrBadOptions, n, s.n)
+	}
+	for name, idx := range add {
+		j, ok := s.jobs[name]
+		if !ok || j.subset == nil || j.cfg.Fixed || j.cfg.Claimer != nil {
+			continue
+		}
+		last := j.subset[len(j.subset)-1]
+		if len(j.joining) > 0 {
+			last = j.joining[len(j.joining)-1]
+		}
+		slices.Sort(idx)
+		for _, i := range idx {
+			if i < 0 || i >= n {
+				return fmt.Errorf("%w: job %q: sample %d out of range 0..%d", ErrBadConfig, name, i, n-1)
+			}
+			if int32(i) > last {
+				j.joining = append(j.joining, int32(i))
+				last = int32(i)
+			}
+		}
+	}
+	if n == s.n {
+		return nil
+	}
+	s.status = append(s.status, make([]uint8, n-s.n)...)
+	s.n = n
+	s.invalidateDSA()
+	return nil
+}
+
 // Lease returns the lease in effect (negative: never).
 func (s *Sampler) Lease() time.Duration { return s.opt.Lease }
 

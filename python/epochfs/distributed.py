@@ -86,7 +86,8 @@ class DistributedSampler(_TorchSampler):
         self.total_size = self.num_samples * num_replicas
         self.dir = os.path.join(self.mnt, ".epochfs", "jobs", job)
         config = [("batch_size", batch_size), ("seed", seed), ("sampler", sampler if shuffle else "sequential"),
-                  ("world_size", num_replicas), ("drop_last", "true" if drop_last else "false")]
+                  ("world_size", num_replicas), ("drop_last", "true" if drop_last else "false"),
+                  ("fixed", "true")]  # files a refresh adds are not in dataset: they do not join
         registers = rank == 0
         if cluster:
             config.append(("cluster", "true"))

@@ -20,8 +20,10 @@ class Sampler(_TorchSampler):
     def __init__(self, dataset, job, batch_size=256, seed=0, sampler="ods"):
         root = os.path.abspath(dataset.root)
         mnt = mount_root(root)
+        # fixed: files a refresh adds do not join the job (dataset does not know them); files it
+        # removes leave it from the next epoch (docs/sampling.md).
         self.dir = register(mnt, job, {"batch_size": batch_size, "seed": seed, "sampler": sampler,
-                                       "subset": subset_of(root, mnt)})
+                                       "subset": subset_of(root, mnt), "fixed": "true"})
         self.index = {os.path.relpath(os.path.abspath(p), mnt): i for i, (p, _) in enumerate(dataset.samples)}
 
     def __len__(self):

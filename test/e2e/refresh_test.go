@@ -6,18 +6,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
-// A refresh that removes files in the middle of an epoch, under the
-// Python package's Sampler, DistributedSampler (two ranks) and Batches
+// A refresh that removes and adds files in the middle of an epoch, under
+// the Python package's Sampler, DistributedSampler (two ranks) and Batches
 // (view=encoded), with Debian's PyTorch: no exception (FileNotFoundError,
-// "handed out ..., not a sample"), no removed file handed out after the
-// refresh or in the next epoch, every epoch as long as len() says (ranks
-// equal: padding stands in for the removed files in the epoch running),
-// and the next epoch is torch's count over the files left, covering them.
-func TestJobsRunOnWhenARefreshRemovesFiles(t *testing.T) {
+// "handed out ..., not a sample"), no removed or added file handed out in
+// the epoch running, every epoch as long as len() says (ranks equal:
+// padding stands in for the removed files), and the next epoch hands out,
+// once each, the files left of the samplers' datasets (their jobs are
+// fixed: their dataset objects list the samples) and, for Batches, the
+// files left and the files added.
+func TestJobsRunOnWhenARefreshRemovesAndAddsFiles(t *testing.T) {
 	requireFUSE(t)
 	requireTorch(t)
 	src, mnt, _, _ := mountedDataset(t, 120, 4)
@@ -38,10 +41,9 @@ func TestJobsRunOnWhenARefreshRemovesFiles(t *testing.T) {
 	}
 	var res struct {
 		Parts []struct {
-			Name                           string
-			Len1, Len2                     int
-			Ranks                          int
-			Removed, Before, After, Epoch2 []string
+			Name                                             string
+			Ranks, Len1, Len2                                int
+			Removed, Added, Before, After, Epoch2, Expected2 []string
 		}
 	}
 	if err := json.Unmarshal(data, &res); err != nil {
@@ -50,63 +52,49 @@ func TestJobsRunOnWhenARefreshRemovesFiles(t *testing.T) {
 	if len(res.Parts) != 4 {
 		t.Fatalf("%d parts, want 4", len(res.Parts))
 	}
-	// Every file the source still has, at the end.
-	left := map[string]bool{}
-	filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			rel, _ := filepath.Rel(src, p)
-			left[rel] = true
-		}
-		return nil
-	})
-	covered := map[string]map[string]bool{}
-	handed := map[string]int{}
+	// Epoch 2 of each job, its ranks together.
+	epoch2 := map[string]map[string]int{}
+	expected := map[string][]string{}
 	for _, p := range res.Parts {
-		gone := map[string]bool{}
+		gone, added := map[string]bool{}, map[string]bool{}
 		for _, r := range p.Removed {
 			gone[r] = true
 		}
-		if len(gone) != 4 {
-			t.Errorf("%s: %d files removed, want 4", p.Name, len(gone))
+		for _, r := range p.Added {
+			added[r] = true
+		}
+		if len(gone) != 4 || len(added) != 2 {
+			t.Errorf("%s: %d files removed and %d added, want 4 and 2", p.Name, len(gone), len(added))
 		}
 		if n := len(p.Before) + len(p.After); n != p.Len1 {
 			t.Errorf("%s: epoch 1 handed out %d samples, len() %d", p.Name, n, p.Len1)
 		}
-		// Epoch 2 is torch's count over the files left (the datasets here
-		// divide evenly over the ranks).
-		w := max(p.Ranks, 1)
-		if want := (p.Len1*w - 4 + w - 1) / w; len(p.Epoch2) != p.Len2 || p.Len2 != want {
+		for _, q := range p.After {
+			if gone[q] || added[q] {
+				t.Errorf("%s: epoch 1 handed out %s after the refresh (removed %v, added %v)", p.Name, q, gone[q], added[q])
+			}
+		}
+		// Epoch 2: torch's count over its files (an even number here).
+		if want := len(p.Expected2) / p.Ranks; len(p.Epoch2) != p.Len2 || p.Len2 != want {
 			t.Errorf("%s: epoch 2 handed out %d samples, len() %d, want %d", p.Name, len(p.Epoch2), p.Len2, want)
 		}
-		for _, q := range append(append([]string{}, p.After...), p.Epoch2...) {
-			if gone[q] {
-				t.Errorf("%s: %s handed out after the refresh removed it", p.Name, q)
-			}
-		}
-		// The ranks of one job together cover the files left.
-		key := p.Name
-		if p.Ranks > 1 {
-			key = "DistributedSampler"
-		}
-		if covered[key] == nil {
-			covered[key] = map[string]bool{}
+		key := strings.Fields(p.Name)[0]
+		if epoch2[key] == nil {
+			epoch2[key] = map[string]int{}
 		}
 		for _, q := range p.Epoch2 {
-			covered[key][q] = true
+			epoch2[key][q]++
 		}
-		handed[key] += len(p.Epoch2)
+		expected[key] = p.Expected2
 	}
-	for key, seen := range covered {
-		// Each file left once: no padding over these even counts.
-		if handed[key] != len(seen) {
-			t.Errorf("%s: epoch 2 handed out %d samples, %d distinct", key, handed[key], len(seen))
-		}
-		for f := range left {
-			// Files a later part removed were still there for this one's
-			// epoch 2, and files the source has now are all covered.
-			if !seen[f] {
-				t.Errorf("%s: epoch 2 never handed out %s", key, f)
+	for key, want := range expected {
+		for _, f := range want {
+			if epoch2[key][f] != 1 {
+				t.Errorf("%s: epoch 2 handed out %s %d times, want once", key, f, epoch2[key][f])
 			}
+		}
+		if len(epoch2[key]) != len(want) {
+			t.Errorf("%s: epoch 2 handed out %d distinct files, want %d", key, len(epoch2[key]), len(want))
 		}
 	}
 }

@@ -1,14 +1,17 @@
 """Reads epochs of three jobs through MNT (the epochfs package's Sampler, DistributedSampler with two
-ranks, Batches with view=encoded) while files are removed from SOURCE and the mount refreshed in the
-middle of an epoch. Writes what each job handed out to OUT as JSON:
-{"parts": [{"name", "len1", "len2", "removed": [paths], "before": [paths], "after": [paths],
-"epoch2": [paths]}]} (one entry per job, or per rank; len1 and len2: len() in epochs 1 and 2, samples). Any exception (FileNotFoundError, "not a sample") fails the run.
+ranks, Batches with view=encoded) while files are removed from and added to SOURCE and the mount
+refreshed in the middle of an epoch. Writes what each job handed out to OUT as JSON:
+{"parts": [{"name", "ranks", "len1", "len2", "removed", "added", "before", "after", "epoch2",
+"expected2"}]} (one entry per job, or per rank; paths; len1 and len2: len() in epochs 1 and 2, in
+samples; expected2: the files the job's epoch 2 must hand out, once each). Any exception
+(FileNotFoundError, "not a sample") fails the run.
 
     refresh_train.py --mount MNT --source SOURCE --package DIR --out FILE
 """
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -18,10 +21,20 @@ def kv(path):
         return dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
 
 
-def remove_and_refresh(mnt, source, rels):
-    """Removes rels from the source and refreshes the mount, waiting until the refresh is done."""
-    for rel in rels:
+def change_and_refresh(mnt, source, removed, tag):
+    """Removes removed from the source, adds two files (copies of a file left, in its directory), and
+    refreshes the mount, waiting until the refresh is done. Returns the paths added."""
+    for rel in removed:
         os.remove(os.path.join(source, rel))
+    added = []
+    for root, _, files in sorted(os.walk(source)):
+        if files:
+            src = os.path.join(root, sorted(files)[0])
+            for k in range(2):
+                dst = os.path.join(root, f"added-{tag}-{k}.JPEG")
+                shutil.copyfile(src, dst)
+                added.append(os.path.relpath(dst, source))
+            break
     ctl = os.path.join(mnt, ".epochfs", "refresh")
     before = int(kv(ctl)["finished"])
     with open(ctl, "w", encoding="utf-8") as f:
@@ -30,9 +43,10 @@ def remove_and_refresh(mnt, source, rels):
     while True:
         st = kv(ctl)
         if st["running"] == "0" and st["pending"] == "0" and int(st["finished"]) > before:
-            if int(st["removed"]) < len(rels):
-                raise RuntimeError(f"refresh removed {st['removed']} files, want {len(rels)}: {st}")
-            return
+            if int(st["removed"]) < len(removed) or int(st["added"]) < len(added):
+                raise RuntimeError(f"refresh removed {st['removed']} and added {st['added']} files, "
+                                   f"want {len(removed)} and {len(added)}: {st}")
+            return added
         if time.monotonic() > deadline:
             raise RuntimeError(f"refresh not done in 60 s: {st}")
         time.sleep(0.05)
@@ -65,7 +79,8 @@ def main():
     def rels(ds):
         return [os.path.relpath(p, mnt) for p, _ in ds.samples]
 
-    # Sampler: two whole batches of 8, then the refresh, then the rest and a second epoch.
+    # Sampler (fixed: its dataset lists the samples): two whole batches of 8, then the refresh, then the
+    # rest and a second epoch over the dataset's files left.
     ds = datasets.ImageFolder(mnt)
     s = Sampler(ds, "r-sampler", batch_size=8, seed=1)
     names = rels(ds)
@@ -73,13 +88,14 @@ def main():
     it = iter(s)
     before = [names[i] for i in take(it, 16)]
     removed = pick(names, before)
-    remove_and_refresh(mnt, a.source, removed)
+    added = change_and_refresh(mnt, a.source, removed, "s")
     after = [names[i] for i in it]
     epoch2 = [names[i] for i in s]
-    parts.append({"name": "Sampler", "len1": len1, "len2": len(s), "removed": removed, "before": before,
-                  "after": after, "epoch2": epoch2})
+    parts.append({"name": "Sampler", "ranks": 1, "len1": len1, "len2": len(s), "removed": removed, "added": added,
+                  "before": before, "after": after, "epoch2": epoch2,
+                  "expected2": [p for p in names if p not in removed]})
 
-    # DistributedSampler, two ranks in one process, a batch of each in turn.
+    # DistributedSampler (fixed), two ranks in one process, a batch of each in turn.
     ds = datasets.ImageFolder(mnt)
     names = rels(ds)
     ranks = [DistributedSampler(ds, num_replicas=2, rank=r, job="r-ddp", batch_size=8, seed=2) for r in range(2)]
@@ -90,15 +106,16 @@ def main():
         for r in range(2):
             befores[r] += [names[i] for i in take(its[r], 8)]
     removed = pick(names, befores[0] + befores[1])
-    remove_and_refresh(mnt, a.source, removed)
+    added = change_and_refresh(mnt, a.source, removed, "d")
     afters = [[names[i] for i in its[r]] for r in range(2)]
     epochs2 = [[names[i] for i in ranks[r]] for r in range(2)]
     for r in range(2):
-        parts.append({"name": f"DistributedSampler rank {r}", "len1": len1[r], "len2": len(ranks[r]),
-                      "removed": removed, "before": befores[r], "after": afters[r], "epoch2": epochs2[r], "ranks": 2})
+        parts.append({"name": f"DistributedSampler rank {r}", "ranks": 2, "len1": len1[r], "len2": len(ranks[r]),
+                      "removed": removed, "added": added, "before": befores[r], "after": afters[r],
+                      "epoch2": epochs2[r], "expected2": [p for p in names if p not in removed]})
 
-    # Batches, view=encoded: the files' bytes of each batch.
-    n = len(datasets.ImageFolder(mnt).samples)
+    # Batches, view=encoded (the files' bytes; paths from the mount): files added join it.
+    names = rels(datasets.ImageFolder(mnt))
     b = Batches(mnt, "r-batches", batch_size=8, view="encoded", with_paths=True, prefetch=0)
     it = iter(b)
     before = []
@@ -107,12 +124,13 @@ def main():
         if len(x) != len(paths) or len(y) != len(paths):
             raise RuntimeError(f"a batch of {len(paths)} paths with {len(x)} samples and {len(y)} labels")
         before += paths
-    removed = pick(rels(datasets.ImageFolder(mnt)), before)
-    remove_and_refresh(mnt, a.source, removed)
+    removed = pick(names, before)
+    added = change_and_refresh(mnt, a.source, removed, "b")
     after = [p for _, _, paths in it for p in paths]
     epoch2 = [p for _, _, paths in b for p in paths]
-    parts.append({"name": "Batches", "len1": n, "len2": n - len(removed), "removed": removed, "before": before,
-                  "after": after, "epoch2": epoch2})
+    expected2 = [p for p in names if p not in removed] + added
+    parts.append({"name": "Batches", "ranks": 1, "len1": len(names), "len2": len(expected2), "removed": removed,
+                  "added": added, "before": before, "after": after, "epoch2": epoch2, "expected2": expected2})
 
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump({"parts": parts}, f)

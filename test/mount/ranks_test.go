@@ -226,12 +226,13 @@ func TestARankTwoEpochsAheadWaitsInItsRead(t *testing.T) {
 	}
 }
 
-// A refresh that removes files under a running job: from then on no rank
-// is handed a removed file (not from batches drawn ahead, not as padding),
-// each rank still gets its quota (padding stands in for the removed
-// files, so data-parallel ranks keep equal counts), the next epoch hands out
-// every file left once, and the job's status counts the skips.
-func TestAJobNeverHandsOutAFileARefreshRemoved(t *testing.T) {
+// A refresh that removes and adds files under a running job: from then on
+// no rank is handed a removed file (not from batches drawn ahead, not as
+// padding), each rank still gets its quota in the epoch running (padding
+// stands in for the removed files, so data-parallel ranks keep equal
+// counts) and no added file; the next epoch hands out every file left and
+// every file added once, and the job's status counts the skips.
+func TestARunningJobFollowsARefreshAtItsNextEpoch(t *testing.T) {
 	// 6 of 80 files removed: under placement.max_drop (10 %), so the
 	// refresh removes them rather than holding them.
 	src, paths := makeSamples(t, 80, 300)
@@ -269,6 +270,14 @@ func TestAJobNeverHandsOutAFileARefreshRemoved(t *testing.T) {
 		}
 		gone[p] = true
 	}
+	var added []string
+	for i := range 4 {
+		p := fmt.Sprintf("class%d/new%d.jpg", i%2, i)
+		if err := os.WriteFile(filepath.Join(src, p), []byte("new "+p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		added = append(added, p)
+	}
 	refresh(t, e.mnt, "all")
 	seen := map[string]bool{}
 	for p := range handed {
@@ -283,6 +292,9 @@ func TestAJobNeverHandsOutAFileARefreshRemoved(t *testing.T) {
 			if gone[p] {
 				t.Errorf("epoch 1: rank %d was handed %s after the refresh removed it", r, p)
 			}
+			if slices.Contains(added, p) {
+				t.Errorf("epoch 1: rank %d was handed %s, added while the epoch ran", r, p)
+			}
 			seen[p] = true
 		}
 	}
@@ -291,12 +303,13 @@ func TestAJobNeverHandsOutAFileARefreshRemoved(t *testing.T) {
 			t.Errorf("epoch 1: %s never handed out", p)
 		}
 	}
-	// The next epoch is over the 74 files left: 37 each, once.
+	// The next epoch is over the 74 files left and the 4 added: 39 each,
+	// once.
 	next := map[string]int{}
 	for r := range 2 {
 		ep := rankEpoch(t, false, dir, r)
-		if len(ep) != (len(paths)-len(removed))/2 {
-			t.Errorf("epoch 2: rank %d got %d paths, want %d", r, len(ep), (len(paths)-len(removed))/2)
+		if len(ep) != (len(paths)-len(removed)+len(added))/2 {
+			t.Errorf("epoch 2: rank %d got %d paths, want %d", r, len(ep), (len(paths)-len(removed)+len(added))/2)
 		}
 		for _, p := range ep {
 			if gone[p] {
@@ -305,7 +318,7 @@ func TestAJobNeverHandsOutAFileARefreshRemoved(t *testing.T) {
 			next[p]++
 		}
 	}
-	for _, p := range paths {
+	for _, p := range append(paths, added...) {
 		if !gone[p] && next[p] != 1 {
 			t.Errorf("epoch 2: %s handed out %d times, want once", p, next[p])
 		}
