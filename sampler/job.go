@@ -101,7 +101,7 @@ type job struct {
 	// joining are samples added to the dataset (Grow) that join the
 	// subset from the job's next epoch, sorted.
 	joining []int32
-	ranks  []*rank
+	ranks   []*rank
 	// eps are the epochs in flight, oldest first: created and not yet
 	// complete (some rank has not been served its quota). 0 to 2 entries.
 	eps    []*epoch
