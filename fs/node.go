@@ -138,7 +138,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if n.e.Kind != placement.KindSymlink {
 		return nil, syscall.EINVAL
 	}
-	return []byte(n.e.Target), 0
+	return []byte(n.e.Target()), 0
 }
 
 // Getxattr answers the tier attribute of a file, and the source's user.*

@@ -95,11 +95,12 @@ func (c *Catalog) load() (*Entry, error) {
 }
 
 func (c *Catalog) newEntry(p string, rec record) *Entry {
-	e := &Entry{Path: p, Kind: rec.Kind, Target: rec.Target}
-	e.attr.Store(&Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID,
+	e := &Entry{Path: p, Kind: rec.Kind}
+	e.setTarget(rec.Target)
+	e.initAttr(Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID,
 		Nlink: rec.Nlink, Blocks: rec.Blocks, Atime: rec.Atime, Ctime: rec.Ctime})
 	if rec.Kind == KindFile && rec.Nlink > 1 && (rec.Dev != 0 || rec.Ino != 0) {
-		e.link = &linkKey{dev: rec.Dev, ino: rec.Ino, size: rec.Size, mtime: rec.Mtime}
+		e.setLink(&linkKey{dev: rec.Dev, ino: rec.Ino, size: rec.Size, mtime: rec.Mtime})
 	}
 	e.tier.Store(-1)
 	e.checked.Store(rec.Checked)

@@ -120,7 +120,7 @@ func readKids(ctx context.Context, src *tier.Source, d *Entry, log *zap.Logger) 
 				log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
 				continue
 			}
-			e.Target = t
+			e.setTarget(t)
 		}
 		kids = append(kids, e)
 	}
@@ -139,9 +139,8 @@ func entryFromInfo(p string, info fs.FileInfo) *Entry {
 	default:
 		return nil
 	}
-	a := attrFromInfo(info)
-	e.link = linkOf(e.Kind, info)
-	e.attr.Store(&a)
+	e.initAttr(attrFromInfo(info))
+	e.setLink(linkOf(e.Kind, info))
 	e.tier.Store(-1)
 	e.checked.Store(time.Now().Unix()) // what was just read is the check
 	return e

@@ -357,10 +357,10 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 			run.fail(err)
 			return
 		}
-		if target != e.Target {
+		if target != e.Target() {
 			p.removeEntry(e) // replaced at once: nothing leaves the dataset
 			n := entryFromInfo(e.Path, fi)
-			n.Target = target
+			n.setTarget(target)
 			p.addEntry(n, run)
 			return
 		}
@@ -421,10 +421,12 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 			}
 			n := entryFromInfo(rel, fi)
 			if k == KindSymlink {
-				if n.Target, err = p.src.Readlink(p.ctx, rel); err != nil {
+				t, err := p.src.Readlink(p.ctx, rel)
+				if err != nil {
 					run.fail(err)
 					continue
 				}
+				n.setTarget(t)
 			}
 			if k == KindDir {
 				n.setChildren(nil)

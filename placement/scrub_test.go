@@ -108,7 +108,7 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 	if e.cat.Files() != int64(len(d)) || e.cat.Bytes() != d.bytes() {
 		t.Errorf("catalog counts %d files %d bytes, want %d, %d", e.cat.Files(), e.cat.Bytes(), len(d), d.bytes())
 	}
-	if l := e.cat.Find("link"); l == nil || l.Kind != KindSymlink || l.Target != "train/a/page" {
+	if l := e.cat.Find("link"); l == nil || l.Kind != KindSymlink || l.Target() != "train/a/page" {
 		t.Errorf("symlink: %+v", l)
 	}
 	e.readEveryFileOnce()
