@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
@@ -75,7 +77,8 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 		return syscall.EIO
 	case errors.Is(err, placement.ErrNotFile):
 		return syscall.EISDIR
-	case errors.Is(err, placement.ErrClosed):
+	case errors.Is(err, placement.ErrClosed), errors.Is(err, preprocess.ErrClosed), errors.Is(err, preprocess.ErrEngineClosed):
+		// The mount is going down.
 		return syscall.EIO
 	case errors.Is(err, os.ErrNotExist):
 		return syscall.ENOENT
@@ -88,12 +91,59 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// logOnce logs an unexpected error the first time its text is seen.
+// logOnce logs an unexpected error the first time its kind is seen: the
+// types along its chain (an error text holds paths, so texts would be
+// one per file). The kinds remembered are bounded; past the bound, one
+// unexpected error is logged every 10 s at most.
 func (fsys *FS) logOnce(err error) {
-	msg := err.Error()
-	if _, loaded := fsys.seenErrs.LoadOrStore(msg, struct{}{}); !loaded {
-		fsys.log.Error("unexpected error; answering EIO", zap.Error(err))
+	kind := errKind(err)
+	fsys.seenMu.Lock()
+	_, seen := fsys.seenErrs[kind]
+	log := !seen && len(fsys.seenErrs) < maxErrKinds
+	if log {
+		if fsys.seenErrs == nil {
+			fsys.seenErrs = map[string]struct{}{}
+		}
+		fsys.seenErrs[kind] = struct{}{}
+	} else if !seen && time.Since(fsys.seenLast) >= 10*time.Second {
+		log = true
+	}
+	if log {
+		fsys.seenLast = time.Now()
+	}
+	fsys.seenMu.Unlock()
+	if log {
+		fsys.log.Error("unexpected error; answering EIO", zap.String("kind", kind), zap.Error(err))
 	}
 }
 
-var _ sync.Locker = (*sync.Mutex)(nil)
+// maxErrKinds bounds the unexpected error kinds logOnce remembers.
+const maxErrKinds = 64
+
+// errKind names an error by the types along its chain (the first branch
+// of a joined error), e.g. "*fmt.wrapError>*fs.PathError>syscall.Errno".
+func errKind(err error) string {
+	var b strings.Builder
+	for depth := 0; err != nil && depth < 8; depth++ {
+		if depth > 0 {
+			b.WriteByte('>')
+		}
+		fmt.Fprintf(&b, "%T", err)
+		if e, ok := err.(syscall.Errno); ok {
+			fmt.Fprintf(&b, "(%d)", int(e))
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			if errs := u.Unwrap(); len(errs) > 0 {
+				err = errs[0]
+			} else {
+				err = nil
+			}
+		default:
+			err = nil
+		}
+	}
+	return b.String()
+}

@@ -99,7 +99,9 @@ type FS struct {
 	ptHandles, cachedHandles atomic.Int64
 	xattrs                   atomic.Int64 // GETXATTR and LISTXATTR requests of dataset entries
 	dropsPending             atomic.Int64 // drop documents closed whose last descriptor is not
-	seenErrs                 sync.Map
+	seenMu                   sync.Mutex   // guards seenErrs and seenLast (errno.go: logOnce)
+	seenErrs                 map[string]struct{}
+	seenLast                 time.Time
 	errs                     errorRing
 	prewarm                  prewarm
 	start                    time.Time

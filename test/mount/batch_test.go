@@ -444,9 +444,7 @@ func TestAMappedBatchKeepsItsBytes(t *testing.T) {
 	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
 	e.mount()
 	e.settle()
-	if e.status()["passthrough"] != "on" {
-		t.Skip("the mount has no passthrough: batches are not in memory files")
-	}
+	requirePassthrough(t, e) // without it batches are not in memory files
 	file := encodedJob(t, e.mnt, "mapped", 2)
 	f, err := os.Open(file)
 	if err != nil {

@@ -206,9 +206,7 @@ func TestWarmupTakesThousandsOfPathsFromFind(t *testing.T) {
 }
 
 func TestCtlDocumentsWrittenByPythonTakeEffectWhole(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("no /usr/bin/python3")
-	}
+	requireDebianPython(t)
 	src, paths := makeSamples(t, 1200, 32)
 	e := newEnv(t, src, 1<<30)
 	e.opts.bufferBytes = 1 << 20

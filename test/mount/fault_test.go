@@ -420,9 +420,7 @@ print(total)
 `
 
 func TestOnlyAFatalSignalEndsAReadWaitingOnTheSource(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("no /usr/bin/python3")
-	}
+	requireDebianPython(t)
 	// A timeout far longer than the waits below: only the interrupt rule
 	// can end them early.
 	const timeout = 30 * time.Second

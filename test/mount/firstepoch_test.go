@@ -202,12 +202,7 @@ func TestARemountPrewarmsTheKeptCopies(t *testing.T) {
 				e.opts.keptCopies = tc.keptCopies
 				e.opts.prewarm = tc.prewarm
 			})
-			if !e.fsys.Passthrough() {
-				if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-					t.Fatal("no FUSE passthrough on this kernel")
-				}
-				t.Skip("no FUSE passthrough on this kernel")
-			}
+			requirePassthrough(t, e)
 			readPass(t, dir, e.mnt, paths, 1)
 			e.settle()
 			e.unmount()

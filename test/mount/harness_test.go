@@ -114,6 +114,35 @@ func requireFUSE(t *testing.T) {
 	}
 }
 
+// skipUnlessAllowed skips a test that cannot run here, or fails it when
+// EPOCHFS_REQUIRE_FUSE=1 (CI), where every mount, passthrough and Python
+// test must run.
+func skipUnlessAllowed(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("%s, and EPOCHFS_REQUIRE_FUSE=1", why)
+	}
+	t.Skip(why)
+}
+
+// requirePassthrough skips (or fails, see skipUnlessAllowed) a test of a
+// mount that has no FUSE passthrough.
+func requirePassthrough(t *testing.T, e *env) {
+	t.Helper()
+	if e.status()["passthrough"] != "on" {
+		skipUnlessAllowed(t, "passthrough is off on this kernel")
+	}
+}
+
+// requireDebianPython skips (or fails) a test that drives Debian's
+// python3.
+func requireDebianPython(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		skipUnlessAllowed(t, "no /usr/bin/python3")
+	}
+}
+
 // env is one in-process mount of a source tree, assembled by the daemon
 // package as `epochfs mount` assembles it.
 type env struct {

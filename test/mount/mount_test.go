@@ -370,9 +370,7 @@ func TestSourceChangeWhileAPassthroughHandleIsOpen(t *testing.T) {
 	if got, err := readAll(old); err != nil || !bytes.Equal(got, oldWant) {
 		t.Fatalf("old handle: %v", err)
 	}
-	if st := statusOf(t, e.mnt); st["passthrough"] != "on" {
-		t.Skip("passthrough is off on this kernel")
-	}
+	requirePassthrough(t, e)
 	if n := e.num("handles_passthrough"); n != 1 {
 		t.Fatalf("the old handle is not in passthrough mode (%d passthrough handles)", n)
 	}

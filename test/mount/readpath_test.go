@@ -107,9 +107,7 @@ func TestHundredOpensOfAResidentFileRegisterItsBackingOnce(t *testing.T) {
 	src, _ := makeTree(t, 1<<20)
 	e := newEnv(t, src, 1<<30)
 	e.mount()
-	if e.status()["passthrough"] != "on" {
-		t.Skip("passthrough is off on this kernel")
-	}
+	requirePassthrough(t, e)
 	rel := "class1/img001.jpg"
 	p := filepath.Join(e.mnt, rel)
 	want, _ := os.ReadFile(filepath.Join(src, rel))
@@ -158,8 +156,8 @@ func TestKeptCopiesStayWithinTheirBudgets(t *testing.T) {
 			e.opts.openFiles, e.opts.keptCopies = 5, 7
 			e.opts.noPassthrough = mode == "cached"
 			e.mount()
-			if mode == "passthrough" && e.status()["passthrough"] != "on" {
-				t.Skip("passthrough is off on this kernel")
+			if mode == "passthrough" {
+				requirePassthrough(t, e)
 			}
 			readPass(t, src, e.mnt, paths, 1)
 			e.settle()
