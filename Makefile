@@ -4,7 +4,7 @@ PATH    := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build test ci vet tidy-check test-slurm demo bench bench-quick bench-deps fuzz deps clean
+.PHONY: build test ci vet lint tidy-check test-slurm demo bench bench-quick bench-deps fuzz deps clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/epochfs ./cmd/epochfs
@@ -47,7 +47,11 @@ test-go-fuse:
 # The CI suite: vet, a tidy go.mod, every test under the race detector, real
 # FUSE mounts (over /dev/fuse, then the mount suite over io_uring), go-fuse's
 # own tests, then the Slurm prolog and epilog under a real Slurm.
-ci: deps build vet tidy-check
+# staticcheck and deadcode, pinned (scripts/lint.sh).
+lint:
+	bash scripts/lint.sh
+
+ci: deps build vet lint tidy-check
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh dev $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-io-uring
 	$(MAKE) test-go-fuse

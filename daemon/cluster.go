@@ -35,9 +35,6 @@ func (m *Mount) openCluster(ctx context.Context) error {
 	return nil
 }
 
-// Cluster is the mount's cluster, nil without one.
-func (m *Mount) Cluster() *cluster.Cluster { return m.cl }
-
 // clusterRemote adapts the cluster to placement.RangeRemote.
 type clusterRemote struct{ c *cluster.Cluster }
 

@@ -328,9 +328,6 @@ func (m *Mount) Source() *tier.Source { return m.src }
 // Jobs is the mount's jobs manager.
 func (m *Mount) Jobs() *jobs.Manager { return m.jm }
 
-// Dev is the mount's device number (MAJOR:MINOR).
-func (m *Mount) Dev() string { return m.dev }
-
 // MetricsAddr is the metrics endpoint's address, "" without one.
 func (m *Mount) MetricsAddr() string {
 	if m.metSrv == nil {

@@ -203,5 +203,3 @@ func (m *Mount) MemoryBudget() int64 {
 	return b
 }
 
-// Engine is the mount's preprocessing engine (nil without views).
-func (m *Mount) Engine() *preprocess.Engine { return m.engine }

@@ -359,7 +359,7 @@ func CheckName(name string) error {
 		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 	}
 	if !ok {
-		return fmt.Errorf("%w: job name %q: want 1-%d letters, digits, '.', '_' or '-', not . or ..", ErrInvalid, clip(name), MaxNameLen)
+		return fmt.Errorf("%w: job name %q: want 1-%d letters, digits, '.', '_' or '-' (not \".\" or \"..\")", ErrInvalid, clip(name), MaxNameLen)
 	}
 	return nil
 }

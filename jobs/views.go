@@ -129,14 +129,9 @@ func (vs *viewState) pipelineFor(cfg Config) preprocess.Options {
 	return o
 }
 
-// fixedSize reports whether the steps end every image at one size: the
-// last step that sets the size is a crop or a resize to H×W.
-func fixedSize(steps []string) bool {
-	_, _, ok := fixedShape(steps)
-	return ok
-}
-
-// fixedShape is fixedSize with the height and width every image ends at.
+// fixedShape reports whether the steps end every image at one size (the
+// last step that sets the size is a crop or a resize to H×W), and that
+// height and width.
 func fixedShape(steps []string) (h, w int, ok bool) {
 	for _, t := range steps {
 		st, err := spec.Parse(t)

@@ -25,9 +25,10 @@
 //     pipeline owns, so a long-running caller allocates no image- or
 //     tensor-sized memory per sample (bufpool.go).
 //   - Pool: MinatoLoader's fast/slow load balancer (see pool.go).
-//   - DecodedCache, AugmentedCache and Store: byte budgets from the
-//     caller, consumer counts on augmented entries, one computation per
-//     sample however many jobs ask at once.
+//   - Engine and View: the views' decoded and augmented caches within
+//     byte budgets from the caller, consumer counts on augmented entries,
+//     one computation per sample however many jobs ask at once
+//     (engine.go).
 //
 // The package imports no config; see spec for the step syntax shared
 // with the [preprocess] config section.

@@ -334,10 +334,7 @@ func (w *ddpWorkload) passTime() {
 }
 
 func (w *ddpWorkload) step() {
-	var names []string
-	for _, n := range w.s.Jobs() {
-		names = append(names, n)
-	}
+	names := w.s.Jobs()
 	slices.Sort(names)
 	switch op := w.c.IntN(24); {
 	case op == 0 || len(names) == 0:

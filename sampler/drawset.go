@@ -103,6 +103,3 @@ func (d *drawSet) kth(k int) int {
 	}
 	panic("sampler: drawSet.kth out of range")
 }
-
-// bytes is the memory held by the set.
-func (d *drawSet) bytes() int { return 8*len(d.bits) + 4*len(d.tree) }

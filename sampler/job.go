@@ -160,8 +160,6 @@ type rank struct {
 	st     RankStatus
 }
 
-func (j *job) worldSize() int { return len(j.ranks) }
-
 // seededRNG is the draw generator of epoch num: fixed by (seed, name, num).
 func (j *job) seededRNG(num int) *rand.Rand {
 	h := fnv.New64a()

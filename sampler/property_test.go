@@ -198,10 +198,7 @@ func (w *workload) next(name string) {
 }
 
 func (w *workload) step() {
-	names := make([]string, 0, len(w.jobs))
-	for _, n := range w.s.Jobs() {
-		names = append(names, n)
-	}
+	names := append(make([]string, 0, len(w.jobs)), w.s.Jobs()...)
 	switch op := w.c.IntN(20); {
 	case op == 0 || len(names) == 0:
 		w.register()

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +68,7 @@ func goTool() string {
 	if r := os.Getenv("GOROOT"); r != "" {
 		return filepath.Join(r, "bin", "go")
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "/usr/local/go/bin/go" // where scripts/install-deps.sh installs it
 }
 
 // buildTools builds cmd/epochfs and the datagen command into dir. The

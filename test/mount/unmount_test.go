@@ -365,6 +365,7 @@ func mountHangingSource(t *testing.T, dir, mnt, hang string) *hangingSource {
 	}
 	s := &hangingSource{hang: hang, release: make(chan struct{})}
 	root := &fusefs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
+	//lint:ignore SA1019 the hanging node needs its name, which NodeWrapChilder's WrapChild does not get
 	root.NewNode = func(r *fusefs.LoopbackRoot, _ *fusefs.Inode, name string, _ *syscall.Stat_t) fusefs.InodeEmbedder {
 		return &hangingNode{LoopbackNode: fusefs.LoopbackNode{RootData: r}, s: s, name: name}
 	}

@@ -162,9 +162,6 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// Port is master i's port.
-func (c *Cluster) Port(i int) int { return c.ports[i] }
-
 // cli runs redis-cli against node i.
 func (c *Cluster) cli(i int, args ...string) (string, error) {
 	base := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(c.ports[i])}
