@@ -235,7 +235,6 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		DisableIdentity:       true,
 		ClientName:            "epochfs",
 	}
-	quietClient.Do(func() { redis.SetLogger(discardLogger{}) })
 	c := &Cluster{o: o, log: o.Logger, keys: newKeys(o.DatasetID), seal: sealer{key: key, ns: o.DatasetID}}
 	if err := check(ctx, copts); err != nil {
 		return nil, &configError{err}
@@ -337,10 +336,12 @@ func (c *Cluster) op(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(ctx, c.o.Timeout)
 }
 
-// go-redis prints its internal retries (a dial to a dead master, again and
-// again) through a logger of its own, a package global. The health (health.go)
-// says what matters once, through our logger; the client's lines are dropped.
-var quietClient sync.Once
+// QuietRedis drops go-redis's own log lines. go-redis prints its internal
+// retries (a dial to a dead master, again and again) through a logger of
+// its own, a package global: the health (health.go) says what matters
+// once, through our logger. A process-wide setting, so the daemon's main
+// sets it (cmd/epochfs), not Open.
+func QuietRedis() { redis.SetLogger(discardLogger{}) }
 
 type discardLogger struct{}
 

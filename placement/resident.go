@@ -2,9 +2,6 @@ package placement
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,8 +54,8 @@ const MaxDefaultKeptCopies = 1 << 18
 
 // DefaultOpenFiles is the descriptor budget when Options.OpenFiles is 0:
 // half the process's descriptor limit, at least 64 and at most
-// MaxDefaultKeptCopies. The placer raises the limit first where it may
-// (raiseOpenFileLimit).
+// MaxDefaultKeptCopies. The limit is the process's to raise (the daemon
+// raises it to the kernel's ceiling at start, cmd/epochfs).
 func DefaultOpenFiles() int {
 	var rl syscall.Rlimit
 	n := uint64(4096)
@@ -66,28 +63,6 @@ func DefaultOpenFiles() int {
 		n = rl.Cur / 2
 	}
 	return int(max(min(n, MaxDefaultKeptCopies), 64))
-}
-
-// raiseOpenFileLimit raises the process's descriptor limit (soft and hard)
-// to the kernel's ceiling, fs.nr_open, when the process may (it has
-// CAP_SYS_RESOURCE). Go raises the soft limit to the hard one at start,
-// but a hard limit of a few thousand (a container's default) leaves a
-// cached-mode mount few kept descriptors. Failing is not an error: the
-// limit in force stays.
-func raiseOpenFileLimit() {
-	data, err := os.ReadFile("/proc/sys/fs/nr_open")
-	if err != nil {
-		return
-	}
-	ceil, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil {
-		return
-	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Max >= ceil {
-		return
-	}
-	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: ceil, Max: ceil})
 }
 
 // errCopyGone means a Resident's copy was dropped before its descriptor
@@ -263,7 +238,6 @@ type residentCache struct {
 // Options.OpenFiles and Options.KeptCopies), below 0 nothing is kept.
 func newResidentCache(openFiles, keptCopies int) *residentCache {
 	if openFiles == 0 {
-		raiseOpenFileLimit()
 		openFiles = DefaultOpenFiles()
 	}
 	if keptCopies == 0 {

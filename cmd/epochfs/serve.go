@@ -322,7 +322,9 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 	defer log.Sync()
 	// Hold no directory busy: every path is absolute by now.
 	os.Chdir("/")
+	// Process-wide settings: the daemon's, not its libraries'.
 	raiseNoFile(log)
+	cluster.QuietRedis()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
@@ -458,10 +460,23 @@ func setMemoryLimit(budget int64, log *zap.Logger) {
 
 // raiseNoFile lifts RLIMIT_NOFILE to its hard limit: every open dataset
 // file holds a tier or source descriptor.
+//
+// The hard limit is raised too, to the kernel's ceiling (fs.nr_open), when
+// the process may (CAP_SYS_RESOURCE): a hard limit of a few thousand (a
+// container's default) leaves a cached-mode mount few kept descriptors
+// (placement.DefaultOpenFiles is half the limit). A process-wide effect,
+// so it is the daemon's to make, not a library's.
 func raiseNoFile(log *zap.Logger) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		return
+	}
+	if data, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if ceil, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64); err == nil && r.Max < ceil {
+			if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: ceil, Max: ceil}) == nil {
+				return
+			}
+		}
 	}
 	if r.Cur < r.Max {
 		r.Cur = r.Max
