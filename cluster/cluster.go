@@ -317,11 +317,11 @@ func check(ctx context.Context, copts *redis.ClusterOptions) error {
 		case isProtocolAnswer(err):
 			// The server answered with an error: cluster support is
 			// disabled ("ERR This instance has cluster support disabled").
-			return fmt.Errorf("%w: %s: %v", ErrNotCluster, addr, err)
+			return fmt.Errorf("%w: %s: %w", ErrNotCluster, addr, err)
 		}
-		last = fmt.Errorf("%s: %v", addr, err)
+		last = fmt.Errorf("%s: %w", addr, err)
 	}
-	return fmt.Errorf("%w (%d seeds; last: %v)", ErrUnreachable, len(copts.Addrs), last)
+	return fmt.Errorf("%w (%d seeds; last: %w)", ErrUnreachable, len(copts.Addrs), last)
 }
 
 // isProtocolAnswer reports whether err is an error reply of the server

@@ -100,7 +100,7 @@ func (c *Cluster) Validate() error {
 		return fmt.Errorf("cluster.tier_quota: missing (the bytes of file data the cluster may hold, e.g. \"400GiB\"; \"0\" for none)")
 	}
 	if err := c.TierQuota.Err(); err != nil {
-		return fmt.Errorf("cluster.tier_quota: %v", err)
+		return fmt.Errorf("cluster.tier_quota: %w", err)
 	}
 	if c.Dataset != "" && !clusterDataset.MatchString(c.Dataset) {
 		return fmt.Errorf("cluster.dataset = %q: want 1-64 letters, digits, '.', '_' or '-'", c.Dataset)

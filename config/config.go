@@ -257,7 +257,7 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s: quota: missing (e.g. quota = \"4GiB\")", key)
 			}
 			if err := t.Quota.Err(); err != nil {
-				return fmt.Errorf("%s: quota: %v", key, err)
+				return fmt.Errorf("%s: quota: %w", key, err)
 			}
 			if t.Quota.Bytes <= 0 {
 				return fmt.Errorf("%s: quota %q: must be greater than 0", key, t.Quota.Raw)
@@ -268,7 +268,7 @@ func (c *Config) Validate() error {
 		}
 		if t.MinFree.Raw != "" {
 			if err := t.MinFree.Err(); err != nil {
-				return fmt.Errorf("%s: min_free: %v", key, err)
+				return fmt.Errorf("%s: min_free: %w", key, err)
 			}
 		}
 	}
@@ -280,7 +280,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("placement.fill_after = %d: want 0 (never) to 1000000 files", p.FillAfter)
 	}
 	if err := p.SourceBandwidth.Err(); err != nil {
-		return fmt.Errorf("placement.source_bandwidth: %v", err)
+		return fmt.Errorf("placement.source_bandwidth: %w", err)
 	}
 	switch p.Validate {
 	case "once", "open", "never":

@@ -115,7 +115,7 @@ func (m *Model) Validate() error {
 			continue
 		}
 		if err := s.v.Err(); err != nil {
-			return fmt.Errorf("model.%s: %v", s.key, err)
+			return fmt.Errorf("model.%s: %w", s.key, err)
 		}
 		if s.positive && s.v.Bytes <= 0 {
 			return fmt.Errorf("model.%s = %q: must be greater than 0", s.key, s.v.Raw)
@@ -130,7 +130,7 @@ func (m *Model) Validate() error {
 			continue
 		}
 		if err := r.v.Err(); err != nil {
-			return fmt.Errorf("model.%s: %v", r.key, err)
+			return fmt.Errorf("model.%s: %w", r.key, err)
 		}
 		if r.v.BytesPerSec <= 0 {
 			return fmt.Errorf("model.%s = %q: must be greater than 0 (leave it out for unbounded)", r.key, r.v.Raw)
@@ -170,7 +170,7 @@ func (m *Model) Validate() error {
 		}
 	}
 	if err := m.NVLink.Err(); err != nil {
-		return fmt.Errorf("model.nvlink = %v", err)
+		return fmt.Errorf("model.nvlink = %w", err)
 	}
 	switch m.Cache {
 	case "", "local", "remote": // "" is the default, local

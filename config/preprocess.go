@@ -86,13 +86,13 @@ func (p *Preprocess) Validate() error {
 		return fmt.Errorf("preprocess.output = %q: want %q or %q", p.Output, spec.OutputUint8HWC, spec.OutputFloat32CHW)
 	}
 	if err := p.MaxBatchBytes.Err(); err != nil {
-		return fmt.Errorf("preprocess.max_batch_bytes: %v", err)
+		return fmt.Errorf("preprocess.max_batch_bytes: %w", err)
 	}
 	if p.MaxBatchBytes.Raw != "" && p.MaxBatchBytes.Bytes < 1<<20 {
 		return fmt.Errorf("preprocess.max_batch_bytes = %q: want at least 1MiB", p.MaxBatchBytes.Raw)
 	}
 	if err := spec.CheckNormalize(p.Normalize); err != nil {
-		return fmt.Errorf("preprocess.normalize = %v: %v", p.Normalize, err)
+		return fmt.Errorf("preprocess.normalize = %v: %w", p.Normalize, err)
 	}
 	if len(p.Normalize) > 0 && p.Output != spec.OutputFloat32CHW {
 		return fmt.Errorf("preprocess.normalize: needs output = %q (output is %q)", spec.OutputFloat32CHW, p.OutputOrDefault())
@@ -108,7 +108,7 @@ func (p *Preprocess) Validate() error {
 			continue
 		}
 		if err := c.v.Err(); err != nil {
-			return fmt.Errorf("preprocess.%s: %v", c.key, err)
+			return fmt.Errorf("preprocess.%s: %w", c.key, err)
 		}
 		if c.v.Bytes < 0 {
 			return fmt.Errorf("preprocess.%s = %q: must be 0 or more", c.key, c.v.Raw)

@@ -38,7 +38,7 @@ func (s *Sampler) LeaseDuration() time.Duration {
 // Validate checks the [sampler] section.
 func (s *Sampler) Validate() error {
 	if err := s.Buffer.Err(); err != nil {
-		return fmt.Errorf("sampler.buffer: %v", err)
+		return fmt.Errorf("sampler.buffer: %w", err)
 	}
 	if s.Buffer.Bytes < 0 {
 		return fmt.Errorf("sampler.buffer = %q: must not be negative", s.Buffer.Raw)

@@ -166,7 +166,7 @@ func Mount(o Options) (*FS, error) {
 	}
 	if err := fsys.checkTransport(); err != nil {
 		if uerr := server.Unmount(); uerr != nil {
-			err = fmt.Errorf("%w (and unmount: %v)", err, uerr)
+			err = fmt.Errorf("%w (and unmount: %w)", err, uerr)
 		}
 		server.Wait()
 		return nil, err

@@ -173,7 +173,7 @@ func scaled(dim, denom int) int { return (dim + denom - 1) / denom }
 func stdHeader(f Format, data []byte) (Header, error) {
 	cfg, err := decodeConfig(f, data)
 	if err != nil {
-		return Header{Format: f}, fmt.Errorf("preprocess: %s header: %v: %w", f, err, ErrCorrupt)
+		return Header{Format: f}, fmt.Errorf("preprocess: %s header: %w: %w", f, err, ErrCorrupt)
 	}
 	return Header{Format: f, W: cfg.Width, H: cfg.Height}, nil
 }
@@ -196,7 +196,7 @@ func stdDecode(f Format, data []byte) (*Image, error) {
 		im, err = stdJPEGDecode(data)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("preprocess: %s decode: %v: %w", f, err, ErrCorrupt)
+		return nil, fmt.Errorf("preprocess: %s decode: %w: %w", f, err, ErrCorrupt)
 	}
 	return toRGB(im), nil
 }

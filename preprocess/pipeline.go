@@ -57,7 +57,7 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, fmt.Errorf("preprocess: %w", err)
 	}
 	if err := spec.CheckNormalize(opts.Normalize); err != nil {
-		return nil, fmt.Errorf("preprocess: normalize: %v: %w", err, ErrBadOptions)
+		return nil, fmt.Errorf("preprocess: normalize: %w: %w", err, ErrBadOptions)
 	}
 	p := &Pipeline{static: static, augment: augment, dct: !opts.NoDCTScaling}
 	switch opts.Output {

@@ -240,7 +240,7 @@ func (t *Tier) Reserve(size int64) (*Reservation, error) {
 		}
 	} else {
 		t.noteError(err)
-		return nil, fmt.Errorf("%w: statfs: %v", ErrUnhealthy, err)
+		return nil, fmt.Errorf("%w: statfs: %w", ErrUnhealthy, err)
 	}
 	t.reserved.Add(size)
 	return &Reservation{t: t, size: size}, nil
@@ -448,7 +448,7 @@ func (t *Tier) OpenFD(rel string) (fd int, size int64, err error) {
 
 func (t *Tier) wrap(op, rel string, err error) error {
 	if isNoSpace(err) {
-		return fmt.Errorf("tier %s: %s %s: %w (%v)", t.opts.Name, op, rel, ErrNoSpace, err)
+		return fmt.Errorf("tier %s: %s %s: %w (%w)", t.opts.Name, op, rel, ErrNoSpace, err)
 	}
 	return fmt.Errorf("tier %s: %s %s: %w", t.opts.Name, op, rel, err)
 }
