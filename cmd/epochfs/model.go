@@ -48,10 +48,7 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 			opts.Tiers = append(opts.Tiers, profile.Tier{Name: t.Name, Path: t.Path})
 		}
 		if cfg.Source != "" {
-			pl, err := preprocess.New(preprocess.Options{
-				Static: cfg.Preprocess.Static, Augment: cfg.Preprocess.Augment, Normalize: cfg.Preprocess.Normalize,
-				Output: cfg.Preprocess.OutputOrDefault(), MaxPixels: cfg.Preprocess.MaxPixels, FastUpsample: cfg.Preprocess.FastUpsample,
-			})
+			pl, err := preprocess.New(pipelineOptions(cfg.Preprocess))
 			if err != nil {
 				return usageErr("preprocess pipeline for the profile: %v", err)
 			}

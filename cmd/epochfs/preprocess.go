@@ -59,10 +59,7 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 		}
 		names[name] = img
 	}
-	p, err := preprocess.New(preprocess.Options{
-		Static: pc.Static, Augment: pc.Augment, Normalize: pc.Normalize,
-		Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels, FastUpsample: pc.FastUpsample,
-	})
+	p, err := preprocess.New(pipelineOptions(pc))
 	if err != nil {
 		return usageErr("%v", err)
 	}

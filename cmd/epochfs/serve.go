@@ -488,6 +488,14 @@ func raiseNoFile(log *zap.Logger) {
 
 func ptr[T any](v T) *T { return &v }
 
+// pipelineOptions is the [preprocess] section's pipeline: the one place
+// the config's keys become preprocess.Options (the daemon's views,
+// `epochfs preprocess`, the model's profile).
+func pipelineOptions(pc config.Preprocess) preprocess.Options {
+	return preprocess.Options{Static: pc.Static, Augment: pc.Augment, Normalize: pc.Normalize,
+		Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels, FastUpsample: pc.FastUpsample}
+}
+
 // viewsOptions is the [preprocess] section for the daemon (nil: views off).
 func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
 	if !pc.ViewsOn() {
@@ -500,9 +508,8 @@ func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
 		return v.Bytes
 	}
 	return &daemon.ViewsOptions{
-		Pipeline: preprocess.Options{Static: pc.Static, Augment: pc.Augment, Normalize: pc.Normalize,
-			Output: pc.OutputOrDefault(), MaxPixels: pc.MaxPixels, FastUpsample: pc.FastUpsample},
-		Seed: pc.Seed, Workers: pc.Workers,
+		Pipeline: pipelineOptions(pc),
+		Seed:     pc.Seed, Workers: pc.Workers,
 		DecodedBytes: budget(pc.DecodedCache), AugmentedBytes: budget(pc.AugmentedCache),
 		DefaultDecoded: config.DefaultDecodedCache, DefaultAugmented: config.DefaultAugmentedCache,
 		MaxBatchBytes: pc.MaxBatchBytes.Bytes,
