@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
@@ -31,60 +32,74 @@ func invalid(format string, a ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, a...)}
 }
 
+// errnos is the one table of errors to errnos: an error gets the errno of
+// the first entry with a sentinel it matches (errors.Is), so the order
+// matters where an error matches two (a source error about a file that is
+// gone is EIO, not ENOENT). TestEveryExportedErrorIsInTheErrnoTable
+// checks that every exported Err* of the packages fs imports is here or
+// on its list of errors that never reach a request, with the reason.
+// Never hand a wrapped error to go-fuse's ToErrno: it does not unwrap.
+var errnos = []struct {
+	errs  []error
+	errno syscall.Errno
+	// quiet: the reason is logged where it happened; here at debug
+	// level only.
+	quiet bool
+}{
+	// The request was interrupted (fs/ctx.go), also when the wait it
+	// ended was on the source.
+	{errs: []error{context.Canceled, context.DeadlineExceeded}, errno: syscall.EINTR},
+	{errs: []error{errInvalid, jobs.ErrInvalid, ctlpath.ErrBadQuote}, errno: syscall.EINVAL},
+	{errs: []error{jobs.ErrExists}, errno: syscall.EEXIST},
+	{errs: []error{jobs.ErrNoJob}, errno: syscall.ENOENT},
+	{errs: []error{jobs.ErrTooMany}, errno: syscall.ENOSPC},
+	// Not yet: the source is still walked.
+	{errs: []error{jobs.ErrNotReady}, errno: syscall.EAGAIN},
+	{errs: []error{placement.ErrWalkStopped}, errno: syscall.EIO},
+	{errs: []error{placement.ErrWarmupQuota}, errno: syscall.EDQUOT},
+	{errs: []error{placement.ErrNoEntry, placement.ErrVanished}, errno: syscall.ENOENT},
+	// Gone from the source, kept by the mass-deletion guard: not "no
+	// such file" while the catalog still lists it.
+	{errs: []error{placement.ErrDropHeld}, errno: syscall.EIO},
+	{errs: []error{placement.ErrAccessChanged}, errno: syscall.EACCES},
+	// Never the source's own errno: ENOTCONN from a dead network file
+	// system reads as "the epochfs daemon died". The reason is in the
+	// log (placement logs failing sources).
+	{errs: []error{tier.ErrSource, tier.ErrSourceChanged, tier.ErrSourceStuck, tier.ErrSourceTimeout,
+		tier.ErrSourceUnavailable}, errno: syscall.EIO, quiet: true},
+	{errs: []error{placement.ErrNotFile}, errno: syscall.EISDIR},
+	// The mount is going down.
+	{errs: []error{placement.ErrClosed, preprocess.ErrClosed, preprocess.ErrEngineClosed}, errno: syscall.EIO, quiet: true},
+	// A sample the views' pipeline cannot make: its reason is in the
+	// view's errors.
+	{errs: []error{preprocess.ErrCorrupt, preprocess.ErrTooLarge, preprocess.ErrUnsupported}, errno: syscall.EIO, quiet: true},
+	// A directory on the file's source path became a symlink: the file
+	// is gone from the dataset.
+	{errs: []error{tier.ErrSymlinkInPath, os.ErrNotExist}, errno: syscall.ENOENT},
+	{errs: []error{os.ErrPermission}, errno: syscall.EACCES},
+}
+
 // toErrno maps an error from the layers below to the errno the kernel
-// gets. It is the only place errors become errnos. Never hand a wrapped
-// error to go-fuse's ToErrno: it does not unwrap.
+// gets (the table errnos). It is the only place errors become errnos.
+// An error the table does not know is EIO, logged once per kind.
 func (fsys *FS) toErrno(err error) syscall.Errno {
-	var errno syscall.Errno
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The request was interrupted (fs/ctx.go), also when the wait
-		// it ended was on the source.
-		return syscall.EINTR
-	case errors.Is(err, errInvalid), errors.Is(err, jobs.ErrInvalid):
-		return syscall.EINVAL
-	case errors.Is(err, jobs.ErrExists):
-		return syscall.EEXIST
-	case errors.Is(err, jobs.ErrNoJob):
-		return syscall.ENOENT
-	case errors.Is(err, jobs.ErrTooMany):
-		return syscall.ENOSPC
-	case errors.Is(err, jobs.ErrNotReady):
-		return syscall.EAGAIN
-	case errors.Is(err, placement.ErrWalkStopped):
-		return syscall.EIO
-	case errors.Is(err, placement.ErrWarmupQuota):
-		return syscall.EDQUOT
-	case errors.Is(err, placement.ErrNoEntry):
-		return syscall.ENOENT
-	case errors.Is(err, placement.ErrVanished):
-		return syscall.ENOENT
-	case errors.Is(err, placement.ErrDropHeld):
-		// Gone from the source, kept by the mass-deletion guard: not
-		// "no such file" while the catalog still lists it.
-		return syscall.EIO
-	case errors.Is(err, placement.ErrAccessChanged):
-		return syscall.EACCES
-	case errors.Is(err, tier.ErrSource), errors.Is(err, tier.ErrSourceChanged):
-		// Never the source's own errno: ENOTCONN from a dead network
-		// file system reads as "the epochfs daemon died". The reason is
-		// in the log (placement logs failing sources).
-		if ce := fsys.log.Check(zap.DebugLevel, "source error; answering EIO"); ce != nil {
-			ce.Write(zap.Error(err))
+	}
+	for _, m := range errnos {
+		for _, target := range m.errs {
+			if errors.Is(err, target) {
+				if m.quiet {
+					if ce := fsys.log.Check(zap.DebugLevel, "answering "+m.errno.Error()); ce != nil {
+						ce.Write(zap.Error(err))
+					}
+				}
+				return m.errno
+			}
 		}
-		return syscall.EIO
-	case errors.Is(err, placement.ErrNotFile):
-		return syscall.EISDIR
-	case errors.Is(err, placement.ErrClosed), errors.Is(err, preprocess.ErrClosed), errors.Is(err, preprocess.ErrEngineClosed):
-		// The mount is going down.
-		return syscall.EIO
-	case errors.Is(err, os.ErrNotExist):
-		return syscall.ENOENT
-	case errors.Is(err, os.ErrPermission):
-		return syscall.EACCES
-	case errors.As(err, &errno):
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
 		return errno
 	}
 	fsys.logOnce(err)
