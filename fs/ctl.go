@@ -16,20 +16,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Inode numbers of the control surface, far above the catalog's.
-const (
-	inoCtlDir = 1<<62 + iota
-	inoStatus
-	inoStatsJSON
-	inoWarmup
-	inoErrors
-	inoModel
-	inoJobsDir
-	inoRefresh
-	inoVerify
-	inoDrop
-)
-
 // ctlSpec describes one control file.
 type ctlSpec struct {
 	name  string

@@ -18,16 +18,7 @@ import (
 // directory holds the entries of jobEntries; rank/R/ (fs/ranks.go) those
 // of rankEntries. Policy, and who owns a job, are package jobs'.
 //
-// Inode numbers: job id i has the block jobIno(i) .. jobIno(i)+2^24-1: its
-// directory at the base, its entries at +1+k (k: the index in
-// jobEntries), rank R's directory at +(R+1)<<8 and its entries at +1+k
-// (rankEntries). 4096 ranks of 255 entries each fit.
-const (
-	inoJobBase  = 1<<62 + 1<<40
-	inoJobShift = 24
-)
-
-func jobIno(id uint64) uint64 { return inoJobBase + id<<inoJobShift }
+// Inode numbers: each job has a block of them (ino.go: jobIno).
 
 // jobEntry is one entry of a job's or a rank's directory. New files (a
 // job's batch, its views) are added to the lists; the nodes, readdir,

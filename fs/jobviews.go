@@ -20,10 +20,6 @@ import (
 // jobs/NAME/augmented/PATH.npy, one augmentation of PATH for the job. Both
 // belong to the job's owner, readable by them only, like next.
 
-// inoAugmentedBase: a job's augmented/ tree takes catalog IDs above it,
-// per job (job id << 44 keeps trees apart: 2^44 entries per job).
-const inoAugmentedBase = 1 << 60
-
 func newBatchFile(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
 	return &batchFile{ref: ref, rank: rank, ino: ino}
 }

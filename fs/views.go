@@ -21,12 +21,8 @@ import (
 // size is not known before the file is decoded: views are served with
 // direct I/O, and read until a 0-byte read like the ctl files.
 
-const (
-	inoViewsDir   = 1<<62 + 1<<41 + iota
-	inoViewsDecod = 1<<62 + 1<<41 + 1
-	inoViewBase   = 1 << 61 // + catalog ID
-	viewSuffix    = ".npy"
-)
+// viewSuffix ends a view file's name (inode numbers: ino.go).
+const viewSuffix = ".npy"
 
 // viewsDir is .epochfs/views/.
 type viewsDir struct {
