@@ -6,10 +6,10 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
-	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/epochfs/epochfs/preprocess"
 )
 
 // A batch file is a NumPy .npz: a zip archive of .npy arrays, stored (not
@@ -30,29 +30,6 @@ type npyMember struct {
 	hdr  []byte // the .npy header
 	off  int    // offset of the local file header
 	data int    // offset of the data
-}
-
-// npyHeader is the NumPy 1.0 header of an array, padded to 64 bytes.
-func npyHeader(descr string, shape []int) []byte {
-	dims := make([]string, len(shape))
-	for i, d := range shape {
-		dims[i] = strconv.Itoa(d)
-	}
-	tuple := strings.Join(dims, ", ")
-	if len(dims) == 1 {
-		tuple += ","
-	}
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, tuple)
-	total := 10 + len(dict) + 1
-	pad := (64 - total%64) % 64
-	h := make([]byte, 0, total+pad)
-	h = append(h, "\x93NUMPY\x01\x00"...)
-	h = binary.LittleEndian.AppendUint16(h, uint16(len(dict)+pad+1))
-	h = append(h, dict...)
-	for range pad {
-		h = append(h, ' ')
-	}
-	return append(h, '\n')
 }
 
 const (
@@ -77,7 +54,7 @@ func newNPZ(members []npyMember, alloc Alloc) (*npzFile, error) {
 	off := 0
 	for i := range f.members {
 		m := &f.members[i]
-		m.hdr = npyHeader(m.descr, m.shape)
+		m.hdr = preprocess.AppendNPYHeaderOf(nil, m.descr, m.shape)
 		m.off = off
 		m.data = off + zipLocalLen + len(m.name) + len(".npy") + len(m.hdr)
 		off = m.data + m.size

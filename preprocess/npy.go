@@ -28,6 +28,14 @@ func appendNPYHeader(b []byte, dtype DType, shape []int) []byte {
 	if dtype == Float32 {
 		descr = "<f4"
 	}
+	return AppendNPYHeaderOf(b, descr, shape)
+}
+
+// AppendNPYHeaderOf appends the NumPy 1.0 header of a C-order array of
+// NumPy type descr ("|u1", "<f4", "<i8", "<U12") and shape to b, padded
+// to 64 bytes. The one writer of .npy headers: the views' tensors and
+// the batch archives (jobs/npz.go) both use it.
+func AppendNPYHeaderOf(b []byte, descr string, shape []int) []byte {
 	// {'descr': '<f4', 'fortran_order': False, 'shape': (3, 224, 224), }
 	var dict [128]byte
 	d := append(dict[:0], "{'descr': '"...)
