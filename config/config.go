@@ -221,6 +221,8 @@ func (c *Config) ValidateMount() error {
 }
 
 // Validate checks every key that is set.
+//
+// Long: one check per key, in the file's order, so each error names its key.
 func (c *Config) Validate() error {
 	seen := map[string]bool{}
 	fromModel := 0

@@ -95,6 +95,8 @@ func DefaultModel() Model { return Model{Cache: "local"} }
 
 // Validate checks every [model] key that is set. Errors name the key and
 // the value.
+//
+// Long: one check per key of [model], in the section's order.
 func (m *Model) Validate() error {
 	sizes := []struct {
 		key      string

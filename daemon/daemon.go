@@ -162,6 +162,8 @@ type Mount struct {
 // New takes the state directory, assembles the mount and mounts it. It
 // returns once the kernel answers requests on the mount point. On error
 // everything it opened is closed again.
+//
+// Long: the daemon is wired in one place, so that its runtime graph reads top to bottom in one function.
 func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

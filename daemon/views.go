@@ -202,4 +202,3 @@ func (m *Mount) MemoryBudget() int64 {
 	}
 	return b
 }
-

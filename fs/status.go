@@ -23,6 +23,8 @@ type kv struct {
 func i64(k string, v int64) kv { return kv{k, strconv.FormatInt(v, 10), true} }
 
 // status returns the status keys in a stable order (docs/ctl.md lists them).
+//
+// Long: the status keys in their documented order (docs/ctl.md), a line each.
 func (fsys *FS) status() []kv {
 	p := fsys.p
 	cat := p.Catalog()

@@ -134,6 +134,8 @@ func (m *Manager) gather(ctx context.Context, name string, rank int, jv *jobView
 // assemble produces (or takes) the samples' forms and builds the .npz in
 // one buffer (npz.go): tensors are copied into it once, files are read
 // straight into their slots.
+//
+// Long: one pass lays out the archive, reads the files into place and writes the tensors once; split, its offsets would travel between functions.
 func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc Alloc) (*Batch, bool, error) {
 	type got struct {
 		e    *placement.Entry

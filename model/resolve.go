@@ -114,6 +114,8 @@ type TierObserved struct {
 }
 
 // Resolve turns settings and observations into the model's parameters.
+//
+// Long: the model's inputs resolved in the order of the paper's equations, each with its source.
 func Resolve(m Settings, obs Observed) ([]Input, Params, []string, error) {
 	var ins []Input
 	var warnings []string

@@ -230,6 +230,7 @@ func (p *Placer) run(f *flight) {
 	}
 }
 
+// Long: one copy from the source open to the tier install, each failure's cleanup beside the step that can fail.
 func (p *Placer) copy(f *flight) error {
 	e := f.e
 	if err := p.ctx.Err(); err != nil {

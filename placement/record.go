@@ -96,6 +96,8 @@ func (r *record) encode(b []byte) []byte {
 }
 
 // decodeRecord parses a record, rejecting anything malformed.
+//
+// Long: one field at a time, in the encoding's order.
 func decodeRecord(b []byte) (record, error) {
 	var r record
 	if len(b) < 2 {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Static checks beyond go vet: staticcheck, and deadcode (no function that
-# nothing, tests included, reaches). Both are pinned and built from the Go
-# module proxy into bin/tools on first use.
+# Static checks beyond go vet: staticcheck, deadcode (no function that
+# nothing, tests included, reaches), and sizecheck (no file over 600 lines
+# and no function over 100 without a reason written: scripts/sizecheck).
+# staticcheck and deadcode are pinned and built from the Go module proxy
+# into bin/tools on first use.
 #
 # Usage: bash scripts/lint.sh   (from the repository root; make lint)
 set -euo pipefail
@@ -26,6 +28,8 @@ install deadcode "$DEADCODE"
 
 echo "lint: staticcheck"
 "$tools/staticcheck" ./...
+echo "lint: sizecheck"
+go run ./scripts/sizecheck
 echo "lint: deadcode"
 # A function only tests reach is still reached (-test): the ones reported
 # are reached by nothing. third_party is another module's code.

@@ -17,6 +17,8 @@ import (
 // over image files and writes DIR/<name>.npy for each. A failing image
 // gets a one-line error naming it; the others are still written; the
 // exit code is 1 if any failed.
+//
+// Long: one command's flags, inputs and output loop, in the order a user reads them.
 func runPreprocess(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("preprocess", "preprocess [--config FILE] [--seed N] [--workers N] --out DIR IMAGE...", stderr)
 	cfgPath := fs.String("config", "", "config file (TOML); its [preprocess] section sets the pipeline")

@@ -299,6 +299,8 @@ func unprivilegedMountMessage(mnt, why, logPath string) string {
 
 // serve runs the daemon in this process until the mount goes away or a
 // signal comes. onReady, if set, runs once the mount answers.
+//
+// Long: the daemon's start and end in order (readiness pipe, logger, limits, config, daemon.New, signals, shutdown); each step is a call.
 func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 	cfg := &ma.cfg
 	var ready *os.File

@@ -38,6 +38,7 @@ const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] [--user-ref ID] [
 // files of a lazily detached mount outlasts it.
 const defaultUnmountTimeout = 30 * time.Second
 
+// Long: the refusals before an unmount (what is mounted there, whose, its users, the flags) in the order they apply, then the unmount.
 func runUnmount(args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("unmount", unmountSynopsis, stderr)
 	lazy := f.Bool("lazy", false, "detach now even if files are open or the daemon is dead")

@@ -11,6 +11,8 @@ import (
 // Run measures what opts asks for. It measures as much as it can: a part
 // that fails is reported as not measured, with the reason in How, and the
 // first such error is returned beside the report.
+//
+// Long: the profile's measurements in the order they run, each a few lines.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.Files <= 0 {
 		opts.Files = 256

@@ -132,6 +132,8 @@ func (c *lru) touch(e int) {
 }
 
 // Run simulates cfg.
+//
+// Long: the simulator's event loop: every event kind of the workload in one switch.
 func Run(cfg Config) (Result, error) {
 	if cfg.Samples <= 0 || len(cfg.Jobs) == 0 {
 		return Result{}, fmt.Errorf("sim: need samples and jobs")

@@ -25,6 +25,8 @@
 // output before epoch 1 and after each epoch).
 //
 // Exit codes: 0 success, 1 runtime error, 2 usage error.
+//
+// Long file: one benchmark program: its setups, runs and report read together.
 package main
 
 import (
