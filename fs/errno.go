@@ -72,7 +72,7 @@ var errnos = []struct {
 	{errs: []error{placement.ErrClosed, preprocess.ErrClosed, preprocess.ErrEngineClosed}, errno: syscall.EIO, quiet: true},
 	// A sample the views' pipeline cannot make: its reason is in the
 	// view's errors.
-	{errs: []error{preprocess.ErrCorrupt, preprocess.ErrTooLarge, preprocess.ErrUnsupported}, errno: syscall.EIO, quiet: true},
+	{errs: []error{preprocess.ErrBadSample, preprocess.ErrCorrupt, preprocess.ErrTooLarge, preprocess.ErrUnsupported}, errno: syscall.EIO, quiet: true},
 	// A directory on the file's source path became a symlink: the file
 	// is gone from the dataset.
 	{errs: []error{tier.ErrSymlinkInPath, os.ErrNotExist}, errno: syscall.ENOENT},

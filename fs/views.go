@@ -227,7 +227,7 @@ func compactPix(img *preprocess.Image) []byte {
 // named in .epochfs/errors) and returns its errno: EIO for a sample that
 // cannot be preprocessed.
 func (fsys *FS) viewError(ctx context.Context, p string, err error) syscall.Errno {
-	if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {
+	if errors.Is(err, preprocess.ErrBadSample) {
 		fsys.errs.add(callerUID(ctx), p+": "+oneLine(err.Error()))
 		return syscall.EIO
 	}

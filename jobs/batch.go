@@ -189,7 +189,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 			if ctx.Err() != nil {
 				return nil, false, fmt.Errorf("jobs: batch: %w", ctx.Err())
 			}
-			if r.e != nil && (errors.Is(r.err, preprocess.ErrCorrupt) || errors.Is(r.err, preprocess.ErrTooLarge) || errors.Is(r.err, preprocess.ErrUnsupported)) {
+			if r.e != nil && errors.Is(r.err, preprocess.ErrBadSample) {
 				jv.corrupt.Add(1)
 				b.Corrupt = append(b.Corrupt, r.e.Path)
 				continue

@@ -428,7 +428,7 @@ func (m *Manager) Augmented(ctx context.Context, name string, e *placement.Entry
 	}
 	t, info, err := jv.view.Take(ctx, jv.consumer, int(e.Index))
 	if err != nil {
-		if errors.Is(err, preprocess.ErrCorrupt) || errors.Is(err, preprocess.ErrTooLarge) || errors.Is(err, preprocess.ErrUnsupported) {
+		if errors.Is(err, preprocess.ErrBadSample) {
 			jv.corrupt.Add(1)
 		}
 		return nil, err
