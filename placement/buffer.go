@@ -474,9 +474,16 @@ type DemandHook struct {
 }
 
 // SetDemandHook installs h; nil removes it. Without a hook, demand reads do
-// not use the buffer.
+// not use the buffer. There is one hook: installing a second one while one
+// is installed panics (a wiring mistake, not a replacement).
 func (p *Placer) SetDemandHook(h *DemandHook) {
-	p.demandHook.Store(h)
+	if h == nil {
+		p.demandHook.Store(nil)
+		return
+	}
+	if !p.demandHook.CompareAndSwap(nil, h) {
+		panic("placement: SetDemandHook: a hook is installed already")
+	}
 }
 
 // demandBuffer attaches r to a buffered copy of its file: one already

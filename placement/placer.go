@@ -306,13 +306,17 @@ func (p *Placer) Close() {
 // (a file's content: its copy is dropped), that is removed from or added to
 // the dataset; the fs layer invalidates the kernel's caches with it. fn is
 // called with no lock held, from the goroutine that made the change (for
-// a change an Open finds, before that Open returns). nil removes it.
+// a change an Open finds, before that Open returns). nil removes it. There
+// is one subscriber: installing a second one while one is installed
+// panics, so that a wiring mistake is not a silent replacement.
 func (p *Placer) SetNotify(fn func(Event)) {
 	if fn == nil {
 		p.notifyFn.Store(nil)
 		return
 	}
-	p.notifyFn.Store(&fn)
+	if !p.notifyFn.CompareAndSwap(nil, &fn) {
+		panic("placement: SetNotify: a subscriber is installed already")
+	}
 }
 
 // ValidateMode is the placer's validation mode.

@@ -724,3 +724,30 @@ func TestReaderEOFAndZeroLengthReads(t *testing.T) {
 		e.waitResident()
 	}
 }
+
+// A hook has one subscriber: a second one while the first is installed is
+// a wiring mistake and panics rather than replacing it; after nil, a new
+// one may be installed.
+func TestHooksRefuseASecondSubscriber(t *testing.T) {
+	e := newEnv(t, smallDataset(1, 10), nil, Options{})
+	mustPanic := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s: no panic", what)
+			}
+		}()
+		f()
+	}
+	e.p.SetNotify(func(Event) {})
+	mustPanic("a second SetNotify", func() { e.p.SetNotify(func(Event) {}) })
+	e.p.SetNotify(nil)
+	e.p.SetNotify(func(Event) {})
+	e.p.SetNotify(nil)
+	h := &DemandHook{Wanted: func(*Entry) bool { return false }, Keep: func(*Entry) bool { return false }}
+	e.p.SetDemandHook(h)
+	mustPanic("a second SetDemandHook", func() { e.p.SetDemandHook(h) })
+	e.p.SetDemandHook(nil)
+	e.p.SetDemandHook(h)
+	e.p.SetDemandHook(nil)
+}

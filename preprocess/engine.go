@@ -113,8 +113,13 @@ type Engine struct {
 
 // OnFinish sets f to be called, without the engine's locks, each time a
 // production finishes: the producer of the prefetches refills the pool
-// then instead of on its next tick. f must not block.
-func (e *Engine) OnFinish(f func()) { e.finished.Store(&f) }
+// then instead of on its next tick. f must not block. There is one: setting
+// a second one panics (a wiring mistake, not a replacement).
+func (e *Engine) OnFinish(f func()) {
+	if !e.finished.CompareAndSwap(nil, &f) {
+		panic("preprocess: OnFinish: a function is set already")
+	}
+}
 
 // staticPart is what pipelines with equal static steps share: the decoded
 // cache's entries.
