@@ -188,7 +188,7 @@ func ownerOf(c *placement.Cred) owner {
 }
 
 func (d *jobsDir) jobInode(ctx context.Context, in jobs.Info, out *fuse.EntryOut) *fusefs.Inode {
-	j := &jobDir{ref: jobRef{fsys: d.fsys, name: in.Name, id: in.ID, owner: ownerOf(in.Owner)}, ino: jobIno(in.ID)}
+	j := newJobDir(jobRef{fsys: d.fsys, name: in.Name, id: in.ID, owner: ownerOf(in.Owner)})
 	j.fillAttr(&out.Attr)
 	out.SetEntryTimeout(time.Second)
 	out.SetAttrTimeout(uncached)
@@ -235,49 +235,72 @@ func (d *jobsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return d.fsys.toErrno(d.fsys.o.Jobs.End(name))
 }
 
-// jobDir is .epochfs/jobs/NAME/.
-type jobDir struct {
+// entryDir is a job's directory (jobs/NAME/, rank -1, the entries of
+// jobEntries) or one of its ranks' (jobs/NAME/rank/R/, rankEntries): a
+// fixed list of entries, owned by the job's owner, there while the job
+// (and the rank) is.
+type entryDir struct {
 	fusefs.Inode
-	ref jobRef
-	ino uint64
+	ref     jobRef
+	rank    int // -1: the job's own directory
+	ino     uint64
+	entries []jobEntry
+	kind    string // "job" or "rank", for the error of a create
 }
 
 var (
-	_ fusefs.NodeLookuper  = (*jobDir)(nil)
-	_ fusefs.NodeReaddirer = (*jobDir)(nil)
-	_ fusefs.NodeGetattrer = (*jobDir)(nil)
-	_ fusefs.NodeCreater   = (*jobDir)(nil)
+	_ fusefs.NodeLookuper  = (*entryDir)(nil)
+	_ fusefs.NodeReaddirer = (*entryDir)(nil)
+	_ fusefs.NodeGetattrer = (*entryDir)(nil)
+	_ fusefs.NodeCreater   = (*entryDir)(nil)
 )
 
-func (j *jobDir) fillAttr(a *fuse.Attr) {
-	ctlAttr(a, j.ino, syscall.S_IFDIR|0o755, j.ref.owner, time.Now())
+func newJobDir(ref jobRef) *entryDir {
+	return &entryDir{ref: ref, rank: -1, ino: jobIno(ref.id), entries: jobEntries, kind: "job"}
 }
 
-func (j *jobDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if !j.ref.live() {
+func newRankDir(ref jobRef, rank int, ino uint64) *entryDir {
+	return &entryDir{ref: ref, rank: rank, ino: ino, entries: rankEntries, kind: "rank"}
+}
+
+// live reports whether the job, and the rank, still exist.
+func (d *entryDir) live() bool {
+	if d.rank < 0 {
+		return d.ref.live()
+	}
+	in, ok := d.ref.info()
+	return ok && d.rank < in.WorldSize
+}
+
+func (d *entryDir) fillAttr(a *fuse.Attr) {
+	ctlAttr(a, d.ino, syscall.S_IFDIR|0o755, d.ref.owner, time.Now())
+}
+
+func (d *entryDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if !d.live() {
 		return syscall.ENOENT
 	}
-	j.fillAttr(&out.Attr)
+	d.fillAttr(&out.Attr)
 	out.SetTimeout(uncached)
 	return 0
 }
 
-func (j *jobDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if !j.ref.live() {
+func (d *entryDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if !d.live() {
 		noNegative(out)
 		return nil, syscall.ENOENT
 	}
-	return lookupEntry(ctx, &j.Inode, jobEntries, j.ref, -1, j.ino, name, out)
+	return lookupEntry(ctx, &d.Inode, d.entries, d.ref, d.rank, d.ino, name, out)
 }
 
-// Create refuses a new file in a job's directory (its owner's), and
-// records it.
-func (j *jobDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, j.ref.fsys.ctlError(ctx, j.ref.label(-1, name), denied("no such job file ("+entryNames(jobEntries)+")"))
+// Create refuses a new file in the directory (its owner's), and records
+// it.
+func (d *entryDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, d.ref.fsys.ctlError(ctx, d.ref.label(d.rank, name), denied("no such "+d.kind+" file ("+entryNames(d.entries)+")"))
 }
 
-func (j *jobDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	return listEntries(jobEntries, j.ino), 0
+func (d *entryDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	return listEntries(d.entries, d.ino), 0
 }
 
 // configDoc is a job config document. After every write, its complete

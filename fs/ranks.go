@@ -72,7 +72,7 @@ func (d *ranksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	base := d.ino - d.ino&(1<<inoJobShift-1) // the job's block
-	n := &rankDir{ref: d.ref, rank: r, ino: rankIno(base, r)}
+	n := newRankDir(d.ref, r, rankIno(base, r))
 	n.fillAttr(&out.Attr)
 	// Not cached: a config of fewer ranks takes the directory away at
 	// once (the kernel looks it up again at every path walk; 0 would be
@@ -93,55 +93,4 @@ func (d *ranksDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 		list[r] = fuse.DirEntry{Name: itoa(r), Mode: syscall.S_IFDIR, Ino: rankIno(base, r)}
 	}
 	return fusefs.NewListDirStream(list), 0
-}
-
-// rankDir is jobs/NAME/rank/R/.
-type rankDir struct {
-	fusefs.Inode
-	ref  jobRef
-	rank int
-	ino  uint64
-}
-
-var (
-	_ fusefs.NodeLookuper  = (*rankDir)(nil)
-	_ fusefs.NodeReaddirer = (*rankDir)(nil)
-	_ fusefs.NodeGetattrer = (*rankDir)(nil)
-	_ fusefs.NodeCreater   = (*rankDir)(nil)
-)
-
-// live reports whether the job still has this rank.
-func (d *rankDir) live() bool {
-	in, ok := d.ref.info()
-	return ok && d.rank < in.WorldSize
-}
-
-func (d *rankDir) fillAttr(a *fuse.Attr) {
-	ctlAttr(a, d.ino, syscall.S_IFDIR|0o755, d.ref.owner, time.Now())
-}
-
-func (d *rankDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if !d.live() {
-		return syscall.ENOENT
-	}
-	d.fillAttr(&out.Attr)
-	out.SetTimeout(uncached)
-	return 0
-}
-
-func (d *rankDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if !d.live() {
-		noNegative(out)
-		return nil, syscall.ENOENT
-	}
-	return lookupEntry(ctx, &d.Inode, rankEntries, d.ref, d.rank, d.ino, name, out)
-}
-
-func (d *rankDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	return listEntries(rankEntries, d.ino), 0
-}
-
-// Create refuses a new file in a rank's directory, and records it.
-func (d *rankDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, d.ref.fsys.ctlError(ctx, d.ref.label(d.rank, name), denied("no such rank file ("+entryNames(rankEntries)+")"))
 }
