@@ -34,16 +34,13 @@ func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc Alloc)
 	if m.vs == nil {
 		return nil, false, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
 	}
-	m.mu.Lock()
-	m.syncLocked()
-	j, ok := m.jobs[name]
-	m.mu.Unlock()
-	if !ok {
-		return nil, false, fmt.Errorf("%w: %q", ErrNoJob, name)
+	j, err := m.lookupJob(name)
+	if err != nil {
+		return nil, false, err
 	}
 	if rank < 0 {
-		if w := j.cfg.WorldSize; w != 1 {
-			return nil, false, fmt.Errorf("%w: job %q has world_size=%d: each rank reads rank/R/batch (R in 0..%d)", ErrInvalid, name, w, w-1)
+		if err := j.soloRank(name, "batch"); err != nil {
+			return nil, false, err
 		}
 		rank = 0
 	}

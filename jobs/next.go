@@ -19,17 +19,35 @@ import (
 // once; the next call starts the next epoch. A job of several ranks has no
 // batches of its own: each rank reads its own (NextRank).
 func (m *Manager) Next(ctx context.Context, name string) (paths []byte, endOfEpoch bool, err error) {
+	j, err := m.lookupJob(name)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := j.soloRank(name, "next"); err != nil {
+		return nil, false, err
+	}
+	return m.NextRank(ctx, name, 0)
+}
+
+// lookupJob returns the live job name (ErrNoJob if there is none).
+func (m *Manager) lookupJob(name string) (*job, error) {
 	m.mu.Lock()
 	m.syncLocked()
 	j, ok := m.jobs[name]
 	m.mu.Unlock()
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %q", ErrNoJob, name)
+		return nil, fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
+	return j, nil
+}
+
+// soloRank refuses a read of the job's own file (next, batch) when the
+// job has ranks: each rank reads rank/R/file.
+func (j *job) soloRank(name, file string) error {
 	if w := j.cfg.WorldSize; w != 1 {
-		return nil, false, fmt.Errorf("%w: job %q has world_size=%d: each rank reads rank/R/next (R in 0..%d)", ErrInvalid, name, w, w-1)
+		return fmt.Errorf("%w: job %q has world_size=%d: each rank reads rank/R/%s (R in 0..%d)", ErrInvalid, name, w, file, w-1)
 	}
-	return m.NextRank(ctx, name, 0)
+	return nil
 }
 
 // NextRank returns the rank's next batch, as Next, with torch's
