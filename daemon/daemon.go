@@ -276,8 +276,17 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
+	// Every hook is installed here, where the runtime graph is built: a
+	// setter holds one subscriber (a second one panics).
+	demand, finished := m.jm.Hooks()
+	if demand != nil {
+		m.p.SetDemandHook(demand)
+	}
+	if finished != nil && m.engine != nil {
+		m.engine.OnFinish(finished)
+	}
 	m.steps = append(m.steps, step{what: "the jobs manager (prefetches in flight, reading the source)",
-		close: func() error { m.jm.Close(); return nil }})
+		close: func() error { m.p.SetDemandHook(nil); m.jm.Close(); return nil }})
 	fo := fs.Options{
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
 		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Prewarm: o.Prewarm, Jobs: m.jm,
@@ -298,6 +307,8 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, fmt.Errorf("%w: %w", ErrMount, err)
 	}
 	m.fsys = fsys
+	m.p.SetNotify(fsys.OnEvent)
+	m.steps = append(m.steps, step{what: "the kernel's notifications", close: func() error { m.p.SetNotify(nil); return nil }})
 	go func() { fsys.Wait(); close(m.done) }()
 	m.dev, _ = MountDev(o.Mountpoint)
 	if o.RuntimeDir != "" {

@@ -7,7 +7,7 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 )
 
-// onEvent tells the kernel about a change of the tree the placer made, so
+// OnEvent tells the kernel about a change of the tree the placer made, so
 // that its caches (attributes and pages of a file, entries of a directory,
 // which the mount keeps for a day: the dataset is read-only) never serve
 // an old version. It runs in the goroutine that made the change, with no
@@ -21,7 +21,10 @@ import (
 // own inode would wait for the page lock the read itself holds, and a
 // refresh would wait behind it. Entry invalidations take the parent
 // directory's lock in the kernel and are always sent from a goroutine.
-func (fsys *FS) onEvent(ev placement.Event) {
+//
+// The daemon installs it as the placer's notify (placement.Placer.
+// SetNotify) once the mount is up.
+func (fsys *FS) OnEvent(ev placement.Event) {
 	switch ev.Kind {
 	case placement.EntryChanged:
 		if in := fsys.inodeOf(ev.Entry.Path); in != nil {

@@ -111,7 +111,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	keep := uint32(fuse.FOPEN_KEEP_CACHE)
 	if r.Changed() || untold {
 		// The kernel's attributes and pages of the old content were
-		// invalidated before Open returned (FS.onEvent); keep no page.
+		// invalidated before Open returned (FS.OnEvent); keep no page.
 		keep = 0
 	}
 	return &cachedHandle{n: n, r: r}, keep | noflush, 0

@@ -171,7 +171,6 @@ func Mount(o Options) (*FS, error) {
 		server.Wait()
 		return nil, err
 	}
-	o.Placer.SetNotify(fsys.onEvent)
 	if !o.NoPassthrough && fsys.probePassthrough() {
 		fsys.batchMem = newBatchMem(fsys.log)
 		fsys.passthrough.Store(true)
@@ -235,9 +234,6 @@ func (fsys *FS) Passthrough() bool { return fsys.passthrough.Load() }
 func (fsys *FS) Unmount() error {
 	err := fsys.server.Unmount()
 	fsys.stopPrewarm()
-	if err == nil {
-		fsys.p.SetNotify(nil)
-	}
 	return err
 }
 

@@ -115,12 +115,12 @@ func (m *Manager) prefetch() {
 // no tier: only when a live job still wants e this epoch does the read go
 // through the buffer.
 func (m *Manager) wanted(e *placement.Entry) bool {
-	return e.Index >= 0 && int(e.Index) < len(m.fileList()) && m.s.Wanted(int(e.Index))
+	return m.built.Load() && e.Index >= 0 && int(e.Index) < len(m.fileList()) && m.s.Wanted(int(e.Index))
 }
 
 // onFetched is placement's hook once a demand read buffered a file.
 func (m *Manager) onFetched(e *placement.Entry) bool {
-	if e.Index < 0 || int(e.Index) >= len(m.fileList()) {
+	if !m.built.Load() || e.Index < 0 || int(e.Index) >= len(m.fileList()) {
 		return false
 	}
 	return m.s.Installed(int(e.Index))

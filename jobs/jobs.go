@@ -196,18 +196,12 @@ func (m *Manager) start() error {
 	}
 	if m.vs != nil {
 		so.Caches = m
-		// A finished production makes room: refill the pool now, not on
-		// the next tick.
-		o.Views.Engine.OnFinish(m.wakeUp)
 	}
 	s, err := sampler.New(so)
 	if err != nil {
 		return fmt.Errorf("jobs: %w", err)
 	}
 	m.s = s
-	if slots > 0 {
-		m.p.SetDemandHook(&placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched})
-	}
 	go m.loop()
 	for range readaheadWorkers {
 		m.fetchWG.Add(1)
@@ -226,6 +220,23 @@ func (m *Manager) start() error {
 	m.built.Store(true)
 	close(m.ready)
 	return nil
+}
+
+// Hooks are the manager's functions for the placer and the views' engine,
+// which the daemon installs (daemon.New installs every hook): demand tells
+// the placer which demand reads the shared buffer should keep (nil without
+// a buffer); finished wakes the producer of the views' prefetches when a
+// production ends, so that it refills the pool at once (nil without
+// views). Both may be called before the manager has started (the catalog
+// still walked): they do nothing then.
+func (m *Manager) Hooks() (demand *placement.DemandHook, finished func()) {
+	if m.p.BufferSlots() > 0 {
+		demand = &placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched}
+	}
+	if m.vs != nil {
+		finished = m.wakeUp
+	}
+	return demand, finished
 }
 
 // WaitReady waits until jobs can be created (the catalog's walk ended and
@@ -257,7 +268,6 @@ func (m *Manager) Close() {
 		if !m.built.Load() {
 			return
 		}
-		m.p.SetDemandHook(nil)
 		<-m.done
 		m.fetchWG.Wait()
 		m.mu.Lock()

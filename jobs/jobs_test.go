@@ -81,7 +81,12 @@ func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Op
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The hooks, as daemon.New installs them.
+	if demand, _ := m.Hooks(); demand != nil {
+		p.SetDemandHook(demand)
+	}
 	t.Cleanup(func() {
+		p.SetDemandHook(nil)
 		m.Close()
 		p.Close()
 		cat.Close()
