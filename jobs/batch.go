@@ -28,9 +28,12 @@ type Batch struct {
 }
 
 // Batch returns the next batch of a job (rank -1: a job of world size 1)
-// as an .npz assembled in memory from alloc (nil: a pool), or end=true once
+// as an .npz assembled in memory from alloc (nil: the manager's pool), or end=true once
 // at the end of each epoch.
 func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc Alloc) (b *Batch, end bool, err error) {
+	if alloc == nil {
+		alloc = m.bufs.alloc
+	}
 	if m.vs == nil {
 		return nil, false, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
 	}

@@ -87,6 +87,7 @@ type Manager struct {
 	filesp atomic.Pointer[[]*placement.Entry]
 	growMu sync.Mutex // serialises grow, and grow with Configure (growMu, then mu)
 	vs     *viewState // nil without views
+	bufs   bufferPool // batch buffers when Batch is given no Alloc
 
 	mu   sync.Mutex
 	jobs map[string]*job

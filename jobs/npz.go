@@ -47,7 +47,7 @@ type npzFile struct {
 	dir     int // offset of the central directory
 }
 
-// newNPZ lays out the members in a buffer from alloc (nil: the pool).
+// newNPZ lays out the members in a buffer from alloc.
 // Fill each member's Data, then call Finish.
 func newNPZ(members []npyMember, alloc Alloc) (*npzFile, error) {
 	f := &npzFile{members: members}
@@ -69,9 +69,6 @@ func newNPZ(members []npyMember, alloc Alloc) (*npzFile, error) {
 	off += zipEndLen
 	if off > math.MaxUint32-1 {
 		return nil, fmt.Errorf("%w: the batch would be %d bytes; the .npz format of a batch file holds 4 GiB: lower batch_size", ErrInvalid, off)
-	}
-	if alloc == nil {
-		alloc = poolAlloc
 	}
 	mem, err := alloc(off)
 	if err != nil {
@@ -182,7 +179,9 @@ const (
 	maxBufferShift = 32
 )
 
-var bufferPools [maxBufferShift - minBufferShift + 1]sync.Pool
+// bufferPool holds the pooled batch buffers of one manager (Manager.bufs):
+// no memory is shared between two mounts of one process.
+type bufferPool [maxBufferShift - minBufferShift + 1]sync.Pool
 
 func bufferClass(n int) int {
 	if n <= 1<<minBufferShift {
@@ -200,32 +199,36 @@ type Buffer interface {
 // Alloc returns a Buffer of n bytes whose contents are undefined.
 type Alloc func(n int) (Buffer, error)
 
-// pooled is a Buffer from the pool.
-type pooled []byte
+// pooled is a Buffer from a pool.
+type pooled struct {
+	b    []byte
+	pool *bufferPool
+}
 
-func (b pooled) Bytes() []byte { return b }
-func (b pooled) Free()         { putBuffer(b) }
+func (b pooled) Bytes() []byte { return b.b }
+func (b pooled) Free()         { b.pool.put(b.b) }
 
-func poolAlloc(n int) (Buffer, error) { return pooled(getBuffer(n)), nil }
+// alloc is the pool's Alloc.
+func (bp *bufferPool) alloc(n int) (Buffer, error) { return pooled{bp.get(n), bp}, nil }
 
-// getBuffer returns a buffer of n bytes whose contents are undefined.
-func getBuffer(n int) []byte {
+// get returns a buffer of n bytes whose contents are undefined.
+func (bp *bufferPool) get(n int) []byte {
 	c := bufferClass(n)
-	if c >= len(bufferPools) {
+	if c >= len(bp) {
 		return make([]byte, n)
 	}
-	if p, ok := bufferPools[c].Get().(*[]byte); ok {
+	if p, ok := bp[c].Get().(*[]byte); ok {
 		return (*p)[:n]
 	}
 	return make([]byte, n, 1<<(c+minBufferShift))
 }
 
-// putBuffer gives b back to the pool; nothing may use it afterwards.
-func putBuffer(b []byte) {
+// put gives b back to the pool; nothing may use it afterwards.
+func (bp *bufferPool) put(b []byte) {
 	c := bufferClass(cap(b))
-	if c >= len(bufferPools) || cap(b) != 1<<(c+minBufferShift) {
+	if c >= len(bp) || cap(b) != 1<<(c+minBufferShift) {
 		return // not one of ours
 	}
 	b = b[:0]
-	bufferPools[c].Put(&b)
+	bp[c].Put(&b)
 }

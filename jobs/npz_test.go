@@ -16,6 +16,7 @@ import (
 // buffer, and that every member is a .npy with the planned header.
 func TestNPZIsAZipNumPyReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	var pool bufferPool
 	for round := range 20 {
 		n := rng.IntN(300)
 		sizes := make([]int, n)
@@ -33,7 +34,7 @@ func TestNPZIsAZipNumPyReads(t *testing.T) {
 			{name: "x", descr: "|u1", shape: []int{total}, size: total},
 			{name: "y", descr: "<i8", shape: []int{n}, size: 8 * n},
 			{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{n}, size: 4 * width * n},
-		}, nil)
+		}, pool.alloc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,20 +103,21 @@ func TestNPZIsAZipNumPyReads(t *testing.T) {
 		for i := range b {
 			b[i] = 0xA5
 		}
-		putBuffer(b)
+		pool.put(b)
 	}
 }
 
 func TestBufferPoolClasses(t *testing.T) {
+	var pool bufferPool
 	for _, c := range []struct{ n, class int }{{0, 0}, {1, 0}, {65536, 0}, {65537, 1}, {131072, 1}, {131073, 2}, {1 << 30, 14}} {
 		if got := bufferClass(c.n); got != c.class {
 			t.Errorf("bufferClass(%d) = %d, want %d", c.n, got, c.class)
 		}
-		b := getBuffer(c.n)
+		b := pool.get(c.n)
 		if len(b) != c.n || cap(b) != 1<<(c.class+minBufferShift) {
-			t.Errorf("getBuffer(%d): len %d cap %d", c.n, len(b), cap(b))
+			t.Errorf("get(%d): len %d cap %d", c.n, len(b), cap(b))
 		}
-		putBuffer(b)
+		pool.put(b)
 	}
-	putBuffer(make([]byte, 100)) // not from the pool: ignored
+	pool.put(make([]byte, 100)) // not from the pool: ignored
 }
