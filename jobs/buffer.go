@@ -125,3 +125,20 @@ func (m *Manager) onFetched(e *placement.Entry) bool {
 	}
 	return m.s.Installed(int(e.Index))
 }
+
+// Hooks are the manager's functions for the placer and the views' engine,
+// which the daemon installs (daemon.New installs every hook): demand tells
+// the placer which demand reads the shared buffer should keep (nil without
+// a buffer); finished wakes the producer of the views' prefetches when a
+// production ends, so that it refills the pool at once (nil without
+// views). Both may be called before the manager has started (the catalog
+// still walked): they do nothing then.
+func (m *Manager) Hooks() (demand *placement.DemandHook, finished func()) {
+	if m.p.BufferSlots() > 0 {
+		demand = &placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched}
+	}
+	if m.vs != nil {
+		finished = m.wakeUp
+	}
+	return demand, finished
+}
