@@ -9,7 +9,6 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"go.uber.org/zap"
 )
 
 // I/O modes of an inode.
@@ -40,12 +39,6 @@ type ioMode struct {
 	pt     int                 // live handles in passthrough mode (ptHandle, and cachedHandle with direct)
 	ptRes  *placement.Resident // the copy they share, held while pt > 0
 	cached int                 // live cached-mode handles
-}
-
-// backing is the kernel's registration of a tier copy's descriptor.
-type backing struct {
-	id  int32
-	ino uint64
 }
 
 // Open picks the inode's I/O mode. A resident file opens in passthrough
@@ -95,7 +88,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 		if m.pt == 0 {
 			if b := n.fsys.backingOf(n, res); b != nil && res.Hold() {
 				m.pt, m.ptRes = 1, res
-				n.fsys.backings.Store(b.ino, b)
+				n.fsys.backings.Store(b.Ino, b)
 				n.fsys.ptHandles.Add(1)
 				return &ptHandle{n: n, r: r}, fuse.FOPEN_PASSTHROUGH | noflush, 0
 			}
@@ -131,49 +124,6 @@ func (m *ioMode) releasePT(fsys *FS) {
 	if res != nil {
 		res.Release()
 	}
-}
-
-// backingOf returns the kernel registration of res's descriptor,
-// registering it at the copy's first passthrough open; nil if the kernel
-// refused (the open then goes in cached mode).
-func (fsys *FS) backingOf(n *node, res *placement.Resident) *backing {
-	if v := res.Attached(); v != nil {
-		return v.(*backing)
-	}
-	ino := n.StableAttr().Ino
-	v, err := res.Attach(func(fd int) (any, func(), error) { return fsys.registerBacking(ino, fd) })
-	if err != nil {
-		fsys.refused("opening in cached mode", n.e.Path, err)
-		return nil
-	}
-	return v.(*backing)
-}
-
-// refused counts a registration the kernel refused, and logs the first.
-func (fsys *FS) refused(instead, path string, err error) {
-	if fsys.ptRefusedLog.CompareAndSwap(false, true) {
-		fsys.log.Warn("passthrough registration refused; "+instead, zap.String("path", path), zap.Error(err))
-	}
-	fsys.ptRefused.Add(1)
-}
-
-// registerBacking registers fd with the kernel as a backing file of inode
-// ino. The returned function unregisters it, when the placer closes fd.
-func (fsys *FS) registerBacking(ino uint64, fd int) (any, func(), error) {
-	id, errno := fsys.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
-	if errno != 0 {
-		return nil, nil, errno
-	}
-	fsys.ptRegistered.Add(1)
-	fsys.ptBackings.Add(1)
-	b := &backing{id: id, ino: ino}
-	return b, func() {
-		fsys.backings.Compute(ino, func(cur *backing, ok bool) (*backing, bool) { return cur, !ok || cur == b })
-		// After an unmount the connection is gone, and with it the
-		// registration.
-		fsys.server.UnregisterBackingFd(id)
-		fsys.ptBackings.Add(-1)
-	}, nil
 }
 
 // ptHandle is a passthrough open: the kernel reads the tier file itself.

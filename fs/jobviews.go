@@ -190,12 +190,12 @@ func (n *batchFile) attach(ctx context.Context, b *jobs.Batch) (*batchBacking, b
 	if !ok {
 		return nil, false
 	}
-	v, unregister, err := fsys.registerBacking(n.ino, mf.fd)
+	reg, unregister, err := fsys.registerBacking(n.ino, mf.fd)
 	if err != nil {
 		fsys.refused("serving the batch in direct I/O mode", n.ref.label(n.rank, "batch"), err)
 		return nil, false
 	}
-	n.live = &batchBacking{b: v.(*backing), unregister: unregister, refs: 1, gone: make(chan struct{})}
+	n.live = &batchBacking{b: reg, unregister: unregister, refs: 1, gone: make(chan struct{})}
 	fsys.backings.Store(n.ino, n.live.b)
 	return n.live, false
 }

@@ -31,7 +31,7 @@ func (w *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		return st
 	}
 	if b, ok := w.fsys.backings.Load(in.NodeId); ok {
-		out.BackingID = b.id
+		out.BackingID = b.ID
 	} else {
 		// Not reached: a node answers FOPEN_PASSTHROUGH only while it
 		// holds the copy whose registration it published. Without an ID

@@ -87,7 +87,7 @@ type Resident struct {
 	mu       sync.Mutex // guards fd, fdUsers, detach and closed
 	fd       int        // -1 while closed
 	fdUsers  int        // readers using fd
-	attached atomic.Pointer[any]
+	attached atomic.Pointer[Registration]
 	detach   func()
 	closed   bool
 
@@ -179,29 +179,33 @@ func (c *Resident) unuseFD() {
 	c.mu.Unlock()
 }
 
-// Attached returns the value attached to the copy, or nil.
-func (c *Resident) Attached() any {
-	if v := c.attached.Load(); v != nil {
-		return *v
-	}
-	return nil
+// Registration is the kernel's registration of a copy's descriptor as a
+// passthrough backing file, made by the fs layer (fs/backing.go) and kept
+// with the copy: its backing ID, and the inode it was registered for.
+type Registration struct {
+	ID  int32
+	Ino uint64
 }
 
-// Attach returns the value attached to the copy, attaching one first if
-// there is none: attach is called with the copy's descriptor (under the
-// copy's lock, so once per copy while it succeeds) and its value kept;
+// Attached returns the registration attached to the copy, or nil.
+func (c *Resident) Attached() *Registration { return c.attached.Load() }
+
+// Attach returns the registration attached to the copy, attaching one
+// first if there is none: attach is called with the copy's descriptor
+// (under the copy's lock, so once per copy while it succeeds) and its
+// registration kept;
 // detach runs once, when the copy is released. The fs layer attaches the
 // kernel's passthrough registration of the descriptor; since that holds
 // the file, the descriptor is then closed once no reader uses it. The
 // caller holds a reference.
-func (c *Resident) Attach(attach func(fd int) (v any, detach func(), err error)) (any, error) {
+func (c *Resident) Attach(attach func(fd int) (r *Registration, detach func(), err error)) (*Registration, error) {
 	if v := c.attached.Load(); v != nil {
-		return *v, nil
+		return v, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v := c.attached.Load(); v != nil {
-		return *v, nil
+		return v, nil
 	}
 	if c.fd < 0 {
 		// Not reached: a Resident closes its descriptor only once
@@ -212,7 +216,7 @@ func (c *Resident) Attach(attach func(fd int) (v any, detach func(), err error))
 	if err != nil {
 		return nil, err
 	}
-	c.attached.Store(&v)
+	c.attached.Store(v)
 	c.detach = detach
 	if c.fdUsers == 0 {
 		c.closeFDLocked()

@@ -179,11 +179,11 @@ func TestAttachedCopiesKeepNoDescriptor(t *testing.T) {
 	e := placedEnv(t, smallDataset(10, 3000), Options{OpenFiles: 2, KeptCopies: 5})
 	var mu sync.Mutex
 	attached, detached := 0, 0
-	attach := func(fd int) (any, func(), error) {
+	attach := func(fd int) (*Registration, func(), error) {
 		mu.Lock()
 		attached++
 		mu.Unlock()
-		return fd, func() { mu.Lock(); detached++; mu.Unlock() }, nil
+		return &Registration{ID: int32(fd)}, func() { mu.Lock(); detached++; mu.Unlock() }, nil
 	}
 	paths := e.data.paths()
 	for _, p := range paths {
