@@ -110,6 +110,25 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
+// checkRoundTrip checks that a valid record survives encode and decode,
+// and that an invalid one is refused.
+func checkRoundTrip(t *testing.T, r record, valid bool) {
+	t.Helper()
+	got, err := decodeRecord(r.encode(nil))
+	if !valid {
+		if err == nil {
+			t.Fatalf("invalid record %+v decoded", r)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("decode(encode(%+v)): %v", r, err)
+	}
+	if got != r {
+		t.Fatalf("round trip: got %+v, want %+v", got, r)
+	}
+}
+
 // FuzzRecordRoundTrip: every valid record survives encode and decode.
 func FuzzRecordRoundTrip(f *testing.F) {
 	for _, r := range sampleRecords() {
@@ -118,19 +137,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind uint8, mode, uid, gid uint32, size, mtime int64, tierName, target string) {
 		r := record{Kind: Kind(kind), Mode: mode, UID: uid, GID: gid, Size: size, Mtime: mtime, Tier: tierName, Target: target}
 		valid := r.Kind >= KindFile && r.Kind <= KindSymlink && size >= 0 && len(tierName) <= maxTierName && len(target) <= maxTarget
-		got, err := decodeRecord(r.encode(nil))
-		if !valid {
-			if err == nil {
-				t.Fatalf("invalid record %+v decoded", r)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("decode(encode(%+v)): %v", r, err)
-		}
-		if got != r {
-			t.Fatalf("round trip: got %+v, want %+v", got, r)
-		}
+		checkRoundTrip(t, r, valid)
 	})
 }
 
@@ -149,18 +156,6 @@ func FuzzRecordMetaRoundTrip(f *testing.F) {
 			r.Blocks, r.Atime, r.Ctime, r.Dev, r.Ino = 0, 0, 0, 0, 0
 		}
 		valid := r.Kind >= KindFile && r.Kind <= KindSymlink && size >= 0 && len(tierName) <= maxTierName && len(target) <= maxTarget && r.Blocks >= 0
-		got, err := decodeRecord(r.encode(nil))
-		if !valid {
-			if err == nil {
-				t.Fatalf("invalid record %+v decoded", r)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("decode(encode(%+v)): %v", r, err)
-		}
-		if got != r {
-			t.Fatalf("round trip: got %+v, want %+v", got, r)
-		}
+		checkRoundTrip(t, r, valid)
 	})
 }

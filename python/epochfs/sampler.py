@@ -15,7 +15,9 @@ from ._paths import unquote
 
 class Sampler(_TorchSampler):
     """Yields indices of dataset.samples in the order the mount's job hands out; every sample of the
-    dataset's root comes exactly once per epoch. dataset needs .root and .samples (ImageFolder)."""
+    dataset's root comes exactly once per epoch (a file a refresh removes is replaced by padding in the
+    epoch running and left out from the next; docs/sampling.md). dataset needs .root and .samples
+    (ImageFolder)."""
 
     def __init__(self, dataset, job, batch_size=256, seed=0, sampler="ods"):
         root = os.path.abspath(dataset.root)
