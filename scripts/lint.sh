@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
-STATICCHECK=honnef.co/go/tools/cmd/staticcheck@2026.1
+STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE=golang.org/x/tools/cmd/deadcode@v0.52.0
 tools=$PWD/bin/tools
 mkdir -p "$tools"
