@@ -34,6 +34,7 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
+	"github.com/epochfs/epochfs/views"
 )
 
 // Errors of New and Close. Callers map them to exit codes with errors.Is.
@@ -257,16 +258,17 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	m.steps = append(m.steps, step{what: "the placer (copies in progress, reading the source)",
 		close: func() error { m.p.Close(); return nil }})
-	var jviews *jobs.ViewsOptions
+	var vset *views.Set
 	if o.Views != nil {
 		dec, aug := m.cacheBudgets(m.split, o.Views)
 		if err := m.startViews(o.Views, dec, aug); err != nil {
 			return nil, err
 		}
-		jviews = &jobs.ViewsOptions{Engine: m.engine, Pipeline: o.Views.Pipeline, MaxBatchBytes: o.Views.MaxBatchBytes}
+		vset = views.NewSet(views.Options{Engine: m.engine, Pipeline: o.Views.Pipeline, MaxBatchBytes: o.Views.MaxBatchBytes,
+			Placer: m.p, Logger: o.Logger})
 	}
 	jo := jobs.Options{
-		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger, Views: jviews,
+		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger, Views: vset,
 		MaxJobsPerUser: o.MaxJobsPerUser,
 	}
 	if m.cl != nil {

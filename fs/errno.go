@@ -14,6 +14,7 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
+	"github.com/epochfs/epochfs/views"
 	"go.uber.org/zap"
 )
 
@@ -49,10 +50,10 @@ var errnos = []struct {
 	// The request was interrupted (fs/ctx.go), also when the wait it
 	// ended was on the source.
 	{errs: []error{context.Canceled, context.DeadlineExceeded}, errno: syscall.EINTR},
-	{errs: []error{errInvalid, jobs.ErrInvalid, ctlpath.ErrBadQuote}, errno: syscall.EINVAL},
+	{errs: []error{errInvalid, jobs.ErrInvalid, views.ErrInvalid, ctlpath.ErrBadQuote}, errno: syscall.EINVAL},
 	{errs: []error{jobs.ErrExists}, errno: syscall.EEXIST},
 	{errs: []error{jobs.ErrNoJob}, errno: syscall.ENOENT},
-	{errs: []error{jobs.ErrTooMany}, errno: syscall.ENOSPC},
+	{errs: []error{jobs.ErrTooMany, views.ErrTooMany}, errno: syscall.ENOSPC},
 	// Not yet: the source is still walked.
 	{errs: []error{jobs.ErrNotReady}, errno: syscall.EAGAIN},
 	{errs: []error{placement.ErrWalkStopped}, errno: syscall.EIO},

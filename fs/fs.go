@@ -24,6 +24,7 @@ import (
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/views"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -93,7 +94,7 @@ type FS struct {
 	ptRefusedLog atomic.Bool
 	// batchesPassthrough: batch opens the kernel serves from a memory file.
 	batchesPassthrough atomic.Int64
-	batchMem           *batchMem // set before passthrough is on
+	batchMem           *views.MemFiles // set before passthrough is on
 	// Live handles of dataset files: in passthrough mode (with the direct
 	// I/O ones beside them), and in cached mode.
 	ptHandles, cachedHandles atomic.Int64
@@ -172,7 +173,7 @@ func Mount(o Options) (*FS, error) {
 		return nil, err
 	}
 	if !o.NoPassthrough && fsys.probePassthrough() {
-		fsys.batchMem = newBatchMem(fsys.log)
+		fsys.batchMem = views.NewMemFiles(fsys.log)
 		fsys.passthrough.Store(true)
 		if o.Prewarm {
 			fsys.startPrewarm()
@@ -242,6 +243,6 @@ func (fsys *FS) Wait() {
 	fsys.server.Wait()
 	fsys.stopPrewarm()
 	if fsys.batchMem != nil {
-		fsys.batchMem.close()
+		fsys.batchMem.Close()
 	}
 }

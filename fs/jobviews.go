@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/views"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -111,10 +111,10 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, fsys.ctlError(ctx, label, denied("batch is read-only: read it for the next batch"))
 	}
-	var alloc jobs.Alloc
+	var alloc views.Alloc
 	pt := fsys.Passthrough()
 	if pt {
-		alloc = fsys.batchMem.alloc
+		alloc = fsys.batchMem.Alloc
 	}
 	rctx, done := waitCtx(ctx)
 	b, _, err := fsys.o.Jobs.Batch(rctx, n.ref.name, n.rank, alloc)
@@ -161,7 +161,7 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 // handles' (direct true: the daemon serves the open's reads); nil if the
 // open goes in direct I/O mode alone (the end of an epoch, or the kernel
 // refused the registration).
-func (n *batchFile) attach(ctx context.Context, b *jobs.Batch) (*batchBacking, bool) {
+func (n *batchFile) attach(ctx context.Context, b *views.Batch) (*batchBacking, bool) {
 	fsys := n.ref.fsys
 	deadline := time.NewTimer(batchJoinWait)
 	defer deadline.Stop()
@@ -186,11 +186,11 @@ func (n *batchFile) attach(ctx context.Context, b *jobs.Batch) (*batchBacking, b
 	if b == nil {
 		return nil, false
 	}
-	mf, ok := b.Buffer().(*memFile)
+	mf, ok := b.Buffer().(interface{ FD() int }) // a views.MemFiles file
 	if !ok {
 		return nil, false
 	}
-	reg, unregister, err := fsys.registerBacking(n.ino, mf.fd)
+	reg, unregister, err := fsys.registerBacking(n.ino, mf.FD())
 	if err != nil {
 		fsys.refused("serving the batch in direct I/O mode", n.ref.label(n.rank, "batch"), err)
 		return nil, false
@@ -233,11 +233,11 @@ var (
 // buffer is freed when the last of them is done, so a reply is never sent
 // from a buffer a later batch is writing.
 type sharedBatch struct {
-	b    *jobs.Batch
+	b    *views.Batch
 	refs atomic.Int32
 }
 
-func newSharedBatch(b *jobs.Batch) *sharedBatch {
+func newSharedBatch(b *views.Batch) *sharedBatch {
 	s := &sharedBatch{b: b}
 	s.refs.Store(1)
 	return s

@@ -12,6 +12,7 @@ import (
 	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/preprocess/spec"
 	"github.com/epochfs/epochfs/sampler"
+	"github.com/epochfs/epochfs/views"
 )
 
 // DefaultBatchSize is the batch size of a job whose config does not set one.
@@ -49,9 +50,9 @@ type Config struct {
 
 // The forms of a job's batches.
 const (
-	ViewEncoded   = "encoded"
-	ViewDecoded   = "decoded"
-	ViewAugmented = "augmented"
+	ViewEncoded   = views.Encoded
+	ViewDecoded   = views.Decoded
+	ViewAugmented = views.Augmented
 )
 
 // DefaultConfig is a new job's config, and the value of every key a config

@@ -8,7 +8,9 @@ import (
 )
 
 // Errors the fs layer maps to errnos. Every error of this package wraps one
-// of these, and the sampler's error it comes from, if any.
+// of these, and the sampler's error it comes from, if any, or is the views
+// package's (views.ErrInvalid, views.ErrTooMany: a job's views config or
+// batch).
 var (
 	// ErrInvalid marks bad input (a job name or config): EINVAL.
 	ErrInvalid = errors.New("jobs: invalid")

@@ -26,6 +26,7 @@ import (
 
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/sampler"
+	"github.com/epochfs/epochfs/views"
 	"go.uber.org/zap"
 )
 
@@ -41,8 +42,9 @@ type Options struct {
 	Seed      uint64
 	Now       func() time.Time
 	Logger    *zap.Logger
-	// Views, if set, gives jobs their preprocessed views (views.go).
-	Views *ViewsOptions
+	// Views, if set, gives jobs their preprocessed views (the views
+	// package).
+	Views *views.Set
 	// Cluster, if set, is the mount's cluster: jobs with cluster=true
 	// claim their epochs in it (cluster.go). Nil: cluster=true is refused.
 	Cluster ClusterJobs
@@ -72,8 +74,8 @@ type job struct {
 	id    uint64
 	owner *placement.Cred
 	cfg   Config
-	vw    *jobView // nil without views
-	cl    *claimer // nil unless cfg.Cluster
+	vw    *views.Job // nil without views
+	cl    *claimer   // nil unless cfg.Cluster
 }
 
 // Manager is the set of jobs of one mount.
@@ -86,8 +88,8 @@ type Manager struct {
 	// numbered at start, grown by the files refreshes add (grow).
 	filesp atomic.Pointer[[]*placement.Entry]
 	growMu sync.Mutex // serialises grow, and grow with Configure (growMu, then mu)
-	vs     *viewState // nil without views
-	bufs   bufferPool // batch buffers when Batch is given no Alloc
+	vs     *views.Set // nil without views
+	bufs   views.Pool // batch buffers when Batch is given no Alloc
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -140,7 +142,7 @@ func New(o Options) (*Manager, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		o: o, p: o.Placer, log: o.Logger, vs: newViewState(o.Views),
+		o: o, p: o.Placer, log: o.Logger, vs: o.Views,
 		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
 		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
 		inflight: make(chan struct{}, o.Fetchers),
@@ -196,7 +198,7 @@ func (m *Manager) start() error {
 		Gone: func(i int) bool { return m.fileList()[i].Gone() },
 	}
 	if m.vs != nil {
-		so.Caches = m
+		so.Caches = m.vs
 	}
 	s, err := sampler.New(so)
 	if err != nil {
@@ -283,7 +285,7 @@ func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	jv, err := m.attachView(name, cfg, nil, who)
+	jv, err := m.attachView(cfg, nil)
 	if err != nil {
 		return Info{}, err
 	}
@@ -291,24 +293,22 @@ func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
 	defer m.mu.Unlock()
 	m.syncLocked()
 	if _, ok := m.jobs[name]; ok {
-		releaseUnused(jv)
+		jv.Release()
 		return Info{}, fmt.Errorf("%w: %q", ErrExists, name)
 	}
 	if limit := m.maxJobsPerUser(); limit > 0 && !who.Root() {
 		if n := m.jobsOfLocked(who.UID); n >= limit {
-			releaseUnused(jv)
+			jv.Release()
 			return Info{}, fmt.Errorf("%w: uid %d has %d live jobs, the most one user may have (jobs end with rmdir, or when their lease runs out)", ErrTooMany, who.UID, n)
 		}
 	}
-	if err := m.takeConsumerLocked(jv); err != nil {
-		releaseUnused(jv)
+	if err := m.vs.TakeConsumer(jv); err != nil {
+		jv.Release()
 		return Info{}, err
 	}
 	if err := m.s.RegisterJob(name, sc); err != nil {
-		if jv != nil {
-			m.vs.consumers &^= 1 << uint(jv.consumer)
-		}
-		releaseUnused(jv)
+		m.vs.FreeConsumer(jv)
+		jv.Release()
 		return Info{}, wrap(err)
 	}
 	m.seq++
@@ -412,10 +412,10 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	m.mu.Lock()
 	prev := j.vw
 	if prev != nil {
-		sc.Views = prev.active
+		sc.Views = m.vs.Active(prev)
 	}
 	m.mu.Unlock()
-	jv, err := m.attachView(name, cfg, prev, j.owner)
+	jv, err := m.attachView(cfg, prev)
 	if err != nil {
 		return err
 	}
@@ -424,7 +424,7 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	defer m.movedLocked()
 	m.syncLocked()
 	if m.jobs[name] != j || j.vw != prev {
-		releaseUnused(jv)
+		jv.Release()
 		m.leaveLater(k)
 		return fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
@@ -439,14 +439,14 @@ func (m *Manager) Configure(name string, doc []byte) error {
 		if oerr != nil || m.s.RegisterJob(name, old) != nil {
 			delete(m.jobs, name)
 			m.dropViewLocked(name, j)
-		} else if prev != nil && prev.active {
+		} else if prev != nil && m.vs.Active(prev) {
 			m.s.SetViews(name, true)
 		}
 		j.cfg.Cluster = false
 		m.leaveLater(j.cl)
 		j.cl = nil
 		m.leaveLater(k)
-		releaseUnused(jv)
+		jv.Release()
 		return wrap(err)
 	}
 	m.leaveLater(j.cl)
@@ -574,17 +574,4 @@ func (m *Manager) Stats() Stats {
 	}
 	return Stats{Jobs: len(m.Jobs()), ClaimFallbacks: int64(m.s.Stats().ClaimFallbacks),
 		AheadTimeouts: m.cst.aheadTimeouts.Load(), EndErrors: m.cst.endErrors.Load()}
-}
-
-// viewLines is the job's views part of its status file.
-func (m *Manager) viewLines(name string) []kv {
-	if m.vs == nil {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if j, ok := m.jobs[name]; ok {
-		return j.vw.viewStatus()
-	}
-	return nil
 }

@@ -1,16 +1,16 @@
-package fs
+package views
 
 import (
 	"fmt"
 	"sync"
 
-	"github.com/epochfs/epochfs/jobs"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
-// batchMem gives batches the memory files the kernel serves them from in
-// passthrough mode (jobviews.go). A memory file of 4 KiB pages costs more
+// MemFiles gives batches the memory files the kernel serves them from in
+// passthrough mode (fs/jobviews.go registers a file's descriptor, FD, as
+// the open's backing file). A memory file of 4 KiB pages costs more
 // to fill and free than the batch's copy itself (page by page allocation,
 // zeroing and page-cache insertion: 32–37 ms for 28 MiB, against 7–8 ms
 // with huge pages), and the system's memfds rarely have huge pages
@@ -26,13 +26,15 @@ import (
 // left, but not the pages a reader spliced into a pipe or sent to a socket
 // before closing, which a later batch would overwrite under them. It is
 // freed when the last reference goes.
-type batchMem struct {
+type MemFiles struct {
 	mnt  int // the detached tmpfs, or -1
 	once sync.Once
 }
 
-func newBatchMem(log *zap.Logger) *batchMem {
-	m := &batchMem{mnt: -1}
+// NewMemFiles mounts the detached tmpfs (or, failing that, logs that
+// batches go in memfds). Close lets go of it.
+func NewMemFiles(log *zap.Logger) *MemFiles {
+	m := &MemFiles{mnt: -1}
 	fd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err == nil {
 		defer unix.Close(fd)
@@ -54,8 +56,8 @@ func newBatchMem(log *zap.Logger) *batchMem {
 	return m
 }
 
-// close lets go of the tmpfs; its files live on while referenced.
-func (m *batchMem) close() {
+// Close lets go of the tmpfs; its files live on while referenced.
+func (m *MemFiles) Close() {
 	m.once.Do(func() {
 		if m.mnt >= 0 {
 			unix.Close(m.mnt)
@@ -63,8 +65,8 @@ func (m *batchMem) close() {
 	})
 }
 
-// alloc is a jobs.Alloc: a new memory file of n bytes, mapped.
-func (m *batchMem) alloc(n int) (jobs.Buffer, error) {
+// Alloc is an Alloc: a new memory file of n bytes, mapped.
+func (m *MemFiles) Alloc(n int) (Buffer, error) {
 	var fd int
 	var err error
 	if m.mnt >= 0 {
@@ -94,6 +96,9 @@ type memFile struct {
 }
 
 func (m *memFile) Bytes() []byte { return m.buf }
+
+// FD is the memory file's descriptor, open while the Buffer is not freed.
+func (m *memFile) FD() int { return m.fd }
 
 func (m *memFile) Free() {
 	unix.Munmap(m.buf[:cap(m.buf)])

@@ -1,4 +1,4 @@
-package jobs
+package views
 
 import (
 	"archive/zip"
@@ -16,7 +16,7 @@ import (
 // buffer, and that every member is a .npy with the planned header.
 func TestNPZIsAZipNumPyReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var pool bufferPool
+	var pool Pool
 	for round := range 20 {
 		n := rng.IntN(300)
 		sizes := make([]int, n)
@@ -34,7 +34,7 @@ func TestNPZIsAZipNumPyReads(t *testing.T) {
 			{name: "x", descr: "|u1", shape: []int{total}, size: total},
 			{name: "y", descr: "<i8", shape: []int{n}, size: 8 * n},
 			{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{n}, size: 4 * width * n},
-		}, pool.alloc)
+		}, pool.Alloc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestNPZIsAZipNumPyReads(t *testing.T) {
 }
 
 func TestBufferPoolClasses(t *testing.T) {
-	var pool bufferPool
+	var pool Pool
 	for _, c := range []struct{ n, class int }{{0, 0}, {1, 0}, {65536, 0}, {65537, 1}, {131072, 1}, {131073, 2}, {1 << 30, 14}} {
 		if got := bufferClass(c.n); got != c.class {
 			t.Errorf("bufferClass(%d) = %d, want %d", c.n, got, c.class)

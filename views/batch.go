@@ -1,8 +1,8 @@
-package jobs
+package views
 
 // A batch of views: the samples drawn for a rank gathered (slow ones
-// deferred), produced or taken from the caches, and assembled into one
-// .npz in one buffer (npz.go). views.go has the design.
+// deferred: Carry), produced or taken from the caches, and assembled into
+// one .npz in one buffer (npz.go). views.go has the design.
 
 import (
 	"context"
@@ -27,96 +27,84 @@ type Batch struct {
 	Corrupt []string // left out: could not be preprocessed
 }
 
-// Batch returns the next batch of a job (rank -1: a job of world size 1)
-// as an .npz assembled in memory from alloc (nil: the manager's pool), or end=true once
-// at the end of each epoch.
-func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc Alloc) (b *Batch, end bool, err error) {
-	if alloc == nil {
-		alloc = m.bufs.alloc
-	}
-	if m.vs == nil {
-		return nil, false, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
-	}
-	j, err := m.lookupJob(name)
-	if err != nil {
-		return nil, false, err
-	}
-	if rank < 0 {
-		if err := j.soloRank(name, "batch"); err != nil {
-			return nil, false, err
-		}
-		rank = 0
-	}
-	key := rankKey{name, rank}
-	m.mu.Lock()
-	jv, size := j.vw, j.cfg.BatchSize
-	if jv != nil {
-		m.activateLocked(name, jv)
-	}
-	c := m.vs.carries[key]
-	if c == nil {
-		c = &carry{}
-		m.vs.carries[key] = c
-	}
-	m.mu.Unlock()
-	if jv == nil {
-		return nil, false, fmt.Errorf("%w: job %q has no view", ErrInvalid, name)
-	}
-	if (jv.form == ViewAugmented || jv.form == ViewDecoded) && !jv.fixed {
-		return nil, false, fmt.Errorf("%w: view=%s: the pipeline's samples do not all have one size (end it with a crop, or resize:HxW), so a batch cannot stack them; read next and the views one by one", ErrInvalid, jv.form)
-	}
-	if err := m.s.Touch(name, rank); err != nil {
-		return nil, false, wrap(err)
-	}
-	c.mu.Lock()
-	pick, err := m.gather(ctx, name, rank, jv, c, size)
-	c.mu.Unlock()
-	if err != nil {
-		return nil, false, err
-	}
-	if pick == nil {
-		return nil, true, nil
-	}
-	return m.assemble(ctx, jv, pick, alloc)
+// Carry is what a rank drew and has not been handed yet: samples set
+// aside while slow, and the draws taken to complete a batch. The rank's
+// batch read holds it (Lock) from its first draw to its Pick.
+type Carry struct {
+	mu      sync.Mutex
+	samples []int
+	ended   bool // the sampler ended the epoch; the carry drains first
 }
 
-// gather chooses the batch's samples from the carry, drawing more from the
-// sampler as needed; nil means the end of the epoch.
-func (m *Manager) gather(ctx context.Context, name string, rank int, jv *jobView, c *carry, size int) ([]int, error) {
-	ready := func() int {
-		n := 0
-		for _, s := range c.samples {
-			if jv.form != ViewAugmented || jv.view.Status(jv.consumer, s) != preprocess.StatusSlow {
-				n++
-			}
-		}
-		return n
+// Carry returns the carry of a rank of job name, made at its first batch
+// read; Install and Drop forget a job's.
+func (s *Set) Carry(name string, rank int) *Carry {
+	k := rankKey{name, rank}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.carries[k]
+	if c == nil {
+		c = &Carry{}
+		s.carries[k] = c
 	}
-	for !c.ended && ready() < size {
-		idx, end, err := m.nextIndices(ctx, name, rank)
-		if err != nil {
-			return nil, err
-		}
-		if end {
-			c.ended = true
-			break
-		}
-		c.samples = append(c.samples, idx...)
-		if jv.form == ViewAugmented {
-			for _, s := range idx {
-				jv.view.Want(jv.consumer, s)
-			}
+	return c
+}
+
+// Lock and Unlock hold the carry for one batch read.
+func (c *Carry) Lock()   { c.mu.Lock() }
+func (c *Carry) Unlock() { c.mu.Unlock() }
+
+// CheckBatches refuses a batch of a job whose samples do not all have one
+// shape.
+func (j *Job) CheckBatches() error {
+	if (j.form == Augmented || j.form == Decoded) && !j.fixed {
+		return fmt.Errorf("%w: view=%s: the pipeline's samples do not all have one size (end it with a crop, or resize:HxW), so a batch cannot stack them; read next and the views one by one", ErrInvalid, j.form)
+	}
+	return nil
+}
+
+// Wants reports whether the carry needs more draws for a batch of size:
+// the epoch has not ended and fewer than size samples are ready.
+func (c *Carry) Wants(j *Job, size int) bool {
+	if c.ended {
+		return false
+	}
+	n := 0
+	for _, s := range c.samples {
+		if j.form != Augmented || j.view.Status(j.consumer, s) != preprocess.StatusSlow {
+			n++
 		}
 	}
+	return n < size
+}
+
+// Add adds a draw of the sampler's (end: the epoch ended instead); an
+// augmented job's production of each sample is asked for at once.
+func (c *Carry) Add(j *Job, idx []int, end bool) {
+	if end {
+		c.ended = true
+		return
+	}
+	c.samples = append(c.samples, idx...)
+	if j.form == Augmented {
+		for _, s := range idx {
+			j.view.Want(j.consumer, s)
+		}
+	}
+}
+
+// Pick chooses the batch's samples from the carry after the draws Wants
+// asked for; nil means the end of the epoch.
+func (c *Carry) Pick(j *Job, size int) []int {
 	if len(c.samples) == 0 {
 		c.ended = false // the end, once; the next read starts the next epoch
-		return nil, nil
+		return nil
 	}
 	// Ready and in-production samples first, in order; slow ones only when
 	// the epoch has nothing else left.
 	var pick, rest []int
 	for _, s := range c.samples {
-		slow := jv.form == ViewAugmented && jv.view.Status(jv.consumer, s) == preprocess.StatusSlow
+		slow := j.form == Augmented && j.view.Status(j.consumer, s) == preprocess.StatusSlow
 		if len(pick) < size && (!slow || c.ended) {
 			pick = append(pick, s)
 		} else {
@@ -128,15 +116,15 @@ func (m *Manager) gather(ctx context.Context, name string, rank int, jv *jobView
 		pick, rest = rest[:n], rest[n:]
 	}
 	c.samples = append(c.samples[:0], rest...)
-	return pick, nil
+	return pick
 }
 
-// assemble produces (or takes) the samples' forms and builds the .npz in
-// one buffer (npz.go): tensors are copied into it once, files are read
-// straight into their slots.
+// Assemble produces (or takes) the samples' forms for job j and builds the
+// .npz in one buffer from alloc (npz.go): tensors are copied into it once,
+// files are read straight into their slots.
 //
 // Long: one pass lays out the archive, reads the files into place and writes the tensors once; split, its offsets would travel between functions.
-func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc Alloc) (*Batch, bool, error) {
+func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*Batch, error) {
 	type got struct {
 		e    *placement.Entry
 		t    *preprocess.Tensor
@@ -152,27 +140,27 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 			}
 		}
 	}()
-	cat := m.p.Catalog()
+	cat := s.o.Placer.Catalog()
 	var wg sync.WaitGroup
-	for i, s := range pick {
+	for i, smp := range pick {
 		r := &res[i]
-		if r.e = cat.ByIndex(s); r.e == nil {
-			r.err = fmt.Errorf("jobs: sample %d: %w", s, placement.ErrNoEntry)
+		if r.e = cat.ByIndex(smp); r.e == nil {
+			r.err = fmt.Errorf("views: sample %d: %w", smp, placement.ErrNoEntry)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			switch jv.form {
-			case ViewAugmented:
-				r.t, r.info, r.err = jv.view.Take(ctx, jv.consumer, s)
-			case ViewDecoded:
+			case Augmented:
+				r.t, r.info, r.err = jv.view.Take(ctx, jv.consumer, smp)
+			case Decoded:
 				var img *preprocess.Image
-				if img, r.err = jv.view.Decoded(ctx, s); r.err == nil {
+				if img, r.err = jv.view.Decoded(ctx, smp); r.err == nil {
 					r.t = &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: img.Compact().Pix}
 				}
 			default:
-				r.r, r.err = m.p.Open(ctx, r.e)
+				r.r, r.err = s.o.Placer.Open(ctx, r.e)
 			}
 		}()
 	}
@@ -187,7 +175,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 		r := &res[i]
 		if r.err != nil {
 			if ctx.Err() != nil {
-				return nil, false, fmt.Errorf("jobs: batch: %w", ctx.Err())
+				return nil, fmt.Errorf("views: batch: %w", ctx.Err())
 			}
 			if r.e != nil && errors.Is(r.err, preprocess.ErrBadSample) {
 				jv.corrupt.Add(1)
@@ -198,28 +186,24 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 			if r.e != nil {
 				path = r.e.Path
 			}
-			return nil, false, fmt.Errorf("jobs: batch: %s: %w", path, r.err)
+			return nil, fmt.Errorf("views: batch: %s: %w", path, r.err)
 		}
 		if r.t != nil {
 			if shape == nil {
 				shape, dtype = r.t.Shape, r.t.DType
 			} else if !slices.Equal(shape, r.t.Shape) {
-				return nil, false, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, r.e.Path, r.t.Shape, shape)
+				return nil, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, r.e.Path, r.t.Shape, shape)
 			}
 			total += len(tensorBytes(r.t))
-			if r.info.Cached {
-				jv.cached.Add(1)
-			} else {
-				jv.produced.Add(1)
-			}
+			jv.count(r.info)
 		} else {
 			total += int(r.r.Size())
 		}
 		keep = append(keep, i)
 		b.Paths = append(b.Paths, r.e.Path)
 	}
-	if max := m.vs.maxBatchBytes(); int64(total) > max {
-		return nil, false, fmt.Errorf("%w: a batch of %d files is %d MiB, over the mount's %d MiB (views.max_batch_bytes): lower batch_size", ErrInvalid, len(keep), total>>20, max>>20)
+	if max := s.maxBatchBytes(); int64(total) > max {
+		return nil, fmt.Errorf("%w: a batch of %d files is %d MiB, over the mount's %d MiB (views.max_batch_bytes): lower batch_size", ErrInvalid, len(keep), total>>20, max>>20)
 	}
 	quoted := make([]string, len(keep))
 	labels := make([]int64, len(keep))
@@ -230,7 +214,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 
 	x := npyMember{name: "x", descr: "|u1", shape: []int{total}, size: total}
 	members := []npyMember{x}
-	if jv.form == ViewEncoded {
+	if jv.form == Encoded {
 		members = append(members, npyMember{name: "offsets", descr: "<i8", shape: []int{len(keep) + 1}, size: 8 * (len(keep) + 1)})
 	} else {
 		if dtype == preprocess.Float32 {
@@ -251,7 +235,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 		npyMember{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{len(keep)}, size: 4 * width * len(keep)})
 	f, err := newNPZ(members, alloc)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -272,7 +256,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 		}
 	}
 	offsets = append(offsets, int64(off))
-	if jv.form == ViewEncoded {
+	if jv.form == Encoded {
 		errs := make([]error, len(keep))
 		for k, i := range keep {
 			wg.Add(1)
@@ -284,7 +268,7 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 		wg.Wait()
 		for k, err := range errs {
 			if err != nil {
-				return nil, false, fmt.Errorf("jobs: batch: %s: %w", b.Paths[k], err)
+				return nil, fmt.Errorf("views: batch: %s: %w", b.Paths[k], err)
 			}
 		}
 		putInt64s(f.Data(1), offsets)
@@ -295,9 +279,9 @@ func (m *Manager) assemble(ctx context.Context, jv *jobView, pick []int, alloc A
 	b.NPZ, b.mem = f.Finish(), f.mem
 	ok = true
 	if len(b.Corrupt) > 0 {
-		m.log.Warn("batch: samples left out", zap.Strings("corrupt", b.Corrupt))
+		s.log.Warn("batch: samples left out", zap.Strings("corrupt", b.Corrupt))
 	}
-	return b, false, nil
+	return b, nil
 }
 
 // Release frees the batch's buffer (the pool's: for later batches); b.NPZ

@@ -1,4 +1,4 @@
-package jobs
+package views
 
 import (
 	"encoding/binary"
@@ -72,7 +72,7 @@ func newNPZ(members []npyMember, alloc Alloc) (*npzFile, error) {
 	}
 	mem, err := alloc(off)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: batch of %d bytes: %w", off, err)
+		return nil, fmt.Errorf("views: batch of %d bytes: %w", off, err)
 	}
 	f.mem, f.buf = mem, mem.Bytes()[:off]
 	return f, nil
@@ -179,9 +179,9 @@ const (
 	maxBufferShift = 32
 )
 
-// bufferPool holds the pooled batch buffers of one manager (Manager.bufs):
-// no memory is shared between two mounts of one process.
-type bufferPool [maxBufferShift - minBufferShift + 1]sync.Pool
+// Pool holds pooled batch buffers (one per jobs manager: no memory is
+// shared between two mounts of one process). The zero Pool is ready.
+type Pool [maxBufferShift - minBufferShift + 1]sync.Pool
 
 func bufferClass(n int) int {
 	if n <= 1<<minBufferShift {
@@ -202,17 +202,17 @@ type Alloc func(n int) (Buffer, error)
 // pooled is a Buffer from a pool.
 type pooled struct {
 	b    []byte
-	pool *bufferPool
+	pool *Pool
 }
 
 func (b pooled) Bytes() []byte { return b.b }
 func (b pooled) Free()         { b.pool.put(b.b) }
 
-// alloc is the pool's Alloc.
-func (bp *bufferPool) alloc(n int) (Buffer, error) { return pooled{bp.get(n), bp}, nil }
+// Alloc is the pool's Alloc.
+func (bp *Pool) Alloc(n int) (Buffer, error) { return pooled{bp.get(n), bp}, nil }
 
 // get returns a buffer of n bytes whose contents are undefined.
-func (bp *bufferPool) get(n int) []byte {
+func (bp *Pool) get(n int) []byte {
 	c := bufferClass(n)
 	if c >= len(bp) {
 		return make([]byte, n)
@@ -224,7 +224,7 @@ func (bp *bufferPool) get(n int) []byte {
 }
 
 // put gives b back to the pool; nothing may use it afterwards.
-func (bp *bufferPool) put(b []byte) {
+func (bp *Pool) put(b []byte) {
 	c := bufferClass(cap(b))
 	if c >= len(bp) || cap(b) != 1<<(c+minBufferShift) {
 		return // not one of ours
