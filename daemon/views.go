@@ -3,15 +3,12 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"path"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/model/profile"
-	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 )
@@ -160,19 +157,9 @@ func (ms *memorySplit) modelText() []byte {
 func (m *Mount) startViews(vo *ViewsOptions, dec, aug int64) error {
 	cat := m.cat
 	eng, err := preprocess.NewEngine(preprocess.EngineOptions{
-		Load: func(ctx context.Context, s int) ([]byte, error) {
-			e := cat.ByIndex(s)
-			if e == nil || e.Gone() {
-				return nil, fmt.Errorf("daemon: sample %d: %w", s, placement.ErrNoEntry)
-			}
-			return m.p.ReadFile(ctx, e)
-		},
-		Name: func(s int) string {
-			if e := cat.ByIndex(s); e != nil {
-				return path.Base(e.Path)
-			}
-			return strconv.Itoa(s)
-		},
+		// Method values: the engine's pool calls placement directly.
+		Load:         m.p.ReadSample,
+		Name:         cat.SampleName,
 		DecodedBytes: dec, AugmentedBytes: aug, Seed: vo.Seed,
 		Pool: preprocess.PoolOptions{Workers: vo.Workers},
 	})

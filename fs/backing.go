@@ -9,7 +9,8 @@ import (
 // The passthrough registry: every registration of a backing file with the
 // kernel, for a dataset file's tier copy (file.go, prewarm.go) and for a
 // batch's memory file (jobviews.go), is made and counted here. A dataset
-// copy's registration is kept with the copy (placement.Resident.Attach);
+// copy's registration is kept with the copy (attach: placement.Resident's
+// Lend and Keep);
 // FS.backings maps each inode to the registration its passthrough opens
 // name, which rawFS adds to the OPEN reply (raw.go).
 
@@ -21,16 +22,38 @@ type backing = placement.Registration
 // registering it at the copy's first passthrough open; nil if the kernel
 // refused (the open then goes in cached mode).
 func (fsys *FS) backingOf(n *node, res *placement.Resident) *backing {
-	if b := res.Attached(); b != nil {
-		return b
-	}
-	ino := n.StableAttr().Ino
-	b, err := res.Attach(func(fd int) (*backing, func(), error) { return fsys.registerBacking(ino, fd) })
+	b, err := fsys.attach(n.StableAttr().Ino, res)
 	if err != nil {
 		fsys.refused("opening in cached mode", n.e.Path, err)
-		return nil
 	}
 	return b
+}
+
+// attach returns the registration kept with the copy res of inode ino,
+// registering its descriptor first if there is none (Resident.Lend and
+// Keep: fs calls placement, never the other way). Two first opens may
+// both register; the one whose registration was not kept undoes its own.
+func (fsys *FS) attach(ino uint64, res *placement.Resident) (*backing, error) {
+	if b := res.Attached(); b != nil {
+		return b, nil
+	}
+	fd, ok, err := res.Lend()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return res.Attached(), nil
+	}
+	b, undo, err := fsys.registerBacking(ino, fd)
+	if err != nil {
+		res.Return()
+		return nil, err
+	}
+	if kept := res.Keep(b, undo); kept != b {
+		undo()
+		return kept, nil
+	}
+	return b, nil
 }
 
 // refused counts a registration the kernel refused, and logs the first.

@@ -24,14 +24,14 @@ import (
 //
 // The backing file of a resident copy is registered with the kernel once
 // (FS.registerBacking), attached to the copy's kept descriptor
-// (placement.Resident.Attach), and unregistered when the placer closes that
+// (backing.go: placement.Resident.Lend and Keep), and unregistered when the placer closes that
 // descriptor (its budget released it, or the copy was dropped). While an
 // inode has passthrough handles it holds a reference on the copy they
 // share, so the registration outlives every one of them. A repeat open of a
 // resident file therefore costs the daemon no system call: the backing ID
 // comes from the registration (rawFS adds it to the reply).
 //
-// Lock order: ioMode.mu, then the placer's (Resident.Attach and Release).
+// Lock order: ioMode.mu, then the placer's (Resident.Lend, Keep and Release).
 
 // ioMode counts an inode's open handles by I/O mode.
 type ioMode struct {

@@ -49,7 +49,7 @@ func (fsys *FS) startPrewarm() {
 		defer close(pw.done)
 		t0 := time.Now()
 		st := fsys.p.Prewarm(ctx, fsys.passthroughTier, func(e *placement.Entry, c *placement.Resident) error {
-			_, err := c.Attach(func(fd int) (*backing, func(), error) { return fsys.registerBacking(e.ID, fd) })
+			_, err := fsys.attach(e.ID, c)
 			if err != nil {
 				fsys.refused("prewarm stopped", e.Path, err)
 			}

@@ -540,6 +540,17 @@ func preadFull(fd int, buf []byte, off int64) (int, error) {
 	return done, nil
 }
 
+// ReadSample reads sample s (the catalog's file number, Entry.Index) whole
+// through the read path, as ReadFile does: the views' engine loads its
+// samples with it (preprocess.EngineOptions.Load).
+func (p *Placer) ReadSample(ctx context.Context, s int) ([]byte, error) {
+	e := p.cat.ByIndex(s)
+	if e == nil || e.Gone() {
+		return nil, fmt.Errorf("placement: sample %d: %w", s, ErrNoEntry)
+	}
+	return p.ReadFile(ctx, e)
+}
+
 // ReadFile reads e whole through the read path (a tier copy, the copy in
 // flight, the shared buffer or the source, placing it as any read does).
 func (p *Placer) ReadFile(ctx context.Context, e *Entry) ([]byte, error) {

@@ -15,8 +15,9 @@ import (
 // and fstat) into a Resident, which is then kept in the entry's slot
 // (Entry.res): every later open of the same version takes a reference on it
 // with one compare-and-swap, no system call and no lock. The fs layer
-// attaches the kernel's passthrough registration of the descriptor to the
-// Resident (Attach), so a repeat open costs no ioctl either.
+// registers the descriptor with the kernel for passthrough and keeps the
+// registration with the Resident (Lend, then Keep), so a repeat open costs
+// no ioctl either.
 //
 // A registration holds the file in the kernel, so an attached Resident
 // does not keep its descriptor for later opens: the descriptor is closed
@@ -190,39 +191,50 @@ type Registration struct {
 // Attached returns the registration attached to the copy, or nil.
 func (c *Resident) Attached() *Registration { return c.attached.Load() }
 
-// Attach returns the registration attached to the copy, attaching one
-// first if there is none: attach is called with the copy's descriptor
-// (under the copy's lock, so once per copy while it succeeds) and its
-// registration kept;
-// detach runs once, when the copy is released. The fs layer attaches the
-// kernel's passthrough registration of the descriptor; since that holds
-// the file, the descriptor is then closed once no reader uses it. The
-// caller holds a reference.
-func (c *Resident) Attach(attach func(fd int) (r *Registration, detach func(), err error)) (*Registration, error) {
-	if v := c.attached.Load(); v != nil {
-		return v, nil
-	}
+// Lend returns the copy's descriptor for the caller to register while no
+// registration is attached (ok false: one is, Attached returns it); the
+// descriptor stays open until the caller's Keep or Return. The caller
+// holds a reference. The fs layer registers the descriptor with the kernel
+// as a passthrough backing file and keeps the registration with the copy:
+// since that holds the file, the descriptor is then closed once no reader
+// uses it.
+func (c *Resident) Lend() (fd int, ok bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v := c.attached.Load(); v != nil {
-		return v, nil
+	if c.attached.Load() != nil {
+		return -1, false, nil
 	}
 	if c.fd < 0 {
 		// Not reached: a Resident closes its descriptor only once
 		// something is attached.
-		return nil, errCopyGone
+		return -1, false, errCopyGone
 	}
-	v, detach, err := attach(c.fd)
-	if err != nil {
-		return nil, err
+	c.fdUsers++
+	return c.fd, true, nil
+}
+
+// Keep ends a Lend: it attaches r, the registration of the descriptor
+// lent, and returns the registration attached, r or one another caller
+// kept first (the caller then undoes r itself); detach runs once, when the
+// copy is released.
+func (c *Resident) Keep(r *Registration, detach func()) *Registration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fdUsers--
+	v := c.attached.Load()
+	if v == nil {
+		v = r
+		c.attached.Store(r)
+		c.detach = detach
 	}
-	c.attached.Store(v)
-	c.detach = detach
 	if c.fdUsers == 0 {
 		c.closeFDLocked()
 	}
-	return v, nil
+	return v
 }
+
+// Return ends a Lend that made no registration (the kernel refused it).
+func (c *Resident) Return() { c.unuseFD() }
 
 // residentCache holds the kept Residents within their budgets.
 type residentCache struct {

@@ -191,8 +191,17 @@ func TestAttachedCopiesKeepNoDescriptor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Resident().Attach(attach); err != nil {
-			t.Fatal(err)
+		res := r.Resident()
+		fd, ok, err := res.Lend()
+		if err != nil || !ok {
+			t.Fatalf("Lend: %v %v", ok, err)
+		}
+		reg, detach, _ := attach(fd)
+		if kept := res.Keep(reg, detach); kept != reg {
+			t.Fatalf("Keep kept %v, want %v", kept, reg)
+		}
+		if fd, ok, err := res.Lend(); ok || err != nil || fd != -1 {
+			t.Fatalf("Lend after Keep: %d %v %v, want none", fd, ok, err)
 		}
 		r.Close()
 	}

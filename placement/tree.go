@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -156,6 +157,16 @@ func (c *Catalog) ByIndex(i int) *Entry {
 		return nil
 	}
 	return (*t)[i]
+}
+
+// SampleName is the file name of sample i (Entry.Index), or i in decimal
+// if there is none: what the views' engine names a sample by in its
+// errors (preprocess.EngineOptions.Name).
+func (c *Catalog) SampleName(i int) string {
+	if e := c.ByIndex(i); e != nil {
+		return path.Base(e.Path)
+	}
+	return strconv.Itoa(i)
 }
 
 // childPath joins a directory's dataset path and a name.
