@@ -105,7 +105,7 @@ type Options struct {
 	Readers int
 	Version string
 	// ModelSettings is the [model] section. With a memory budget, the
-	// DSI model splits it (views.go): a tier whose Quota is 0 takes the
+	// DSI model splits it (views/split.go): a tier whose Quota is 0 takes the
 	// encoded share, caches without budgets of their own take theirs.
 	// .epochfs/model shows the decision and what was applied; nil leaves
 	// the file out.
@@ -147,7 +147,7 @@ type Mount struct {
 	met     *metrics.Metrics
 	engine  *preprocess.Engine
 	view    *preprocess.View
-	split   *memorySplit
+	split   *views.Split
 	cl      *cluster.Cluster
 	metSrv  *metrics.Server
 	dev     string
@@ -223,10 +223,11 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	m.steps = append(m.steps, step{what: "the catalog (sync and close)", close: m.cat.Close, always: true})
-	m.split = m.decideSplit(ctx)
-	topts, err := m.applyTierQuotas(m.split, o.Tiers)
+	m.split = views.DecideSplit(ctx, views.SplitOptions{Settings: o.ModelSettings, Catalog: m.cat, Source: m.src, Tiers: o.Tiers, Views: o.Views,
+		Logger: o.Logger})
+	topts, err := m.split.TierQuotas(o.Tiers)
 	if err != nil {
-		return nil, err
+		return nil, &configError{fmt.Errorf("daemon: %w", err)}
 	}
 	var tiers []*tier.Tier
 	owner := &tier.Owner{StateDir: o.StateDir, Source: o.Source, Mountpoint: o.Mountpoint}
@@ -260,7 +261,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		close: func() error { m.p.Close(); return nil }})
 	var vset *views.Set
 	if o.Views != nil {
-		dec, aug := m.cacheBudgets(m.split, o.Views)
+		dec, aug := m.split.CacheBudgets(o.Views)
 		if err := m.startViews(o.Views, dec, aug); err != nil {
 			return nil, err
 		}
@@ -301,7 +302,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		fo.MoreStatus = m.clusterStatus
 	}
 	if o.ModelSettings != nil {
-		text := m.split.modelText()
+		text := m.split.Text()
 		fo.Model = func() []byte { return text }
 	}
 	fsys, err := fs.Mount(fo)

@@ -29,7 +29,8 @@ var unmapped = map[string]string{
 	"tier.ErrShortCopy":        "a copy that came up short is discarded; the read is served from the source",
 	"tier.ErrUnhealthy":        "a resting tier: placement skips it",
 	"tier.ErrUnsafeDir":        "a tier directory others may write, at mount",
-	"preprocess.ErrBadOptions": "a bad pipeline, refused at mount or at a job's config (as jobs.ErrInvalid)",
+	"preprocess.ErrBadOptions": "a bad pipeline, refused at mount or at a job's config (as views.ErrInvalid)",
+	"views.ErrModel":           "a tier whose quota is the model's while the model cannot decide, refused at mount",
 }
 
 // TestEveryExportedErrorIsInTheErrnoTable reads the sources: every

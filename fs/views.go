@@ -9,6 +9,7 @@ import (
 
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/views"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -86,12 +87,7 @@ type viewTree struct {
 func (fsys *FS) decodedTree() *viewTree {
 	return &viewTree{rootIno: inoViewsDecod, inoBase: inoViewBase, label: "views/decoded",
 		open: func(ctx context.Context, e *placement.Entry) ([]byte, error) {
-			img, err := fsys.o.Views.Decoded(ctx, int(e.Index))
-			if err != nil {
-				return nil, err
-			}
-			t := &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: compactPix(img)}
-			return preprocess.EncodeNPY(t), nil
+			return views.DecodedNPY(ctx, fsys.o.Views, int(e.Index))
 		},
 		live: func() bool { return true }}
 }
@@ -213,14 +209,6 @@ func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		return nil, 0, n.fsys.viewError(ctx, n.tree.label+"/"+n.e.Path, err)
 	}
 	return &viewHandle{data: data}, fuse.FOPEN_DIRECT_IO, 0
-}
-
-// compactPix returns img's pixels without row padding.
-func compactPix(img *preprocess.Image) []byte {
-	if img.Stride == 3*img.W && len(img.Pix) == 3*img.W*img.H {
-		return img.Pix
-	}
-	return img.Compact().Pix
 }
 
 // viewError records why a view could not be made (a corrupt image is

@@ -157,7 +157,7 @@ func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 			case Decoded:
 				var img *preprocess.Image
 				if img, r.err = jv.view.Decoded(ctx, smp); r.err == nil {
-					r.t = &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: img.Compact().Pix}
+					r.t = ImageTensor(img)
 				}
 			default:
 				r.r, r.err = s.o.Placer.Open(ctx, r.e)

@@ -469,6 +469,22 @@ func (j *Job) count(info preprocess.TakeInfo) {
 	}
 }
 
+// ImageTensor is a decoded image as the views serve it: H×W×3 uint8,
+// without row padding (a batch's x of view=decoded, views/decoded/PATH).
+func ImageTensor(img *preprocess.Image) *preprocess.Tensor {
+	return &preprocess.Tensor{DType: preprocess.Uint8, Shape: []int{img.H, img.W, 3}, U8: img.Compact().Pix}
+}
+
+// DecodedNPY is the decoded view of sample s (views/decoded/PATH) from the
+// mount's view v, as .npy.
+func DecodedNPY(ctx context.Context, v *preprocess.View, s int) ([]byte, error) {
+	img, err := v.Decoded(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return preprocess.EncodeNPY(ImageTensor(img)), nil
+}
+
 // KV is one line of a status file.
 type KV struct {
 	K string

@@ -1,4 +1,4 @@
-package daemon
+package views
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/epochfs/epochfs/model/profile"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/tier"
 )
 
 // profileFiles and profileTimeout bound what the mount measures for the
@@ -30,7 +31,8 @@ const (
 // workers, and the bytes of a decoded and of an augmented sample. It reads
 // up to profileFiles files spread over the dataset from the source (within
 // its deadline) and keeps those the pipeline can decode.
-func (m *Mount) profileViews(ctx context.Context, vo *ViewsOptions, obs *model.Observed) {
+func profileViews(ctx context.Context, o SplitOptions, obs *model.Observed) {
+	vo := o.Views
 	fail := func(format string, a ...any) {
 		why := &model.Measured{How: fmt.Sprintf(format, a...)}
 		obs.DecodeAugment, obs.Augment, obs.DecodedBytes, obs.AugmentedBytes = why, why, why, why
@@ -48,10 +50,10 @@ func (m *Mount) profileViews(ctx context.Context, vo *ViewsOptions, obs *model.O
 	}
 	defer pl.Close()
 	prof := preprocess.NewProfiler(pl)
-	n := int(m.cat.Files())
+	n := int(o.Catalog.Files())
 	var entries []*placement.Entry
 	for i := 0; i < profileFiles && i < n; i++ {
-		e := m.cat.ByIndex(int(int64(i) * int64(n) / int64(min(n, profileFiles))))
+		e := o.Catalog.ByIndex(int(int64(i) * int64(n) / int64(min(n, profileFiles))))
 		if e != nil && e.Kind == placement.KindFile {
 			entries = append(entries, e)
 		}
@@ -67,7 +69,7 @@ func (m *Mount) profileViews(ctx context.Context, vo *ViewsOptions, obs *model.O
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(entries); i = int(next.Add(1) - 1) {
-				datas[i], errs[i] = m.readSource(ctx, entries[i])
+				datas[i], errs[i] = readSource(ctx, o.Source, entries[i])
 			}
 		}()
 	}
@@ -113,15 +115,15 @@ func (m *Mount) profileViews(ctx context.Context, vo *ViewsOptions, obs *model.O
 	}
 	obs.DecodeAugment, obs.Augment = conv(da), conv(a)
 	if err != nil {
-		m.log.Warn("model: profiling the pipeline at mount failed: " + err.Error())
+		o.Logger.Warn("model: profiling the pipeline at mount failed: " + err.Error())
 	}
 	d, au := profile.Sizes(prof, samples)
 	obs.DecodedBytes, obs.AugmentedBytes = conv(d), conv(au)
 }
 
 // readSource reads e whole from the source.
-func (m *Mount) readSource(ctx context.Context, e *placement.Entry) ([]byte, error) {
-	f, err := m.src.Open(ctx, e.Path)
+func readSource(ctx context.Context, src *tier.Source, e *placement.Entry) ([]byte, error) {
+	f, err := src.Open(ctx, e.Path)
 	if err != nil {
 		return nil, err
 	}
