@@ -41,7 +41,7 @@ func newAugmentedDir(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 //
 // Each open takes the next batch (an empty file at the end of an epoch),
 // and the open's reads return it. Where the mount has passthrough, the
-// batch is assembled in a memory file (batchmem.go) registered as the open's
+// batch is assembled in a memory file (views/memfile.go) registered as the open's
 // backing file, and the kernel serves the reads from it: the bytes are
 // copied once, from the memory file to the reader, with no request to the
 // daemon. The kernel lets the open handles of one inode name one backing

@@ -32,7 +32,7 @@ type Config struct {
 	Subset    []string
 	WorldSize int  // ranks; 1 is a job without ranks of its own
 	DropLast  bool // ranks get floor(M/W) samples, not ceil(M/W)
-	// View is the form of the samples in the job's batch file (views.go):
+	// View is the form of the samples in the job's batch file (the views package):
 	// ViewAugmented (the default), ViewDecoded or ViewEncoded.
 	View string
 	// Augment is the job's own augment steps (nil: the mount's; empty:

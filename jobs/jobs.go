@@ -186,8 +186,10 @@ func (m *Manager) start() error {
 	m.filesp.Store(&files)
 	slots := o.Placer.BufferSlots()
 	so := sampler.Options{
-		Samples:     len(files),
-		Residency:   sampler.ResidencyFunc(func(i int) bool { return m.fileList()[i].Tier() >= 0 }),
+		Samples: len(files),
+		// The catalog's methods: the sampler asks placement, not a
+		// closure of this package (no call goes back up).
+		Residency:   cat,
 		BufferSlots: slots,
 		Lookahead:   o.Lookahead,
 		Lease:       o.Lease,
@@ -195,7 +197,7 @@ func (m *Manager) start() error {
 		Seed:        o.Seed,
 		// A file a refresh removed keeps its number (Entry.Gone): the
 		// sampler never hands it out.
-		Gone: func(i int) bool { return m.fileList()[i].Gone() },
+		Gone: cat.SampleGone,
 	}
 	if m.vs != nil {
 		so.Caches = m.vs

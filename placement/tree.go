@@ -159,6 +159,21 @@ func (c *Catalog) ByIndex(i int) *Entry {
 	return (*t)[i]
 }
 
+// Resident reports whether sample i (Entry.Index) has a tier copy: the
+// sampler's view of residency (sampler.Residency).
+func (c *Catalog) Resident(i int) bool {
+	e := c.ByIndex(i)
+	return e != nil && e.Tier() >= 0
+}
+
+// SampleGone reports whether sample i's file is gone from the dataset (a
+// refresh removed it; it keeps its number): the sampler never hands it
+// out (sampler.Options.Gone).
+func (c *Catalog) SampleGone(i int) bool {
+	e := c.ByIndex(i)
+	return e == nil || e.Gone()
+}
+
 // SampleName is the file name of sample i (Entry.Index), or i in decimal
 // if there is none: what the views' engine names a sample by in its
 // errors (preprocess.EngineOptions.Name).

@@ -34,7 +34,7 @@ func appendNPYHeader(b []byte, dtype DType, shape []int) []byte {
 // AppendNPYHeaderOf appends the NumPy 1.0 header of a C-order array of
 // NumPy type descr ("|u1", "<f4", "<i8", "<U12") and shape to b, padded
 // to 64 bytes. The one writer of .npy headers: the views' tensors and
-// the batch archives (jobs/npz.go) both use it.
+// the batch archives (views/npz.go) both use it.
 func AppendNPYHeaderOf(b []byte, descr string, shape []int) []byte {
 	// {'descr': '<f4', 'fortran_order': False, 'shape': (3, 224, 224), }
 	var dict [128]byte

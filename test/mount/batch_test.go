@@ -435,7 +435,7 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 }
 
 // A batch a reader has mapped keeps its bytes while later batches are
-// assembled: memory files are never reused (batchmem.go).
+// assembled: memory files are never reused (views/memfile.go).
 func TestAMappedBatchKeepsItsBytes(t *testing.T) {
 	requireFUSE(t)
 	src := filepath.Join(t.TempDir(), "src")
