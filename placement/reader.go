@@ -30,9 +30,11 @@ type Reader struct {
 	res     *Resident    // installed copy the reader holds, or nil
 	tierFD  atomic.Int32 // res's descriptor once the reader used it, or -1
 	tierIdx int
-	fl      *flight   // copy in flight, attached at Open
-	bent    *bufEntry // shared buffer entry, attached at Open
-	changed bool      // Open found the source changed
+	fl      *flight     // copy in flight, attached at Open
+	bent    *bufEntry   // shared buffer entry, attached at Open
+	changed bool        // Open found the source changed
+	chain   [3]link     // where reads come from, in order (readchain.go)
+	tierBad atomic.Bool // a read of res failed: later reads skip it
 
 	mu     sync.Mutex // guards src, usesFD, rem and the fallback switches
 	src    *tier.SourceFile
@@ -48,6 +50,11 @@ type Reader struct {
 // tier copy; otherwise a whole-file copy starts (or is joined) and the
 // reader follows it.
 func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
+	defer func() {
+		if err == nil {
+			r.chainUp()
+		}
+	}()
 	if obs := p.o.ObserveOpen; obs != nil {
 		start := time.Now()
 		defer func() {
@@ -343,47 +350,6 @@ func (r *Reader) TierIndex() int { return r.tierIdx }
 // Changed reports that Open found the source file changed; cached pages of
 // the file are stale.
 func (r *Reader) Changed() bool { return r.changed }
-
-// ReadAt fills buf from off. It returns fewer bytes only at the end of the
-// file. It never fails because of a tier: it falls back to the source. It
-// fails when the source does (or changed), after at most the source's
-// timeout.
-func (r *Reader) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
-	if r.res != nil {
-		fd, err := r.residentFD()
-		if err == nil {
-			var n int
-			if n, err = preadFull(fd, buf, off); err == nil {
-				return n, nil
-			}
-			r.p.o.Tiers[r.tierIdx].NoteError(err)
-		}
-		r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path), zap.Error(err))
-	} else if be := r.bent; be != nil {
-		ok, err := be.wait(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			return be.readAt(buf, off), nil
-		}
-		if be.err != nil && sourceSide(be.err) {
-			return 0, be.err
-		}
-	} else if fl := r.fl; fl != nil {
-		n, ok, err := fl.readAt(ctx, buf, off, r.p.src.Timeout())
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			return n, nil
-		}
-	}
-	if n, ok := r.readRemote(ctx, buf, off); ok {
-		return n, nil
-	}
-	return r.readSource(ctx, buf, off)
-}
 
 // readRemote reads from the remote's stored copy of the file (RangeRemote),
 // looked up once per reader; ok=false sends the read to the source, and
