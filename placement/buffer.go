@@ -4,37 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/epochfs/epochfs/sharedbuf"
+	"go.uber.org/zap"
 	"io"
 	"os"
-	"sync"
-	"time"
-
-	"go.uber.org/zap"
 )
 
 // The shared buffer holds whole files of non-resident samples in RAM,
 // within a byte budget: the samples the jobs layer prefetches for the
-// sampler's lookahead, and demand reads of files that fit no tier. Each file
-// is fetched once however many callers ask (the entry is in the map from
-// the moment its fetch is decided; later callers wait for it), and every
-// byte comes through tier.Source, so it is counted and within the source
+// sampler's lookahead, and demand reads of files that fit no tier. Its
+// bytes and their lifetime are the sharedbuf package's; this file decides
+// what goes in (Fetch, demandBuffer) and reads it whole, each file once,
+// through tier.Source, so every byte is counted and within the source
 // bandwidth cap.
-//
-// An entry's bytes live until it is dropped and no reader holds it. Drop
-// removes it at once (the memory follows the last reader); Release marks it
-// released: it keeps serving readers (the job that was handed it last reads
-// it right after) and is dropped when its room is needed for a fetch, or
-// after the grace period.
-//
-// Lock order: Buffer.mu, then bufEntry.mu is never taken with Buffer.mu
-// held; bufEntry fields other than data, err and done are guarded by
-// Buffer.mu.
 
 // ErrBufferFull means the buffer has no room for a file.
-var ErrBufferFull = errors.New("placement: shared buffer full")
+var ErrBufferFull = sharedbuf.ErrFull
 
 // DefaultBufferGrace is how long a released entry is kept at most.
-const DefaultBufferGrace = 30 * time.Second
+const DefaultBufferGrace = sharedbuf.DefaultGrace
 
 // The budget's split, decided here and nowhere else. The sampler counts
 // (bufferHeadroom-1)/bufferHeadroom of the budget as its slots
@@ -53,181 +41,22 @@ func (p *Placer) BufferSlots() int {
 		return 0
 	}
 	mean := max(bytes/files, 1)
-	return int(min((p.buf.budget-p.buf.budget/bufferHeadroom)/mean, files))
+	return int(min((p.buf.Budget()-p.buf.Budget()/bufferHeadroom)/mean, files))
 }
 
 // BufferStats are the shared buffer's counters.
-type BufferStats struct {
-	Budget   int64 // bytes
-	Bytes    int64 // bytes held, including fetches in progress and dropped entries still read
-	Entries  int64 // entries in the map (buffered or being fetched)
-	Fetches  int64 // fetches started, total
-	Hits     int64 // opens served from the buffer, total
-	Released int64 // entries released and waiting for their grace period
-	Refused  int64 // fetches refused for want of room, total
-}
+type BufferStats = sharedbuf.Stats
 
-type bufEntry struct {
-	e    *Entry
-	size int64
-	done chan struct{} // closed when data or err is set
-	data []byte
-	err  error
-
-	// Guarded by Buffer.mu.
-	refs     int  // readers and the fetch holding the bytes
-	gone     bool // removed from the map; bytes freed when refs reaches 0
-	released time.Time
-}
-
-type buffer struct {
-	budget int64
-	grace  time.Duration
-	now    func() time.Time
-
-	mu       sync.Mutex
-	entries  map[*Entry]*bufEntry
-	released []*bufEntry // in release order
-	used     int64
-	fetches  int64
-	hits     int64
-	refused  int64
-}
-
-func newBuffer(budget int64, grace time.Duration, now func() time.Time) *buffer {
-	if grace <= 0 {
-		grace = DefaultBufferGrace
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &buffer{budget: budget, grace: grace, now: now, entries: map[*Entry]*bufEntry{}}
-}
-
-// acquire returns e's entry with a reference, or nil.
-func (b *buffer) acquire(e *Entry) *bufEntry {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	be := b.entries[e]
-	if be == nil {
-		return nil
-	}
-	be.refs++
-	b.hits++
-	return be
-}
-
-// unref drops a reference; the last one of a removed entry frees its bytes.
-func (b *buffer) unref(be *bufEntry) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.unrefLocked(be)
-}
-
-func (b *buffer) unrefLocked(be *bufEntry) {
-	be.refs--
-	if be.refs == 0 && be.gone {
-		b.used -= be.size
-		be.data = nil
-	}
-}
-
-// removeLocked takes be out of the map.
-func (b *buffer) removeLocked(be *bufEntry) {
-	if be.gone {
-		return
-	}
-	be.gone = true
-	delete(b.entries, be.e)
-	if be.refs == 0 {
-		b.used -= be.size
-		be.data = nil
-	}
-}
-
-// expireLocked drops released entries older than the grace period.
-func (b *buffer) expireLocked(now time.Time) {
-	keep := b.released[:0]
-	for _, be := range b.released {
-		switch {
-		case be.gone:
-		case now.Sub(be.released) >= b.grace:
-			b.removeLocked(be)
-		default:
-			keep = append(keep, be)
-		}
-	}
-	clear(b.released[len(keep):])
-	b.released = keep
-}
-
-// reserve creates e's entry if there is room, dropping released entries
-// (oldest first) for it. The entry holds one reference: the fetch's.
-func (b *buffer) reserve(e *Entry) (be *bufEntry, created bool, err error) {
-	size := e.Attr().Size
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if be := b.entries[e]; be != nil {
-		be.refs++
-		return be, false, nil
-	}
-	if size > b.budget {
-		return nil, false, fmt.Errorf("%w: %s is %d bytes, the budget %d", ErrBufferFull, e.Path, size, b.budget)
-	}
-	b.expireLocked(b.now())
-	for b.used+size > b.budget && len(b.released) > 0 {
-		old := b.released[0]
-		b.released[0] = nil
-		b.released = b.released[1:]
-		b.removeLocked(old)
-	}
-	if b.used+size > b.budget {
-		b.refused++
-		return nil, false, fmt.Errorf("%w: %s needs %d bytes, %d of %d in use", ErrBufferFull, e.Path, size, b.used, b.budget)
-	}
-	be = &bufEntry{e: e, size: size, done: make(chan struct{}), refs: 1}
-	b.entries[e] = be
-	b.used += size
-	b.fetches++
-	return be, true, nil
-}
-
-// finish records the fetch's result; a failed entry leaves the map.
-func (b *buffer) finish(be *bufEntry, data []byte, err error) {
-	b.mu.Lock()
-	be.data, be.err = data, err
-	if err != nil {
-		b.removeLocked(be)
-	}
-	b.mu.Unlock()
-	close(be.done)
-}
-
-// wait waits for be's fetch; ok is false if it failed.
-func (be *bufEntry) wait(ctx context.Context) (ok bool, err error) {
-	select {
-	case <-be.done:
-		return be.err == nil, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
-// readAt copies from a fetched entry.
-func (be *bufEntry) readAt(buf []byte, off int64) int {
-	if off >= int64(len(be.data)) {
-		return 0
-	}
-	return copy(buf, be.data[off:])
-}
+// bufEntry is one file in the shared buffer.
+type bufEntry = sharedbuf.Entry[*Entry]
 
 // fetchInto reads e whole from the source into be. It waits for a demand
 // slot only through ctx.
 func (p *Placer) fetchInto(ctx context.Context, be *bufEntry) {
-	data, err := p.readWhole(ctx, be.e, be.size)
-	p.buf.finish(be, data, err)
+	data, err := p.readWhole(ctx, be.Key, be.Size)
+	p.buf.Finish(be, data, err)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		p.log.Warn("buffer fetch failed", zap.String("path", be.e.Path), zap.Error(err))
+		p.log.Warn("buffer fetch failed", zap.String("path", be.Key.Path), zap.Error(err))
 	}
 }
 
@@ -373,7 +202,7 @@ func (p *Placer) place(e *Entry) {
 
 // fetchBuffered reads e into the buffer; the caller did fetchWG.Add(1).
 func (p *Placer) fetchBuffered(e *Entry, done func(error)) {
-	be, created, err := p.buf.reserve(e)
+	be, created, err := p.buf.Reserve(e, e.Attr().Size, e.Path)
 	if err != nil {
 		p.fetchWG.Done()
 		go done(err)
@@ -384,13 +213,13 @@ func (p *Placer) fetchBuffered(e *Entry, done func(error)) {
 		if created {
 			p.fetchInto(p.ctx, be)
 		}
-		ok, _ := be.wait(p.ctx)
-		p.buf.unref(be)
+		ok, _ := be.Wait(p.ctx)
+		p.buf.Unref(be)
 		switch {
 		case ok:
 			done(nil)
-		case be.err != nil:
-			done(be.err)
+		case be.Err() != nil:
+			done(be.Err())
 		default:
 			done(ErrClosed)
 		}
@@ -403,11 +232,7 @@ func (p *Placer) Drop(e *Entry) {
 	if p.buf == nil {
 		return
 	}
-	p.buf.mu.Lock()
-	if be := p.buf.entries[e]; be != nil {
-		p.buf.removeLocked(be)
-	}
-	p.buf.mu.Unlock()
+	p.buf.Drop(e)
 }
 
 // Release marks e's entry as released: it keeps serving readers until its
@@ -416,13 +241,7 @@ func (p *Placer) Release(e *Entry) {
 	if p.buf == nil {
 		return
 	}
-	b := p.buf
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if be := b.entries[e]; be != nil && be.released.IsZero() {
-		be.released = b.now()
-		b.released = append(b.released, be)
-	}
+	p.buf.Release(e)
 }
 
 // Sweep drops released entries whose grace period has ended.
@@ -430,9 +249,7 @@ func (p *Placer) Sweep() {
 	if p.buf == nil {
 		return
 	}
-	p.buf.mu.Lock()
-	p.buf.expireLocked(p.buf.now())
-	p.buf.mu.Unlock()
+	p.buf.Sweep()
 }
 
 // Buffered reports whether e is in the buffer (fetched or being fetched).
@@ -440,9 +257,7 @@ func (p *Placer) Buffered(e *Entry) bool {
 	if p.buf == nil {
 		return false
 	}
-	p.buf.mu.Lock()
-	defer p.buf.mu.Unlock()
-	return p.buf.entries[e] != nil
+	return p.buf.Has(e)
 }
 
 // BufferStats returns the buffer's counters (zero without a buffer).
@@ -450,16 +265,7 @@ func (p *Placer) BufferStats() BufferStats {
 	if p.buf == nil {
 		return BufferStats{}
 	}
-	b := p.buf
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rel := 0
-	for _, be := range b.released {
-		if !be.gone {
-			rel++
-		}
-	}
-	return BufferStats{Budget: b.budget, Bytes: b.used, Entries: int64(len(b.entries)), Fetches: b.fetches, Hits: b.hits, Released: int64(rel), Refused: b.refused}
+	return p.buf.Stats()
 }
 
 // DemandHook decides about demand reads of files that fit no tier whole
@@ -495,16 +301,16 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 		return false
 	}
 	e := r.e
-	if be := p.buf.acquire(e); be != nil {
-		if be.size == r.attr.Size {
+	if be := p.buf.Acquire(e); be != nil {
+		if be.Size == r.attr.Size {
 			r.bent = be
 			return true
 		}
-		p.buf.unref(be) // bytes of another version
+		p.buf.Unref(be) // bytes of another version
 		return false
 	}
 	hook := p.demandHook.Load()
-	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.budget/bufferHeadroom || !hook.Wanted(e) {
+	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
 		return false
 	}
 	select {
@@ -512,7 +318,7 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 	default:
 		return false
 	}
-	be, created, err := p.buf.reserve(e)
+	be, created, err := p.buf.Reserve(e, e.Attr().Size, e.Path)
 	if err != nil {
 		<-p.demand
 		return false
@@ -522,19 +328,17 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 		<-p.demand
 		return true
 	}
-	p.buf.mu.Lock()
-	be.refs++ // the fetch's own
-	p.buf.mu.Unlock()
+	p.buf.Ref(be) // the fetch's own
 	go func() {
 		defer func() { <-p.demand }()
 		p.fetchInto(p.ctx, be)
-		if be.err == nil && !hook.Keep(e) {
+		if be.Err() == nil && !hook.Keep(e) {
 			// Not kept: every job was handed it already, but their
 			// readers may be on their way; it goes first when room is
 			// needed.
 			p.Release(e)
 		}
-		p.buf.unref(be)
+		p.buf.Unref(be)
 	}()
 	return true
 }

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epochfs/epochfs/sharedbuf"
 	"github.com/epochfs/epochfs/tier"
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
@@ -196,8 +197,8 @@ type Placer struct {
 	// level, since every open of the file tries again.
 	failedFiles *xsync.MapOf[*Entry, struct{}]
 
-	res        *residentCache // kept tier descriptors (resident.go)
-	buf        *buffer        // nil without a buffer
+	res        *residentCache            // kept tier descriptors (resident.go)
+	buf        *sharedbuf.Buffer[*Entry] // nil without a buffer
 	demandHook atomic.Pointer[DemandHook]
 	fetchMu    sync.Mutex // guards fetchDone and fetchWG.Add
 	fetchDone  bool
@@ -251,7 +252,7 @@ func New(o Options) (*Placer, error) {
 	p.seq.last.Store(-2)
 	p.seq.ahead.Store(-1)
 	if o.BufferBytes > 0 {
-		p.buf = newBuffer(o.BufferBytes, o.BufferGrace, nil)
+		p.buf = sharedbuf.New[*Entry](o.BufferBytes, o.BufferGrace, nil)
 	}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	p.cat.setSync(p.syncTiers)

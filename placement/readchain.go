@@ -80,15 +80,15 @@ func (r *Reader) readFrom(ctx context.Context, l link, buf []byte, off int64) (n
 		return 0, false, nil
 	case linkBuffer:
 		be := r.bent
-		ok, err := be.wait(ctx)
+		ok, err := be.Wait(ctx)
 		if err != nil {
 			return 0, true, err
 		}
 		if ok {
-			return be.readAt(buf, off), true, nil
+			return be.ReadAt(buf, off), true, nil
 		}
-		if be.err != nil && sourceSide(be.err) {
-			return 0, true, be.err
+		if err := be.Err(); err != nil && sourceSide(err) {
+			return 0, true, err
 		}
 		return 0, false, nil
 	case linkFlight:

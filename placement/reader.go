@@ -473,7 +473,7 @@ func (r *Reader) Close() error {
 		r.fl.release()
 	}
 	if r.bent != nil {
-		r.p.buf.unref(r.bent)
+		r.p.buf.Unref(r.bent)
 		r.bent = nil
 	}
 	r.mu.Lock()
