@@ -32,6 +32,7 @@ import (
 	"github.com/epochfs/epochfs/metrics"
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 	"github.com/epochfs/epochfs/views"
@@ -83,7 +84,7 @@ type Options struct {
 	FillAfter int
 	// WaitWalk walks the source before New returns when a first walk is
 	// due (mount --wait-walk); otherwise the mount serves while the
-	// source is walked (placement.CatalogOptions.Background), unless the
+	// source is walked (catalog.Options.Background), unless the
 	// model splits the memory (model.memory_budget), which needs the
 	// dataset's counts.
 	WaitWalk bool
@@ -139,7 +140,7 @@ type Mount struct {
 	log     *zap.Logger
 	lock    *stateLock
 	steps   []step // closed by Close, last first
-	cat     *placement.Catalog
+	cat     *catalog.Catalog
 	src     *tier.Source
 	p       *placement.Placer
 	jm      *jobs.Manager
@@ -207,7 +208,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	m.steps = append(m.steps, step{what: "the source's root", close: m.src.Close, always: true})
 	// The catalog next: the model splits the memory by its counts, and
 	// a tier's quota may be the model's share.
-	copts := placement.CatalogOptions{
+	copts := catalog.Options{
 		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
 		Background: !o.WaitWalk && (o.ModelSettings == nil || o.ModelSettings.MemoryBudget == nil),
@@ -215,9 +216,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	if m.cl != nil {
 		copts.Shared = m.sharedWalk
 	}
-	m.cat, err = placement.OpenCatalog(ctx, copts)
+	m.cat, err = catalog.Open(ctx, copts)
 	if err != nil {
-		if errors.Is(err, placement.ErrOtherSource) {
+		if errors.Is(err, catalog.ErrOtherSource) {
 			return nil, &configError{fmt.Errorf("daemon: %w", err)}
 		}
 		return nil, fmt.Errorf("daemon: %w", err)
@@ -336,7 +337,7 @@ func (m *Mount) FS() *fs.FS { return m.fsys }
 func (m *Mount) Placer() *placement.Placer { return m.p }
 
 // Catalog is the mount's catalog.
-func (m *Mount) Catalog() *placement.Catalog { return m.cat }
+func (m *Mount) Catalog() *catalog.Catalog { return m.cat }
 
 // Source is the mount's source.
 func (m *Mount) Source() *tier.Source { return m.src }

@@ -8,25 +8,25 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // nobody is the credential of a request that carries none: it passes no
 // check but the others' bits.
-var nobody = &placement.Cred{UID: math.MaxUint32, GID: math.MaxUint32}
+var nobody = &catalog.Cred{UID: math.MaxUint32, GID: math.MaxUint32}
 
 // callerCred returns the credentials of the process behind a request: the
 // fs uid and gid the kernel sends, and the supplementary groups read from
 // /proc/PID/status. The groups are taken only if that process still has
 // the request's fs uid and gid (the pid may have been reused); otherwise
 // the caller counts with no supplementary group, which can only deny more.
-func callerCred(ctx context.Context) *placement.Cred {
+func callerCred(ctx context.Context) *catalog.Cred {
 	c, ok := ctx.(*fuse.Context)
 	if !ok {
 		return nobody
 	}
-	who := &placement.Cred{UID: c.Uid, GID: c.Gid}
+	who := &catalog.Cred{UID: c.Uid, GID: c.Gid}
 	if who.Root() {
 		return who
 	}

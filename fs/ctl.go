@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"go.uber.org/zap"
@@ -24,9 +25,9 @@ type ctlSpec struct {
 	owner owner // root unless a job's
 	read  func() []byte
 	// readAs, if set, renders the file for the user who opens it.
-	readAs func(who *placement.Cred) []byte
+	readAs func(who *catalog.Cred) []byte
 	// doc starts a document for a writer (fs/ctldoc.go); nil: read-only.
-	doc func(who *placement.Cred) docSink
+	doc func(who *catalog.Cred) docSink
 	// max bounds a document; 0 means maxPathDoc.
 	max int
 	// wholeTree: a write names dataset paths, or "all": its open waits
@@ -47,15 +48,15 @@ func (fsys *FS) ctlSpecs() []ctlSpec {
 		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
 		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
 		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText, wholeTree: true,
-			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.warmupTarget(who)} }},
+			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.warmupTarget(who)} }},
 		// Refresh and verify send work to the source: root only.
 		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText, wholeTree: true,
-			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubRefresh, who)} }},
+			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubRefresh, who)} }},
 		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText, wholeTree: true,
-			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubVerify, who)} }},
+			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubVerify, who)} }},
 		// Dropping copies slows every user's reads: root only.
 		{name: "drop", ino: inoDrop, mode: 0o644, read: fsys.dropText, wholeTree: true,
-			doc: func(who *placement.Cred) docSink { return &pathDoc{t: fsys.dropTarget(who)} }},
+			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.dropTarget(who)} }},
 	}
 	if fsys.o.Model != nil {
 		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: fsys.o.Model})
@@ -377,7 +378,7 @@ func (r *errorRing) add(uid uint32, msg string) {
 
 // renderFor renders the lines who may read: their own, or all for root
 // (the last keepErrors of them).
-func (r *errorRing) renderFor(who *placement.Cred) []byte {
+func (r *errorRing) renderFor(who *catalog.Cred) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var keep []string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // fakePaths is a path document's target without a placer: a path exists
@@ -20,11 +21,11 @@ type fakePaths struct{ held, log []string }
 
 func (f *fakePaths) target(content bool) pathTarget {
 	return pathTarget{
-		resolve: func(p string) ([]*placement.Entry, error) {
+		resolve: func(p string) ([]*catalog.Entry, error) {
 			if strings.Contains(p, "bad") {
 				return nil, fmt.Errorf("%w: %q", placement.ErrNoEntry, p)
 			}
-			return []*placement.Entry{{Path: p}}, nil
+			return []*catalog.Entry{{Path: p}}, nil
 		},
 		hold: func(req pathRequest) (heldRequest, error) {
 			var items []string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // The path documents of warmup, refresh and verify: "all", or dataset
@@ -27,10 +28,10 @@ import (
 // pathRequest is what a path document asks for at a commit.
 type pathRequest struct {
 	all     bool
-	content bool               // verify: compare bytes
-	allow   bool               // refresh: remove past placement.max_drop
-	files   []*placement.Entry // warmup: the files the paths name
-	paths   []string           // refresh, verify: the cleaned paths
+	content bool             // verify: compare bytes
+	allow   bool             // refresh: remove past placement.max_drop
+	files   []*catalog.Entry // warmup: the files the paths name
+	paths   []string         // refresh, verify: the cleaned paths
 }
 
 // heldRequest is a request held until its document ends.
@@ -45,10 +46,10 @@ type pathTarget struct {
 	// resolve checks one path as the writer may see it: for warmup the
 	// files it names, for refresh and verify nothing. An error that is
 	// placement.ErrNoEntry reads as "no such file" whatever the reason.
-	resolve func(path string) ([]*placement.Entry, error)
+	resolve func(path string) ([]*catalog.Entry, error)
 	// check, if set, vets the files of each line as it arrives (the
 	// write fails), before hold vets the request again.
-	check func(files []*placement.Entry) error
+	check func(files []*catalog.Entry) error
 	// hold takes a request, to be released or cancelled; an error
 	// refuses it (the close fails, nothing is held).
 	hold func(req pathRequest) (heldRequest, error)
@@ -161,10 +162,10 @@ func (d *pathDoc) abort() {
 }
 
 // warmupTarget queues warmup for who.
-func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
+func (fsys *FS) warmupTarget(who *catalog.Cred) pathTarget {
 	p := fsys.p
 	return pathTarget{
-		resolve: func(path string) ([]*placement.Entry, error) {
+		resolve: func(path string) ([]*catalog.Entry, error) {
 			return p.ResolvePathsAs(who, []string{path})
 		},
 		check: p.NewWarmupCheck(who).Add,
@@ -190,10 +191,10 @@ func (fsys *FS) warmupTarget(who *placement.Cred) pathTarget {
 
 // dropTarget removes the tier copies of the files a document names, when
 // its last descriptor closes (placement/drop.go). The file is root's.
-func (fsys *FS) dropTarget(who *placement.Cred) pathTarget {
+func (fsys *FS) dropTarget(who *catalog.Cred) pathTarget {
 	p := fsys.p
 	return pathTarget{
-		resolve: func(path string) ([]*placement.Entry, error) {
+		resolve: func(path string) ([]*catalog.Entry, error) {
 			return p.ResolvePathsAs(who, []string{path})
 		},
 		hold: func(req pathRequest) (heldRequest, error) {
@@ -219,10 +220,10 @@ func (fsys *FS) dropTarget(who *placement.Cred) pathTarget {
 // check is the same as warmup's all the same. A refresh may name a path
 // the catalog does not know yet (it is looked up on the source), but only
 // root may.
-func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathTarget {
+func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *catalog.Cred) pathTarget {
 	p := fsys.p
 	return pathTarget{
-		resolve: func(path string) ([]*placement.Entry, error) {
+		resolve: func(path string) ([]*catalog.Entry, error) {
 			if kind == placement.ScrubRefresh && who.Root() {
 				// Root's refresh also names files the source gained
 				// since the walk: a path is refused (at its write, where
@@ -237,7 +238,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *placement.Cred) pathT
 				next := path
 				for k := len(parts) - 1; k > 0; k-- {
 					if d := p.Catalog().Find(strings.Join(parts[:k], "/")); d != nil {
-						if d.Kind != placement.KindDir {
+						if d.Kind != catalog.KindDir {
 							return nil, fmt.Errorf("%w: %q (%s is not a directory)", placement.ErrNoEntry, path, d.Path)
 						}
 						next = strings.Join(parts[:k+1], "/")

@@ -12,6 +12,7 @@ import (
 	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 	"github.com/epochfs/epochfs/views"
@@ -56,7 +57,7 @@ var errnos = []struct {
 	{errs: []error{jobs.ErrTooMany, views.ErrTooMany}, errno: syscall.ENOSPC},
 	// Not yet: the source is still walked.
 	{errs: []error{jobs.ErrNotReady}, errno: syscall.EAGAIN},
-	{errs: []error{placement.ErrWalkStopped}, errno: syscall.EIO},
+	{errs: []error{catalog.ErrWalkStopped}, errno: syscall.EIO},
 	{errs: []error{placement.ErrWarmupQuota}, errno: syscall.EDQUOT},
 	{errs: []error{placement.ErrNoEntry, placement.ErrVanished}, errno: syscall.ENOENT},
 	// Gone from the source, kept by the mass-deletion guard: not "no

@@ -17,9 +17,9 @@ import (
 // sentinel must be given its errno, or its reason here.
 var unmapped = map[string]string{
 	"jobs.ErrAhead":            "a cluster rank's read waits on it inside jobs",
-	"placement.ErrBadRecord":   "catalog load, at mount",
+	"catalog.ErrBadRecord":     "catalog load, at mount",
 	"placement.ErrBufferFull":  "the shared buffer refuses a fetch; the read goes to the source",
-	"placement.ErrOtherSource": "the state directory is another source's, at mount",
+	"catalog.ErrOtherSource":   "the state directory is another source's, at mount",
 	"placement.ErrPlaced":      "a copy already placed; placement's own",
 	"tier.ErrBadPath":          "catalog paths are clean relative paths; one that is not is a bug (EIO, logged)",
 	"tier.ErrNoSpace":          "a full tier: placement skips the copy, the read is served",

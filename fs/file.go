@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -53,7 +54,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	if n.e.Kind != placement.KindFile {
+	if n.e.Kind != catalog.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
 	rctx, release := reqCtx(ctx)

@@ -3,7 +3,7 @@
 // .epochfs/. Policy lives below; this package only translates.
 //
 // Node types: node (a dataset file, directory or symlink, backed by a
-// placement.Entry), ctlDir and ctlFile (the control surface). Open of a
+// catalog.Entry), ctlDir and ctlFile (the control surface). Open of a
 // resident file hands the kernel the tier file's descriptor (passthrough)
 // when the mount supports it; otherwise the file is served in cached mode
 // with FOPEN_KEEP_CACHE. The kernel refuses a passthrough open while a

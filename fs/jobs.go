@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/jobs"
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -59,7 +59,7 @@ var jobEntries = []jobEntry{
 		m := ref.fsys.o.Jobs
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "config"), ino: ino, mode: 0o644, owner: ref.owner, max: maxConfigDoc,
 			read: func() []byte { b, _ := m.Config(ref.name); return b },
-			doc: func(*placement.Cred) docSink {
+			doc: func(*catalog.Cred) docSink {
 				return &configDoc{
 					apply:   func(text []byte) error { return m.Configure(ref.name, text) },
 					current: func() []byte { b, _ := m.Config(ref.name); return b },
@@ -180,7 +180,7 @@ func (d *jobsDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.At
 // or remove it.
 type owner struct{ uid, gid uint32 }
 
-func ownerOf(c *placement.Cred) owner {
+func ownerOf(c *catalog.Cred) owner {
 	if c == nil {
 		return owner{}
 	}

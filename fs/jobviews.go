@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/views"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -29,7 +29,7 @@ func newAugmentedDir(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 	o := ref.owner
 	tree := &viewTree{
 		rootIno: ino, inoBase: inoAugmentedBase + ref.id<<44, owner: &o, label: ref.label(-1, "augmented"),
-		open: func(ctx context.Context, e *placement.Entry) ([]byte, error) {
+		open: func(ctx context.Context, e *catalog.Entry) ([]byte, error) {
 			return fsys.o.Jobs.Augmented(ctx, ref.name, e)
 		},
 		live: ref.live,

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -22,7 +22,7 @@ const ctlName = ".epochfs"
 type node struct {
 	fusefs.Inode
 	fsys *FS
-	e    *placement.Entry
+	e    *catalog.Entry
 
 	io ioMode // the inode's open handles by I/O mode (file.go)
 	// untold: the entry changed and the kernel is being told from a
@@ -51,18 +51,18 @@ var (
 	_ fusefs.NodeRemovexattrer = (*node)(nil)
 )
 
-func modeType(k placement.Kind) uint32 {
+func modeType(k catalog.Kind) uint32 {
 	switch k {
-	case placement.KindDir:
+	case catalog.KindDir:
 		return syscall.S_IFDIR
-	case placement.KindSymlink:
+	case catalog.KindSymlink:
 		return syscall.S_IFLNK
 	default:
 		return syscall.S_IFREG
 	}
 }
 
-func fillAttr(e *placement.Entry, out *fuse.Attr) {
+func fillAttr(e *catalog.Entry, out *fuse.Attr) {
 	a := e.Attr()
 	out.Ino = e.ID
 	out.Mode = a.Mode
@@ -84,7 +84,7 @@ func fillAttr(e *placement.Entry, out *fuse.Attr) {
 	out.Ctime, out.Ctimensec = out.Mtime, out.Mtimensec
 	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
 	out.Nlink = 1
-	if e.Kind == placement.KindDir {
+	if e.Kind == catalog.KindDir {
 		out.Nlink = 2
 	}
 }
@@ -135,7 +135,7 @@ func (n *node) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrO
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	if n.e.Kind != placement.KindSymlink {
+	if n.e.Kind != catalog.KindSymlink {
 		return nil, syscall.EINVAL
 	}
 	return []byte(n.e.Target()), 0
@@ -154,7 +154,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	n.fsys.xattrs.Add(1)
 	var v []byte
 	switch {
-	case attr == xattrTier && n.e.Kind == placement.KindFile:
+	case attr == xattrTier && n.e.Kind == catalog.KindFile:
 		v = []byte(n.fsys.p.Catalog().TierName(n.e.Tier()))
 	case attr == xattrTier || !strings.HasPrefix(attr, tier.UserXattrPrefix):
 		return 0, absentXattr(attr)
@@ -194,7 +194,7 @@ func absentXattr(name string) syscall.Errno {
 // mount do not stamp it on their copies.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	n.fsys.xattrs.Add(1)
-	if n.e.Kind == placement.KindSymlink {
+	if n.e.Kind == catalog.KindSymlink {
 		return 0, 0
 	}
 	rctx, release := reqCtx(ctx)

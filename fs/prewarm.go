@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"go.uber.org/zap"
 )
 
@@ -48,7 +49,7 @@ func (fsys *FS) startPrewarm() {
 	go func() {
 		defer close(pw.done)
 		t0 := time.Now()
-		st := fsys.p.Prewarm(ctx, fsys.passthroughTier, func(e *placement.Entry, c *placement.Resident) error {
+		st := fsys.p.Prewarm(ctx, fsys.passthroughTier, func(e *catalog.Entry, c *placement.Resident) error {
 			_, err := fsys.attach(e.ID, c)
 			if err != nil {
 				fsys.refused("prewarm stopped", e.Path, err)

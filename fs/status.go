@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // kv is one status line. Numeric values are rendered as JSON numbers.
@@ -219,7 +219,7 @@ func (fsys *FS) dropText() []byte {
 
 // warmupText is warmup's progress as who sees it: only the files who
 // could open count (placement.WarmupProgressAs).
-func (fsys *FS) warmupText(who *placement.Cred) []byte {
+func (fsys *FS) warmupText(who *catalog.Cred) []byte {
 	w := fsys.p.WarmupProgressAs(who)
 	return []byte(fmt.Sprintf("queued=%d\ndone=%d\nskipped=%d\nbytes_done=%d\nbytes_total=%d\npct=%.2f\n",
 		w.Files, w.Done, w.Skipped, w.BytesDone, w.BytesTotal, w.Pct))

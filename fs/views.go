@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/views"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -79,14 +79,14 @@ type viewTree struct {
 	owner *owner
 	label string // for .epochfs/errors
 	// open makes a view file's bytes.
-	open func(ctx context.Context, e *placement.Entry) ([]byte, error)
+	open func(ctx context.Context, e *catalog.Entry) ([]byte, error)
 	// live reports whether the tree still exists (a job's: the job).
 	live func() bool
 }
 
 func (fsys *FS) decodedTree() *viewTree {
 	return &viewTree{rootIno: inoViewsDecod, inoBase: inoViewBase, label: "views/decoded",
-		open: func(ctx context.Context, e *placement.Entry) ([]byte, error) {
+		open: func(ctx context.Context, e *catalog.Entry) ([]byte, error) {
 			return views.DecodedNPY(ctx, fsys.o.Views, int(e.Index))
 		},
 		live: func() bool { return true }}
@@ -96,7 +96,7 @@ func (fsys *FS) decodedTree() *viewTree {
 type viewNode struct {
 	fusefs.Inode
 	fsys *FS
-	e    *placement.Entry
+	e    *catalog.Entry
 	tree *viewTree
 }
 
@@ -119,13 +119,13 @@ func (n *viewNode) ino() uint64 {
 func (n *viewNode) fillAttr(out *fuse.Attr) {
 	fillAttr(n.e, out)
 	out.Ino = n.ino()
-	if n.e.Kind == placement.KindFile {
+	if n.e.Kind == catalog.KindFile {
 		out.Mode = syscall.S_IFREG | n.e.Attr().Mode&0o444
 		out.Size, out.Blocks = 0, 0
 	}
 	if o := n.tree.owner; o != nil {
 		out.Uid, out.Gid = o.uid, o.gid
-		if n.e.Kind == placement.KindFile {
+		if n.e.Kind == catalog.KindFile {
 			out.Mode = syscall.S_IFREG | 0o400
 		} else {
 			out.Mode = syscall.S_IFDIR | 0o500
@@ -151,19 +151,19 @@ func (n *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.A
 }
 
 func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if n.e.Kind != placement.KindDir {
+	if n.e.Kind != catalog.KindDir {
 		return nil, syscall.ENOTDIR
 	}
 	c := n.e.Lookup(name)
 	if !n.tree.live() {
 		return nil, syscall.ENOENT
 	}
-	if c == nil || c.Kind != placement.KindDir {
+	if c == nil || c.Kind != catalog.KindDir {
 		base, ok := strings.CutSuffix(name, viewSuffix)
 		if !ok {
 			return nil, syscall.ENOENT
 		}
-		if c = n.e.Lookup(base); c == nil || c.Kind != placement.KindFile {
+		if c = n.e.Lookup(base); c == nil || c.Kind != catalog.KindFile {
 			return nil, syscall.ENOENT
 		}
 	}
@@ -178,9 +178,9 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 	var list []fuse.DirEntry
 	for _, c := range n.e.Children() {
 		switch c.Kind {
-		case placement.KindDir:
+		case catalog.KindDir:
 			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: n.tree.inoBase + c.ID})
-		case placement.KindFile:
+		case catalog.KindFile:
 			list = append(list, fuse.DirEntry{Name: c.Name() + viewSuffix, Mode: syscall.S_IFREG, Ino: n.tree.inoBase + c.ID})
 		}
 	}
@@ -190,7 +190,7 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 // Open makes the view (decodes, or augments, or takes it from a cache) and
 // serves it as .npy bytes.
 func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if n.e.Kind != placement.KindFile {
+	if n.e.Kind != catalog.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // The shared buffer, run for the sampler. The placer holds the bytes and
@@ -114,12 +115,12 @@ func (m *Manager) prefetch() {
 // wanted is placement's question before a demand read of a file that fits
 // no tier: only when a live job still wants e this epoch does the read go
 // through the buffer.
-func (m *Manager) wanted(e *placement.Entry) bool {
+func (m *Manager) wanted(e *catalog.Entry) bool {
 	return m.built.Load() && e.Index >= 0 && int(e.Index) < len(m.fileList()) && m.s.Wanted(int(e.Index))
 }
 
 // onFetched is placement's hook once a demand read buffered a file.
-func (m *Manager) onFetched(e *placement.Entry) bool {
+func (m *Manager) onFetched(e *catalog.Entry) bool {
 	if !m.built.Load() || e.Index < 0 || int(e.Index) >= len(m.fileList()) {
 		return false
 	}

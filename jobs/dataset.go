@@ -10,13 +10,13 @@ import (
 	"strings"
 
 	"github.com/epochfs/epochfs/ctlpath"
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/sampler"
 	"go.uber.org/zap"
 )
 
 // fileList is the dataset's files by Index.
-func (m *Manager) fileList() []*placement.Entry { return *m.filesp.Load() }
+func (m *Manager) fileList() []*catalog.Entry { return *m.filesp.Load() }
 
 // grow takes in the files refreshes added since the last look (the
 // catalog numbers them after every file it had): the sampler grows, and
@@ -31,7 +31,7 @@ func (m *Manager) grow() {
 	defer m.growMu.Unlock()
 	files := m.fileList()
 	cat := m.p.Catalog()
-	var added []*placement.Entry
+	var added []*catalog.Entry
 	for i := len(files); ; i++ {
 		e := cat.ByIndex(i)
 		if e == nil {
@@ -67,8 +67,8 @@ func (m *Manager) grow() {
 // joins reports whether a file a refresh added belongs to job j's subset:
 // under one of its subset's paths (any, without one) and readable by its
 // owner as the whole path is.
-func (m *Manager) joins(j *job, e *placement.Entry) bool {
-	if e.Gone() || e.Kind != placement.KindFile {
+func (m *Manager) joins(j *job, e *catalog.Entry) bool {
+	if e.Gone() || e.Kind != catalog.KindFile {
 		return false
 	}
 	under := len(j.cfg.Subset) == 0
@@ -90,7 +90,7 @@ func (m *Manager) joins(j *job, e *placement.Entry) bool {
 
 // samplerConfig is cfg for the sampler, its subset resolved as who sees
 // the dataset.
-func (m *Manager) samplerConfig(cfg Config, who *placement.Cred) (sampler.JobConfig, error) {
+func (m *Manager) samplerConfig(cfg Config, who *catalog.Cred) (sampler.JobConfig, error) {
 	subset, err := m.resolve(cfg.Subset, who)
 	if err != nil {
 		return sampler.JobConfig{}, err
@@ -111,9 +111,9 @@ func (m *Manager) samplerConfig(cfg Config, who *placement.Cred) (sampler.JobCon
 // them that who could list and read; no prefix is every such file (nil
 // for root: every sample). A prefix that names nothing who could open is
 // an error, the same whether it does not exist or is hidden from who.
-func (m *Manager) resolve(prefixes []string, who *placement.Cred) ([]int, error) {
+func (m *Manager) resolve(prefixes []string, who *catalog.Cred) ([]int, error) {
 	var out []int
-	add := func(e *placement.Entry) bool {
+	add := func(e *catalog.Entry) bool {
 		if i := int(e.Index); i >= 0 && i < len(m.fileList()) && m.fileList()[i] == e && !e.Gone() {
 			out = append(out, i)
 		}

@@ -1,7 +1,7 @@
 // Package jobs is a training job as the mount sees it: its name, its owner,
 // its config (parsed here: config.go), its ranks, and the shared buffer it
 // reads through. It connects the pure sampler to the placer: it turns
-// sample indices (the catalog's file numbers, placement.Entry.Index, in
+// sample indices (the catalog's file numbers, catalog.Entry.Index, in
 // path order) into dataset paths, resolves subsets as the owner sees the
 // dataset, and runs the buffer for the sampler (buffer.go). The fs layer
 // only translates its files to these calls.
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/sampler"
 	"github.com/epochfs/epochfs/views"
 	"go.uber.org/zap"
@@ -65,14 +66,14 @@ type Info struct {
 	ID uint64
 	// Owner made the job; nil is root. The job's files are theirs, and
 	// the job sees only the files they may open.
-	Owner     *placement.Cred
+	Owner     *catalog.Cred
 	WorldSize int
 }
 
 // job is a live job as the manager keeps it.
 type job struct {
 	id    uint64
-	owner *placement.Cred
+	owner *catalog.Cred
 	cfg   Config
 	vw    *views.Job // nil without views
 	cl    *claimer   // nil unless cfg.Cluster
@@ -86,7 +87,7 @@ type Manager struct {
 	log *zap.Logger
 	// files are the dataset's files by Index (the sampler's samples):
 	// numbered at start, grown by the files refreshes add (grow).
-	filesp atomic.Pointer[[]*placement.Entry]
+	filesp atomic.Pointer[[]*catalog.Entry]
 	growMu sync.Mutex // serialises grow, and grow with Configure (growMu, then mu)
 	vs     *views.Set // nil without views
 	bufs   views.Pool // batch buffers when Batch is given no Alloc
@@ -105,7 +106,7 @@ type Manager struct {
 	done      chan struct{}
 	inflight  chan struct{} // semaphore of prefetches
 	fetchWG   sync.WaitGroup
-	ahead     chan *placement.Entry // files to read ahead (readahead workers)
+	ahead     chan *catalog.Entry // files to read ahead (readahead workers)
 	closeOnce sync.Once
 	bg        sync.WaitGroup  // cluster jobs leaving (cluster.go)
 	cst       clusterCounters // cluster jobs' figures
@@ -146,7 +147,7 @@ func New(o Options) (*Manager, error) {
 		jobs: map[string]*job{}, moved: make(chan struct{}), waiting: map[rankKey]int{},
 		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel, done: make(chan struct{}),
 		inflight: make(chan struct{}, o.Fetchers),
-		ahead:    make(chan *placement.Entry, 4096),
+		ahead:    make(chan *catalog.Entry, 4096),
 		ready:    make(chan struct{}),
 	}
 	cat := o.Placer.Catalog()
@@ -178,8 +179,8 @@ func New(o Options) (*Manager, error) {
 func (m *Manager) start() error {
 	o := m.o
 	cat := o.Placer.Catalog()
-	files := make([]*placement.Entry, 0, cat.Files())
-	cat.Root().Files(func(e *placement.Entry) bool {
+	files := make([]*catalog.Entry, 0, cat.Files())
+	cat.Root().Files(func(e *catalog.Entry) bool {
 		files = append(files, e)
 		return true
 	})
@@ -241,7 +242,7 @@ func (m *Manager) WaitReady(ctx context.Context) error {
 }
 
 // readahead queues e to be read ahead; when the queue is full it is not.
-func (m *Manager) readahead(e *placement.Entry) {
+func (m *Manager) readahead(e *catalog.Entry) {
 	select {
 	case m.ahead <- e:
 	default:
@@ -275,7 +276,7 @@ func (m *Manager) Sampler() *sampler.Sampler { return m.s }
 // returns it. A job sees only the files its owner could list and read
 // (placement.FilesAs): its subset, its batches and the answers to its config
 // never name another file.
-func (m *Manager) Register(name string, who *placement.Cred) (Info, error) {
+func (m *Manager) Register(name string, who *catalog.Cred) (Info, error) {
 	if err := CheckName(name); err != nil {
 		return Info{}, err
 	}

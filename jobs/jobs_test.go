@@ -12,6 +12,7 @@ import (
 
 	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -59,7 +60,7 @@ func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Op
 	if prepare != nil {
 		prepare(src)
 	}
-	cat, err := placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: filepath.Join(base, "state"), Source: src, Tiers: []string{"mem"}})
+	cat, err := catalog.Open(context.Background(), catalog.Options{StateDir: filepath.Join(base, "state"), Source: src, Tiers: []string{"mem"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to chown")
 	}
-	who := &placement.Cred{UID: uid, GID: gid}
+	who := &catalog.Cred{UID: uid, GID: gid}
 	if _, err := m.Register("u", who); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/views"
 )
 
@@ -94,7 +95,7 @@ func (m *Manager) produce() {
 
 // Augmented returns one augmentation of the dataset file e for the job, as
 // .npy (views.Job.Augmented).
-func (m *Manager) Augmented(ctx context.Context, name string, e *placement.Entry) ([]byte, error) {
+func (m *Manager) Augmented(ctx context.Context, name string, e *catalog.Entry) ([]byte, error) {
 	if m.vs == nil {
 		return nil, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
 	}
@@ -177,7 +178,7 @@ func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc views.
 }
 
 // visible reports whether the job's owner may open e.
-func (m *Manager) visible(j *job, e *placement.Entry) bool {
+func (m *Manager) visible(j *job, e *catalog.Entry) bool {
 	if j.owner.Root() {
 		return true
 	}

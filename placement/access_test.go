@@ -8,17 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // setAttr gives a catalog entry the owner and mode a test needs.
-func setAttr(e *Entry, mode, uid, gid uint32) {
+func setAttr(e *catalog.Entry, mode, uid, gid uint32) {
 	a := e.Attr()
 	a.Mode = a.Mode&^0o7777 | mode
 	a.UID, a.GID = uid, gid
-	e.attr.Store(&a)
+	e.SetAttr(a)
 }
 
-func pathsOf(files []*Entry) []string {
+func pathsOf(files []*catalog.Entry) []string {
 	var out []string
 	for _, f := range files {
 		out = append(out, f.Path)
@@ -49,10 +51,10 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	setAttr(e.entry("pub/a"), 0o244, uid, gid) // owner bits win: the owner may not read it
 	setAttr(e.entry("noread"), 0o711, 0, 0)    // searchable, not listable
 	setAttr(e.entry("pub/hidden"), 0o700, 0, 0)
-	user := &Cred{UID: uid, GID: gid}
-	member := &Cred{UID: 3000, GID: 3000, Groups: []uint32{5, 77}}
+	user := &catalog.Cred{UID: uid, GID: gid}
+	member := &catalog.Cred{UID: 3000, GID: 3000, Groups: []uint32{5, 77}}
 
-	notExist := func(who *Cred, p string) error {
+	notExist := func(who *catalog.Cred, p string) error {
 		_, err := e.p.LookupAs(who, p)
 		return err
 	}
@@ -62,7 +64,7 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 		}
 		missing := notExist(user, "no/such/"+p)
 		err := notExist(user, p)
-		if err != nil && missing != nil && strings.TrimSuffix(err.Error(), strconv.Quote(cleanRel(p))) != strings.TrimSuffix(missing.Error(), strconv.Quote(cleanRel("no/such/"+p))) {
+		if err != nil && missing != nil && strings.TrimSuffix(err.Error(), strconv.Quote(catalog.CleanRel(p))) != strings.TrimSuffix(missing.Error(), strconv.Quote(catalog.CleanRel("no/such/"+p))) {
 			t.Errorf("the errors for %q and a missing path differ in more than the path: %v / %v", p, err, missing)
 		}
 	}
@@ -74,7 +76,7 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	if err := notExist(member, "pub/grp"); err != nil {
 		t.Errorf("a member of the file's group through a supplementary group: %v", err)
 	}
-	for _, who := range []*Cred{nil, {UID: 0, GID: 9}} {
+	for _, who := range []*catalog.Cred{nil, {UID: 0, GID: 9}} {
 		if err := notExist(who, "secret/y/z"); err != nil {
 			t.Errorf("root (%v): %v", who, err)
 		}
@@ -107,7 +109,7 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	if w.Files != 2 || w.BytesTotal != want {
 		t.Errorf("the user's progress counts %d files of %d bytes, want 2 of %d (pub/own, noread/visible)", w.Files, w.BytesTotal, want)
 	}
-	if w := e.p.WarmupProgressAs(nil); w.Files != int64(len(d)) || w.BytesTotal != d.bytes() {
+	if w := e.p.WarmupProgressAs(nil); w.Files != int64(len(d)) || w.BytesTotal != d.Bytes() {
 		t.Errorf("root's progress: %+v, want every file", w)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/epochfs/epochfs/sharedbuf"
-	"go.uber.org/zap"
 	"io"
 	"os"
+
+	"github.com/epochfs/epochfs/placement/catalog"
+	"github.com/epochfs/epochfs/sharedbuf"
+	"go.uber.org/zap"
 )
 
 // The shared buffer holds whole files of non-resident samples in RAM,
@@ -48,7 +50,7 @@ func (p *Placer) BufferSlots() int {
 type BufferStats = sharedbuf.Stats
 
 // bufEntry is one file in the shared buffer.
-type bufEntry = sharedbuf.Entry[*Entry]
+type bufEntry = sharedbuf.Entry[*catalog.Entry]
 
 // fetchInto reads e whole from the source into be. It waits for a demand
 // slot only through ctx.
@@ -60,7 +62,7 @@ func (p *Placer) fetchInto(ctx context.Context, be *bufEntry) {
 	}
 }
 
-func (p *Placer) readWhole(ctx context.Context, e *Entry, size int64) ([]byte, error) {
+func (p *Placer) readWhole(ctx context.Context, e *catalog.Entry, size int64) ([]byte, error) {
 	if p.o.Remote == nil {
 		return p.readWholeSource(ctx, e, size)
 	}
@@ -88,7 +90,7 @@ func (p *Placer) readWhole(ctx context.Context, e *Entry, size int64) ([]byte, e
 }
 
 // readWholeSource reads e whole from the source.
-func (p *Placer) readWholeSource(ctx context.Context, e *Entry, size int64) ([]byte, error) {
+func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int64) ([]byte, error) {
 	sf, err := p.src.Open(ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -129,12 +131,12 @@ func (p *Placer) readWholeSource(ctx context.Context, e *Entry, size int64) ([]b
 // once the bytes are there, or ErrBufferFull when there is no room. A file
 // already buffered or being fetched is not fetched again: done waits for
 // that fetch.
-func (p *Placer) Fetch(e *Entry, done func(error)) {
+func (p *Placer) Fetch(e *catalog.Entry, done func(error)) {
 	if p.buf == nil {
 		go done(fmt.Errorf("%w: no buffer", ErrBufferFull))
 		return
 	}
-	if e.Kind != KindFile {
+	if e.Kind != catalog.KindFile {
 		go done(ErrNotFile)
 		return
 	}
@@ -150,14 +152,14 @@ func (p *Placer) Fetch(e *Entry, done func(error)) {
 	}
 	p.fetchWG.Add(1)
 	p.fetchMu.Unlock()
-	if !e.nospace.Load() && !p.Buffered(e) {
+	if !e.NoSpace() && !p.Buffered(e) {
 		go func() {
 			defer p.fetchWG.Done()
 			p.place(e)
 			switch {
 			case e.Tier() >= 0:
 				done(ErrPlaced)
-			case !e.nospace.Load():
+			case !e.NoSpace():
 				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path))
 			default:
 				p.fetchWG.Add(1) // balanced by fetchBuffered
@@ -173,7 +175,7 @@ func (p *Placer) Fetch(e *Entry, done func(error)) {
 var ErrPlaced = errors.New("placement: resident in a tier")
 
 // place copies e into a tier now, or waits for the copy in flight.
-func (p *Placer) place(e *Entry) {
+func (p *Placer) place(e *catalog.Entry) {
 	f, started := p.startFlight(e)
 	if f == nil {
 		return
@@ -201,7 +203,7 @@ func (p *Placer) place(e *Entry) {
 }
 
 // fetchBuffered reads e into the buffer; the caller did fetchWG.Add(1).
-func (p *Placer) fetchBuffered(e *Entry, done func(error)) {
+func (p *Placer) fetchBuffered(e *catalog.Entry, done func(error)) {
 	be, created, err := p.buf.Reserve(e, e.Attr().Size, e.Path)
 	if err != nil {
 		p.fetchWG.Done()
@@ -228,7 +230,7 @@ func (p *Placer) fetchBuffered(e *Entry, done func(error)) {
 
 // Drop removes e from the buffer; its memory is freed once no reader holds
 // it.
-func (p *Placer) Drop(e *Entry) {
+func (p *Placer) Drop(e *catalog.Entry) {
 	if p.buf == nil {
 		return
 	}
@@ -237,7 +239,7 @@ func (p *Placer) Drop(e *Entry) {
 
 // Release marks e's entry as released: it keeps serving readers until its
 // room is needed or the grace period ends.
-func (p *Placer) Release(e *Entry) {
+func (p *Placer) Release(e *catalog.Entry) {
 	if p.buf == nil {
 		return
 	}
@@ -253,7 +255,7 @@ func (p *Placer) Sweep() {
 }
 
 // Buffered reports whether e is in the buffer (fetched or being fetched).
-func (p *Placer) Buffered(e *Entry) bool {
+func (p *Placer) Buffered(e *catalog.Entry) bool {
 	if p.buf == nil {
 		return false
 	}
@@ -275,8 +277,8 @@ func (p *Placer) BufferStats() BufferStats {
 // is not a RAM cache outside the tier quotas. Keep is asked once the bytes
 // are in: bytes not kept are released (see Release).
 type DemandHook struct {
-	Wanted func(e *Entry) bool
-	Keep   func(e *Entry) bool
+	Wanted func(e *catalog.Entry) bool
+	Keep   func(e *catalog.Entry) bool
 }
 
 // SetDemandHook installs h; nil removes it. Without a hook, demand reads do
@@ -310,7 +312,7 @@ func (p *Placer) demandBuffer(r *Reader) bool {
 		return false
 	}
 	hook := p.demandHook.Load()
-	if hook == nil || !e.nospace.Load() || e.Attr().Size > p.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
+	if hook == nil || !e.NoSpace() || e.Attr().Size > p.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
 		return false
 	}
 	select {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -22,23 +23,23 @@ func bufferDataset(n int) dataset {
 }
 
 // noTier marks every file as fitting no tier, as a full tier would.
-func noTier(e *env) []*Entry {
-	var out []*Entry
-	e.cat.Root().Files(func(en *Entry) bool {
-		en.nospace.Store(true)
+func noTier(e *env) []*catalog.Entry {
+	var out []*catalog.Entry
+	e.cat.Root().Files(func(en *catalog.Entry) bool {
+		en.SetNoSpace(true)
 		out = append(out, en)
 		return true
 	})
 	return out
 }
 
-func fetchWait(p *Placer, e *Entry) error {
+func fetchWait(p *Placer, e *catalog.Entry) error {
 	ch := make(chan error, 1)
 	p.Fetch(e, func(err error) { ch <- err })
 	return <-ch
 }
 
-func readWhole(t *testing.T, p *Placer, e *Entry) []byte {
+func readWhole(t *testing.T, p *Placer, e *catalog.Entry) []byte {
 	t.Helper()
 	r, err := p.Open(context.Background(), e)
 	if err != nil {
@@ -58,7 +59,7 @@ func TestBufferOneSourceFetchPerFileUnderConcurrentFetchAndOpen(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 10 << 20})
 	files := noTier(e)
 	var hooked sync.Map
-	e.p.SetDemandHook(&DemandHook{Wanted: func(*Entry) bool { return true }, Keep: func(en *Entry) bool { hooked.Store(en, true); return true }})
+	e.p.SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return true }, Keep: func(en *catalog.Entry) bool { hooked.Store(en, true); return true }})
 	var wg sync.WaitGroup
 	errs := make(chan error, 1000)
 	for g := 0; g < 8; g++ {
@@ -95,8 +96,8 @@ func TestBufferOneSourceFetchPerFileUnderConcurrentFetchAndOpen(t *testing.T) {
 		t.Error(err)
 	}
 	st := e.source.Stats()
-	if st.Opens != int64(len(files)) || st.Bytes != data.bytes() {
-		t.Fatalf("source opens %d bytes %d, want one whole read per file: %d, %d", st.Opens, st.Bytes, len(files), data.bytes())
+	if st.Opens != int64(len(files)) || st.Bytes != data.Bytes() {
+		t.Fatalf("source opens %d bytes %d, want one whole read per file: %d, %d", st.Opens, st.Bytes, len(files), data.Bytes())
 	}
 	if bs := e.p.BufferStats(); bs.Fetches != int64(len(files)) || bs.Entries != int64(len(files)) {
 		t.Fatalf("buffer stats %+v, want %d fetches and entries", bs, len(files))
@@ -182,7 +183,7 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 450_000})
 	files := noTier(e)
 	var asked atomic.Int32
-	e.p.SetDemandHook(&DemandHook{Wanted: func(en *Entry) bool { return en != files[4] }, Keep: func(en *Entry) bool { asked.Add(1); return en == files[0] }})
+	e.p.SetDemandHook(&DemandHook{Wanted: func(en *catalog.Entry) bool { return en != files[4] }, Keep: func(en *catalog.Entry) bool { asked.Add(1); return en == files[0] }})
 	for _, f := range files[:2] {
 		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path]) {
 			t.Fatalf("%s differs", f.Path)
@@ -209,7 +210,7 @@ func TestDemandReadOfAnUnwantedFileBypassesTheBuffer(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 450_000})
 	files := noTier(e)
 	var kept atomic.Int32
-	e.p.SetDemandHook(&DemandHook{Wanted: func(*Entry) bool { return false }, Keep: func(*Entry) bool { kept.Add(1); return true }})
+	e.p.SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return false }, Keep: func(*catalog.Entry) bool { kept.Add(1); return true }})
 	for i := 0; i < 2; i++ {
 		if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path]) {
 			t.Fatalf("%s differs", files[0].Path)

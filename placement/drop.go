@@ -1,6 +1,10 @@
 package placement
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/epochfs/epochfs/placement/catalog"
+)
 
 // Dropping copies on purpose. Nothing is ever evicted on its own; an
 // administrator who wants tier space back (for another dataset, or a part
@@ -16,10 +20,10 @@ type dropStats struct {
 
 // DropCopies removes the tier copies of files and reports how many it removed
 // and their bytes (files without a copy are passed over).
-func (p *Placer) DropCopies(files []*Entry) (n, bytes int64) {
+func (p *Placer) DropCopies(files []*catalog.Entry) (n, bytes int64) {
 	for _, e := range files {
 		i := e.Tier()
-		if i < 0 || e.Kind != KindFile {
+		if i < 0 || e.Kind != catalog.KindFile {
 			continue
 		}
 		size := e.Attr().Size

@@ -3,6 +3,8 @@ package placement
 import (
 	"context"
 	"testing"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // DropCopies removes the copies it is given (and only they): their tier
@@ -13,9 +15,9 @@ func TestDropCopiesRemovesThemAndReadsFallBackToTheSource(t *testing.T) {
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	e.p.WarmupAll()
 	e.waitResident()
-	var drop []*Entry
+	var drop []*catalog.Entry
 	var bytes int64
-	for _, p := range d.paths()[:10] {
+	for _, p := range d.Paths()[:10] {
 		drop = append(drop, e.entry(p))
 		bytes += int64(len(d[p]))
 	}
@@ -26,14 +28,14 @@ func TestDropCopiesRemovesThemAndReadsFallBackToTheSource(t *testing.T) {
 	if f, fb := e.p.Dropped(); f != 10 || fb != bytes {
 		t.Errorf("Dropped() = %d, %d", f, fb)
 	}
-	for i, p := range d.paths() {
+	for i, p := range d.Paths() {
 		if resident := e.entry(p).Tier() >= 0; resident != (i >= 10) {
 			t.Errorf("%s resident=%v after dropping the first 10", p, resident)
 		}
 	}
 	e.checkAccounting()
 	opens := e.source.Stats().Opens
-	for _, p := range d.paths()[:10] {
+	for _, p := range d.Paths()[:10] {
 		got, err := e.p.ReadFile(context.Background(), e.entry(p))
 		if err != nil || string(got) != string(d[p]) {
 			t.Fatalf("%s after its drop: %d bytes, %v", p, len(got), err)

@@ -23,6 +23,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -71,7 +72,7 @@ func (g *dropGuard) take(n int64) bool {
 // pass's guard refuses, it says so in the log). Something else at e's path
 // (a symlink on the way, a FIFO or a device: tier.ErrNotRegular) is no
 // sign of an outage and is not guarded.
-func (p *Placer) dropEntry(e *Entry, g *dropGuard, cause error) error {
+func (p *Placer) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error {
 	if errors.Is(cause, tier.ErrNotRegular) || errors.Is(cause, tier.ErrSymlinkInPath) {
 		p.removeEntry(e)
 		return nil

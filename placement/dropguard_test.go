@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // Half the dataset gone from the source at once: a refresh removes at most
@@ -53,7 +55,7 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 		}
 	}
 	// Without a copy: EIO (ErrDropHeld), not "no such file".
-	var bare *Entry
+	var bare *catalog.Entry
 	for p := range d {
 		if en := e.cat.Find(p); en != nil && (p[:2] == "c0" || p[:2] == "c1") {
 			bare = en

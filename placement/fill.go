@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"go.uber.org/zap"
 )
 
@@ -49,13 +50,13 @@ type callerKey struct{}
 // WithCaller marks ctx as a request of the user uid, gid: the fill an
 // open may start queues only files that user could open.
 func WithCaller(ctx context.Context, uid, gid uint32) context.Context {
-	return context.WithValue(ctx, callerKey{}, Cred{UID: uid, GID: gid})
+	return context.WithValue(ctx, callerKey{}, catalog.Cred{UID: uid, GID: gid})
 }
 
 // callerOf is the user ctx was made for; nil (root: every file) when ctx
 // names none.
-func callerOf(ctx context.Context) *Cred {
-	if c, ok := ctx.Value(callerKey{}).(Cred); ok {
+func callerOf(ctx context.Context) *catalog.Cred {
+	if c, ok := ctx.Value(callerKey{}).(catalog.Cred); ok {
 		return &c
 	}
 	return nil
@@ -64,7 +65,7 @@ func callerOf(ctx context.Context) *Cred {
 // noteFill counts an open of e, a file that had no copy when it was
 // opened (its copy may have ended since), and fills its tree when the
 // count reaches FillAfter.
-func (p *Placer) noteFill(ctx context.Context, e *Entry) {
+func (p *Placer) noteFill(ctx context.Context, e *catalog.Entry) {
 	if p.o.FillAfter <= 0 || p.cat.Walking() {
 		return
 	}
@@ -118,9 +119,9 @@ func (p *Placer) noteFill(ctx context.Context, e *Entry) {
 
 // fillTree queues the files of dir that who could open and that have no
 // copy, in path order, from a goroutine.
-func (p *Placer) fillTree(dir string, who *Cred) {
+func (p *Placer) fillTree(dir string, who *catalog.Cred) {
 	root := p.cat.Find(dir)
-	if root == nil || root.Kind != KindDir {
+	if root == nil || root.Kind != catalog.KindDir {
 		return
 	}
 	p.fills.Add(1)
@@ -129,7 +130,7 @@ func (p *Placer) fillTree(dir string, who *Cred) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		filesAs(who, root, func(f *Entry) bool {
+		filesAs(who, root, func(f *catalog.Entry) bool {
 			if !p.wants(f) || f.Gone() {
 				return true
 			}

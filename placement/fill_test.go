@@ -23,7 +23,7 @@ func fillDataset() dataset {
 
 func shuffledUnder(d dataset, dir string, seed uint64) []string {
 	var out []string
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		if strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}
@@ -34,7 +34,7 @@ func shuffledUnder(d dataset, dir string, seed uint64) []string {
 
 // residentUnder counts the files under dir that have a copy.
 func (e *env) residentUnder(dir string) (resident, all int) {
-	for _, p := range e.data.paths() {
+	for _, p := range e.data.Paths() {
 		if strings.HasPrefix(p, dir+"/") {
 			all++
 			if e.entry(p).Tier() >= 0 {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
@@ -32,8 +33,8 @@ var errResident = errors.New("placement: already resident")
 // file. Its temp file stays open until the last reader lets go; after the
 // install it is the tier file itself.
 type flight struct {
-	e    *Entry
-	attr Attr // the version being copied: the entry's when the copy started
+	e    *catalog.Entry
+	attr catalog.Attr // the version being copied: the entry's when the copy started
 	size int64
 	// src is the source file the open that started the copy opened (of
 	// version attr, checked to be), or nil: the copy opens its own.
@@ -57,7 +58,7 @@ type flight struct {
 	closed  bool
 }
 
-func newFlight(e *Entry) *flight {
+func newFlight(e *catalog.Entry) *flight {
 	a := e.Attr()
 	return &flight{e: e, attr: a, size: a.Size, changed: make(chan struct{}), refs: 1, checked: make(chan struct{})}
 }
@@ -174,7 +175,7 @@ func (f *flight) readAt(ctx context.Context, buf []byte, off int64, stall time.D
 // startFlight returns the flight of e, creating it if none is running.
 // started tells the caller it must run the new flight. The caller holds one
 // reference on the returned flight.
-func (p *Placer) startFlight(e *Entry) (f *flight, started bool) {
+func (p *Placer) startFlight(e *catalog.Entry) (f *flight, started bool) {
 	for {
 		nf := newFlight(e)
 		f, loaded := p.flights.LoadOrStore(e, nf)
@@ -245,7 +246,7 @@ func (p *Placer) copy(f *flight) error {
 	if t == nil {
 		// No eviction: a file every tier refused for space will not fit
 		// later this mount. Unhealthy tiers may take it later.
-		if allFull && !e.nospace.Swap(true) {
+		if allFull && !e.SetNoSpace(true) {
 			p.nospace.Add(1)
 		}
 		return errNoTier
@@ -272,7 +273,7 @@ func (p *Placer) copy(f *flight) error {
 		defer sf.Close()
 		// The open found the version being copied: this mount's check
 		// (the readers that join the copy need none of their own).
-		e.validated.Store(true)
+		e.SetValidated(true)
 		f.setChecked(true)
 	}
 	tmp, err := t.Create(e.Path, res)
@@ -318,20 +319,20 @@ func (p *Placer) copy(f *flight) error {
 	// The copy is of the version it started from: record it only if that
 	// is still the entry's (an open may have found a newer one meanwhile).
 	p.refreshMu.Lock()
-	if cur := e.Attr(); cur.Size != f.attr.Size || cur.Mtime != f.attr.Mtime || e.gone.Load() {
+	if cur := e.Attr(); cur.Size != f.attr.Size || cur.Mtime != f.attr.Mtime || e.Gone() {
 		p.refreshMu.Unlock()
 		if rerr := t.Remove(e.Path, f.size); rerr != nil {
 			p.log.Warn("drop outdated copy", zap.String("path", e.Path), zap.Error(rerr))
 		}
 		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
 	}
-	e.tier.Store(int32(idx))
+	e.SetTier(idx)
 	p.refreshMu.Unlock()
 	// The copy read the version it checked at its open: a check of this
 	// mount (its record is written next).
-	e.validated.Store(true)
-	e.checked.Store(time.Now().Unix())
-	if err := p.cat.persist(e); err != nil {
+	e.SetValidated(true)
+	e.SetChecked(time.Now().Unix())
+	if err := p.cat.Persist(e); err != nil {
 		// Served from the tier this mount; copied again after a remount.
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
 	}
@@ -342,7 +343,7 @@ func (p *Placer) copy(f *flight) error {
 
 // copySource copies version a of e from the source to w: the file is
 // checked to be that version before and after the copy.
-func (p *Placer) copySource(e *Entry, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+func (p *Placer) copySource(e *catalog.Entry, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
 	sf, err := p.openVersion(e, a)
 	if err != nil {
 		return 0, err
@@ -352,7 +353,7 @@ func (p *Placer) copySource(e *Entry, a Attr, w io.Writer, progress func(int64))
 }
 
 // openVersion opens e on the source and checks that it is version a.
-func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
+func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*tier.SourceFile, error) {
 	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -363,7 +364,7 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 		}
 		return nil, err
 	}
-	if b := attrFromInfo(sf.Info()); b.Size != a.Size || b.Mtime != a.Mtime {
+	if b := catalog.AttrFromInfo(sf.Info()); b.Size != a.Size || b.Mtime != a.Mtime {
 		sf.Close()
 		p.setAttr(e, b, false)
 		return nil, tier.ErrSourceChanged
@@ -379,7 +380,7 @@ func (p *Placer) openVersion(e *Entry, a Attr) (*tier.SourceFile, error) {
 // checked the version after it read, the last one included: a file that
 // changed fails the copy with tier.ErrSourceChanged, and the next open
 // finds the new version.
-func (p *Placer) copyVersion(sf *tier.SourceFile, a Attr, w io.Writer, progress func(int64)) (int64, error) {
+func (p *Placer) copyVersion(sf *tier.SourceFile, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
 	bp := p.bufs.Get().(*[]byte)
 	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
 	p.bufs.Put(bp)

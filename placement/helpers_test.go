@@ -4,105 +4,29 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
+	"github.com/epochfs/epochfs/placement/internal/fixture"
 	"github.com/epochfs/epochfs/tier"
 )
 
-// liveness bounds how long a test waits for background work before it
-// fails. It is a hang detector, not a speed assertion.
-const liveness = 30 * time.Second
+// The shared fixtures (internal/fixture), by the names these tests use.
 
-// waitFor polls cond until it holds, failing the test after liveness.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(liveness)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after %v: %s", liveness, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+type dataset = fixture.Dataset
 
-// fastDir is a temp directory on tmpfs when there is one: tiers and the
-// catalog fsync every file, which costs seconds on a busy disk and
-// nothing on tmpfs (where the RAM tier lives anyway).
-func fastDir(t testing.TB) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/dev/shm", "epochfs-placement-test-")
-	if err != nil {
-		return t.TempDir()
-	}
-	t.Cleanup(func() {
-		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { os.Chmod(p, 0o700); return nil })
-		if err := os.RemoveAll(d); err != nil {
-			t.Error(err)
-		}
-	})
-	return d
-}
-
-// content is the deterministic content of a dataset file.
-func content(name string, size int) []byte {
-	var seed uint64
-	for _, c := range []byte(name) {
-		seed = seed*131 + uint64(c)
-	}
-	r := rand.New(rand.NewPCG(seed, uint64(size)))
-	b := make([]byte, size)
-	for i := 0; i+8 <= len(b); i += 8 {
-		v := r.Uint64()
-		for j := 0; j < 8; j++ {
-			b[i+j] = byte(v >> (8 * j))
-		}
-	}
-	for i := len(b) &^ 7; i < len(b); i++ {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
-// dataset is a generated source tree: relative path → content.
-type dataset map[string][]byte
-
-func (d dataset) paths() []string {
-	ps := make([]string, 0, len(d))
-	for p := range d {
-		ps = append(ps, p)
-	}
-	sort.Strings(ps)
-	return ps
-}
-
-func (d dataset) bytes() int64 {
-	var n int64
-	for _, b := range d {
-		n += int64(len(b))
-	}
-	return n
-}
-
-// writeDataset creates the files of d under root.
-func writeDataset(t testing.TB, root string, d dataset) {
-	t.Helper()
-	for p, b := range d {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+var (
+	waitFor      = fixture.WaitFor
+	fastDir      = fixture.FastDir
+	content      = fixture.Content
+	writeDataset = fixture.WriteDataset
+	openSource   = fixture.OpenSource
+)
 
 // sizedDataset is a tree of files from 0 B to a few MiB, in nested
 // directories, with a non-ASCII name.
@@ -140,7 +64,7 @@ type env struct {
 	state  string
 	data   dataset
 	topts  []tier.Options
-	cat    *Catalog
+	cat    *catalog.Catalog
 	source *tier.Source
 	tiers  []*tier.Tier
 	p      *Placer
@@ -182,7 +106,7 @@ func (e *env) tierNames() []string {
 // open opens the catalog, the tiers and the placer.
 func (e *env) open(rescan bool) {
 	e.t.Helper()
-	cat, err := OpenCatalog(context.Background(), CatalogOptions{
+	cat, err := catalog.Open(context.Background(), catalog.Options{
 		StateDir: e.state, Source: e.src, Tiers: e.tierNames(), Rescan: rescan, Workers: 3,
 	})
 	if err != nil {
@@ -236,7 +160,7 @@ func (e *env) close() {
 	}
 }
 
-func (e *env) entry(p string) *Entry {
+func (e *env) entry(p string) *catalog.Entry {
 	e.t.Helper()
 	en := e.cat.Find(p)
 	if en == nil {
@@ -344,7 +268,7 @@ func (e *env) readAllFiles() {
 	e.t.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	for _, p := range e.data.paths() {
+	for _, p := range e.data.Paths() {
 		want := e.data[p]
 		en := e.entry(p)
 		for _, pt := range patterns {
@@ -383,15 +307,4 @@ func tempFiles(t testing.TB, dir string) []string {
 		}
 	}
 	return out
-}
-
-// openSource opens a source closed at the end of the test.
-func openSource(t testing.TB, o tier.SourceOptions) *tier.Source {
-	t.Helper()
-	s, err := tier.OpenSource(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }

@@ -1,6 +1,7 @@
-// Package placement is the metadata container of epochfs: the persistent
-// catalog of the source tree and of where each file lives, and the placer
-// that copies whole files into the local tiers in the background.
+// Package placement is the placer of epochfs: it copies whole files of the
+// catalog (placement/catalog: the source tree and where each file lives)
+// into the local tiers in the background, and serves reads from the best
+// place that holds a file (the read chain: readchain.go).
 //
 // A file read from the source starts a "flight": one whole-file copy into
 // the fastest tier with room, shared by every reader of that file. Readers
@@ -27,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/sharedbuf"
 	"github.com/epochfs/epochfs/tier"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -50,7 +52,7 @@ var (
 
 // Options configure a Placer.
 type Options struct {
-	Catalog *Catalog
+	Catalog *catalog.Catalog
 	Source  *tier.Source
 	Tiers   []*tier.Tier // fastest first; same order as the catalog's names
 	Workers int          // background copy workers
@@ -138,7 +140,7 @@ type Stats struct {
 // Placer copies files into tiers and opens readers on them.
 type Placer struct {
 	o    Options
-	cat  *Catalog
+	cat  *catalog.Catalog
 	src  *tier.Source
 	log  *zap.Logger
 	ctx  context.Context
@@ -148,10 +150,10 @@ type Placer struct {
 	closeOnce sync.Once
 	refreshMu sync.Mutex // serialises refresh
 
-	flights *xsync.MapOf[*Entry, *flight]
+	flights *xsync.MapOf[*catalog.Entry, *flight]
 	// checks are the source opens of concurrent first opens of one
 	// file: one opens and checks, the others wait for it (validate.go).
-	checks *xsync.MapOf[*Entry, *check]
+	checks *xsync.MapOf[*catalog.Entry, *check]
 	// seq reads ahead of a reader going in path order (sequential.go);
 	// seqCopies counts the copies it started.
 	seq       seqDetector
@@ -167,12 +169,12 @@ type Placer struct {
 	// (nothing is copied then): they are queued once it ends. nil once
 	// they were.
 	walkMu         sync.Mutex
-	readDuringWalk map[*Entry]struct{}
+	readDuringWalk map[*catalog.Entry]struct{}
 	// rechecks counts the resident files whose check is older than the
 	// TTL and that the background revalidation has not reached yet.
 	rechecks atomic.Int64
 	readers  *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
-	queue    chan *Entry
+	queue    chan *catalog.Entry
 	demand   chan struct{} // semaphore of demand copies
 	bufs     sync.Pool
 
@@ -195,10 +197,10 @@ type Placer struct {
 	// failedFiles holds the files whose copy failed for a reason of their
 	// own (tier.IsFileError): the next failure of one is logged at debug
 	// level, since every open of the file tries again.
-	failedFiles *xsync.MapOf[*Entry, struct{}]
+	failedFiles *xsync.MapOf[*catalog.Entry, struct{}]
 
-	res        *residentCache            // kept tier descriptors (resident.go)
-	buf        *sharedbuf.Buffer[*Entry] // nil without a buffer
+	res        *residentCache                    // kept tier descriptors (resident.go)
+	buf        *sharedbuf.Buffer[*catalog.Entry] // nil without a buffer
 	demandHook atomic.Pointer[DemandHook]
 	fetchMu    sync.Mutex // guards fetchDone and fetchWG.Add
 	fetchDone  bool
@@ -235,27 +237,27 @@ func New(o Options) (*Placer, error) {
 		o.MaxDrop = DefaultMaxDrop
 	}
 	o.MaxDrop = min(o.MaxDrop, 1)
-	if len(o.Tiers) != len(o.Catalog.tiers) {
-		return nil, fmt.Errorf("placement: %d tiers but the catalog knows %d", len(o.Tiers), len(o.Catalog.tiers))
+	if len(o.Tiers) != len(o.Catalog.TierNames()) {
+		return nil, fmt.Errorf("placement: %d tiers but the catalog knows %d", len(o.Tiers), len(o.Catalog.TierNames()))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Placer{
 		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
-		flights:     xsync.NewMapOf[*Entry, *flight](),
-		checks:      xsync.NewMapOf[*Entry, *check](),
+		flights:     xsync.NewMapOf[*catalog.Entry, *flight](),
+		checks:      xsync.NewMapOf[*catalog.Entry, *check](),
 		readers:     xsync.NewMapOf[*Reader, struct{}](),
-		failedFiles: xsync.NewMapOf[*Entry, struct{}](),
-		queue:       make(chan *Entry, o.QueueSize),
+		failedFiles: xsync.NewMapOf[*catalog.Entry, struct{}](),
+		queue:       make(chan *catalog.Entry, o.QueueSize),
 		demand:      make(chan struct{}, o.MaxDemandCopies),
 		res:         newResidentCache(o.OpenFiles, o.KeptCopies),
 	}
 	p.seq.last.Store(-2)
 	p.seq.ahead.Store(-1)
 	if o.BufferBytes > 0 {
-		p.buf = sharedbuf.New[*Entry](o.BufferBytes, o.BufferGrace, nil)
+		p.buf = sharedbuf.New[*catalog.Entry](o.BufferBytes, o.BufferGrace, nil)
 	}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
-	p.cat.setSync(p.syncTiers)
+	p.cat.SetSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {
 		for _, t := range o.Tiers {
 			if t.Name() == s.Tier {
@@ -266,7 +268,7 @@ func New(o Options) (*Placer, error) {
 	lost := p.checkCopies()
 	p.trustChecks()
 	if p.cat.Walking() {
-		p.readDuringWalk = map[*Entry]struct{}{}
+		p.readDuringWalk = map[*catalog.Entry]struct{}{}
 		p.wg.Add(1)
 		go p.copyAfterWalk()
 	}
@@ -324,7 +326,7 @@ func (p *Placer) SetNotify(fn func(Event)) {
 func (p *Placer) ValidateMode() Validate { return p.o.Validate }
 
 // Catalog returns the placer's catalog.
-func (p *Placer) Catalog() *Catalog { return p.cat }
+func (p *Placer) Catalog() *catalog.Catalog { return p.cat }
 
 // Tiers returns the tiers, fastest first.
 func (p *Placer) Tiers() []*tier.Tier { return p.o.Tiers }
@@ -347,7 +349,7 @@ func (p *Placer) Stats() Stats {
 
 // Enqueue asks for a background copy of e; it never blocks. It reports
 // whether e was queued.
-func (p *Placer) Enqueue(e *Entry) bool {
+func (p *Placer) Enqueue(e *catalog.Entry) bool {
 	if !p.wants(e) {
 		return false
 	}
@@ -363,7 +365,7 @@ func (p *Placer) Enqueue(e *Entry) bool {
 
 // enqueueCounted queues e, waiting for room; warmup uses it. e is already
 // counted in queued: what is not queued is uncounted here.
-func (p *Placer) enqueueCounted(ctx context.Context, e *Entry) error {
+func (p *Placer) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 	if !p.wants(e) {
 		p.queued.Add(-1)
 		return nil
@@ -381,8 +383,8 @@ func (p *Placer) enqueueCounted(ctx context.Context, e *Entry) error {
 }
 
 // wants reports whether e still needs a copy.
-func (p *Placer) wants(e *Entry) bool {
-	if e.Kind != KindFile || e.Tier() >= 0 || e.nospace.Load() {
+func (p *Placer) wants(e *catalog.Entry) bool {
+	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.NoSpace() {
 		return false
 	}
 	_, busy := p.flights.Load(e)
@@ -411,4 +413,15 @@ func (p *Placer) worker() {
 			}
 		}
 	}
+}
+
+// syncTiers makes every copy installed so far durable (one syncfs per tier
+// with new copies); the catalog runs it before each batch it writes.
+func (p *Placer) syncTiers() error {
+	for _, t := range p.o.Tiers {
+		if err := t.Sync(); err != nil {
+			return fmt.Errorf("placement: %w", err)
+		}
+	}
+	return nil
 }

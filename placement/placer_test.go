@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -27,11 +28,11 @@ func TestEveryFileReadsByteIdenticalBeforeDuringAndAfterPlacement(t *testing.T) 
 	e.readAllFiles()
 	e.waitResident()
 	e.checkAccounting()
-	if st := e.p.Stats(); st.Done != int64(len(d)) || st.Failed != 0 || st.SkippedNoSpace != 0 || st.BytesPlaced != d.bytes() {
-		t.Errorf("stats after placing everything: %+v (want Done=%d BytesPlaced=%d)", st, len(d), d.bytes())
+	if st := e.p.Stats(); st.Done != int64(len(d)) || st.Failed != 0 || st.SkippedNoSpace != 0 || st.BytesPlaced != d.Bytes() {
+		t.Errorf("stats after placing everything: %+v (want Done=%d BytesPlaced=%d)", st, len(d), d.Bytes())
 	}
 	// Installed copies hold the source bytes.
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		b, err := os.ReadFile(e.tiers[0].Path(p))
 		if err != nil || !bytes.Equal(b, d[p]) {
 			t.Errorf("tier copy of %s differs from the source (%v)", p, err)
@@ -43,7 +44,7 @@ func TestEveryFileReadsByteIdenticalBeforeDuringAndAfterPlacement(t *testing.T) 
 	// Warm: every read is served by the tiers.
 	before := e.source.Stats()
 	e.readAllFiles()
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		r, err := e.p.Open(context.Background(), e.entry(p))
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +191,7 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 		p := fmt.Sprintf("2-small/%02d", i)
 		d[p] = content(p, 40_000+i*997)
 	}
-	quota := d.bytes() * 40 / 100
+	quota := d.Bytes() * 40 / 100
 	e := newEnv(t, d, oneTier(quota), Options{})
 	e.p.WarmupAll()
 	waitFor(t, "warmup to settle", func() bool {
@@ -202,11 +203,11 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 	if tr.Used() > quota {
 		t.Fatalf("tier uses %d bytes, quota %d", tr.Used(), quota)
 	}
-	if !e.entry("0-huge").nospace.Load() || e.entry("0-huge").Tier() >= 0 {
+	if !e.entry("0-huge").NoSpace() || e.entry("0-huge").Tier() >= 0 {
 		t.Error("a file larger than the quota was not skipped")
 	}
 	var skipped int64
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		en := e.entry(p)
 		if en.Tier() >= 0 {
 			continue
@@ -249,7 +250,7 @@ func TestSecondTierTakesFilesOnceTheFirstIsFull(t *testing.T) {
 		p := fmt.Sprintf("d%d/f%02d", i%3, i)
 		d[p] = content(p, 50_000+i*3001)
 	}
-	q0 := d.bytes() / 4
+	q0 := d.Bytes() / 4
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: q0}, {Name: "nvme", Quota: 1 << 30}}, Options{})
 	e.p.WarmupAll()
 	waitFor(t, "warmup", func() bool { return e.p.WarmupProgress().Done == int64(len(d)) })
@@ -261,7 +262,7 @@ func TestSecondTierTakesFilesOnceTheFirstIsFull(t *testing.T) {
 	if t0.Used() > q0 {
 		t.Errorf("first tier uses %d over its quota %d", t0.Used(), q0)
 	}
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		if en := e.entry(p); en.Tier() == 1 && int64(len(d[p])) <= q0-t0.Used() {
 			t.Errorf("%s went to the second tier although the first has %d bytes free", p, q0-t0.Used())
 		}
@@ -290,8 +291,8 @@ func TestBrokenTierFallsBackToTheSource(t *testing.T) {
 		if e.tiers[0].Used() != 0 || e.tiers[0].Reserved() != 0 {
 			t.Errorf("broken tier used %d reserved %d", e.tiers[0].Used(), e.tiers[0].Reserved())
 		}
-		if e.source.Stats().Bytes < d.bytes() {
-			t.Errorf("source gave %d bytes for a pass over %d", e.source.Stats().Bytes, d.bytes())
+		if e.source.Stats().Bytes < d.Bytes() {
+			t.Errorf("source gave %d bytes for a pass over %d", e.source.Stats().Bytes, d.Bytes())
 		}
 		if e.p.Stats().SkippedNoSpace != 0 {
 			t.Error("an unhealthy tier marked files as not fitting")
@@ -573,7 +574,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	e.p.src = e.source
 	ctx := context.Background()
 	var readers []*Reader
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		r, err := e.p.Open(ctx, e.entry(p))
 		if err != nil {
 			t.Fatal(err)
@@ -615,7 +616,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	if tmp := tempFiles(t, tr.Dir()); len(tmp) != 0 {
 		t.Errorf("temp files after reopening the tier: %v", tmp)
 	}
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		if _, err := os.Stat(tr.Path(p)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cancelled copy of %s installed (%v)", p, err)
 		}
@@ -624,12 +625,12 @@ func closeWithCopiesInProgress(t *testing.T) {
 
 func TestRemountReusesResidentCopies(t *testing.T) {
 	d := sizedDataset()
-	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
+	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
 	e.p.WarmupAll()
 	e.waitResident()
 	files, bytes := e.p.Residency()
 	var tierOf []int
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		tierOf = append(tierOf, e.entry(p).Tier())
 	}
 	used0, used1 := e.tiers[0].Used(), e.tiers[1].Used()
@@ -641,7 +642,7 @@ func TestRemountReusesResidentCopies(t *testing.T) {
 	if f, b := e.p.Residency(); f != files || b != bytes {
 		t.Errorf("residency after remount %d files %d bytes, before %d %d", f, b, files, bytes)
 	}
-	for i, p := range d.paths() {
+	for i, p := range d.Paths() {
 		if got := e.entry(p).Tier(); got != tierOf[i] {
 			t.Errorf("%s: tier %d after remount, %d before", p, got, tierOf[i])
 		}
@@ -744,7 +745,7 @@ func TestHooksRefuseASecondSubscriber(t *testing.T) {
 	e.p.SetNotify(nil)
 	e.p.SetNotify(func(Event) {})
 	e.p.SetNotify(nil)
-	h := &DemandHook{Wanted: func(*Entry) bool { return false }, Keep: func(*Entry) bool { return false }}
+	h := &DemandHook{Wanted: func(*catalog.Entry) bool { return false }, Keep: func(*catalog.Entry) bool { return false }}
 	e.p.SetDemandHook(h)
 	mustPanic("a second SetDemandHook", func() { e.p.SetDemandHook(h) })
 	e.p.SetDemandHook(nil)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"syscall"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // Prewarm: a remount's kept copies, ready before their first open.
@@ -37,10 +39,10 @@ type PrewarmStats struct {
 // returns when every resident file was seen, the budgets are full, attach
 // fails, or ctx or the placer ends. A copy that cannot be opened is left
 // to its first reader, which drops it if it is missing.
-func (p *Placer) Prewarm(ctx context.Context, want func(tier int) bool, attach func(e *Entry, c *Resident) error) PrewarmStats {
+func (p *Placer) Prewarm(ctx context.Context, want func(tier int) bool, attach func(e *catalog.Entry, c *Resident) error) PrewarmStats {
 	rc := p.res
 	var st PrewarmStats
-	p.cat.Root().Files(func(e *Entry) bool {
+	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		i := e.Tier()
 		switch {
 		case i < 0:
@@ -57,11 +59,11 @@ func (p *Placer) Prewarm(ctx context.Context, want func(tier int) bool, attach f
 			st.Left++
 			return true
 		}
-		if e.res.Load() != nil {
+		if keptOf(e) != nil {
 			return true // a reader was first
 		}
 		a := e.Attr()
-		gen := e.copyGen.Load()
+		gen := e.CopyGen()
 		fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
 		if err != nil || size != a.Size {
 			if err == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // prewarmEnv is a placed dataset whose kept copies were let go, as a new
@@ -20,7 +22,7 @@ func TestPrewarmKeepsTheCopiesWithinTheBudgetWithoutReleasingAny(t *testing.T) {
 	e := prewarmEnv(t, 10, Options{KeptCopies: budget})
 	before := e.p.ResidentStats()
 	var attached []string
-	st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(en *Entry, c *Resident) error {
+	st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(en *catalog.Entry, c *Resident) error {
 		if c.e != en || !c.kept.Load() || c.used.Load() {
 			t.Errorf("%s: attach got kept=%v used=%v, want a kept, unused copy of the entry", en.Path, c.kept.Load(), c.used.Load())
 		}
@@ -41,14 +43,14 @@ func TestPrewarmKeepsTheCopiesWithinTheBudgetWithoutReleasingAny(t *testing.T) {
 	}
 	r.Close()
 	// A second prewarm finds no room and keeps nothing more.
-	if st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(*Entry, *Resident) error { return nil }); st.Kept != 0 {
+	if st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(*catalog.Entry, *Resident) error { return nil }); st.Kept != 0 {
 		t.Errorf("a prewarm with the budget full kept %d copies", st.Kept)
 	}
 }
 
 func TestPrewarmStopsAtAFailedAttachAndSkipsTiersNotWanted(t *testing.T) {
 	e := prewarmEnv(t, 6, Options{})
-	if st := e.p.Prewarm(context.Background(), func(int) bool { return false }, func(*Entry, *Resident) error {
+	if st := e.p.Prewarm(context.Background(), func(int) bool { return false }, func(*catalog.Entry, *Resident) error {
 		t.Error("attach called for a tier not wanted")
 		return nil
 	}); st.Kept != 0 || st.Left != 6 || e.p.ResidentStats().Kept != 0 {
@@ -56,7 +58,7 @@ func TestPrewarmStopsAtAFailedAttachAndSkipsTiersNotWanted(t *testing.T) {
 	}
 	refused := errors.New("registration refused")
 	calls := 0
-	st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(*Entry, *Resident) error {
+	st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(*catalog.Entry, *Resident) error {
 		calls++
 		if calls == 3 {
 			return refused
@@ -68,7 +70,7 @@ func TestPrewarmStopsAtAFailedAttachAndSkipsTiersNotWanted(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if st := e.p.Prewarm(ctx, func(int) bool { return true }, func(*Entry, *Resident) error { return nil }); st.Kept != 0 || !errors.Is(st.Stopped, context.Canceled) {
+	if st := e.p.Prewarm(ctx, func(int) bool { return true }, func(*catalog.Entry, *Resident) error { return nil }); st.Kept != 0 || !errors.Is(st.Stopped, context.Canceled) {
 		t.Errorf("a cancelled prewarm: %+v", st)
 	}
 }

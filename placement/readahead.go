@@ -3,6 +3,7 @@ package placement
 import (
 	"syscall"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"golang.org/x/sys/unix"
 )
 
@@ -11,9 +12,9 @@ import (
 // read soon after (a job's next batches) finds the bytes in memory instead
 // of waiting on the disk. It does nothing for a file that has no copy; a
 // copy in a memory tier is in memory already and costs one open.
-func (p *Placer) Readahead(e *Entry) {
+func (p *Placer) Readahead(e *catalog.Entry) {
 	i := e.Tier()
-	if i < 0 || e.Kind != KindFile {
+	if i < 0 || e.Kind != catalog.KindFile {
 		return
 	}
 	fd, _, err := p.o.Tiers[i].OpenFD(e.Path)

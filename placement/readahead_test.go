@@ -80,7 +80,7 @@ func TestReadaheadBringsAResidentCopyIntoThePageCache(t *testing.T) {
 	// A directory and a file with no copy: nothing to do, no panic.
 	e.p.Readahead(e.entry("a"))
 	gone := e.entry("a/small")
-	gone.tier.Store(-1)
+	gone.SetTier(-1)
 	e.p.Readahead(gone)
 }
 

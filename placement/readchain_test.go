@@ -14,7 +14,7 @@ import (
 // tier in its later reads.
 func TestATierReadThatFailsFallsThroughTheChainOnce(t *testing.T) {
 	e := placedEnv(t, smallDataset(2, 20000), Options{})
-	p := e.data.paths()[0]
+	p := e.data.Paths()[0]
 	r := openRead(t, e, p)
 	defer r.Close()
 	if r.chain[0] != linkTier || r.chain[1] != linkSource {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
@@ -24,8 +25,8 @@ import (
 // since gives an error, never a mix of versions.
 type Reader struct {
 	p    *Placer
-	e    *Entry
-	attr Attr // the version the open saw (the size the kernel was given)
+	e    *catalog.Entry
+	attr catalog.Attr // the version the open saw (the size the kernel was given)
 
 	res     *Resident    // installed copy the reader holds, or nil
 	tierFD  atomic.Int32 // res's descriptor once the reader used it, or -1
@@ -49,7 +50,7 @@ type Reader struct {
 // mode asks for it (validate.go); a resident file is then opened on its
 // tier copy; otherwise a whole-file copy starts (or is joined) and the
 // reader follows it.
-func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
+func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err error) {
 	defer func() {
 		if err == nil {
 			r.chainUp()
@@ -63,13 +64,13 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 			}
 		}()
 	}
-	if e.Kind != KindFile {
+	if e.Kind != catalog.KindFile {
 		return nil, ErrNotFile
 	}
 	if p.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	if e.gone.Load() {
+	if e.Gone() {
 		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
 	p.noteOpen(e)
@@ -79,7 +80,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 		return nil, err
 	}
 	defer p.endCheck(e, c) // after attach: the opens waiting join its copy
-	if a := e.Attr(); !sameAccess(checked, a) {
+	if a := e.Attr(); !catalog.SameAccess(checked, a) {
 		if sf != nil {
 			sf.Close()
 		}
@@ -90,7 +91,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 	if sf != nil {
 		// The validation's open: the reader's source file, unless a copy
 		// it starts takes it (attach).
-		if a := attrFromInfo(sf.Info()); a.Size == r.attr.Size && a.Mtime == r.attr.Mtime && sameAccess(a, r.attr) {
+		if a := catalog.AttrFromInfo(sf.Info()); a.Size == r.attr.Size && a.Mtime == r.attr.Mtime && catalog.SameAccess(a, r.attr) {
 			sf.Expect(r.attr.Size, r.attr.Mtime)
 			r.src = sf
 		} else {
@@ -122,7 +123,7 @@ func (p *Placer) Open(ctx context.Context, e *Entry) (r *Reader, err error) {
 
 // copyLater notes e to be copied once the walk has ended; false when it
 // has (the caller copies it now).
-func (p *Placer) copyLater(e *Entry) bool {
+func (p *Placer) copyLater(e *catalog.Entry) bool {
 	p.walkMu.Lock()
 	defer p.walkMu.Unlock()
 	if p.readDuringWalk == nil {
@@ -142,7 +143,7 @@ func (p *Placer) copyAfterWalk() {
 		return
 	}
 	p.walkMu.Lock()
-	files := make([]*Entry, 0, len(p.readDuringWalk))
+	files := make([]*catalog.Entry, 0, len(p.readDuringWalk))
 	for e := range p.readDuringWalk {
 		if !e.Gone() {
 			files = append(files, e)
@@ -153,7 +154,7 @@ func (p *Placer) copyAfterWalk() {
 	if len(files) == 0 {
 		return
 	}
-	slices.SortFunc(files, func(a, b *Entry) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortFunc(files, func(a, b *catalog.Entry) int { return cmp.Compare(a.Index, b.Index) })
 	p.feed(files)
 }
 
@@ -164,7 +165,7 @@ const remoteSlotWait = 5 * time.Second
 
 func (p *Placer) attach(ctx context.Context, r *Reader) {
 	e := r.e
-	if e.nospace.Load() {
+	if e.NoSpace() {
 		return
 	}
 	if p.cat.Walking() && p.copyLater(e) {
@@ -259,11 +260,11 @@ func (p *Placer) demandSlot(ctx context.Context) bool {
 // file opened (and kept if the budget has room; resident.go). nil means the
 // copy cannot be read: it was dropped when it is missing or has the wrong
 // size; another error (out of descriptors, a disk error) leaves it.
-func (p *Placer) openResident(e *Entry, i int, a Attr) *Resident {
+func (p *Placer) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident {
 	if c := p.res.lookup(e, i, a); c != nil {
 		return c
 	}
-	gen := e.copyGen.Load()
+	gen := e.CopyGen()
 	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
 	switch {
 	case err == nil && size == a.Size:
@@ -286,22 +287,22 @@ func (p *Placer) openResident(e *Entry, i int, a Attr) *Resident {
 
 // dropCopy forgets an unusable tier copy of e; false when e's copy was not
 // in tier i (any more).
-func (p *Placer) dropCopy(e *Entry, i int) bool {
-	if !e.tier.CompareAndSwap(int32(i), -1) {
+func (p *Placer) dropCopy(e *catalog.Entry, i int) bool {
+	if !e.DropTier(i) {
 		return false
 	}
 	p.forgetResident(e)
 	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
 		p.log.Warn("remove tier copy", zap.String("path", e.Path), zap.Error(err))
 	}
-	if err := p.cat.persist(e); err != nil {
+	if err := p.cat.Persist(e); err != nil {
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
 	}
 	return true
 }
 
 // Entry is the file being read.
-func (r *Reader) Entry() *Entry { return r.e }
+func (r *Reader) Entry() *catalog.Entry { return r.e }
 
 // ResidentFD is the descriptor of the installed tier copy the reader was
 // opened on (opened again if the copy did not keep it), or -1. The fs
@@ -437,13 +438,13 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 	// What the open descriptor is (its fstat, taken on the inode it
 	// opened): the version the open saw, and the access the kernel
 	// checked, or nothing is read.
-	a := attrFromInfo(sf.Info())
+	a := catalog.AttrFromInfo(sf.Info())
 	if a.Size != r.attr.Size || a.Mtime != r.attr.Mtime {
 		sf.Close()
 		r.p.setAttr(r.e, a, false)
 		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, tier.ErrSourceChanged)
 	}
-	if !sameAccess(a, r.attr) {
+	if !catalog.SameAccess(a, r.attr) {
 		sf.Close()
 		r.p.setAttr(r.e, a, false)
 		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, ErrAccessChanged)
@@ -519,7 +520,7 @@ func (p *Placer) ReadSample(ctx context.Context, s int) ([]byte, error) {
 
 // ReadFile reads e whole through the read path (a tier copy, the copy in
 // flight, the shared buffer or the source, placing it as any read does).
-func (p *Placer) ReadFile(ctx context.Context, e *Entry) ([]byte, error) {
+func (p *Placer) ReadFile(ctx context.Context, e *catalog.Entry) ([]byte, error) {
 	r, err := p.Open(ctx, e)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package placement
 import (
 	"context"
 	"io"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // RemoteKey names one version of a dataset file for a Remote.
@@ -54,7 +56,7 @@ type RemoteFile interface {
 }
 
 // remoteKey is e's key in version a.
-func remoteKey(e *Entry, a Attr) RemoteKey {
+func remoteKey(e *catalog.Entry, a catalog.Attr) RemoteKey {
 	return RemoteKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime}
 }
 

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // Resident copies kept ready between opens.
@@ -75,7 +78,7 @@ var errCopyGone = fmt.Errorf("placement: tier copy dropped")
 // reference goes: the budget's (while kept) and one per holder (a Reader,
 // or the fs layer pinning the copy its passthrough handles share).
 type Resident struct {
-	e     *Entry
+	e     *catalog.Entry
 	tier  int
 	size  int64
 	mtime int64
@@ -150,7 +153,7 @@ func (c *Resident) useFD(p *Placer) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
-		if c.closed || c.e.copyGen.Load() != c.gen {
+		if c.closed || c.e.CopyGen() != c.gen {
 			return -1, errCopyGone
 		}
 		fd, size, err := p.o.Tiers[c.tier].OpenFD(c.e.Path)
@@ -285,9 +288,9 @@ func (p *Placer) ResidentStats() ResidentStats {
 
 // lookup returns a held reference on e's kept copy in tier i of version a,
 // or nil.
-func (rc *residentCache) lookup(e *Entry, i int, a Attr) *Resident {
-	c := e.res.Load()
-	if c == nil || c.tier != i || c.size != a.Size || c.mtime != a.Mtime || c.gen != e.copyGen.Load() || !c.Hold() {
+func (rc *residentCache) lookup(e *catalog.Entry, i int, a catalog.Attr) *Resident {
+	c := keptOf(e)
+	if c == nil || c.tier != i || c.size != a.Size || c.mtime != a.Mtime || c.gen != e.CopyGen() || !c.Hold() {
 		return nil
 	}
 	if !c.used.Load() {
@@ -303,7 +306,7 @@ func (rc *residentCache) lookup(e *Entry, i int, a Attr) *Resident {
 // have room; when another open kept one of the same copy meanwhile, that
 // one is returned instead (with a reference) and fd closed. A prewarm's
 // Resident (prewarm.go) is not a reader's miss, and starts unused.
-func (rc *residentCache) newResident(e *Entry, fd, i int, a Attr, gen uint64, prewarm bool) *Resident {
+func (rc *residentCache) newResident(e *catalog.Entry, fd, i int, a catalog.Attr, gen uint64, prewarm bool) *Resident {
 	if !prewarm {
 		rc.misses.Add(1)
 	}
@@ -311,12 +314,12 @@ func (rc *residentCache) newResident(e *Entry, fd, i int, a Attr, gen uint64, pr
 	c := &Resident{e: e, fd: fd, tier: i, size: a.Size, mtime: a.Mtime, gen: gen, c: rc}
 	c.refs.Store(1)
 	c.used.Store(!prewarm)
-	if e.copyGen.Load() != gen {
+	if e.CopyGen() != gen {
 		// Dropped while it was being opened: serve this open only.
 		return c
 	}
 	rc.mu.Lock()
-	if old := e.res.Load(); old != nil {
+	if old := keptOf(e); old != nil {
 		if old.Same(c) && old.Hold() {
 			rc.mu.Unlock()
 			c.Release()
@@ -337,9 +340,9 @@ func (rc *residentCache) newResident(e *Entry, fd, i int, a Attr, gen uint64, pr
 		rc.prewarmed.Add(1)
 	}
 	rc.ring = append(rc.ring, c)
-	e.res.Store(c)
+	storeKept(e, c)
 	rc.mu.Unlock()
-	if e.copyGen.Load() != gen {
+	if e.CopyGen() != gen {
 		// The copy was dropped while it was being kept.
 		rc.forget(e)
 	}
@@ -394,8 +397,8 @@ func (rc *residentCache) removeAtHand() {
 
 // unkeep takes c out of e's slot and drops the budget's reference; false if
 // it was not kept. The ring entry is removed by the hand.
-func (rc *residentCache) unkeep(e *Entry, c *Resident) bool {
-	e.res.CompareAndSwap(c, nil)
+func (rc *residentCache) unkeep(e *catalog.Entry, c *Resident) bool {
+	casKept(e, c, nil)
 	if !c.kept.CompareAndSwap(true, false) {
 		return false
 	}
@@ -405,8 +408,8 @@ func (rc *residentCache) unkeep(e *Entry, c *Resident) bool {
 }
 
 // forget empties e's slot.
-func (rc *residentCache) forget(e *Entry) {
-	if c := e.res.Load(); c != nil {
+func (rc *residentCache) forget(e *catalog.Entry) {
+	if c := keptOf(e); c != nil {
 		rc.unkeep(e, c)
 	}
 }
@@ -424,7 +427,23 @@ func (rc *residentCache) close() {
 
 // forgetResident is called wherever a copy of e is dropped, after its tier
 // was cleared: the copy's kept Resident is no longer served.
-func (p *Placer) forgetResident(e *Entry) {
-	e.copyGen.Add(1)
+func (p *Placer) forgetResident(e *catalog.Entry) {
+	e.BumpCopyGen()
 	p.res.forget(e)
+}
+
+// keptOf is e's kept Resident (the entry's slot, catalog.Entry.Slot), or
+// nil.
+func keptOf(e *catalog.Entry) *Resident {
+	return (*Resident)(atomic.LoadPointer(e.Slot()))
+}
+
+// storeKept makes c e's kept Resident.
+func storeKept(e *catalog.Entry, c *Resident) {
+	atomic.StorePointer(e.Slot(), unsafe.Pointer(c))
+}
+
+// casKept replaces e's kept Resident old by c, if old is still it.
+func casKept(e *catalog.Entry, old, c *Resident) bool {
+	return atomic.CompareAndSwapPointer(e.Slot(), unsafe.Pointer(old), unsafe.Pointer(c))
 }

@@ -44,7 +44,7 @@ func openRead(t *testing.T, e *env, p string) *Reader {
 
 func TestRepeatOpensOfAResidentFileShareOneDescriptor(t *testing.T) {
 	e := placedEnv(t, smallDataset(3, 5000), Options{})
-	p := e.data.paths()[0]
+	p := e.data.Paths()[0]
 	r := openRead(t, e, p)
 	first := r.Resident()
 	if first == nil {
@@ -69,7 +69,7 @@ func TestKeptDescriptorsNeverExceedTheBudgetAndInUseOnesAreNotReleased(t *testin
 	const budget = 3
 	e := placedEnv(t, smallDataset(10, 3000), Options{OpenFiles: budget})
 	// Nothing is attached here: every kept copy holds its descriptor.
-	paths := e.data.paths()
+	paths := e.data.Paths()
 	for _, p := range paths {
 		openRead(t, e, p).Close()
 	}
@@ -112,7 +112,7 @@ func TestKeptDescriptorsNeverExceedTheBudgetAndInUseOnesAreNotReleased(t *testin
 // kept descriptor.
 func TestADroppedCopyIsNeverServedFromItsKeptDescriptor(t *testing.T) {
 	e := placedEnv(t, smallDataset(2, 70_000), Options{})
-	p := e.data.paths()[0]
+	p := e.data.Paths()[0]
 	en := e.entry(p)
 	openRead(t, e, p).Close() // its descriptor is kept now
 	i := en.Tier()
@@ -131,7 +131,7 @@ func TestADroppedCopyIsNeverServedFromItsKeptDescriptor(t *testing.T) {
 
 func TestConcurrentOpensDropsAndEvictionsReadTheRightBytes(t *testing.T) {
 	e := placedEnv(t, smallDataset(12, 9000), Options{OpenFiles: 4})
-	paths := e.data.paths()
+	paths := e.data.Paths()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
@@ -185,7 +185,7 @@ func TestAttachedCopiesKeepNoDescriptor(t *testing.T) {
 		mu.Unlock()
 		return &Registration{ID: int32(fd)}, func() { mu.Lock(); detached++; mu.Unlock() }, nil
 	}
-	paths := e.data.paths()
+	paths := e.data.Paths()
 	for _, p := range paths {
 		r, err := e.p.Open(context.Background(), e.entry(p))
 		if err != nil {

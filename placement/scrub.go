@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
@@ -111,7 +112,7 @@ type scrubRun struct {
 
 // remove drops e (a file or a directory with all under it) within the
 // run's budget, counting what it removed or held.
-func (p *Placer) remove(e *Entry, run *scrubRun, cause error) bool {
+func (p *Placer) remove(e *catalog.Entry, run *scrubRun, cause error) bool {
 	files := countFiles(e)
 	if err := p.dropEntry(e, run.guard, cause); err != nil {
 		run.heldOnce.Do(func() { run.fail(err) })
@@ -238,12 +239,12 @@ func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
 	}
 	pool := newPool(p.ctx, scrubWorkers)
 	if req.Kind == ScrubRevalidate {
-		p.cat.Root().Files(func(f *Entry) bool {
-			if !f.recheck.Load() {
+		p.cat.Root().Files(func(f *catalog.Entry) bool {
+			if !f.Recheck() {
 				return true
 			}
 			return pool.do(func() {
-				if f.recheck.Load() { // an open's check may have come first
+				if f.Recheck() { // an open's check may have come first
 					p.refreshLeaf(f, run)
 				}
 			})
@@ -260,7 +261,7 @@ func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
 		if e == nil {
 			continue // removed meanwhile
 		}
-		e.Files(func(f *Entry) bool {
+		e.Files(func(f *catalog.Entry) bool {
 			if f.Tier() < 0 {
 				return true
 			}
@@ -282,7 +283,7 @@ func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
 		cur := p.cat.Root()
 		for _, name := range strings.Split(rel, "/") {
 			next := cur.Lookup(name)
-			if next == nil && cur.Kind == KindDir {
+			if next == nil && cur.Kind == catalog.KindDir {
 				p.refreshDir(nil, cur, run) // one level: adds what is new
 				next = cur.Lookup(name)
 			}
@@ -293,11 +294,11 @@ func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
 			cur = next
 		}
 		e = cur
-		if e.Kind != KindDir {
+		if e.Kind != catalog.KindDir {
 			return // just added: nothing more to check
 		}
 	}
-	if e.Kind == KindDir {
+	if e.Kind == catalog.KindDir {
 		pool.do(func() { p.refreshDir(pool, e, run) })
 		return
 	}
@@ -305,7 +306,7 @@ func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
 }
 
 // refreshLeaf revalidates a file or a symlink on its own.
-func (p *Placer) refreshLeaf(e *Entry, run *scrubRun) {
+func (p *Placer) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 	if p.op() != nil {
 		return
 	}
@@ -325,28 +326,28 @@ func (p *Placer) refreshLeaf(e *Entry, run *scrubRun) {
 	} else if !p.remove(e, run, err) {
 		return
 	}
-	if d := p.cat.parentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
+	if d := p.cat.ParentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
 		p.refreshDir(nil, d, run)
 	}
 }
 
 // refreshSame updates an entry whose source is still of the same kind.
-func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
+func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 	switch e.Kind {
-	case KindFile:
+	case catalog.KindFile:
 		run.checked.Add(1)
 		p.checkedNow(e)
 		resident := e.Tier() >= 0
-		if p.setAttr(e, attrFromInfo(fi), false) {
+		if p.setAttr(e, catalog.AttrFromInfo(fi), false) {
 			run.changed.Add(1)
 			if resident {
 				run.dropped.Add(1) // setAttr dropped the stale copy
 			}
 			p.enqueueIfWarm(e)
 		}
-	case KindDir:
-		p.setAttr(e, attrFromInfo(fi), false)
-	case KindSymlink:
+	case catalog.KindDir:
+		p.setAttr(e, catalog.AttrFromInfo(fi), false)
+	case catalog.KindSymlink:
 		if p.op() != nil {
 			return
 		}
@@ -357,19 +358,17 @@ func (p *Placer) refreshSame(e *Entry, fi os.FileInfo, run *scrubRun) {
 		}
 		if target != e.Target() {
 			p.removeEntry(e) // replaced at once: nothing leaves the dataset
-			n := entryFromInfo(e.Path, fi)
-			n.setTarget(target)
-			p.addEntry(n, run)
+			p.addEntry(catalog.NewEntry(e.Path, fi, target), run)
 			return
 		}
-		p.setAttr(e, attrFromInfo(fi), false)
+		p.setAttr(e, catalog.AttrFromInfo(fi), false)
 	}
 }
 
 // refreshDir compares directory d with the source: removes what the source
 // no longer has, adds what is new, updates the rest. With a pool it goes on
 // into the subdirectories (in parallel); without, it stays at one level.
-func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
+func (p *Placer) refreshDir(pool *pool, d *catalog.Entry, run *scrubRun) {
 	if p.op() != nil {
 		return
 	}
@@ -395,7 +394,7 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 		if p.ctx.Err() != nil || p.op() != nil {
 			return
 		}
-		rel := childPath(d.Path, de.Name())
+		rel := catalog.ChildPath(d.Path, de.Name())
 		fi, err := p.src.Stat(p.ctx, rel)
 		c := d.Lookup(de.Name())
 		if err != nil {
@@ -417,29 +416,25 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 			if k == 0 {
 				continue // a special file: not part of the dataset
 			}
-			n := entryFromInfo(rel, fi)
-			if k == KindSymlink {
-				t, err := p.src.Readlink(p.ctx, rel)
-				if err != nil {
+			var target string
+			if k == catalog.KindSymlink {
+				if target, err = p.src.Readlink(p.ctx, rel); err != nil {
 					run.fail(err)
 					continue
 				}
-				n.setTarget(t)
 			}
-			if k == KindDir {
-				n.setChildren(nil)
-			}
+			n := catalog.NewEntry(rel, fi, target)
 			if !p.addEntry(n, run) {
 				continue
 			}
 			c = n
-			if k != KindDir {
+			if k != catalog.KindDir {
 				continue
 			}
 		} else {
 			p.refreshSame(c, fi, run)
 		}
-		if c.Kind == KindDir && pool != nil {
+		if c.Kind == catalog.KindDir && pool != nil {
 			sub := c
 			pool.do(func() { p.refreshDir(pool, sub, run) })
 		}
@@ -447,13 +442,13 @@ func (p *Placer) refreshDir(pool *pool, d *Entry, run *scrubRun) {
 }
 
 // addEntry adds a new entry found on the source.
-func (p *Placer) addEntry(e *Entry, run *scrubRun) bool {
-	if err := p.cat.addEntry(e); err != nil {
+func (p *Placer) addEntry(e *catalog.Entry, run *scrubRun) bool {
+	if err := p.cat.Add(e); err != nil {
 		run.fail(err)
 		return false
 	}
-	if e.Kind == KindFile {
-		e.validated.Store(true)
+	if e.Kind == catalog.KindFile {
+		e.SetValidated(true)
 		run.added.Add(1)
 		p.enqueueIfWarm(e)
 	}
@@ -464,7 +459,7 @@ func (p *Placer) addEntry(e *Entry, run *scrubRun) bool {
 
 // enqueueIfWarm queues a new or changed file when the whole dataset was
 // asked to be warmed up.
-func (p *Placer) enqueueIfWarm(e *Entry) {
+func (p *Placer) enqueueIfWarm(e *catalog.Entry) {
 	p.warm.mu.Lock()
 	all := p.warm.all
 	p.warm.mu.Unlock()
@@ -473,21 +468,21 @@ func (p *Placer) enqueueIfWarm(e *Entry) {
 	}
 }
 
-func kindOf(fi os.FileInfo) Kind {
+func kindOf(fi os.FileInfo) catalog.Kind {
 	switch m := fi.Mode(); {
 	case m.IsRegular():
-		return KindFile
+		return catalog.KindFile
 	case m.IsDir():
-		return KindDir
+		return catalog.KindDir
 	case m&fs.ModeSymlink != 0:
-		return KindSymlink
+		return catalog.KindSymlink
 	}
 	return 0
 }
 
-func countFiles(e *Entry) int64 {
+func countFiles(e *catalog.Entry) int64 {
 	var n int64
-	e.Files(func(*Entry) bool { n++; return true })
+	e.Files(func(*catalog.Entry) bool { n++; return true })
 	return n
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // scrub runs one request and waits for it.
@@ -25,9 +27,9 @@ func (e *env) scrub(req ScrubRequest) ScrubProgress {
 }
 
 // treePaths lists every entry under the catalog root.
-func treePaths(c *Catalog) []string {
+func treePaths(c *catalog.Catalog) []string {
 	var out []string
-	c.Root().walk(func(x *Entry) bool {
+	c.Root().Walk(func(x *catalog.Entry) bool {
 		if x.Path != "" {
 			out = append(out, x.Path)
 		}
@@ -105,10 +107,10 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 			t.Error("the changed file kept its old copy")
 		}
 	}
-	if e.cat.Files() != int64(len(d)) || e.cat.Bytes() != d.bytes() {
-		t.Errorf("catalog counts %d files %d bytes, want %d, %d", e.cat.Files(), e.cat.Bytes(), len(d), d.bytes())
+	if e.cat.Files() != int64(len(d)) || e.cat.Bytes() != d.Bytes() {
+		t.Errorf("catalog counts %d files %d bytes, want %d, %d", e.cat.Files(), e.cat.Bytes(), len(d), d.Bytes())
 	}
-	if l := e.cat.Find("link"); l == nil || l.Kind != KindSymlink || l.Target() != "train/a/page" {
+	if l := e.cat.Find("link"); l == nil || l.Kind != catalog.KindSymlink || l.Target() != "train/a/page" {
 		t.Errorf("symlink: %+v", l)
 	}
 	e.readEveryFileOnce()
@@ -119,14 +121,14 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 	mu.Unlock()
 	// New entries get new IDs and indices: none collides.
 	ids, idx := map[uint64]bool{}, map[int32]bool{}
-	e.cat.Root().walk(func(x *Entry) bool {
+	e.cat.Root().Walk(func(x *catalog.Entry) bool {
 		if ids[x.ID] || (x.Index >= 0 && idx[x.Index]) {
 			t.Errorf("%s: ID %d or Index %d given twice", x.Path, x.ID, x.Index)
 		}
 		ids[x.ID], idx[x.Index] = true, x.Index >= 0
 		return true
 	})
-	e.cat.Root().Files(func(x *Entry) bool {
+	e.cat.Root().Files(func(x *catalog.Entry) bool {
 		if e.cat.ByIndex(int(x.Index)) != x {
 			t.Errorf("ByIndex(%d) is not %s", x.Index, x.Path)
 		}

@@ -11,12 +11,13 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"go.uber.org/zap"
 )
 
 // verifyFile checks a resident file's copy against its record and the
 // source.
-func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
+func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 	i := e.Tier()
 	if i < 0 || p.op() != nil {
 		return
@@ -46,7 +47,7 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 	}
 	p.checkedNow(e)
 	resident := e.Tier() >= 0
-	if p.setAttr(e, attrFromInfo(fi), false) {
+	if p.setAttr(e, catalog.AttrFromInfo(fi), false) {
 		run.changed.Add(1)
 		if resident {
 			run.dropped.Add(1) // setAttr dropped the stale copy
@@ -71,7 +72,7 @@ func (p *Placer) verifyFile(e *Entry, content bool, run *scrubRun) {
 }
 
 // sameContent compares e's copy in tier i with the source, byte for byte.
-func (p *Placer) sameContent(e *Entry, i int, size int64) (bool, error) {
+func (p *Placer) sameContent(e *catalog.Entry, i int, size int64) (bool, error) {
 	tf, err := p.o.Tiers[i].OpenFile(e.Path)
 	if err != nil {
 		return false, nil // gone: not the same

@@ -2,6 +2,8 @@ package placement
 
 import (
 	"sync/atomic"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // Reading ahead of a reader that goes through the dataset in path order.
@@ -32,7 +34,7 @@ type seqDetector struct {
 }
 
 // noteOpen records an open of e and reads ahead when it continues a run.
-func (p *Placer) noteOpen(e *Entry) {
+func (p *Placer) noteOpen(e *catalog.Entry) {
 	i := e.Index
 	if i < 0 || p.cat.Walking() {
 		return
@@ -57,7 +59,7 @@ func (p *Placer) noteOpen(e *Entry) {
 		if f == nil {
 			return // past the last file
 		}
-		if f.Gone() || f.Tier() >= 0 || f.nospace.Load() {
+		if f.Gone() || f.Tier() >= 0 || f.NoSpace() {
 			continue
 		}
 		if !p.copyAhead(f) {
@@ -68,7 +70,7 @@ func (p *Placer) noteOpen(e *Entry) {
 
 // copyAhead starts the copy of f unless one runs; false when no demand
 // slot is free.
-func (p *Placer) copyAhead(f *Entry) bool {
+func (p *Placer) copyAhead(f *catalog.Entry) bool {
 	if _, ok := p.flights.Load(f); ok {
 		return true
 	}

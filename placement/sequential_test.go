@@ -24,7 +24,7 @@ func TestAReaderInPathOrderIsReadAhead(t *testing.T) {
 		t.Run(fmt.Sprintf("shuffled=%v", shuffled), func(t *testing.T) {
 			d := seqDataset(60)
 			e := newEnv(t, d, oneTier(1<<30), Options{})
-			order := d.paths()
+			order := d.Paths()
 			if shuffled {
 				rand.New(rand.NewPCG(7, 7)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			}
@@ -42,8 +42,8 @@ func TestAReaderInPathOrderIsReadAhead(t *testing.T) {
 			if !shuffled && st.ReadAhead < int64(len(d))/2 {
 				t.Errorf("a reader in path order started %d copies ahead of %d files", st.ReadAhead, len(d))
 			}
-			if ss.Opens != int64(len(d)) || ss.Bytes != d.bytes() {
-				t.Errorf("%d source opens and %d bytes, want one open and one read per file (%d, %d)", ss.Opens, ss.Bytes, len(d), d.bytes())
+			if ss.Opens != int64(len(d)) || ss.Bytes != d.Bytes() {
+				t.Errorf("%d source opens and %d bytes, want one open and one read per file (%d, %d)", ss.Opens, ss.Bytes, len(d), d.Bytes())
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
@@ -106,7 +107,7 @@ const (
 // Event is a change of the tree the kernel's caches must learn about.
 type Event struct {
 	Kind  EventKind
-	Entry *Entry
+	Entry *catalog.Entry
 	// Sync is set when an open is waiting for the change to reach the
 	// kernel (its validation found it): the kernel must drop the old
 	// attributes and pages before the open returns. Every other change
@@ -116,14 +117,14 @@ type Event struct {
 	Sync bool
 }
 
-func (p *Placer) notify(k EventKind, e *Entry, sync bool) {
+func (p *Placer) notify(k EventKind, e *catalog.Entry, sync bool) {
 	if fn := p.notifyFn.Load(); fn != nil {
 		(*fn)(Event{Kind: k, Entry: e, Sync: sync})
 	}
 }
 
 // needsValidation reports whether an open of e stats the source first.
-func (p *Placer) needsValidation(e *Entry) bool {
+func (p *Placer) needsValidation(e *catalog.Entry) bool {
 	if e.Tier() < 0 && !p.Buffered(e) {
 		return true // the open reads the source
 	}
@@ -131,19 +132,19 @@ func (p *Placer) needsValidation(e *Entry) bool {
 	case ValidateOpen:
 		return true
 	case ValidateOnce:
-		return !e.validated.Load() && !p.fresh(e)
+		return !e.Validated() && !p.fresh(e)
 	}
 	return false
 }
 
 // fresh reports that e's last recorded check is younger than the TTL. A
 // check recorded in the future (a clock set back) is not trusted.
-func (p *Placer) fresh(e *Entry) bool {
+func (p *Placer) fresh(e *catalog.Entry) bool {
 	ttl := int64(p.o.ValidateTTL / time.Second)
 	if ttl <= 0 {
 		return false
 	}
-	c, now := e.checked.Load(), time.Now().Unix()
+	c, now := e.Checked(), time.Now().Unix()
 	return c > 0 && c <= now+60 && now-c < ttl
 }
 
@@ -167,12 +168,12 @@ type check struct {
 // the source file the check opened (see the file comment): the caller
 // owns it. c, when not nil, is the check this open leads: the caller ends
 // it (endCheck) once it has attached to the copy.
-func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
+func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
 	if !p.needsValidation(e) {
 		return false, nil, nil, nil
 	}
 	if e.Tier() < 0 {
-		if p.o.Remote == nil && !p.Buffered(e) && !(p.buf != nil && e.nospace.Load()) {
+		if p.o.Remote == nil && !p.Buffered(e) && !(p.buf != nil && e.NoSpace()) {
 			return p.openChecked(ctx, e)
 		}
 		fi, err := p.src.Stat(ctx, e.Path)
@@ -225,11 +226,11 @@ func (p *Placer) validate(ctx context.Context, e *Entry) (changed bool, sf *tier
 // found, joins it unchecked (unless validate = "open"): the copy's reads
 // check the version they read. Concurrent first opens of a file share one
 // check: one opens, the others wait for it and join the copy it starts.
-func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
+func (p *Placer) openChecked(ctx context.Context, e *catalog.Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
 	// joinable: a check of this mount found the version the copy under
 	// way copies, or the copy is installed already.
 	joinable := func() bool {
-		if p.o.Validate == ValidateOpen || !e.validated.Load() && !p.fresh(e) {
+		if p.o.Validate == ValidateOpen || !e.Validated() && !p.fresh(e) {
 			return false
 		}
 		f, ok := p.flights.Load(e)
@@ -294,7 +295,7 @@ func (p *Placer) openChecked(ctx context.Context, e *Entry) (changed bool, sf *t
 // checked the file yet (a worker's, or one started ahead of a reader:
 // sequential.go), rather than open the source a second time; ok reports
 // that its open found the entry's version. Not with validate = "open".
-func (p *Placer) copyChecked(ctx context.Context, e *Entry) (ok bool, err error) {
+func (p *Placer) copyChecked(ctx context.Context, e *catalog.Entry) (ok bool, err error) {
 	f, found := p.flights.Load(e)
 	if !found || p.o.Validate == ValidateOpen || f.attr != e.Attr() {
 		return false, nil
@@ -308,7 +309,7 @@ func (p *Placer) copyChecked(ctx context.Context, e *Entry) (ok bool, err error)
 }
 
 // endCheck ends a check: the opens waiting for it go on.
-func (p *Placer) endCheck(e *Entry, c *check) {
+func (p *Placer) endCheck(e *catalog.Entry, c *check) {
 	if c == nil {
 		return
 	}
@@ -320,11 +321,11 @@ func (p *Placer) endCheck(e *Entry, c *check) {
 // file the source no longer has, and a wrapped source error for a failed
 // stat (counted as served stale when e is resident). sync: an open waits
 // for the kernel to learn of a change (Event.Sync).
-func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (changed bool, _ error) {
+func (p *Placer) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync bool) (changed bool, _ error) {
 	switch {
 	case err == nil && fi.Mode().IsRegular():
 		p.checkedNow(e)
-		return p.setAttr(e, attrFromInfo(fi), sync), nil
+		return p.setAttr(e, catalog.AttrFromInfo(fi), sync), nil
 	case err == nil, errors.Is(err, fs.ErrNotExist):
 		// Gone, or no longer a regular file at that path: a symlink
 		// swapped in for it or for a directory above it is never
@@ -351,19 +352,19 @@ func (p *Placer) applyStat(e *Entry, fi os.FileInfo, err error, sync bool) (chan
 // attributes follow: setAttr). The time is persisted when the recorded one
 // is older than a fraction of the TTL: a check of every open (validate =
 // "open") does not write the catalog at every open.
-func (p *Placer) checkedNow(e *Entry) {
-	e.validated.Store(true)
-	if e.recheck.Swap(false) {
+func (p *Placer) checkedNow(e *catalog.Entry) {
+	e.SetValidated(true)
+	if e.SetRecheck(false) {
 		p.rechecks.Add(-1)
 	}
 	now := time.Now().Unix()
-	old := e.checked.Swap(now)
+	old := e.SetChecked(now)
 	every := max(int64(p.o.ValidateTTL/time.Second)/8, 1)
 	if p.o.ValidateTTL <= 0 {
 		every = 3600
 	}
 	if now-old >= every {
-		if err := p.cat.persist(e); err != nil {
+		if err := p.cat.Persist(e); err != nil {
 			p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
 		}
 	}
@@ -378,10 +379,10 @@ func (p *Placer) trustChecks() {
 		return
 	}
 	var stale int64
-	p.cat.Root().Files(func(e *Entry) bool {
+	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		if e.Tier() >= 0 && !p.fresh(e) {
-			e.validated.Store(true) // served meanwhile
-			e.recheck.Store(true)
+			e.SetValidated(true) // served meanwhile
+			e.SetRecheck(true)
 			stale++
 		}
 		return true
@@ -448,31 +449,31 @@ func (p *Placer) logSourceError(err error) {
 // a caller that compared stale attributes must not drop the copy another
 // caller's update has since placed again (nor drop one copy twice). sync:
 // see Event.Sync.
-func (p *Placer) setAttr(e *Entry, a Attr, sync bool) (changed bool) {
+func (p *Placer) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (changed bool) {
 	p.refreshMu.Lock()
 	old := e.Attr()
-	if old.same(a) {
+	if old.Same(a) {
 		p.refreshMu.Unlock()
 		return false
 	}
 	changed = a.Size != old.Size || a.Mtime != old.Mtime
 	if i := e.Tier(); i >= 0 && changed {
-		e.tier.Store(-1)
+		e.SetTier(-1)
 		p.forgetResident(e)
 		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
 			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
 		}
 	}
-	if changed && e.Kind == KindFile {
-		e.nospace.Store(false)
-		p.cat.bytes.Add(a.Size - old.Size)
+	if changed && e.Kind == catalog.KindFile {
+		e.SetNoSpace(false)
+		p.cat.AddBytes(a.Size - old.Size)
 	}
-	e.attr.Store(&a)
-	if err := p.cat.persist(e); err != nil {
+	e.SetAttr(a)
+	if err := p.cat.Persist(e); err != nil {
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
 	}
 	p.refreshMu.Unlock()
-	if changed && e.Kind == KindFile {
+	if changed && e.Kind == catalog.KindFile {
 		p.log.Info("source file changed; its copy was dropped", zap.String("path", e.Path),
 			zap.Int64("old_size", old.Size), zap.Int64("size", a.Size))
 	}
@@ -482,15 +483,15 @@ func (p *Placer) setAttr(e *Entry, a Attr, sync bool) (changed bool) {
 
 // removeEntry drops e (a file or a directory with everything under it)
 // from the dataset: tier copies, records, the tree. It logs once.
-func (p *Placer) removeEntry(e *Entry) {
+func (p *Placer) removeEntry(e *catalog.Entry) {
 	p.refreshMu.Lock()
-	files, ok := p.cat.removeEntry(e)
+	files, ok := p.cat.Remove(e)
 	for _, f := range files {
-		if f.recheck.Swap(false) {
+		if f.SetRecheck(false) {
 			p.rechecks.Add(-1)
 		}
 		if i := f.Tier(); i >= 0 {
-			f.tier.Store(-1)
+			f.SetTier(-1)
 			p.forgetResident(f)
 			if err := p.o.Tiers[i].Remove(f.Path, f.Attr().Size); err != nil {
 				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path), zap.Error(err))

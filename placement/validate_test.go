@@ -27,7 +27,7 @@ func (e *env) openRead(p string, want []byte) error {
 
 func (e *env) readEveryFileOnce() {
 	e.t.Helper()
-	for _, p := range e.data.paths() {
+	for _, p := range e.data.Paths() {
 		if err := e.openRead(p, e.data[p]); err != nil {
 			e.t.Fatalf("%s: %v", p, err)
 		}
@@ -87,7 +87,7 @@ func TestValidateNeverChecksOnlyFilesReadFromTheSource(t *testing.T) {
 	e.p.WarmupAll()
 	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
 	var resident, other int64
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		if e.entry(p).Tier() >= 0 {
 			resident++
 		} else {
@@ -131,14 +131,14 @@ func TestStaleIfErrorServesResidentCopiesWhileTheSourceFails(t *testing.T) {
 	d := sizedDataset()
 	d["late/not-resident"] = content("late", 5000)
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		if p != "late/not-resident" {
 			e.p.Enqueue(e.entry(p))
 		}
 	}
 	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
 	repair := breakSource(t, e.src)
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		err := e.openRead(p, d[p])
 		if p == "late/not-resident" {
 			if !errors.Is(err, tier.ErrSource) || errors.Is(err, ErrVanished) {
@@ -239,7 +239,7 @@ func TestReadFileReturnsTheWholeFileFromTierOrSource(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	for _, pass := range []string{"source", "tier"} {
-		for _, p := range d.paths() {
+		for _, p := range d.Paths() {
 			got, err := e.p.ReadFile(context.Background(), e.entry(p))
 			if err != nil || !bytes.Equal(got, d[p]) {
 				t.Fatalf("%s pass: ReadFile(%s): %d bytes, %v", pass, p, len(got), err)
@@ -266,10 +266,10 @@ func TestFirstEpochOpensEachFileOnceAndStatsNone(t *testing.T) {
 	if st.Opens != int64(len(d)) {
 		t.Errorf("%d source opens for %d files, want one per file", st.Opens, len(d))
 	}
-	if st.Bytes != d.bytes() {
-		t.Errorf("%d bytes read from the source, want each file once (%d)", st.Bytes, d.bytes())
+	if st.Bytes != d.Bytes() {
+		t.Errorf("%d bytes read from the source, want each file once (%d)", st.Bytes, d.Bytes())
 	}
-	for _, p := range d.paths() {
+	for _, p := range d.Paths() {
 		if e.entry(p).Tier() < 0 {
 			t.Errorf("%s not resident after the first epoch", p)
 		}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	"go.uber.org/zap"
 )
 
@@ -46,10 +47,10 @@ const (
 // ones in their tiers and forgets the rest, which it returns in path order
 // for placing again. It runs in New, before the workers start: nothing
 // else touches the entries yet.
-func (p *Placer) checkCopies() []*Entry {
+func (p *Placer) checkCopies() []*catalog.Entry {
 	start := time.Now()
-	var rec []*Entry
-	p.cat.Root().Files(func(e *Entry) bool {
+	var rec []*catalog.Entry
+	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		if e.Tier() >= 0 {
 			rec = append(rec, e)
 		}
@@ -73,7 +74,7 @@ func (p *Placer) checkCopies() []*Entry {
 	}
 	wg.Wait()
 
-	var lost []*Entry
+	var lost []*catalog.Entry
 	c := copyCheck{checked: int64(len(rec))}
 	for i, e := range rec {
 		switch outcome[i] {
@@ -85,11 +86,11 @@ func (p *Placer) checkCopies() []*Entry {
 		case copyWrongSize:
 			c.wrongSize++
 		}
-		e.tier.Store(-1)
+		e.SetTier(-1)
 		lost = append(lost, e)
 	}
 	if len(lost) > 0 {
-		p.cat.persistAll(lost)
+		p.cat.PersistAll(lost)
 	}
 	p.check = c
 	took := time.Since(start)
@@ -104,7 +105,7 @@ func (p *Placer) checkCopies() []*Entry {
 
 // checkCopy lstats the recorded copy of e. A regular file of the wrong
 // size is removed: nothing would ever serve or replace it.
-func (p *Placer) checkCopy(e *Entry) uint8 {
+func (p *Placer) checkCopy(e *catalog.Entry) uint8 {
 	name := p.o.Tiers[e.Tier()].Path(e.Path)
 	var st syscall.Stat_t
 	for {
@@ -125,31 +126,4 @@ func (p *Placer) checkCopy(e *Entry) uint8 {
 		return copyWrongSize
 	}
 	return copyGood
-}
-
-// persistAll writes the current records of es in batches, through the
-// guarded writer (catalog_writer.go): what it cannot write now waits for
-// the catch-up.
-func (c *Catalog) persistAll(es []*Entry) {
-	snap := make(map[string]*Entry, len(es))
-	for _, e := range es {
-		snap[e.Path] = e
-	}
-	c.mu.Lock()
-	degraded := c.w.degraded
-	c.mu.Unlock()
-	left := snap
-	if !degraded {
-		left = c.writePending(snap)
-	}
-	if len(left) == 0 {
-		return
-	}
-	c.mu.Lock()
-	for p, e := range left {
-		if _, newer := c.w.pending[p]; !newer {
-			c.w.pending[p] = e
-		}
-	}
-	c.mu.Unlock()
 }

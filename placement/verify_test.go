@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -40,29 +40,19 @@ func (g *gate) statfs(string) (uint64, uint64, error) {
 }
 
 // storedTier reads the tier name the catalog's stored record of p gives.
-func storedTier(t testing.TB, c *Catalog, p string) string {
+func storedTier(t testing.TB, c *catalog.Catalog, p string) string {
 	t.Helper()
-	var rec record
-	err := c.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(fileKey(p))
-		if err != nil {
-			return err
-		}
-		return it.Value(func(v []byte) error {
-			rec, err = decodeRecord(v)
-			return err
-		})
-	})
+	tier, err := c.StoredTier(p)
 	if err != nil {
-		t.Fatalf("stored record of %s: %v", p, err)
+		t.Fatal(err)
 	}
-	return rec.Tier
+	return tier
 }
 
 func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	d := sizedDataset()
 	// Two tiers in use: mem takes half of the dataset.
-	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.bytes() / 2}, {Name: "nvme", Quota: 1 << 30}}, Options{})
+	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 2}, {Name: "nvme", Quota: 1 << 30}}, Options{})
 	e.p.WarmupAll()
 	e.waitResident()
 	if e.tiers[0].Files() == 0 || e.tiers[1].Files() == 0 {
@@ -108,8 +98,8 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 			st.CopiesMissingAtMount, st.CopiesWrongSizeAtMount, len(d), len(missing), len(wrong))
 	}
 	files, bytes := e.p.Residency()
-	if files != int64(len(d)-len(lost)) || bytes != d.bytes()-lostBytes {
-		t.Errorf("resident after the check: %d files %d bytes; want %d %d", files, bytes, len(d)-len(lost), d.bytes()-lostBytes)
+	if files != int64(len(d)-len(lost)) || bytes != d.Bytes()-lostBytes {
+		t.Errorf("resident after the check: %d files %d bytes; want %d %d", files, bytes, len(d)-len(lost), d.Bytes()-lostBytes)
 	}
 	e.checkAccounting() // the tiers account only the good copies
 	for _, p := range lost {
@@ -168,7 +158,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 
 func TestNewWithAWipedTierKeepsTheOtherTiersCopies(t *testing.T) {
 	d := sizedDataset()
-	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
+	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
 	e.p.WarmupAll()
 	e.waitResident()
 	inMem, inNVMe := e.tiers[0].Files(), e.tiers[1].Files()
@@ -282,18 +272,17 @@ func benchmarkCheckCopies(b *testing.B, dir string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	root := &Entry{Kind: KindDir}
-	var top []*Entry
+	var top []*catalog.Entry
 	for i := 0; i < dirs; i++ {
-		d := &Entry{Kind: KindDir, Path: fmt.Sprintf("n%08d", i)}
-		var kids []*Entry
-		if err := os.MkdirAll(tr.Path(d.Path), 0o700); err != nil {
+		dir := fmt.Sprintf("n%08d", i)
+		var kids []*catalog.Entry
+		if err := os.MkdirAll(tr.Path(dir), 0o700); err != nil {
 			b.Fatal(err)
 		}
 		for j := 0; j < perDir; j++ {
-			e := &Entry{Kind: KindFile, Path: fmt.Sprintf("%s/n%08d_%07d.JPEG", d.Path, i, j)}
-			e.attr.Store(&Attr{Size: 1000})
-			e.tier.Store(0)
+			e := &catalog.Entry{Kind: catalog.KindFile, Path: fmt.Sprintf("%s/n%08d_%07d.JPEG", dir, i, j)}
+			e.SetAttr(catalog.Attr{Size: 1000})
+			e.SetTier(0)
 			f, err := os.Create(tr.Path(e.Path))
 			if err != nil {
 				b.Fatal(err)
@@ -302,11 +291,10 @@ func benchmarkCheckCopies(b *testing.B, dir string) {
 			f.Close()
 			kids = append(kids, e)
 		}
-		d.setChildren(kids)
-		top = append(top, d)
+		top = append(top, catalog.NewDir(dir, kids))
 	}
-	root.setChildren(top)
-	p := &Placer{o: Options{Tiers: []*tier.Tier{tr}}, cat: &Catalog{root: root, tiers: []string{"disk"}}, log: zap.NewNop()}
+	cat := catalog.NewTree(catalog.NewDir("", top), []string{"disk"})
+	p := &Placer{o: Options{Tiers: []*tier.Tier{tr}}, cat: cat, log: zap.NewNop()}
 	b.ResetTimer()
 	for range b.N {
 		if lost := p.checkCopies(); len(lost) != 0 {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"sync"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // ErrNoEntry means a path names nothing in the dataset.
@@ -17,8 +19,8 @@ type warmup struct {
 	mu       sync.Mutex
 	all      bool // the whole dataset was queued
 	allHolds int  // held requests for the whole dataset
-	files    []*Entry
-	set      map[*Entry]*warmState
+	files    []*catalog.Entry
+	set      map[*catalog.Entry]*warmState
 }
 
 // warmState is a file's place in the warmup set.
@@ -41,7 +43,7 @@ type WarmupProgress struct {
 // the files they name, or an error naming the first that does not exist.
 // Surrounding white space is trimmed from each path; every file counts (the
 // daemon's own view). Control files use ResolvePathsAs.
-func (p *Placer) ResolvePaths(paths []string) ([]*Entry, error) {
+func (p *Placer) ResolvePaths(paths []string) ([]*catalog.Entry, error) {
 	trimmed := make([]string, len(paths))
 	for i, raw := range paths {
 		trimmed[i] = strings.TrimSpace(raw)
@@ -58,9 +60,9 @@ func (p *Placer) WarmupAll() {
 }
 
 // Warmup queues the given files, in the given order.
-func (p *Placer) Warmup(files []*Entry) {
+func (p *Placer) Warmup(files []*catalog.Entry) {
 	p.warm.mu.Lock()
-	var fresh []*Entry
+	var fresh []*catalog.Entry
 	for _, f := range files {
 		st := p.warm.add(f)
 		if !st.queued {
@@ -75,9 +77,9 @@ func (p *Placer) Warmup(files []*Entry) {
 }
 
 // add returns f's state in the set, adding f. Callers hold w.mu.
-func (w *warmup) add(f *Entry) *warmState {
+func (w *warmup) add(f *catalog.Entry) *warmState {
 	if w.set == nil {
-		w.set = map[*Entry]*warmState{}
+		w.set = map[*catalog.Entry]*warmState{}
 	}
 	st := w.set[f]
 	if st == nil {
@@ -93,8 +95,8 @@ func (w *warmup) add(f *Entry) *warmState {
 type WarmupHold struct {
 	p     *Placer
 	all   bool
-	files []*Entry // the files it holds, not yet queued when it was made
-	count int64    // what it adds to Stats().Queued
+	files []*catalog.Entry // the files it holds, not yet queued when it was made
+	count int64            // what it adds to Stats().Queued
 	ended bool
 }
 
@@ -103,7 +105,7 @@ type WarmupHold struct {
 // (they are warmup backlog). A ctl file holds what a document asked for
 // until the document's last close, so that a document a later line
 // rejects queued nothing.
-func (p *Placer) HoldWarmup(files []*Entry, all bool) *WarmupHold {
+func (p *Placer) HoldWarmup(files []*catalog.Entry, all bool) *WarmupHold {
 	h := &WarmupHold{p: p, all: all}
 	w := &p.warm
 	w.mu.Lock()
@@ -134,7 +136,7 @@ func (h *WarmupHold) Release() {
 		return
 	}
 	h.ended = true
-	var fresh []*Entry
+	var fresh []*catalog.Entry
 	for _, f := range h.files {
 		st := w.set[f]
 		st.holds--
@@ -187,7 +189,7 @@ func (h *WarmupHold) Cancel() {
 	}
 	if gone {
 		// A new slice: progress reads the old one without the lock.
-		kept := make([]*Entry, 0, len(w.set))
+		kept := make([]*catalog.Entry, 0, len(w.set))
 		for _, f := range w.files {
 			if _, ok := w.set[f]; ok {
 				kept = append(kept, f)
@@ -199,7 +201,7 @@ func (h *WarmupHold) Cancel() {
 
 // feed queues files (nil: the whole dataset) from a goroutine. The files
 // not yet handed to the queue count as queued in Stats.
-func (p *Placer) feed(files []*Entry) {
+func (p *Placer) feed(files []*catalog.Entry) {
 	n := int64(len(files))
 	if files == nil {
 		n = p.cat.Files()
@@ -209,7 +211,7 @@ func (p *Placer) feed(files []*Entry) {
 }
 
 // feedCounted is feed for files already counted in queued.
-func (p *Placer) feedCounted(files []*Entry) {
+func (p *Placer) feedCounted(files []*catalog.Entry) {
 	n := int64(len(files))
 	if files == nil {
 		n = p.cat.Files()
@@ -226,7 +228,7 @@ func (p *Placer) feedCounted(files []*Entry) {
 			p.queued.Add(p.cat.Files() - n)
 			n = p.cat.Files()
 		}
-		put := func(e *Entry) bool {
+		put := func(e *catalog.Entry) bool {
 			err := p.enqueueCounted(p.ctx, e)
 			n--
 			return err == nil
@@ -246,13 +248,13 @@ func (p *Placer) feedCounted(files []*Entry) {
 
 // WarmupProgress counts the warmup set's resident files and bytes.
 func (p *Placer) WarmupProgress() WarmupProgress {
-	return p.warmupProgress(func(*Entry) bool { return true })
+	return p.warmupProgress(func(*catalog.Entry) bool { return true })
 }
 
 // warmupProgress counts the files of the warmup set that count says to.
-func (p *Placer) warmupProgress(count func(*Entry) bool) WarmupProgress {
+func (p *Placer) warmupProgress(count func(*catalog.Entry) bool) WarmupProgress {
 	var w WarmupProgress
-	add := func(e *Entry) bool {
+	add := func(e *catalog.Entry) bool {
 		if !count(e) {
 			return true
 		}
@@ -263,7 +265,7 @@ func (p *Placer) warmupProgress(count func(*Entry) bool) WarmupProgress {
 		case e.Tier() >= 0:
 			w.Done++
 			w.BytesDone += size
-		case e.nospace.Load():
+		case e.NoSpace():
 			w.Skipped++
 		}
 		return true
@@ -290,7 +292,7 @@ func (p *Placer) warmupProgress(count func(*Entry) bool) WarmupProgress {
 
 // Residency counts the dataset's resident files and bytes.
 func (p *Placer) Residency() (files, bytes int64) {
-	p.cat.Root().Files(func(e *Entry) bool {
+	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		if e.Tier() >= 0 {
 			files++
 			bytes += e.Attr().Size

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 // ErrWarmupQuota: the request would take the user's warmup backlog past
@@ -20,11 +22,11 @@ var ErrWarmupQuota = errors.New("placement: warmup backlog over placement.max_wa
 // warmQuota tracks each user's requested files not yet resident.
 type warmQuota struct {
 	mu     sync.Mutex
-	byUser map[uint32]map[*Entry]struct{}
+	byUser map[uint32]map[*catalog.Entry]struct{}
 }
 
 // waiting is whether f still needs a copy.
-func waiting(f *Entry) bool { return f.Tier() < 0 && !f.Gone() }
+func waiting(f *catalog.Entry) bool { return f.Tier() < 0 && !f.Gone() }
 
 // backlogLocked prunes uid's set of what is resident and returns the
 // bytes still waiting.
@@ -51,18 +53,18 @@ func (q *warmQuota) backlogLocked(uid uint32) int64 {
 // side).
 type WarmupCheck struct {
 	p    *Placer
-	who  *Cred
+	who  *catalog.Cred
 	have int64 // who's backlog at the document's first line
 	add  int64 // what the document's lines so far add to it
-	seen map[*Entry]struct{}
+	seen map[*catalog.Entry]struct{}
 }
 
 // NewWarmupCheck starts the check of one document by who.
-func (p *Placer) NewWarmupCheck(who *Cred) *WarmupCheck { return &WarmupCheck{p: p, who: who} }
+func (p *Placer) NewWarmupCheck(who *catalog.Cred) *WarmupCheck { return &WarmupCheck{p: p, who: who} }
 
 // Add takes the files of one more line, or refuses them with
 // ErrWarmupQuota (and takes nothing) when they would pass the bound.
-func (c *WarmupCheck) Add(files []*Entry) error {
+func (c *WarmupCheck) Add(files []*catalog.Entry) error {
 	max := c.p.o.MaxWarmupPerUser
 	if c.who.Root() || max <= 0 {
 		return nil
@@ -71,11 +73,11 @@ func (c *WarmupCheck) Add(files []*Entry) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if c.seen == nil {
-		c.have, c.seen = q.backlogLocked(c.who.UID), map[*Entry]struct{}{}
+		c.have, c.seen = q.backlogLocked(c.who.UID), map[*catalog.Entry]struct{}{}
 	}
 	mine := q.byUser[c.who.UID]
 	var add int64
-	var fresh []*Entry
+	var fresh []*catalog.Entry
 	for _, f := range files {
 		_, dup := c.seen[f]
 		_, queued := mine[f]
@@ -98,12 +100,12 @@ func (c *WarmupCheck) Add(files []*Entry) error {
 
 // costLocked is what files add to uid's backlog (without the files
 // already in it or resident), or ErrWarmupQuota past max.
-func (q *warmQuota) costLocked(uid uint32, files []*Entry, max int64) (int64, []*Entry, error) {
+func (q *warmQuota) costLocked(uid uint32, files []*catalog.Entry, max int64) (int64, []*catalog.Entry, error) {
 	have := q.backlogLocked(uid)
 	mine := q.byUser[uid]
 	var add int64
-	var fresh []*Entry
-	seen := map[*Entry]bool{}
+	var fresh []*catalog.Entry
+	seen := map[*catalog.Entry]bool{}
 	for _, f := range files {
 		if _, dup := mine[f]; dup || seen[f] || !waiting(f) {
 			continue
@@ -121,7 +123,7 @@ func (q *warmQuota) costLocked(uid uint32, files []*Entry, max int64) (int64, []
 // ChargeWarmup adds files to who's backlog, or refuses them all with
 // ErrWarmupQuota when the backlog would pass the bound. undo takes back
 // the charge of a request that is cancelled (never queued).
-func (p *Placer) ChargeWarmup(who *Cred, files []*Entry) (undo func(), _ error) {
+func (p *Placer) ChargeWarmup(who *catalog.Cred, files []*catalog.Entry) (undo func(), _ error) {
 	if who.Root() || p.o.MaxWarmupPerUser <= 0 {
 		return func() {}, nil
 	}
@@ -129,7 +131,7 @@ func (p *Placer) ChargeWarmup(who *Cred, files []*Entry) (undo func(), _ error) 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.byUser == nil {
-		q.byUser = map[uint32]map[*Entry]struct{}{}
+		q.byUser = map[uint32]map[*catalog.Entry]struct{}{}
 	}
 	_, fresh, err := q.costLocked(who.UID, files, p.o.MaxWarmupPerUser)
 	if err != nil {
@@ -137,7 +139,7 @@ func (p *Placer) ChargeWarmup(who *Cred, files []*Entry) (undo func(), _ error) 
 	}
 	mine := q.byUser[who.UID]
 	if mine == nil {
-		mine = map[*Entry]struct{}{}
+		mine = map[*catalog.Entry]struct{}{}
 		q.byUser[who.UID] = mine
 	}
 	for _, f := range fresh {

@@ -28,15 +28,15 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 	})
 	e.waitResident()
 	w := e.p.WarmupProgress()
-	want := WarmupProgress{Files: int64(len(d)), Done: int64(len(d)), BytesDone: d.bytes(), BytesTotal: d.bytes(), Pct: 100}
+	want := WarmupProgress{Files: int64(len(d)), Done: int64(len(d)), BytesDone: d.Bytes(), BytesTotal: d.Bytes(), Pct: 100}
 	if w != want {
 		t.Errorf("progress %+v, want %+v", w, want)
 	}
-	if f, b := e.p.Residency(); f != int64(len(d)) || b != d.bytes() {
+	if f, b := e.p.Residency(); f != int64(len(d)) || b != d.Bytes() {
 		t.Errorf("Residency %d %d", f, b)
 	}
 	e.checkAccounting()
-	if st := e.source.Stats(); st.Opens != int64(len(d)) || st.Bytes != d.bytes() {
+	if st := e.source.Stats(); st.Opens != int64(len(d)) || st.Bytes != d.Bytes() {
 		t.Errorf("warmup took %+v from the source, want each file once", st)
 	}
 	// Warming a warm dataset copies nothing.

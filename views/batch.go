@@ -15,6 +15,7 @@ import (
 
 	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"go.uber.org/zap"
 )
@@ -126,7 +127,7 @@ func (c *Carry) Pick(j *Job, size int) []int {
 // Long: one pass lays out the archive, reads the files into place and writes the tensors once; split, its offsets would travel between functions.
 func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*Batch, error) {
 	type got struct {
-		e    *placement.Entry
+		e    *catalog.Entry
 		t    *preprocess.Tensor
 		r    *placement.Reader // view=encoded: the file, open
 		info preprocess.TakeInfo

@@ -11,7 +11,7 @@ import (
 
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/model/profile"
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 )
@@ -51,10 +51,10 @@ func profileViews(ctx context.Context, o SplitOptions, obs *model.Observed) {
 	defer pl.Close()
 	prof := preprocess.NewProfiler(pl)
 	n := int(o.Catalog.Files())
-	var entries []*placement.Entry
+	var entries []*catalog.Entry
 	for i := 0; i < profileFiles && i < n; i++ {
 		e := o.Catalog.ByIndex(int(int64(i) * int64(n) / int64(min(n, profileFiles))))
-		if e != nil && e.Kind == placement.KindFile {
+		if e != nil && e.Kind == catalog.KindFile {
 			entries = append(entries, e)
 		}
 	}
@@ -122,7 +122,7 @@ func profileViews(ctx context.Context, o SplitOptions, obs *model.Observed) {
 }
 
 // readSource reads e whole from the source.
-func readSource(ctx context.Context, src *tier.Source, e *placement.Entry) ([]byte, error) {
+func readSource(ctx context.Context, src *tier.Source, e *catalog.Entry) ([]byte, error) {
 	f, err := src.Open(ctx, e.Path)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/model/profile"
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
 )
@@ -53,7 +53,7 @@ type Split struct {
 // SplitOptions are what DecideSplit needs of the mount.
 type SplitOptions struct {
 	Settings *model.Settings // the [model] section; no memory budget: no split
-	Catalog  *placement.Catalog
+	Catalog  *catalog.Catalog
 	Source   *tier.Source // read for the pipeline's profile
 	Tiers    []tier.Options
 	Views    *Config // nil: the mount serves no views

@@ -44,6 +44,7 @@ import (
 	"sync/atomic"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/preprocess/spec"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -350,13 +351,13 @@ func (s *Set) classesOf(subset []string) (string, map[string]int) {
 	cat := s.o.Placer.Catalog()
 	root := cat.Root()
 	if len(subset) == 1 {
-		if e := cat.Find(subset[0]); e != nil && e.Kind == placement.KindDir {
+		if e := cat.Find(subset[0]); e != nil && e.Kind == catalog.KindDir {
 			root = e
 		}
 	}
 	classes := map[string]int{}
 	for _, c := range root.Children() { // sorted by name, as ImageFolder sorts
-		if c.Kind == placement.KindDir {
+		if c.Kind == catalog.KindDir {
 			classes[c.Name()] = len(classes)
 		}
 	}

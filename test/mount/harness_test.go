@@ -21,6 +21,7 @@ import (
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/test/faultfs"
 	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
@@ -152,7 +153,7 @@ type env struct {
 	state string
 	tiers []tierSpec
 	m     *epochd.Mount
-	cat   *placement.Catalog
+	cat   *catalog.Catalog
 	p     *placement.Placer
 	fsys  *fs.FS
 	srcd  *tier.Source

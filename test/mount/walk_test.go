@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 
@@ -95,7 +95,7 @@ func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
 	}
 	bg := treeOf(e.cat)
 	ids := map[uint64]string{}
-	e.cat.Root().Files(func(en *placement.Entry) bool {
+	e.cat.Root().Files(func(en *catalog.Entry) bool {
 		if prev, dup := ids[en.ID]; dup {
 			t.Errorf("%s and %s share the ID %d", prev, en.Path, en.ID)
 		}
@@ -134,9 +134,9 @@ func walkSlowly(d time.Duration) func(*faultfs.FS, *env) {
 }
 
 // treeOf lists a catalog's files as path:size:index, in path order.
-func treeOf(cat *placement.Catalog) []string {
+func treeOf(cat *catalog.Catalog) []string {
 	var out []string
-	cat.Root().Files(func(en *placement.Entry) bool {
+	cat.Root().Files(func(en *catalog.Entry) bool {
 		out = append(out, fmt.Sprintf("%s:%d:%d", en.Path, en.Attr().Size, en.Index))
 		return true
 	})

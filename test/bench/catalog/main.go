@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 )
 
 func main() {
@@ -34,7 +34,7 @@ func main() {
 	os.RemoveAll(state)
 
 	t0 := time.Now()
-	cat, err := placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}, Workers: 16})
+	cat, err := catalog.Open(context.Background(), catalog.Options{StateDir: state, Source: src, Tiers: []string{"mem"}, Workers: 16})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "catalog:", err)
 		os.Exit(1)
@@ -50,7 +50,7 @@ func main() {
 	var heapBefore runtime.MemStats
 	runtime.ReadMemStats(&heapBefore)
 	t0 = time.Now()
-	cat, err = placement.OpenCatalog(context.Background(), placement.CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}})
+	cat, err = catalog.Open(context.Background(), catalog.Options{StateDir: state, Source: src, Tiers: []string{"mem"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "catalog:", err)
 		os.Exit(1)

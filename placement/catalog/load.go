@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 // Loading a stored catalog: the tree of a complete one (load), or only the
 // copies its records name (loadCopies, before a rescan's walk keeps those
@@ -166,4 +166,24 @@ func find(root *Entry, p string) *Entry {
 		}
 	}
 	return e
+}
+
+// StoredTier is the tier the stored record of p names ("" for none): what
+// a remount would find, whatever the tree in memory says.
+func (c *Catalog) StoredTier(p string) (string, error) {
+	var rec record
+	err := c.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(fileKey(p))
+		if err != nil {
+			return err
+		}
+		return it.Value(func(v []byte) error {
+			rec, err = decodeRecord(v)
+			return err
+		})
+	})
+	if err != nil {
+		return "", fmt.Errorf("placement: stored record of %s: %w", p, err)
+	}
+	return rec.Tier, nil
 }

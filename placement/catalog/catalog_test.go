@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 import (
 	"context"
@@ -73,14 +73,14 @@ func catalogTree(t *testing.T) string {
 	return src
 }
 
-func openCat(t *testing.T, o CatalogOptions) *Catalog {
+func openCat(t *testing.T, o Options) *Catalog {
 	t.Helper()
 	if o.Workers == 0 {
 		o.Workers = 3
 	}
-	c, err := OpenCatalog(context.Background(), o)
+	c, err := Open(context.Background(), o)
 	if err != nil {
-		t.Fatalf("OpenCatalog: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	return c
 }
@@ -162,7 +162,7 @@ func dump(c *Catalog) map[string]dumpEntry {
 func TestCatalogWalkRecordsEveryEntryWithItsAttributes(t *testing.T) {
 	src := catalogTree(t)
 	want := expectedEntries(t, src)
-	c := openCat(t, CatalogOptions{StateDir: fastDir(t), Source: src, Tiers: []string{"mem"}})
+	c := openCat(t, Options{StateDir: fastDir(t), Source: src, Tiers: []string{"mem"}})
 	defer c.Close()
 	if !c.Walked() {
 		t.Error("a fresh catalog did not walk the source")
@@ -178,7 +178,7 @@ func TestCatalogWalkRecordsEveryEntryWithItsAttributes(t *testing.T) {
 			t.Errorf("%q missing from the catalog", p)
 			continue
 		}
-		if g.Kind != w.Kind || g.Target != w.Target || !g.Attr.same(w.Attr) { // a walk's readdir moves a directory's atime
+		if g.Kind != w.Kind || g.Target != w.Target || !g.Attr.Same(w.Attr) { // a walk's readdir moves a directory's atime
 			t.Errorf("%q: catalog kind=%d target=%q attr=%+v; source kind=%d target=%q attr=%+v",
 				p, g.Kind, g.Target, g.Attr, w.Kind, w.Target, w.Attr)
 		}
@@ -220,7 +220,7 @@ func TestCatalogWalkRecordsEveryEntryWithItsAttributes(t *testing.T) {
 
 func TestCatalogLookupFindChildrenSorted(t *testing.T) {
 	src := catalogTree(t)
-	c := openCat(t, CatalogOptions{StateDir: fastDir(t), Source: src})
+	c := openCat(t, Options{StateDir: fastDir(t), Source: src})
 	defer c.Close()
 	checkTreeSorted(t, c)
 	for _, p := range []string{"a/b/c/deep.bin", "/a/b/c/deep.bin", "a//b/./c/deep.bin", "a/b/../b/c/deep.bin/"} {
@@ -279,11 +279,11 @@ func checkTreeSorted(t *testing.T, c *Catalog) {
 func TestCatalogReopenLoadsWithoutWalking(t *testing.T) {
 	src := catalogTree(t)
 	state := fastDir(t)
-	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
 	// Record residency the way the placer does.
 	deep := c.Find("a/b/c/deep.bin")
 	deep.tier.Store(1)
-	if err := c.persist(deep); err != nil {
+	if err := c.Persist(deep); err != nil {
 		t.Fatal(err)
 	}
 	before := dump(c)
@@ -297,7 +297,7 @@ func TestCatalogReopenLoadsWithoutWalking(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Rename(moved, src)
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
 	defer c.Close()
 	if c.Walked() {
 		t.Error("reopen walked the source")
@@ -323,14 +323,14 @@ func TestCatalogReopenLoadsWithoutWalking(t *testing.T) {
 func TestCatalogForgetsCopiesInTiersItNoLongerHas(t *testing.T) {
 	src := catalogTree(t)
 	state := fastDir(t)
-	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
 	e := c.Find("top.txt")
 	e.tier.Store(1)
-	if err := c.persist(e); err != nil {
+	if err := c.Persist(e); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}})
 	defer c.Close()
 	if got := c.Find("top.txt").Tier(); got != -1 {
 		t.Errorf("copy in a tier no longer configured kept as tier %d", got)
@@ -340,11 +340,11 @@ func TestCatalogForgetsCopiesInTiersItNoLongerHas(t *testing.T) {
 func TestCatalogOfAnotherSourceIsRefused(t *testing.T) {
 	src := catalogTree(t)
 	state := fastDir(t)
-	c := openCat(t, CatalogOptions{StateDir: state, Source: src})
+	c := openCat(t, Options{StateDir: state, Source: src})
 	c.Close()
 	other := t.TempDir()
 	for _, rescan := range []bool{false, true} {
-		c2, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: state, Source: other, Rescan: rescan})
+		c2, err := Open(context.Background(), Options{StateDir: state, Source: other, Rescan: rescan})
 		if !errors.Is(err, ErrOtherSource) {
 			if c2 != nil {
 				c2.Close()
@@ -353,7 +353,7 @@ func TestCatalogOfAnotherSourceIsRefused(t *testing.T) {
 		}
 	}
 	// The state directory is still usable for its own source.
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src})
+	c = openCat(t, Options{StateDir: state, Source: src})
 	if c.Walked() {
 		t.Error("refused open spoiled the catalog: reopen walked")
 	}
@@ -364,7 +364,7 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	src := catalogTree(t)
 	state := fastDir(t)
 	tiers := []string{"mem", "nvme"}
-	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	resident := map[string]int{
 		"top.txt":            0, // unchanged
 		"a/b/c/deep.bin":     1, // unchanged
@@ -377,7 +377,7 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	for p, ti := range resident {
 		e := c.Find(p)
 		e.tier.Store(int32(ti))
-		if err := c.persist(e); err != nil {
+		if err := c.Persist(e); err != nil {
 			t.Fatal(err)
 		}
 		oldSize[p] = e.Attr().Size
@@ -408,13 +408,13 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	}
 
 	// Without Rescan the old catalog is served as is.
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	if c.Walked() || c.Find("new-file") != nil || c.Find("a/b/sibling") == nil {
 		t.Error("open without Rescan did not serve the stored catalog")
 	}
 	c.Close()
 
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers, Rescan: true})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: tiers, Rescan: true})
 	if !c.Walked() {
 		t.Error("Rescan did not walk")
 	}
@@ -453,7 +453,7 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	c.Close()
 
 	// The carried-over residency is persisted; a plain reopen loads it.
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	defer c.Close()
 	if c.Walked() {
 		t.Error("reopen after rescan walked")
@@ -470,11 +470,11 @@ func TestCatalogInterruptedRescanKeepsEveryRecordedCopy(t *testing.T) {
 	src := catalogTree(t)
 	state := fastDir(t)
 	tiers := []string{"mem", "nvme"}
-	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	for p, ti := range map[string]int{"top.txt": 0, "a/b/c/deep.bin": 1} {
 		e := c.Find(p)
 		e.tier.Store(int32(ti))
-		if err := c.persist(e); err != nil {
+		if err := c.Persist(e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -496,7 +496,7 @@ func TestCatalogInterruptedRescanKeepsEveryRecordedCopy(t *testing.T) {
 	}
 	c.Close()
 
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	if !c.Walked() {
 		t.Error("catalog of an interrupted rescan was loaded instead of walked")
 	}
@@ -512,7 +512,7 @@ func TestCatalogInterruptedRescanKeepsEveryRecordedCopy(t *testing.T) {
 	}
 	c.Close()
 
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: tiers})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	defer c.Close()
 	if c.Walked() {
 		t.Error("the finished rescan did not clear its marker")
@@ -533,7 +533,7 @@ func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 		state := fastDir(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		c, err := OpenCatalog(ctx, CatalogOptions{StateDir: state, Source: src})
+		c, err := Open(ctx, Options{StateDir: state, Source: src})
 		if err == nil {
 			c.Close()
 			t.Fatal("a walk with a cancelled context succeeded")
@@ -541,7 +541,7 @@ func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("error %v does not match context.Canceled", err)
 		}
-		c = openCat(t, CatalogOptions{StateDir: state, Source: src})
+		c = openCat(t, Options{StateDir: state, Source: src})
 		defer c.Close()
 		if !c.Walked() {
 			t.Error("catalog of a cancelled walk was loaded instead of walked")
@@ -553,7 +553,7 @@ func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 
 	t.Run("no complete marker", func(t *testing.T) {
 		state := fastDir(t)
-		c := openCat(t, CatalogOptions{StateDir: state, Source: src})
+		c := openCat(t, Options{StateDir: state, Source: src})
 		full := dump(c)
 		// Simulate a crash after the records but before the marker: drop
 		// the marker and a record.
@@ -567,7 +567,7 @@ func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Close()
-		c = openCat(t, CatalogOptions{StateDir: state, Source: src})
+		c = openCat(t, Options{StateDir: state, Source: src})
 		if !c.Walked() {
 			t.Error("catalog without the complete marker was loaded instead of walked")
 		}
@@ -575,7 +575,7 @@ func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 			t.Error("redone walk gives another tree")
 		}
 		c.Close()
-		c = openCat(t, CatalogOptions{StateDir: state, Source: src})
+		c = openCat(t, Options{StateDir: state, Source: src})
 		defer c.Close()
 		if c.Walked() {
 			t.Error("the redone walk did not write its complete marker")
@@ -594,12 +594,12 @@ func TestCatalogRejectsCorruptRecords(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			state := fastDir(t)
-			c := openCat(t, CatalogOptions{StateDir: state, Source: src})
+			c := openCat(t, Options{StateDir: state, Source: src})
 			if err := c.db.Update(mut); err != nil {
 				t.Fatal(err)
 			}
 			c.Close()
-			c2, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: state, Source: src})
+			c2, err := Open(context.Background(), Options{StateDir: state, Source: src})
 			if err == nil {
 				c2.Close()
 				t.Fatal("corrupt catalog loaded")
@@ -615,18 +615,18 @@ func TestCatalogWalkProgressAndNotADirectory(t *testing.T) {
 	src := catalogTree(t)
 	var last int64
 	var calls int
-	c := openCat(t, CatalogOptions{StateDir: fastDir(t), Source: src, Workers: 1,
+	c := openCat(t, Options{StateDir: fastDir(t), Source: src, Workers: 1,
 		Progress: func(n int64) { calls++; last = n }})
 	total := int64(len(dump(c)) - 1) // the root is not counted
 	c.Close()
 	if calls == 0 || last != total {
 		t.Errorf("progress: %d calls, last %d, want %d entries", calls, last, total)
 	}
-	_, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: fastDir(t), Source: filepath.Join(src, "top.txt")})
+	_, err := Open(context.Background(), Options{StateDir: fastDir(t), Source: filepath.Join(src, "top.txt")})
 	if err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("source that is a file: %v", err)
 	}
-	_, err = OpenCatalog(context.Background(), CatalogOptions{StateDir: fastDir(t), Source: filepath.Join(src, "missing")})
+	_, err = Open(context.Background(), Options{StateDir: fastDir(t), Source: filepath.Join(src, "missing")})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing source: %v", err)
 	}
@@ -647,7 +647,7 @@ func TestCatalogParallelWalkOfAWideTree(t *testing.T) {
 			n++
 		}
 	}
-	c := openCat(t, CatalogOptions{StateDir: fastDir(t), Source: src, Workers: 16})
+	c := openCat(t, Options{StateDir: fastDir(t), Source: src, Workers: 16})
 	defer c.Close()
 	if c.Files() != int64(n) || c.Bytes() != int64(n) {
 		t.Errorf("Files=%d Bytes=%d, want %d", c.Files(), c.Bytes(), n)
@@ -656,7 +656,7 @@ func TestCatalogParallelWalkOfAWideTree(t *testing.T) {
 	want := expectedEntries(t, src)
 	got := dump(c)
 	for p, w := range want {
-		if g, ok := got[p]; !ok || !g.Attr.same(w.Attr) {
+		if g, ok := got[p]; !ok || !g.Attr.Same(w.Attr) {
 			t.Errorf("%q: %+v, want %+v", p, g.Attr, w.Attr)
 		}
 	}

@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 // The catalog as one document, for nodes that share it (the cluster's
 // shared catalog: the first node to mount walks the source and publishes
@@ -18,7 +18,7 @@ import (
 
 const treeMagic = "EPT1"
 
-// SharedWalk, as CatalogOptions.Shared, stands in for the walk of the
+// SharedWalk, as Options.Shared, stands in for the walk of the
 // source: it returns the tree's document, calling walk (which walks the
 // source and encodes the tree) when it has none to give; walked reports
 // that it called walk.
@@ -29,7 +29,7 @@ func encodeTree(root *Entry) []byte {
 	var b []byte
 	b = append(b, treeMagic...)
 	var rb []byte
-	root.walk(func(e *Entry) bool {
+	root.Walk(func(e *Entry) bool {
 		r := sourceRecord(e)
 		rb = r.encode(rb[:0])
 		b = binary.AppendUvarint(b, uint64(len(e.Path)))
@@ -114,7 +114,7 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 // walkShared gets the tree through o.Shared: the document another node
 // published, or a walk of the source here (published by o.Shared). A
 // document that does not decode is walked over.
-func (c *Catalog) walkShared(ctx context.Context, o CatalogOptions) (root *Entry, walked bool, err error) {
+func (c *Catalog) walkShared(ctx context.Context, o Options) (root *Entry, walked bool, err error) {
 	var mine *Entry
 	doc, walked, err := o.Shared(ctx, func(ctx context.Context) ([]byte, error) {
 		r, err := walkSource(ctx, o, c.log)

@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 import (
 	"errors"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
-	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -87,8 +86,8 @@ func observed() (*zap.Logger, *observer.ObservedLogs) {
 
 // diskOpts are catalog options over a fake disk, checking every few
 // milliseconds.
-func diskOpts(src, state string, d *fakeDisk, log *zap.Logger) CatalogOptions {
-	return CatalogOptions{
+func diskOpts(src, state string, d *fakeDisk, log *zap.Logger) Options {
+	return Options{
 		StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}, Workers: 3,
 		Statfs: d.statfs, RetryInterval: 5 * time.Millisecond, Logger: log,
 	}
@@ -168,7 +167,7 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 	log, logs := observed()
 	c := openCat(t, diskOpts(src, state, d, log))
 	defer func() { c.Close() }()
-	if s, n := c.Health(); s != CatalogOK || n != 0 {
+	if s, n := c.Health(); s != HealthOK || n != 0 {
 		t.Fatalf("fresh catalog: %s with %d pending", s, n)
 	}
 	e := c.Find("a/a.txt")
@@ -176,12 +175,12 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 
 	d.set(DefaultCatalogMinFree - 1)
 	e.tier.Store(0)
-	if err := c.persist(e); err != nil {
+	if err := c.Persist(e); err != nil {
 		t.Fatal(err)
 	}
 	c.forget(gone)
-	c.persist(e) // the latest state per path: still one update
-	waitHealth(t, c, CatalogDegraded, 2)
+	c.Persist(e) // the latest state per path: still one update
+	waitHealth(t, c, HealthDegraded, 2)
 	if e.Tier() != 0 {
 		t.Fatal("the in-memory residency was lost")
 	}
@@ -204,7 +203,7 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 	}
 
 	d.set(roomy)
-	waitHealth(t, c, CatalogOK, 0)
+	waitHealth(t, c, HealthOK, 0)
 	if rec, _ := stored(t, c, e.Path); rec.Tier != "mem" {
 		t.Errorf("after the catch-up the record has tier %q, want mem", rec.Tier)
 	}
@@ -238,12 +237,12 @@ func TestCatalogMountedOnAFullStateDirWalksAndStoresOnceThereIsRoom(t *testing.T
 	if !c.Walked() || len(dump(c)) != len(want) {
 		t.Fatalf("walked %v, %d entries, want a walk of %d", c.Walked(), len(dump(c)), len(want))
 	}
-	if s, n := c.Health(); s != CatalogDegraded || n != len(want) {
+	if s, n := c.Health(); s != HealthDegraded || n != len(want) {
 		t.Fatalf("mounted full: %s with %d pending, want degraded with %d", s, n, len(want))
 	}
 	e := c.Find("a/b/c/deep.bin")
 	e.tier.Store(1)
-	c.persist(e)
+	c.Persist(e)
 	if _, n := c.Health(); n != len(want)+1 {
 		t.Errorf("%d pending after a placement, want %d", n, len(want)+1)
 	}
@@ -260,9 +259,9 @@ func TestCatalogMountedOnAFullStateDirWalksAndStoresOnceThereIsRoom(t *testing.T
 	}
 	e = c.Find("a/b/c/deep.bin")
 	e.tier.Store(1)
-	c.persist(e)
+	c.Persist(e)
 	d.set(roomy)
-	waitHealth(t, c, CatalogOK, 0)
+	waitHealth(t, c, HealthOK, 0)
 	if !storedComplete(t, c) {
 		t.Error("the catch-up did not complete the catalog")
 	}
@@ -286,7 +285,7 @@ func TestCatalogMountedOnAFullStateDirLoadsItsCatalogReadOnly(t *testing.T) {
 	c := openCat(t, diskOpts(src, state, d, nil))
 	one := c.Find("a/b/sibling")
 	one.tier.Store(0)
-	c.persist(one)
+	c.Persist(one)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -299,17 +298,17 @@ func TestCatalogMountedOnAFullStateDirLoadsItsCatalogReadOnly(t *testing.T) {
 	if c.Find("a/b/sibling").Tier() != 0 {
 		t.Error("residency lost in the read-only load")
 	}
-	if s, n := c.Health(); s != CatalogDegraded || n != 0 {
+	if s, n := c.Health(); s != HealthDegraded || n != 0 {
 		t.Fatalf("loaded below the floor: %s with %d pending", s, n)
 	}
 	two := c.Find("z/zz/zzz")
 	two.tier.Store(1)
-	c.persist(two)
+	c.Persist(two)
 	if rec, _ := stored(t, c, two.Path); rec.Tier != "" {
 		t.Fatal("written to the read-only catalog")
 	}
 	d.set(roomy)
-	waitHealth(t, c, CatalogOK, 0)
+	waitHealth(t, c, HealthOK, 0)
 	if rec, _ := stored(t, c, two.Path); rec.Tier != "nvme" {
 		t.Errorf("after the catch-up %s has tier %q", two.Path, rec.Tier)
 	}
@@ -332,17 +331,17 @@ func TestCatalogCatchUpWritesInBatchesAndResumesWhereTheDiskFilledAgain(t *testi
 	d.set(0)
 	c.Root().Files(func(e *Entry) bool {
 		e.tier.Store(0)
-		c.persist(e)
+		c.Persist(e)
 		return true
 	})
-	waitHealth(t, c, CatalogDegraded, n)
+	waitHealth(t, c, HealthDegraded, n)
 	// Room for two checks of the floor, then full again: at most two
 	// batches are written, and the catalog stays degraded with the rest.
 	d.fillAfter(2)
 	deadline := time.Now().Add(liveness)
 	for {
 		s, p := c.Health()
-		if s == CatalogDegraded && p < n && d.leftChecks() == 0 {
+		if s == HealthDegraded && p < n && d.leftChecks() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -351,11 +350,11 @@ func TestCatalogCatchUpWritesInBatchesAndResumesWhereTheDiskFilledAgain(t *testi
 		time.Sleep(2 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // a batch whose check passed may still be landing
-	if s, p := c.Health(); s != CatalogDegraded || p < n-2*catalogBatchRecords || p >= n {
+	if s, p := c.Health(); s != HealthDegraded || p < n-2*catalogBatchRecords || p >= n {
 		t.Fatalf("after room for two batches: %s with %d pending; want degraded with %d..%d", s, p, n-2*catalogBatchRecords, n-1)
 	}
 	d.set(roomy)
-	waitHealth(t, c, CatalogOK, 0)
+	waitHealth(t, c, HealthOK, 0)
 	c.Root().Files(func(e *Entry) bool {
 		if rec, _ := stored(t, c, e.Path); rec.Tier != "mem" {
 			t.Fatalf("%s stored with tier %q after the catch-up", e.Path, rec.Tier)
@@ -374,7 +373,7 @@ func TestCatalogWalkStoreCutByTheFloorIsRedoneWhole(t *testing.T) {
 	c := openCat(t, diskOpts(src, state, d, nil))
 	defer func() { c.Close() }()
 	entries := countEntries(c.Root())
-	if s, p := c.Health(); s != CatalogDegraded || p != entries {
+	if s, p := c.Health(); s != HealthDegraded || p != entries {
 		t.Fatalf("store cut short: %s with %d pending, want degraded with %d", s, p, entries)
 	}
 	if storedComplete(t, c) {
@@ -384,7 +383,7 @@ func TestCatalogWalkStoreCutByTheFloorIsRedoneWhole(t *testing.T) {
 		t.Fatal("the first batch was not written (the test's premise)")
 	}
 	d.set(roomy)
-	waitHealth(t, c, CatalogOK, 0)
+	waitHealth(t, c, HealthOK, 0)
 	if !storedComplete(t, c) {
 		t.Fatal("the catch-up did not complete the catalog")
 	}
@@ -416,10 +415,10 @@ func TestCatalogWriteErrorDegradesLikeAFullDisk(t *testing.T) {
 	}
 	e := c.Find("link")
 	e.tier.Store(0) // a symlink's record is written like any other
-	if err := c.persist(e); err != nil {
+	if err := c.Persist(e); err != nil {
 		t.Fatalf("persist returned %v; a failed write must not reach the caller", err)
 	}
-	waitHealth(t, c, CatalogDegraded, 1)
+	waitHealth(t, c, HealthDegraded, 1)
 	ws := warnings(logs, "catalog degraded")
 	if len(ws) != 1 || ws[0].ContextMap()["error"] == nil {
 		t.Fatalf("write error not logged once with its error: %v", ws)
@@ -433,7 +432,7 @@ func TestCatalogWriteErrorDegradesLikeAFullDisk(t *testing.T) {
 	c.db = db
 	c.mu.Unlock()
 	c.catchUp()
-	if s, n := c.Health(); s != CatalogOK || n != 0 {
+	if s, n := c.Health(); s != HealthOK || n != 0 {
 		t.Fatalf("after the repair: %s with %d pending", s, n)
 	}
 	if rec, _ := stored(t, c, "link"); rec.Tier != "mem" {
@@ -449,8 +448,8 @@ func TestCatalogCloseBelowTheFloorWritesNoTable(t *testing.T) {
 	c := openCat(t, diskOpts(src, state, d, log))
 	e := c.Find("a/b/sibling")
 	e.tier.Store(1)
-	c.persist(e)
-	waitHealth(t, c, CatalogOK, 0) // written
+	c.Persist(e)
+	waitHealth(t, c, HealthOK, 0) // written
 	dir := filepath.Join(state, "catalog")
 	before := tableBytes(dir)
 	c.mu.Lock()
@@ -522,7 +521,7 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 				}
 				forgotten[i].Store(false)
 				e.tier.Store(int32(r.IntN(3)) - 1)
-				c.persist(e)
+				c.Persist(e)
 			}
 		}(w)
 	}
@@ -530,7 +529,7 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 	close(stop)
 	<-stopped // its last set must not come after ours
 	d.set(roomy)
-	waitHealth(t, c, CatalogOK, 0)
+	waitHealth(t, c, HealthOK, 0)
 	for i, e := range files {
 		rec, ok := stored(t, c, e.Path)
 		if forgotten[i].Load() {
@@ -554,7 +553,7 @@ func TestCatalogRefusesAStateDirectoryInUseEvenWhenFull(t *testing.T) {
 	state := fastDir(t)
 	c := openCat(t, diskOpts(src, state, newFakeDisk(roomy), nil))
 	defer c.Close()
-	_, err := OpenCatalog(t.Context(), diskOpts(src, state, newFakeDisk(0), nil))
+	_, err := Open(t.Context(), diskOpts(src, state, newFakeDisk(0), nil))
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
 		t.Fatalf("second open of a catalog in use, below the floor: %v", err)
 	}
@@ -563,14 +562,14 @@ func TestCatalogRefusesAStateDirectoryInUseEvenWhenFull(t *testing.T) {
 func TestCatalogInAStateDirectoryNotYetMadeIsWritten(t *testing.T) {
 	src := catalogTree(t)
 	state := filepath.Join(fastDir(t), "not", "yet")
-	c := openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}, RetryInterval: time.Millisecond})
-	if s, n := c.Health(); s != CatalogOK || n != 0 {
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}, RetryInterval: time.Millisecond})
+	if s, n := c.Health(); s != HealthOK || n != 0 {
 		t.Fatalf("catalog in a new state directory: %s with %d pending", s, n)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c = openCat(t, CatalogOptions{StateDir: state, Source: src, Tiers: []string{"mem"}})
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}})
 	defer c.Close()
 	if c.Walked() {
 		t.Error("the walk was not stored")
@@ -596,7 +595,7 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 	d.mu.Unlock()
 	checks, batches := d.checks(), c.w.batches.Load()
 	files[0].tier.Store(1)
-	c.persist(files[0]) // its batch waits in the floor check
+	c.Persist(files[0]) // its batch waits in the floor check
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
@@ -604,7 +603,7 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 			defer wg.Done()
 			for i := 1 + w; i < n; i += 4 {
 				files[i].tier.Store(1)
-				c.persist(files[i])
+				c.Persist(files[i])
 			}
 		}(w)
 	}
@@ -633,37 +632,6 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 	}
 }
 
-// A copy is recorded only once its tier made it durable: while the tier's
-// syncfs fails, placed copies are served but not recorded (the catalog
-// keeps them pending); once it works, they are.
-func TestCopiesAreNotRecordedUntilTheirTierSynced(t *testing.T) {
-	var failing atomic.Bool
-	failing.Store(true)
-	syncfs := func(dir string) error {
-		if failing.Load() {
-			return errors.New("syncfs: input/output error")
-		}
-		return nil
-	}
-	d := smallDataset(6, 4000)
-	e := newEnv(t, d, []tier.Options{{Name: "t0", Quota: 1 << 30, Syncfs: syncfs}}, Options{})
-	e.readAllFiles()
-	waitFor(t, "every file placed", func() bool { return e.tiers[0].Files() == int64(len(d)) })
-	waitFor(t, "the catalog degraded", func() bool { s, _ := e.cat.Health(); return s == CatalogDegraded })
-	for _, p := range d.paths() {
-		if got := storedTier(t, e.cat, p); got != "" {
-			t.Errorf("%s recorded in tier %q before its tier synced", p, got)
-		}
-	}
-	failing.Store(false)
-	waitHealth(t, e.cat, CatalogOK, 0) // the catch-up's next try (DefaultCatalogRetry)
-	for _, p := range d.paths() {
-		if got := storedTier(t, e.cat, p); got != "t0" {
-			t.Errorf("%s recorded in tier %q after its tier synced, want t0", p, got)
-		}
-	}
-}
-
 // A busy catalog writes one batch per catalogBatchGap, not one per update
 // back to back (each batch syncs the tiers' file systems), while an update
 // to an idle catalog is written at once.
@@ -682,7 +650,7 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	batches := c.w.batches.Load()
 	start := time.Now()
 	files[0].tier.Store(1)
-	c.persist(files[0])
+	c.Persist(files[0])
 	waitFor(t, "the idle update written", func() bool { return c.w.batches.Load() > batches })
 	if took := time.Since(start); took >= catalogBatchGap {
 		t.Errorf("an update to an idle catalog waited %v (the gap is %v)", took, catalogBatchGap)
@@ -693,7 +661,7 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	start = time.Now()
 	for i := 1; i < n && time.Since(start) < 4*catalogBatchGap; i++ {
 		files[i].tier.Store(1)
-		c.persist(files[i])
+		c.Persist(files[i])
 		time.Sleep(time.Millisecond)
 	}
 	busy := time.Since(start)

@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 import (
 	"context"
@@ -15,7 +15,7 @@ func TestSharedCatalogDocumentGivesTheWalkedTreeWithoutAWalk(t *testing.T) {
 	}
 	os.Symlink("a/d.txt", filepath.Join(src, "link"))
 	var doc []byte
-	first, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: t.TempDir(), Source: src, Tiers: []string{"t"},
+	first, err := Open(context.Background(), Options{StateDir: t.TempDir(), Source: src, Tiers: []string{"t"},
 		Shared: func(ctx context.Context, walk func(context.Context) ([]byte, error)) ([]byte, bool, error) {
 			d, err := walk(ctx)
 			doc = d
@@ -31,7 +31,7 @@ func TestSharedCatalogDocumentGivesTheWalkedTreeWithoutAWalk(t *testing.T) {
 	// The second node gets the document and never walks: its source is
 	// empty, so a walk would find nothing.
 	empty := t.TempDir()
-	second, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: t.TempDir(), Source: empty, Tiers: []string{"t"},
+	second, err := Open(context.Background(), Options{StateDir: t.TempDir(), Source: empty, Tiers: []string{"t"},
 		Shared: func(ctx context.Context, walk func(context.Context) ([]byte, error)) ([]byte, bool, error) {
 			return doc, false, nil
 		}})
@@ -42,7 +42,7 @@ func TestSharedCatalogDocumentGivesTheWalkedTreeWithoutAWalk(t *testing.T) {
 	if second.Walked() || second.Files() != first.Files() || second.Bytes() != first.Bytes() {
 		t.Fatalf("second node: walked=%v, %d files %d bytes; want %d %d", second.Walked(), second.Files(), second.Bytes(), first.Files(), first.Bytes())
 	}
-	first.Root().walk(func(e *Entry) bool {
+	first.Root().Walk(func(e *Entry) bool {
 		o := second.Find(e.Path)
 		if o == nil || o.Kind != e.Kind || o.Attr() != e.Attr() || o.Target() != e.Target() {
 			t.Errorf("%q: not the same entry in the loaded catalog", e.Path)

@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 // Walking the source into a tree (a first mount, or a rescan).
 
@@ -18,7 +18,7 @@ import (
 
 // walkSource walks o's source: through o.Walker, or a source opened for
 // the walk (tests that build a catalog alone).
-func walkSource(ctx context.Context, o CatalogOptions, log *zap.Logger) (*Entry, error) {
+func walkSource(ctx context.Context, o Options, log *zap.Logger) (*Entry, error) {
 	src := o.Walker
 	if src == nil {
 		s, err := tier.OpenSource(tier.SourceOptions{Root: o.Source, Logger: log})
@@ -127,6 +127,22 @@ func readKids(ctx context.Context, src *tier.Source, d *Entry, log *zap.Logger) 
 	return kids, err
 }
 
+// NewEntry is a new entry for the source's path p (a refresh found it),
+// of a fresh stat of it; target is a symlink's. It is not in the tree
+// until Catalog.Add. nil for a special file (not part of the dataset).
+func NewEntry(p string, info fs.FileInfo, target string) *Entry {
+	e := entryFromInfo(p, info)
+	if e == nil {
+		return nil
+	}
+	e.setTarget(target)
+	if e.Kind == KindDir {
+		e.setChildren(nil)
+	}
+	return e
+}
+
+// entryFromInfo is the entry of a walk's stat of p.
 func entryFromInfo(p string, info fs.FileInfo) *Entry {
 	e := &Entry{Path: p}
 	switch {
@@ -139,15 +155,15 @@ func entryFromInfo(p string, info fs.FileInfo) *Entry {
 	default:
 		return nil
 	}
-	e.initAttr(attrFromInfo(info))
+	e.initAttr(AttrFromInfo(info))
 	e.setLink(linkOf(e.Kind, info))
 	e.tier.Store(-1)
 	e.checked.Store(time.Now().Unix()) // what was just read is the check
 	return e
 }
 
-// attrFromInfo converts a fresh stat of a source file.
-func attrFromInfo(info fs.FileInfo) Attr {
+// AttrFromInfo converts a fresh stat of a source file.
+func AttrFromInfo(info fs.FileInfo) Attr {
 	a := Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {
 		a.Mode, a.UID, a.GID = st.Mode, st.Uid, st.Gid

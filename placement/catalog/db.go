@@ -1,8 +1,8 @@
-package placement
+package catalog
 
 // The catalog's database: opening it (read-write above the state
 // directory's floor, read-only or not at all below it), reopening it
-// read-write once there is room, and closing it (catalog_writer.go says
+// read-write once there is room, and closing it (writer.go says
 // why each step is where it is).
 
 import (
@@ -17,7 +17,7 @@ import (
 )
 
 // catalogOptions are the badger options of the catalog; the note at the
-// top of catalog_writer.go depends on them.
+// top of writer.go depends on them.
 func catalogOptions(dir string, readOnly bool) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithLogger(nil).
@@ -34,7 +34,7 @@ func catalogOptions(dir string, readOnly bool) badger.Options {
 
 // openDB opens badger read-write when the state directory is above the
 // floor; below it, read-only if there is a catalog to read, or not at all.
-func (c *Catalog) openDB(o CatalogOptions) error {
+func (c *Catalog) openDB(o Options) error {
 	c.w = catalogWriter{
 		stateDir: o.StateDir, dir: filepath.Join(o.StateDir, "catalog"), source: o.Source,
 		minFree: DefaultCatalogMinFree, statfs: o.Statfs, interval: o.RetryInterval,

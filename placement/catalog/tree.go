@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 import (
 	"fmt"
@@ -18,9 +18,9 @@ import (
 // keep their numbering (an Index at or past a job's count is not one of
 // its samples).
 
-// parentOf returns the directory entry holding p ("" is the root's own
+// ParentOf returns the directory entry holding p ("" is the root's own
 // parent: nil).
-func (c *Catalog) parentOf(p string) *Entry {
+func (c *Catalog) ParentOf(p string) *Entry {
 	if p == "" {
 		return nil
 	}
@@ -35,13 +35,13 @@ func (c *Catalog) parentOf(p string) *Entry {
 	return e
 }
 
-// addEntry inserts e (with its subtree, for a directory) under its parent,
+// Add inserts e (with its subtree, for a directory) under its parent,
 // numbers it and persists its records. The parent must exist and must not
 // hold an entry of the same name.
-func (c *Catalog) addEntry(e *Entry) error {
+func (c *Catalog) Add(e *Entry) error {
 	c.treeMu.Lock()
 	defer c.treeMu.Unlock()
-	parent := c.parentOf(e.Path)
+	parent := c.ParentOf(e.Path)
 	if parent == nil {
 		return fmt.Errorf("placement: add %s: no parent directory in the dataset", e.Path)
 	}
@@ -82,22 +82,22 @@ func (c *Catalog) addEntry(e *Entry) error {
 	c.files.Add(files)
 	c.bytes.Add(bytes)
 	var err error
-	e.walk(func(x *Entry) bool {
-		err = c.persist(x)
+	e.Walk(func(x *Entry) bool {
+		err = c.Persist(x)
 		return err == nil
 	})
 	return err
 }
 
-// removeEntry detaches e (and its subtree) from its parent, marks every
+// Remove detaches e (and its subtree) from its parent, marks every
 // entry of it gone and deletes their records. It returns the files it
 // removed (their tier copies are the caller's to drop), and false when e
 // was not in the tree.
-func (c *Catalog) removeEntry(e *Entry) ([]*Entry, bool) {
+func (c *Catalog) Remove(e *Entry) ([]*Entry, bool) {
 	c.treeMu.Lock()
 	defer c.treeMu.Unlock()
 	var files []*Entry
-	parent := c.parentOf(e.Path)
+	parent := c.ParentOf(e.Path)
 	if parent == nil || e.gone.Load() {
 		return nil, false
 	}
@@ -112,27 +112,27 @@ func (c *Catalog) removeEntry(e *Entry) ([]*Entry, bool) {
 		return nil, false // not in the tree
 	}
 	parent.setChildren(kids)
-	e.walk(func(x *Entry) bool {
+	e.Walk(func(x *Entry) bool {
 		x.gone.Store(true)
 		if x.Kind == KindFile {
 			files = append(files, x)
 			c.files.Add(-1)
 			c.bytes.Add(-x.Attr().Size)
 		}
-		c.forget(x.Path) // the guarded writer (catalog_writer.go)
+		c.forget(x.Path) // the guarded writer (writer.go)
 		return true
 	})
 	return files, true
 }
 
-// walk calls fn for e and every entry under it, parents first, until fn
+// Walk calls fn for e and every entry under it, parents first, until fn
 // returns false.
-func (e *Entry) walk(fn func(*Entry) bool) bool {
+func (e *Entry) Walk(fn func(*Entry) bool) bool {
 	if !fn(e) {
 		return false
 	}
 	for _, ch := range e.Children() {
-		if !ch.walk(fn) {
+		if !ch.Walk(fn) {
 			return false
 		}
 	}
@@ -185,9 +185,30 @@ func (c *Catalog) SampleName(i int) string {
 }
 
 // childPath joins a directory's dataset path and a name.
-func childPath(dir, name string) string {
+func ChildPath(dir, name string) string {
 	if dir == "" {
 		return name
 	}
 	return dir + "/" + strings.TrimPrefix(name, "/")
+}
+
+// NewTree is a catalog of the tree under root with the tiers named,
+// numbered as a walk numbers it and held in memory only (nothing is stored):
+// for measuring the work done over a catalog without a database. Its
+// directories are made with NewDir.
+func NewTree(root *Entry, tiers []string) *Catalog {
+	c := &Catalog{tiers: tiers, walkDone: make(chan struct{})}
+	close(c.walkDone)
+	c.setRoot(root)
+	return c
+}
+
+// NewDir is a directory entry at path holding kids, sorted by name (for
+// NewTree).
+func NewDir(path string, kids []*Entry) *Entry {
+	d := &Entry{Kind: KindDir, Path: path}
+	d.initAttr(Attr{Mode: 0o755})
+	d.tier.Store(-1)
+	d.setChildren(kids)
+	return d
 }

@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 // Catalog writes and the state directory's free-space floor.
 //
@@ -132,8 +132,8 @@ const (
 
 // Catalog health, as Health reports it.
 const (
-	CatalogOK       = "ok"
-	CatalogDegraded = "degraded"
+	HealthOK       = "ok"
+	HealthDegraded = "degraded"
 )
 
 // errBelowFloor is why a write was not attempted.
@@ -262,7 +262,7 @@ func (c *Catalog) write(p string, e *Entry) {
 // to run before each batch of updates is written: a record never names a
 // copy that a crash could lose (tier.Tier.Sync). A failing fn fails the
 // batch, as a failed write does.
-func (c *Catalog) setSync(fn func() error) {
+func (c *Catalog) SetSync(fn func() error) {
 	c.mu.Lock()
 	c.w.sync = fn
 	c.mu.Unlock()
@@ -272,15 +272,15 @@ func (c *Catalog) setSync(fn func() error) {
 // with the next batch or at the catch-up.
 func (c *Catalog) forget(p string) { c.write(p, nil) }
 
-// Health reports "ok" or "degraded" (CatalogOK, CatalogDegraded) and the
+// Health reports "ok" or "degraded" (HealthOK, HealthDegraded) and the
 // number of records waiting to be written (a walk waiting to be stored
 // counts all of its entries).
 func (c *Catalog) Health() (state string, pending int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	state = CatalogOK
+	state = HealthOK
 	if c.w.degraded {
-		state = CatalogDegraded
+		state = HealthDegraded
 	}
 	pending = c.pendingCount()
 	if c.w.tree != nil {

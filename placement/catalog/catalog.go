@@ -1,4 +1,18 @@
-package placement
+// Package catalog is the dataset as the mount knows it: the tree of the
+// source's files, directories and symlinks with their attributes, walked
+// once (in parallel, in the background: bgwalk.go, walk.go, or loaded
+// from another node's walk: shared.go) and kept in a badger database under
+// the state directory (records: record.go; written by one guarded writer
+// that survives a full disk: writer.go, persist.go; loaded at remount:
+// load.go, db.go). Each entry carries its residency (residency.go: which
+// tier holds its copy, when it was last checked), which the placer
+// (placement) keeps up to date. The checks a control file makes for a user
+// are the kernel's, made on the catalog's attributes (cred.go).
+//
+// Lock order: the placer's Placer.refreshMu, then Catalog.treeMu (a change
+// of the tree), then Catalog.mu and Catalog.pendMu (its records written);
+// Catalog.linksMu is taken last (newID).
+package catalog
 
 import (
 	"context"
@@ -10,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/epochfs/epochfs/tier"
@@ -34,7 +49,7 @@ type Attr struct {
 // same reports whether a and b describe the same source state: the access
 // time, which reads change, is left out, so that an open's check does not
 // count a read of the file as a change.
-func (a Attr) same(b Attr) bool {
+func (a Attr) Same(b Attr) bool {
 	a.Atime = b.Atime
 	return a == b
 }
@@ -67,8 +82,8 @@ type Entry struct {
 	// checked is when the source was last found to agree with attr (unix
 	// seconds; 0: unknown), persisted in the record.
 	checked atomic.Int64
-	res     atomic.Pointer[Resident] // the copy's kept descriptor (resident.go)
-	copyGen atomic.Uint64            // bumped at every drop of a copy (resident.go)
+	slot    unsafe.Pointer // the placer's kept copy (placement.Resident): Slot
+	copyGen atomic.Uint64  // bumped at every drop of a copy (placement/resident.go)
 	a0      Attr
 
 	// Index numbers the regular files 0..Files()-1 in path order (the
@@ -77,7 +92,7 @@ type Entry struct {
 	Index     int32
 	tier      atomic.Int32 // index of the tier holding a copy, or -1
 	nospace   atomic.Bool  // did not fit any tier this mount
-	validated atomic.Bool  // source attributes checked this mount, or within the TTL (validate.go)
+	validated atomic.Bool  // source attributes checked this mount, or within the TTL (placement/validate.go)
 	recheck   atomic.Bool  // resident, its last check older than the TTL: revalidated in the background
 	gone      atomic.Bool  // removed from the dataset (source file gone)
 	Kind      Kind
@@ -168,8 +183,8 @@ func (e *Entry) Lookup(name string) *Entry {
 	return nil
 }
 
-// CatalogOptions configure OpenCatalog.
-type CatalogOptions struct {
+// Options configure Open.
+type Options struct {
 	StateDir string // badger lives in StateDir/catalog
 	Source   string // absolute source root
 	// Walker, if set, is the source the walk reads through (the mount's);
@@ -184,21 +199,21 @@ type CatalogOptions struct {
 	Progress func(entries int64)
 	// MinFree is the state directory's free-space floor in bytes: the
 	// catalog is written only while the file system has more free space
-	// than MinFree plus the catalog's own tables (catalog_writer.go).
+	// than MinFree plus the catalog's own tables (writer.go).
 	// 0 means DefaultCatalogMinFree.
 	MinFree int64
 	// Statfs reports the free and total bytes of the file system holding
 	// dir; nil means statfs(2). Tests set it to simulate a full disk.
 	Statfs func(dir string) (free, total uint64, err error)
 	// Shared, if set, is asked for the tree instead of walking the source
-	// when a walk is due (catalog_shared.go): other nodes may have walked
+	// when a walk is due (shared.go): other nodes may have walked
 	// it. The tree is stored here as a walked one is.
 	Shared SharedWalk
 	// RetryInterval is how often a degraded catalog checks for room to
 	// write what it holds (default DefaultCatalogRetry).
 	RetryInterval time.Duration
 	// Background walks the source in the background when a first walk is
-	// due (catalog_bgwalk.go): OpenCatalog returns once the root is read.
+	// due (bgwalk.go): Open returns once the root is read.
 	// A rescan and a Shared walk still walk before it returns. Needs
 	// Walker.
 	Background bool
@@ -222,8 +237,8 @@ type Catalog struct {
 	bytes  atomic.Int64
 	walked bool
 	stale  []StaleCopy
-	mu     sync.Mutex // guards w and every catalog write (catalog_writer.go)
-	pendMu sync.Mutex // guards w.pending (catalog_writer.go)
+	mu     sync.Mutex // guards w and every catalog write (writer.go)
+	pendMu sync.Mutex // guards w.pending (writer.go)
 	w      catalogWriter
 
 	treeMu    sync.Mutex               // serialises changes of the tree (tree.go)
@@ -233,10 +248,10 @@ type Catalog struct {
 	nextIndex atomic.Int64             // the next file Index to give out
 	byIndex   atomic.Pointer[[]*Entry] // files by Index (tree.go: ByIndex)
 
-	// The background walk (catalog_bgwalk.go): bg is set while it runs;
+	// The background walk (bgwalk.go): bg is set while it runs;
 	// walkDone is closed when the tree is whole (at once without one);
 	// walkErr is set before it closes when the walk was stopped;
-	// startWalk, set by init, is started by OpenCatalog.
+	// startWalk, set by init, is started by Open.
 	bg        atomic.Pointer[bgWalk]
 	walkDone  chan struct{}
 	walkErr   error
@@ -256,10 +271,10 @@ var (
 	keyRescan = []byte("m/rescan")
 )
 
-// OpenCatalog opens (or creates) the catalog in the state directory. A
+// Open opens (or creates) the catalog in the state directory. A
 // complete catalog of the same source is loaded without touching the
 // source; otherwise, or with Rescan, the source is walked.
-func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
+func Open(ctx context.Context, o Options) (*Catalog, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -285,7 +300,7 @@ func OpenCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	return c, nil
 }
 
-func (c *Catalog) init(ctx context.Context, o CatalogOptions) error {
+func (c *Catalog) init(ctx context.Context, o Options) error {
 	// Without a database (the state directory was full at mount and held
 	// no readable catalog) there is nothing to load: walk.
 	var src, complete, rescanning []byte
@@ -414,6 +429,9 @@ func (c *Catalog) Walked() bool { return c.walked }
 
 // Stale returns the out-of-date copies a rescan found.
 func (c *Catalog) Stale() []StaleCopy { return c.stale }
+
+// TierNames are the tiers the catalog records copies in, by index.
+func (c *Catalog) TierNames() []string { return c.tiers }
 
 // TierName is the name of tier index i.
 func (c *Catalog) TierName(i int) string {

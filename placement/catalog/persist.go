@@ -1,11 +1,9 @@
-package placement
+package catalog
 
 // Persisting the catalog: a walk's tree (store) and single entries
-// (persist), both through the guarded writer (catalog_writer.go).
+// (persist), both through the guarded writer (writer.go).
 
 import (
-	"fmt"
-
 	badger "github.com/dgraph-io/badger/v4"
 )
 
@@ -14,7 +12,7 @@ import (
 // no longer has are deleted, under the rescan marker, so that a crash at
 // any point leaves every copy recorded by an old or a new record; without,
 // the records are dropped first. The records go through the catalog's
-// guarded writes (catalog_writer.go): when the state directory has no room
+// guarded writes (writer.go): when the state directory has no room
 // the store is left, whole, to the catch-up, and until it is done the
 // catalog on disk is incomplete (the next mount walks again).
 func (c *Catalog) store(root *Entry, source string, keep bool) {
@@ -87,9 +85,9 @@ func sourceRecord(e *Entry) record {
 	return r
 }
 
-// persist writes e's current record, or keeps it for the catch-up when
-// the catalog cannot be written now (catalog_writer.go); it does not fail.
-func (c *Catalog) persist(e *Entry) error {
+// Persist writes e's current record, or keeps it for the catch-up when
+// the catalog cannot be written now (writer.go); it does not fail.
+func (c *Catalog) Persist(e *Entry) error {
 	c.write(e.Path, e)
 	return nil
 }
@@ -229,13 +227,33 @@ func (tw *treeWriter) complete() {
 	}
 }
 
-// syncTiers makes every copy installed so far durable (one syncfs per tier
-// with new copies); the catalog runs it before each batch it writes.
-func (p *Placer) syncTiers() error {
-	for _, t := range p.o.Tiers {
-		if err := t.Sync(); err != nil {
-			return fmt.Errorf("placement: %w", err)
+// PersistAll writes the current records of es in batches, through the
+// guarded writer (writer.go): what it cannot write now waits for
+// the catch-up.
+func (c *Catalog) PersistAll(es []*Entry) {
+	snap := make(map[string]*Entry, len(es))
+	for _, e := range es {
+		snap[e.Path] = e
+	}
+	c.mu.Lock()
+	degraded := c.w.degraded
+	c.mu.Unlock()
+	left := snap
+	if !degraded {
+		left = c.writePending(snap)
+	}
+	if len(left) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for p, e := range left {
+		if _, newer := c.w.pending[p]; !newer {
+			c.w.pending[p] = e
 		}
 	}
-	return nil
+	c.mu.Unlock()
 }
+
+// AddBytes adds n (a changed file's new size less its old) to the dataset's
+// bytes.
+func (c *Catalog) AddBytes(n int64) { c.bytes.Add(n) }

@@ -1,8 +1,8 @@
-package placement
+package catalog
 
 // Serving while walking. A first mount of a large tree on a PFS walks it
-// for minutes; the mount does not wait for that. OpenCatalog with
-// CatalogOptions.Background reads the root directory (a source that cannot
+// for minutes; the mount does not wait for that. Open with
+// Options.Background reads the root directory (a source that cannot
 // be read still fails the mount), returns, and walks the rest in the
 // background. Until the walk ends:
 //
@@ -57,8 +57,8 @@ type bgWalk struct {
 }
 
 // startBackground prepares the background walk of o's source: the root
-// is read now, the rest by run (OpenCatalog starts it).
-func (c *Catalog) startBackground(ctx context.Context, o CatalogOptions) error {
+// is read now, the rest by run (Open starts it).
+func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	src := o.Walker
 	if src == nil {
 		return errors.New("placement: a background walk needs the mount's source")

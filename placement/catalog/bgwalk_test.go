@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func wideDataset(dirs, files int) dataset {
 
 func listing(root *Entry) []string {
 	var out []string
-	root.walk(func(e *Entry) bool {
+	root.Walk(func(e *Entry) bool {
 		out = append(out, fmt.Sprintf("%s %d %d %d", e.Path, e.Kind, e.Attr().Size, e.Index))
 		return true
 	})
@@ -40,7 +40,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 	src := t.TempDir()
 	writeDataset(t, src, d)
 	want := func() []string {
-		c, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: t.TempDir(), Source: src, Workers: 4})
+		c, err := Open(context.Background(), Options{StateDir: t.TempDir(), Source: src, Workers: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		s := openSource(t, tier.SourceOptions{Root: src})
 		state := t.TempDir()
-		c, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: state, Source: src, Workers: 2, Walker: s, Background: true})
+		c, err := Open(context.Background(), Options{StateDir: state, Source: src, Workers: 2, Walker: s, Background: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 				for i := 0; i < 60; i++ {
 					a := c.Root().Lookup(fmt.Sprintf("a%02d", r.IntN(7)))
 					if a == nil {
-						t.Error("a top directory is missing: the root is read before OpenCatalog returns")
+						t.Error("a top directory is missing: the root is read before Open returns")
 						return
 					}
 					if err := c.List(context.Background(), a); err != nil {
@@ -92,7 +92,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 			t.Fatalf("round %d: the background walk's tree differs:\n%v\nwant\n%v", round, got, want)
 		}
 		ids := map[uint64]bool{}
-		c.Root().walk(func(e *Entry) bool {
+		c.Root().Walk(func(e *Entry) bool {
 			if e.ID == 0 || ids[e.ID] {
 				t.Errorf("%s: ID %d zero or given twice", e.Path, e.ID)
 			}
@@ -106,7 +106,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Stored complete: the next open loads it.
-		c2, err := OpenCatalog(context.Background(), CatalogOptions{StateDir: state, Source: src, Walker: s, Background: true})
+		c2, err := Open(context.Background(), Options{StateDir: state, Source: src, Walker: s, Background: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package placement
+package catalog
 
 import (
 	"encoding/binary"
