@@ -38,7 +38,7 @@ import (
 
 // ErrWalkStopped means the catalog was closed before its background walk
 // ended.
-var ErrWalkStopped = errors.New("placement: the walk of the source was stopped")
+var ErrWalkStopped = errors.New("catalog: the walk of the source was stopped")
 
 // bgWalk is a walk in progress in the background.
 type bgWalk struct {
@@ -61,14 +61,14 @@ type bgWalk struct {
 func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	src := o.Walker
 	if src == nil {
-		return errors.New("placement: a background walk needs the mount's source")
+		return errors.New("catalog: a background walk needs the mount's source")
 	}
 	st, err := os.Stat(src.Root())
 	if err != nil {
-		return fmt.Errorf("placement: walk: %w", err)
+		return fmt.Errorf("catalog: walk: %w", err)
 	}
 	if !st.IsDir() {
-		return fmt.Errorf("placement: walk: %s is not a directory", src.Root())
+		return fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
 	}
 	root := entryFromInfo("", st)
 	root.ID, root.Index = c.newID(root), -1
@@ -155,7 +155,7 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	kids, err := readKids(bg.ctx, bg.src, d, bg.log)
 	if err != nil {
 		if d.Path == "" {
-			return fmt.Errorf("placement: walk %s: %w", bg.src.Root(), err)
+			return fmt.Errorf("catalog: walk %s: %w", bg.src.Root(), err)
 		}
 		if bg.ctx.Err() != nil {
 			return nil // stopped: the tree is not stored

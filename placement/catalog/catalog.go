@@ -259,7 +259,7 @@ type Catalog struct {
 }
 
 // ErrOtherSource means the state directory belongs to another source.
-var ErrOtherSource = errors.New("placement: state directory holds the catalog of another source")
+var ErrOtherSource = errors.New("catalog: state directory holds the catalog of another source")
 
 var (
 	keyFilePrefix = []byte("f")
@@ -312,7 +312,7 @@ func (c *Catalog) init(ctx context.Context, o Options) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("placement: read catalog: %w", err)
+			return fmt.Errorf("catalog: read: %w", err)
 		}
 	}
 	if src != nil && string(src) != o.Source {

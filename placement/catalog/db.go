@@ -52,18 +52,18 @@ func (c *Catalog) openDB(o Options) error {
 	// A directory costs no memory-mapped write; a full disk fails it
 	// with ENOSPC, and the catalog then starts degraded.
 	if err := os.MkdirAll(c.w.dir, 0o700); err != nil && !errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("placement: catalog: %w", err)
+		return fmt.Errorf("catalog: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	free, floor, err := c.room()
 	if err == nil {
 		if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
-			return fmt.Errorf("placement: catalog: %w", err)
+			return fmt.Errorf("catalog: %w", err)
 		}
 		db, err := badger.Open(catalogOptions(c.w.dir, false))
 		if err != nil {
-			return fmt.Errorf("placement: open catalog in %s: %w", c.w.dir, err)
+			return fmt.Errorf("catalog: open %s: %w", c.w.dir, err)
 		}
 		c.db, c.w.writable = db, true
 		return nil
@@ -92,11 +92,11 @@ func (c *Catalog) openDB(o Options) error {
 func lockedByOther(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("placement: catalog: %w", err)
+		return fmt.Errorf("catalog: %w", err)
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("placement: catalog in %s is in use by another process: %w", dir, err)
+		return fmt.Errorf("catalog: %s is in use by another process: %w", dir, err)
 	}
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
@@ -178,11 +178,11 @@ func (c *Catalog) Close() error {
 		}
 		if err := db.Sync(); err != nil {
 			db.Close()
-			return fmt.Errorf("placement: catalog sync: %w", err)
+			return fmt.Errorf("catalog: sync: %w", err)
 		}
 	}
 	if err := db.Close(); err != nil {
-		return fmt.Errorf("placement: catalog close: %w", err)
+		return fmt.Errorf("catalog: close: %w", err)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func (c *Catalog) eachRecord(fn func(p string, rec record) error) error {
 				return derr
 			})
 			if err != nil {
-				return fmt.Errorf("placement: catalog entry %q: %w", p, err)
+				return fmt.Errorf("catalog: entry %q: %w", p, err)
 			}
 			if err := fn(p, rec); err != nil {
 				return err
@@ -183,7 +183,7 @@ func (c *Catalog) StoredTier(p string) (string, error) {
 		})
 	})
 	if err != nil {
-		return "", fmt.Errorf("placement: stored record of %s: %w", p, err)
+		return "", fmt.Errorf("catalog: stored record of %s: %w", p, err)
 	}
 	return rec.Tier, nil
 }

@@ -17,7 +17,7 @@ const (
 )
 
 // ErrBadRecord means a persisted catalog record could not be decoded.
-var ErrBadRecord = errors.New("placement: bad catalog record")
+var ErrBadRecord = errors.New("catalog: bad record")
 
 // Record versions: 2 adds Checked at the end; 3 adds, after Checked, the
 // source's link count, blocks, atime, ctime, and a hard link's device and

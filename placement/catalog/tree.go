@@ -43,13 +43,13 @@ func (c *Catalog) Add(e *Entry) error {
 	defer c.treeMu.Unlock()
 	parent := c.ParentOf(e.Path)
 	if parent == nil {
-		return fmt.Errorf("placement: add %s: no parent directory in the dataset", e.Path)
+		return fmt.Errorf("catalog: add %s: no parent directory in the dataset", e.Path)
 	}
 	old := parent.Children()
 	name := e.Name()
 	i := sort.Search(len(old), func(i int) bool { return old[i].Name() >= name })
 	if i < len(old) && old[i].Name() == name {
-		return fmt.Errorf("placement: add %s: already in the dataset", e.Path)
+		return fmt.Errorf("catalog: add %s: already in the dataset", e.Path)
 	}
 	var files, bytes int64
 	var number func(x *Entry)

@@ -23,7 +23,7 @@ func walkSource(ctx context.Context, o Options, log *zap.Logger) (*Entry, error)
 	if src == nil {
 		s, err := tier.OpenSource(tier.SourceOptions{Root: o.Source, Logger: log})
 		if err != nil {
-			return nil, fmt.Errorf("placement: walk: %w", err)
+			return nil, fmt.Errorf("catalog: walk: %w", err)
 		}
 		defer s.Close()
 		src = s
@@ -36,10 +36,10 @@ func walkSource(ctx context.Context, o Options, log *zap.Logger) (*Entry, error)
 func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
 	st, err := os.Stat(src.Root())
 	if err != nil {
-		return nil, fmt.Errorf("placement: walk: %w", err)
+		return nil, fmt.Errorf("catalog: walk: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("placement: walk: %s is not a directory", src.Root())
+		return nil, fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
 	}
 	root := entryFromInfo("", st)
 	sem := make(chan struct{}, workers)
@@ -60,7 +60,7 @@ func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, p
 		if err != nil {
 			if d.Path == "" {
 				errMu.Lock()
-				firstErr = fmt.Errorf("placement: walk %s: %w", src.Root(), err)
+				firstErr = fmt.Errorf("catalog: walk %s: %w", src.Root(), err)
 				errMu.Unlock()
 				return
 			}
@@ -85,7 +85,7 @@ func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, p
 	visit(root)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("placement: walk: %w", err)
+		return nil, fmt.Errorf("catalog: walk: %w", err)
 	}
 	if firstErr != nil {
 		return nil, firstErr

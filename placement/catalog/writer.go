@@ -137,7 +137,7 @@ const (
 )
 
 // errBelowFloor is why a write was not attempted.
-var errBelowFloor = errors.New("placement: state directory below its free-space floor")
+var errBelowFloor = errors.New("catalog: state directory below its free-space floor")
 
 // catalogWriter is the state of the catalog's writes.
 type catalogWriter struct {
