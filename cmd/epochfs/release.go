@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -44,7 +45,7 @@ func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, log *
 		}
 		last = st.Done
 		start := time.Now()
-		debug.FreeOSMemory()
+		freeMemory()
 		log.Debug("copies idle: freed memory returned to the system", zap.Int64("copies", st.Done), zap.Duration("took", time.Since(start)))
 	}
 }
@@ -53,4 +54,14 @@ func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, log *
 // releaseAfter copies since the last release (at lastDone copies).
 func burstEnded(lastDone int64, st placement.Stats) bool {
 	return st.Queued == 0 && st.Done-lastDone >= releaseAfter
+}
+
+// freeMemory returns the freed heap to the system. It collects twice: the
+// buffer pools of a burst of copies (sync.Pool: the source's read buffers
+// and the placer's copy buffers, 1 MiB each) survive one collection in
+// their victim caches and are freed by the next; FreeOSMemory's own
+// collection is the second, after which it returns the pages.
+func freeMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }
