@@ -112,7 +112,7 @@ type Options struct {
 	// the file out.
 	ModelSettings *model.Settings
 	// Views, if set, serves the preprocessed views (.epochfs/views/).
-	Views *ViewsOptions
+	Views *views.Config
 	// MetricsListen is the metrics endpoint's address (host:port); ""
 	// serves none.
 	MetricsListen string

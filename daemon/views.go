@@ -9,11 +9,8 @@ import (
 	"github.com/epochfs/epochfs/views"
 )
 
-// ViewsOptions configure the preprocessed views (views.Config).
-type ViewsOptions = views.Config
-
 // startViews builds the preprocessing engine and the default view.
-func (m *Mount) startViews(vo *ViewsOptions, dec, aug int64) error {
+func (m *Mount) startViews(vo *views.Config, dec, aug int64) error {
 	cat := m.cat
 	eng, err := preprocess.NewEngine(preprocess.EngineOptions{
 		// Method values: the engine's pool calls placement directly.

@@ -54,6 +54,7 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/preprocess"
 	"github.com/epochfs/epochfs/tier"
+	"github.com/epochfs/epochfs/views"
 )
 
 func runMount(args []string, stdout, stderr io.Writer) error {
@@ -499,7 +500,7 @@ func pipelineOptions(pc config.Preprocess) preprocess.Options {
 }
 
 // viewsOptions is the [preprocess] section for the daemon (nil: views off).
-func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
+func viewsOptions(pc config.Preprocess) *views.Config {
 	if !pc.ViewsOn() {
 		return nil
 	}
@@ -509,7 +510,7 @@ func viewsOptions(pc config.Preprocess) *daemon.ViewsOptions {
 		}
 		return v.Bytes
 	}
-	return &daemon.ViewsOptions{
+	return &views.Config{
 		Pipeline: pipelineOptions(pc),
 		Seed:     pc.Seed, Workers: pc.Workers,
 		DecodedBytes: budget(pc.DecodedCache), AugmentedBytes: budget(pc.AugmentedCache),

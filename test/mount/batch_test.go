@@ -21,7 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/epochfs/epochfs/ctlpath"
-	epochd "github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/views"
 )
 
 // npzArray is one member of a batch file.
@@ -132,7 +132,7 @@ func TestBatchesOfThreeJobsShareOnePreprocessingAndRepeatNoTensor(t *testing.T) 
 	os.WriteFile(filepath.Join(src, "class0", "corrupt.jpg"), []byte("\xff\xd8\xff broken"), 0o644)
 	e := newEnv(t, src, 1<<30)
 	budget := int64(1 << 20)
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 9, DecodedBytes: 0, AugmentedBytes: budget}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 9, DecodedBytes: 0, AugmentedBytes: budget}
 	e.mount()
 	jobsDir := filepath.Join(e.mnt, ".epochfs/jobs")
 	names := []string{"a", "b", "c"}
@@ -251,7 +251,7 @@ func TestAKilledJobReleasesItsEntriesWhenItsLeaseEnds(t *testing.T) {
 	good := makeJPEGs(t, src, 24)
 	e := newEnv(t, src, 1<<30)
 	e.opts.lease = time.Second
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 0, AugmentedBytes: 64 << 20}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 0, AugmentedBytes: 64 << 20}
 	e.mount()
 	jobsDir := filepath.Join(e.mnt, ".epochfs/jobs")
 	for _, n := range []string{"live", "killed"} {
@@ -334,7 +334,7 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	good := makeJPEGs(t, src, 20)
 	e := newEnv(t, src, 1<<30)
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
 	e.mount()
 	e.settle()
 	file := encodedJob(t, e.mnt, "enc", 4)
@@ -441,7 +441,7 @@ func TestAMappedBatchKeepsItsBytes(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	makeJPEGs(t, src, 20)
 	e := newEnv(t, src, 1<<30)
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
 	e.mount()
 	e.settle()
 	requirePassthrough(t, e) // without it batches are not in memory files

@@ -24,6 +24,7 @@ import (
 	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/test/faultfs"
 	"github.com/epochfs/epochfs/tier"
+	"github.com/epochfs/epochfs/views"
 	"go.uber.org/zap"
 )
 
@@ -182,7 +183,7 @@ type envOpts struct {
 	metricsListen string
 	// views serves .epochfs/views/ (and the jobs' views) with these
 	// options; model splits model.memory_budget.
-	views *epochd.ViewsOptions
+	views *views.Config
 	model *model.Settings
 	// lease is the jobs' lease (default the sampler's).
 	lease time.Duration

@@ -24,6 +24,7 @@ import (
 
 	epochd "github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/views"
 	"golang.org/x/sys/unix"
 )
 
@@ -467,7 +468,7 @@ func TestOversizedBatchesAreRefusedAndEmptyBatchesKeepTheirShape(t *testing.T) {
 	makeJPEGs(t, src, 4)
 	write(t, filepath.Join(src, "bad", "corrupt.jpg"), "\xff\xd8\xff broken", 0o644)
 	e := newEnv(t, src, 1<<30)
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 3, AugmentedBytes: 16 << 20}
 	openTempDirs(t, src, e.mnt)
 	e.mount()
 	job := filepath.Join(e.mnt, ".epochfs/jobs/j")

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"testing"
 
-	epochd "github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/model"
 	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/views"
 )
 
 // makeJPEGs writes n small JPEGs of varied sizes under src/class{0,1}/
@@ -58,7 +58,7 @@ func TestDecodedViewsAreTheStaticStepsOfEachFile(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "class0", "corrupt.jpg"), []byte("\xff\xd8\xffnot really"), 0o644)
 	os.WriteFile(filepath.Join(src, "class1", "secret.jpg"), mustRead(t, filepath.Join(src, paths[0])), 0o600)
 	e := newEnv(t, src, 1<<30)
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 1 << 20, AugmentedBytes: 1 << 20}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 1 << 20, AugmentedBytes: 1 << 20}
 	e.mount()
 	p, err := preprocess.New(viewPipeline)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 	budget, tgpu, tda, ta, bst := float64(64<<20), 2000.0, 300.0, 900.0, 50e6
 	e.opts.model = &model.Settings{MemoryBudget: &budget, MemoryBudgetText: "64MiB", TGPU: &tgpu,
 		TDecodeAugment: &tda, TAugment: &ta, BStorage: &bst, Split: "50-30-20"}
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: 8 << 20}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: 8 << 20}
 	e.mount()
 	kv := map[string]string{}
 	data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/model"))
@@ -185,7 +185,7 @@ func TestModelMeasuresThePipelineAtMount(t *testing.T) {
 	e := newEnv(t, src, 1<<30)
 	budget := float64(64 << 20)
 	e.opts.model = &model.Settings{MemoryBudget: &budget, MemoryBudgetText: "64MiB"}
-	e.opts.views = &epochd.ViewsOptions{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: -1}
+	e.opts.views = &views.Config{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: -1}
 	e.mount()
 	data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/model"))
 	if err != nil {
