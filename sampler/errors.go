@@ -23,6 +23,9 @@ var (
 	// put it two epochs ahead of the slowest live rank of its job. Not a
 	// failure: call NextRank again once another rank has read.
 	ErrRankAhead = errors.New("sampler: rank is an epoch ahead of the slowest")
+	// ErrStarted: Resume of a job a rank of which has read: a job
+	// continues an interrupted run only from its start.
+	ErrStarted = errors.New("sampler: the job has read already; resume a new job, before its first read")
 	// ErrClaimPending: a cluster job's rank has nothing to read until
 	// a claim made by another read of it (or of a rank of the job on this
 	// node) returns. Not a failure: call NextRank again.

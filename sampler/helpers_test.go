@@ -29,9 +29,9 @@ func (s *Sampler) check() error {
 			if i > 0 && ep.num != j.eps[i-1].num+1 {
 				return fmt.Errorf("job %s: epochs %d and %d in flight", j.name, j.eps[i-1].num, ep.num)
 			}
-			if ep.distinct+ep.skipped+ep.excluded+len(ep.planned)+ep.pending+ep.away+ep.set.free != ep.set.n {
-				return fmt.Errorf("job %s epoch %d: handed out %d + skipped %d + excluded %d + planned %d + pending %d + away %d + free %d != %d",
-					j.name, ep.num, ep.distinct, ep.skipped, ep.excluded, len(ep.planned), ep.pending, ep.away, ep.set.free, ep.set.n)
+			if ep.distinct+ep.skipped+ep.excluded+ep.resumed+len(ep.planned)+ep.pending+ep.away+ep.set.free != ep.set.n {
+				return fmt.Errorf("job %s epoch %d: handed out %d + skipped %d + excluded %d + resumed %d + planned %d + pending %d + away %d + free %d != %d",
+					j.name, ep.num, ep.distinct, ep.skipped, ep.excluded, ep.resumed, len(ep.planned), ep.pending, ep.away, ep.set.free, ep.set.n)
 			}
 			plans := 0
 			for _, r := range j.ranks {

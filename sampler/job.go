@@ -111,6 +111,9 @@ type job struct {
 	// (reap scans the ranks only when it may have expired).
 	minLast time.Time
 	drawFor *rank     // the rank a DSA round draws for (dsa.go)
+	// resume are the epochs of an interrupted run this job continues,
+	// not created yet (resume.go).
+	resume []ResumeEpoch
 	st      JobStatus // counters; the rest is filled by Status
 }
 
@@ -126,6 +129,7 @@ type epoch struct {
 	distinct int     // samples handed out this epoch, padding excluded
 	skipped  int     // samples drawn and not handed out: gone from the dataset
 	excluded int     // samples gone from the dataset when the epoch began (taken, never drawn)
+	resumed  int     // samples an interrupted run handed out (taken, never drawn: resume.go)
 	share    int     // each live rank's quota when the epoch began
 	first    []int32 // per rank: the first sample it was handed (-1: none); padding source
 	padFrom  int     // next index into first for padding (round robin)

@@ -39,6 +39,8 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	num := 1
 	if j.latest != nil {
 		num = j.latest.num + 1
+	} else if len(j.resume) > 0 {
+		num = j.resume[0].Num // the interrupted run's epoch (resume.go)
 	}
 	w := len(j.ranks)
 	s.join(j)
@@ -53,6 +55,15 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	ep := &epoch{num: num, set: set, rng: j.seededRNG(num), quota: make([]int, w), got: make([]int, w),
 		planned: map[int32]int32{}, first: make([]int32, w), share: j.share}
 	s.exclude(j, ep)
+	s.resumeInto(j, ep)
+	if j.cfg.Claimer == nil {
+		// Torch's counts over the samples the epoch still has to hand
+		// out: all of the subset, less those gone and those an
+		// interrupted run handed out.
+		left := j.size - ep.excluded - ep.resumed
+		ep.share = perRank(left, w, j.cfg.DropLast)
+		j.st.Size, j.st.PerRank = j.size-ep.excluded, ep.share
+	}
 	lost := 0
 	for i, r := range j.ranks {
 		ep.first[i] = -1
@@ -77,6 +88,11 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	}
 	j.latest = ep
 	s.invalidateDSA()
+	if ep.resumed > 0 {
+		// What an interrupted run left of it may be nothing, or less than
+		// a sample per rank with drop_last: complete at its creation.
+		s.prune(j)
+	}
 	return ep
 }
 
@@ -123,11 +139,6 @@ func (s *Sampler) exclude(j *job, ep *epoch) {
 			ep.excluded++
 		}
 	}
-	if ep.excluded == 0 || j.cfg.Claimer != nil {
-		return
-	}
-	ep.share = perRank(j.size-ep.excluded, len(j.ranks), j.cfg.DropLast)
-	j.st.Size, j.st.PerRank = j.size-ep.excluded, ep.share
 }
 
 // redistribute shares left samples of ep out over the live ranks that

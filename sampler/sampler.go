@@ -180,52 +180,10 @@ func (s *Sampler) Lease() time.Duration { return s.opt.Lease }
 // RegisterJob adds a live job of cfg.WorldSize ranks, all in epoch 1
 // (their first NextRank starts it).
 func (s *Sampler) RegisterJob(name string, cfg JobConfig) error {
-	if name == "" {
-		return fmt.Errorf("%w: empty job name", ErrBadConfig)
+	j, err := s.newJob(name, cfg)
+	if err != nil {
+		return err
 	}
-	if cfg.BatchSize <= 0 || cfg.BatchSize > MaxBatchSize {
-		return fmt.Errorf("%w: job %q: batch size %d: want 1..%d", ErrBadConfig, name, cfg.BatchSize, MaxBatchSize)
-	}
-	if cfg.Kind >= kinds {
-		return fmt.Errorf("%w: job %q: sampler kind %d", ErrBadConfig, name, cfg.Kind)
-	}
-	if cfg.WorldSize == 0 {
-		cfg.WorldSize = 1
-	}
-	if cfg.WorldSize < 1 || cfg.WorldSize > MaxWorldSize {
-		return fmt.Errorf("%w: job %q: world size %d: want 1..%d", ErrBadConfig, name, cfg.WorldSize, MaxWorldSize)
-	}
-	var subset []int32
-	if cfg.Subset != nil {
-		if len(cfg.Subset) == 0 {
-			return fmt.Errorf("%w: job %q: empty subset", ErrBadConfig, name)
-		}
-		subset = make([]int32, 0, len(cfg.Subset))
-		for _, i := range cfg.Subset {
-			if i < 0 || i >= s.n {
-				return fmt.Errorf("%w: job %q: subset index %d out of range 0..%d", ErrBadConfig, name, i, s.n-1)
-			}
-			subset = append(subset, int32(i))
-		}
-		slices.Sort(subset)
-		subset = slices.Compact(subset)
-		if len(subset) == s.n {
-			subset = nil
-		}
-	} else if s.n == 0 {
-		return fmt.Errorf("%w: job %q: the dataset is empty", ErrBadConfig, name)
-	}
-	cfg.Subset = nil // the sorted copy is kept instead
-	m := s.n
-	if subset != nil {
-		m = len(subset)
-	}
-	share := perRank(m, cfg.WorldSize, cfg.DropLast)
-	if share == 0 {
-		return fmt.Errorf("%w: job %q: %d samples over %d ranks with drop_last: every rank would get none",
-			ErrBadConfig, name, m, cfg.WorldSize)
-	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opt.Now()
@@ -236,26 +194,83 @@ func (s *Sampler) RegisterJob(name string, cfg JobConfig) error {
 	if len(s.jobs) >= MaxJobs {
 		return fmt.Errorf("%w: %d live", ErrTooManyJobs, len(s.jobs))
 	}
+	s.install(j, now)
+	return nil
+}
+
+// newJob checks cfg and returns the job it describes, not yet installed.
+func (s *Sampler) newJob(name string, cfg JobConfig) (*job, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty job name", ErrBadConfig)
+	}
+	if cfg.BatchSize <= 0 || cfg.BatchSize > MaxBatchSize {
+		return nil, fmt.Errorf("%w: job %q: batch size %d: want 1..%d", ErrBadConfig, name, cfg.BatchSize, MaxBatchSize)
+	}
+	if cfg.Kind >= kinds {
+		return nil, fmt.Errorf("%w: job %q: sampler kind %d", ErrBadConfig, name, cfg.Kind)
+	}
+	if cfg.WorldSize == 0 {
+		cfg.WorldSize = 1
+	}
+	if cfg.WorldSize < 1 || cfg.WorldSize > MaxWorldSize {
+		return nil, fmt.Errorf("%w: job %q: world size %d: want 1..%d", ErrBadConfig, name, cfg.WorldSize, MaxWorldSize)
+	}
+	var subset []int32
+	if cfg.Subset != nil {
+		if len(cfg.Subset) == 0 {
+			return nil, fmt.Errorf("%w: job %q: empty subset", ErrBadConfig, name)
+		}
+		subset = make([]int32, 0, len(cfg.Subset))
+		for _, i := range cfg.Subset {
+			if i < 0 || i >= s.n {
+				return nil, fmt.Errorf("%w: job %q: subset index %d out of range 0..%d", ErrBadConfig, name, i, s.n-1)
+			}
+			subset = append(subset, int32(i))
+		}
+		slices.Sort(subset)
+		subset = slices.Compact(subset)
+		if len(subset) == s.n {
+			subset = nil
+		}
+	} else if s.n == 0 {
+		return nil, fmt.Errorf("%w: job %q: the dataset is empty", ErrBadConfig, name)
+	}
+	cfg.Subset = nil // the sorted copy is kept instead
+	m := s.n
+	if subset != nil {
+		m = len(subset)
+	}
+	share := perRank(m, cfg.WorldSize, cfg.DropLast)
+	if share == 0 {
+		return nil, fmt.Errorf("%w: job %q: %d samples over %d ranks with drop_last: every rank would get none",
+			ErrBadConfig, name, m, cfg.WorldSize)
+	}
+	j := &job{name: name, cfg: cfg, subset: subset, size: m, share: share}
+	j.st = JobStatus{Name: name, Kind: cfg.Kind, BatchSize: cfg.BatchSize, Size: m,
+		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, PerRank: share}
+	return j, nil
+}
+
+// install makes j live, its ranks in its first epoch (s.mu held; the name
+// is free and a slot too).
+func (s *Sampler) install(j *job, now time.Time) {
 	slot := 0
 	for s.slots&(1<<uint(slot)) != 0 {
 		slot++
 	}
-	j := &job{name: name, slot: slot, cfg: cfg, subset: subset, size: m, share: share, minLast: now}
-	j.st = JobStatus{Name: name, Kind: cfg.Kind, BatchSize: cfg.BatchSize, Size: m,
-		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, PerRank: share}
-	j.ranks = make([]*rank, cfg.WorldSize)
+	j.slot, j.minLast = slot, now
+	j.ranks = make([]*rank, j.cfg.WorldSize)
 	for i := range j.ranks {
 		j.ranks[i] = &rank{id: i, last: now}
 	}
 	s.slots |= 1 << uint(slot)
-	s.jobs[name] = j
+	s.jobs[j.name] = j
 	s.order = append(s.order, j)
-	delete(s.expired, name)
+	delete(s.expired, j.name)
 	ep := s.newEpoch(j) // the new job wants every buffered sample of its subset
 	for _, r := range j.ranks {
 		r.ep = ep
 	}
-	return nil
 }
 
 // EndJob removes a job and releases its references (rmdir of its ctl dir).
@@ -415,6 +430,9 @@ type JobStatus struct {
 	SharedDraws        int // draws shared with another job by DSA
 	Padded             int // padding handed out (ceil(M/W)·W − M per epoch, and one per sample gone)
 	Skipped            int // samples drawn but not handed out: removed from the dataset (Options.Gone)
+	// Resumed counts samples an interrupted run had handed out in the
+	// epochs this job continued (Resume): taken without being drawn.
+	Resumed int
 	RanksLive          int // ranks not lost (and, in a cluster job, that read here)
 	Lost               []int
 	// Cluster jobs (JobConfig.Claimer): ranks that never read here
