@@ -110,11 +110,11 @@ type job struct {
 	// minLast bounds the oldest lease renewal among live ranks from below
 	// (reap scans the ranks only when it may have expired).
 	minLast time.Time
-	drawFor *rank     // the rank a DSA round draws for (dsa.go)
+	drawFor *rank // the rank a DSA round draws for (dsa.go)
 	// resume are the epochs of an interrupted run this job continues,
 	// not created yet (resume.go).
 	resume []ResumeEpoch
-	st      JobStatus // counters; the rest is filled by Status
+	st     JobStatus // counters; the rest is filled by Status
 }
 
 // epoch is one epoch of a job, shared by its ranks.

@@ -432,9 +432,9 @@ type JobStatus struct {
 	Skipped            int // samples drawn but not handed out: removed from the dataset (Options.Gone)
 	// Resumed counts samples an interrupted run had handed out in the
 	// epochs this job continued (Resume): taken without being drawn.
-	Resumed int
-	RanksLive          int // ranks not lost (and, in a cluster job, that read here)
-	Lost               []int
+	Resumed   int
+	RanksLive int // ranks not lost (and, in a cluster job, that read here)
+	Lost      []int
 	// Cluster jobs (JobConfig.Claimer): ranks that never read here
 	// (remote), samples claimed for this node's ranks, samples proposed
 	// that ranks elsewhere had, and epochs drawn locally after a claim
