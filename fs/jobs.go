@@ -71,6 +71,18 @@ var jobEntries = []jobEntry{
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "status"), ino: ino, mode: 0o444, owner: ref.owner,
 			read: func() []byte { b, _ := ref.fsys.o.Jobs.Status(ref.name); return b }}}
 	}},
+	{name: "state", mode: syscall.S_IFREG, node: newStateFile},
+	{name: "resume", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
+		m := ref.fsys.o.Jobs
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "resume"), ino: ino, mode: 0o644, owner: ref.owner, max: maxPathDoc,
+			read: func() []byte { return nil },
+			doc: func(*catalog.Cred) docSink {
+				return &resumeDoc{
+					apply: func(text []byte) error { return m.Resume(ref.name, text) },
+					state: func() ([]byte, error) { return m.State(ref.name) },
+				}
+			}}}
+	}},
 	{name: "rank", mode: syscall.S_IFDIR, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 		return &ranksDir{ref: ref, ino: ino}
 	}},
@@ -346,6 +358,58 @@ func (d *configDoc) sync() error {
 func (d *configDoc) abort() {
 	if d.applied != nil {
 		d.apply(d.before) // it was the config: it parses
+		d.applied = nil
+	}
+}
+
+// newStateFile is jobs/NAME/state and jobs/NAME/rank/R/state: the job's
+// state document (its ranks share their epochs), empty for a cluster job.
+func newStateFile(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
+	return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "state"), ino: ino, mode: 0o444, owner: ref.owner,
+		read: func() []byte { b, _ := ref.fsys.o.Jobs.State(ref.name); return b }}}
+}
+
+// resumeDoc is a document written to jobs/NAME/resume: a state document
+// (jobs/state.go), applied whole at each close. A rejected document puts
+// back the job's state from before its first apply (the job has not read:
+// its state is all there is of it).
+type resumeDoc struct {
+	apply   func(text []byte) error
+	state   func() ([]byte, error)
+	text    []byte
+	applied []byte // what the document applied last; nil: nothing yet
+	before  []byte // the job's state before the document's first apply
+}
+
+func (d *resumeDoc) line(l []byte) error {
+	d.text = append(append(d.text, l...), '\n')
+	return nil
+}
+
+func (d *resumeDoc) written() error { return nil } // a state is whole only at its close
+func (d *resumeDoc) release() error { return nil }
+
+func (d *resumeDoc) commit() error {
+	if len(d.text) == 0 || d.applied != nil && bytes.Equal(d.text, d.applied) {
+		return nil
+	}
+	if d.applied == nil {
+		b, err := d.state()
+		if err != nil {
+			return err
+		}
+		d.before = b
+	}
+	if err := d.apply(d.text); err != nil {
+		return err
+	}
+	d.applied = bytes.Clone(d.text)
+	return nil
+}
+
+func (d *resumeDoc) abort() {
+	if d.applied != nil {
+		d.apply(d.before) // the job's own state: it applies
 		d.applied = nil
 	}
 }

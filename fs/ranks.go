@@ -22,6 +22,7 @@ var rankEntries = []jobEntry{
 			read: func() []byte { b, _ := ref.fsys.o.Jobs.RankStatus(ref.name, rank); return b }}}
 	}},
 	{name: "batch", mode: syscall.S_IFREG, node: newBatchFile},
+	{name: "state", mode: syscall.S_IFREG, node: newStateFile},
 }
 
 func rankIno(jobBase uint64, rank int) uint64 { return jobBase + uint64(rank+1)<<8 }

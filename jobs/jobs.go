@@ -88,6 +88,9 @@ type Manager struct {
 	// files are the dataset's files by Index (the sampler's samples):
 	// numbered at start, grown by the files refreshes add (grow).
 	filesp atomic.Pointer[[]*catalog.Entry]
+	// base is the number of files numbered at start, in path order;
+	// refreshes number the files they add after them.
+	base   int
 	growMu sync.Mutex // serialises grow, and grow with Configure (growMu, then mu)
 	vs     *views.Set // nil without views
 	bufs   views.Pool // batch buffers when Batch is given no Alloc
@@ -185,6 +188,7 @@ func (m *Manager) start() error {
 		return true
 	})
 	m.filesp.Store(&files)
+	m.base = len(files)
 	slots := o.Placer.BufferSlots()
 	so := sampler.Options{
 		Samples: len(files),

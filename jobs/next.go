@@ -154,7 +154,7 @@ func (m *Manager) Status(name string) ([]byte, error) {
 		{"epoch", st.Epoch}, {"position", st.Position}, {"planned", st.Planned}, {"batches", st.Batches},
 		{"resident_reads", st.ResidentReads}, {"buffer_reads", st.BufferReads}, {"source_reads", st.SourceReads},
 		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
-		{"skipped", st.Skipped}, {"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
+		{"skipped", st.Skipped}, {"resumed", st.Resumed}, {"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
 		{"cache_substitutions", st.CacheSubstitutions}, {"last_read", stamp(st.LastRead)},
 	}, append(clusterLines(st), m.viewLines(name)...)...)), nil
 }

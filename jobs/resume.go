@@ -1,0 +1,249 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/cespare/xxhash/v2"
+	"github.com/epochfs/epochfs/sampler"
+)
+
+// Resumable jobs: a job's state document (state.go) names the samples it
+// handed out by their positions in the job's epoch samples in path order,
+// so that it means the same on any mount of the same files: another node,
+// a remount, a catalog numbered after refreshes. The sampler does the rest
+// (sampler/resume.go).
+
+// State returns the job's state document. A cluster job has none: its
+// epochs are the cluster's (not built).
+func (m *Manager) State(name string) ([]byte, error) {
+	j, err := m.lookupJob(name)
+	if err != nil {
+		return nil, err
+	}
+	sn, err := m.s.Snapshot(name)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if sn.Cluster {
+		return nil, fmt.Errorf("%w: job %q: a cluster job's state is the cluster's; saving it is not supported", ErrInvalid, name)
+	}
+	order, hash := m.epochSamples(sn.Subset, sn.Size)
+	d := &stateDoc{Job: name, Kind: j.cfg.Sampler, Seed: j.cfg.Seed, BatchSize: j.cfg.BatchSize,
+		WorldSize: sn.WorldSize, DropLast: j.cfg.DropLast, Samples: len(order), Hash: hash}
+	// pos maps a local index to its position in order (-1: gone).
+	pos := positions(order, sn.Size)
+	for _, ep := range sn.Epochs {
+		set := roaring.New()
+		if pos == nil {
+			set = roaring.FromDense(ep.Handed, false)
+		} else {
+			eachBit(ep.Handed, func(l int) {
+				if l < len(pos) && pos[l] >= 0 {
+					set.Add(uint32(pos[l]))
+				}
+			})
+		}
+		d.Epochs = append(d.Epochs, stateEpoch{Num: ep.Num, Handed: int(set.GetCardinality()), Ranks: ep.Got, Set: set})
+	}
+	return d.format()
+}
+
+// Resume makes the job, which must not have read yet, continue the state
+// document doc: the epoch it was in, the samples it handed out left out
+// of it. The state must be of the same samples (the same paths, less
+// those removed from the dataset), sampler and seed; world_size,
+// batch_size and drop_last may differ. A refused state changes nothing.
+func (m *Manager) Resume(name string, doc []byte) error {
+	d, err := parseState(doc)
+	if err != nil {
+		return err
+	}
+	j, err := m.lookupJob(name)
+	if err != nil {
+		return err
+	}
+	if j.cfg.Cluster {
+		return fmt.Errorf("%w: state: job %q is a cluster job: resuming one is not supported", ErrInvalid, name)
+	}
+	if d.Kind != j.cfg.Sampler || d.Seed != j.cfg.Seed {
+		return stateError("of a sampler=%s seed=%d job; job %q is sampler=%s seed=%d", d.Kind, d.Seed, name, j.cfg.Sampler, j.cfg.Seed)
+	}
+	sn, err := m.s.Snapshot(name)
+	if err != nil {
+		return wrap(err)
+	}
+	if sn.Started {
+		return stateError("job %q has read already: write its resume before its first read", name)
+	}
+	order, hash := m.epochSamples(sn.Subset, sn.Size)
+	if len(order) != d.Samples || hash != d.Hash {
+		return stateError("of %d samples (hash %016x); job %q has %d (hash %016x): another dataset or subset, or files were added or removed since it was saved",
+			d.Samples, d.Hash, name, len(order), hash)
+	}
+	unread, err := m.unreadLocals(d.Unread, sn)
+	if err != nil {
+		return err
+	}
+	eps := make([]sampler.ResumeEpoch, len(d.Epochs))
+	for i, ep := range d.Epochs {
+		words := make([]uint64, (sn.Size+63)/64)
+		ep.Set.Iterate(func(p uint32) bool {
+			l := order[p]
+			words[l>>6] |= 1 << uint(l&63)
+			return true
+		})
+		eps[i] = sampler.ResumeEpoch{Num: ep.Num, Handed: words}
+	}
+	// A sample given back is the latest hand-out of it: a rank an epoch
+	// ahead read it last.
+	for _, l := range unread {
+		for i := len(eps) - 1; i >= 0; i-- {
+			if w := &eps[i].Handed[l>>6]; *w&(1<<uint(l&63)) != 0 {
+				*w &^= 1 << uint(l&63)
+				break
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.movedLocked()
+	if m.jobs[name] != j {
+		return fmt.Errorf("%w: %q", ErrNoJob, name)
+	}
+	if err := m.s.Resume(name, eps); err != nil {
+		if errors.Is(err, sampler.ErrStarted) {
+			return stateError("job %q has read already: write its resume before its first read", name)
+		}
+		return wrap(err)
+	}
+	m.wakeUp()
+	return nil
+}
+
+// unreadLocals maps the paths a state gives back to the job's local
+// indices. A path that is not one of the job's samples is refused.
+func (m *Manager) unreadLocals(paths []string, sn sampler.Snapshot) ([]int, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	cat := m.p.Catalog()
+	files := m.fileList()
+	out := make([]int, 0, len(paths))
+	for _, p := range paths {
+		e := cat.Find(p)
+		if e == nil || e.Index < 0 || int(e.Index) >= len(files) || files[e.Index] != e {
+			return nil, stateError("unread %q: not a file of the dataset", clip(p))
+		}
+		l, ok := localOf(sn.Subset, sn.Size, e.Index)
+		if !ok {
+			return nil, stateError("unread %q: not a sample of the job", clip(p))
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// localOf maps a sample to its local index in a subset (nil: every
+// sample, size of them).
+func localOf(subset []int32, size int, e int32) (int, bool) {
+	if subset == nil {
+		return int(e), int(e) < size
+	}
+	l, ok := slices.BinarySearch(subset, e)
+	return l, ok
+}
+
+// epochSamples returns a job's epoch samples (local indices 0..size-1 of
+// subset; nil: every sample) less those removed from the dataset, as
+// local indices in path order (the catalog's order of a fresh walk), and
+// the xxhash64 of their paths, each ended by a NUL.
+func (m *Manager) epochSamples(subset []int32, size int) ([]int32, uint64) {
+	files := m.fileList()
+	cat := m.p.Catalog()
+	global := func(l int32) int32 {
+		if subset == nil {
+			return l
+		}
+		return subset[l]
+	}
+	order := make([]int32, 0, size)
+	walked := true // every sample numbered by the start's walk: index order is path order
+	for l := range int32(size) {
+		g := global(l)
+		if cat.SampleGone(int(g)) {
+			continue
+		}
+		order = append(order, l)
+		walked = walked && int(g) < m.base
+	}
+	if !walked {
+		// Files a refresh added are numbered after every other.
+		slices.SortFunc(order, func(a, b int32) int { return pathCompare(files[global(a)].Path, files[global(b)].Path) })
+	}
+	h := xxhash.New()
+	for _, l := range order {
+		h.WriteString(files[global(l)].Path)
+		h.Write([]byte{0})
+	}
+	return order, h.Sum64()
+}
+
+// positions inverts order: the position of each local index, -1 for the
+// ones left out; nil when order is 0..size-1 itself.
+func positions(order []int32, size int) []int32 {
+	if len(order) == size {
+		identity := true
+		for i, l := range order {
+			if int(l) != i {
+				identity = false
+				break
+			}
+		}
+		if identity {
+			return nil
+		}
+	}
+	pos := make([]int32, size)
+	for i := range pos {
+		pos[i] = -1
+	}
+	for p, l := range order {
+		pos[l] = int32(p)
+	}
+	return pos
+}
+
+// pathCompare orders dataset paths as a walk of the tree lists them: by
+// their first differing component, bytewise ('/' sorts before any byte).
+func pathCompare(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if x == '/' {
+			return -1
+		}
+		if y == '/' {
+			return 1
+		}
+		if x < y {
+			return -1
+		}
+		return 1
+	}
+	return len(a) - len(b)
+}
+
+// eachBit calls fn with the index of every set bit.
+func eachBit(words []uint64, fn func(int)) {
+	for w, word := range words {
+		for ; word != 0; word &= word - 1 {
+			fn(w*64 + bits.TrailingZeros64(word))
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"testing"
+
+	"github.com/epochfs/epochfs/ctlpath"
+)
+
+// readBatch reads one batch of a rank: its paths, or nil at the epoch's end.
+func readBatch(t testing.TB, m *Manager, name string, rank int) []string {
+	t.Helper()
+	b, end, err := m.NextRank(context.Background(), name, rank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+func configure(t testing.TB, m *Manager, name, doc string) {
+	t.Helper()
+	if _, err := m.Register(name, nil); err != nil && !errors.Is(err, ErrExists) {
+		t.Fatal(err)
+	}
+	if err := m.Configure(name, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAStateResumesTheEpochOnAnotherMountWithAnotherWorldSize: a job of 2
+// ranks is interrupted mid-epoch; its state, with the last batch given
+// back as unread, resumes on a manager over another copy of the same files
+// with 3 ranks: across both, every file comes once, apart from torch's
+// padding, the next epoch is whole, and the state is unchanged by
+// reading it.
+func TestAStateResumesTheEpochOnAnotherMountWithAnotherWorldSize(t *testing.T) {
+	a, paths := newManager(t, 101)
+	configure(t, a, "r", "batch_size=4\nseed=3\nworld_size=2\n")
+	var seen []string
+	for range 5 {
+		seen = append(seen, readBatch(t, a, "r", 0)...)
+		seen = append(seen, readBatch(t, a, "r", 1)...)
+	}
+	unread := readBatch(t, a, "r", 1) // read ahead and never used
+	state, err := a.State("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := a.State("r"); !bytes.Equal(again, state) {
+		t.Fatal("two reads of a state differ")
+	}
+	doc := bytes.Clone(state)
+	for _, p := range unread {
+		doc = append(doc, "unread "+ctlpath.Quote(p)+"\n"...)
+	}
+
+	b := newManagerOf(t, paths, nil)
+	configure(t, b, "r2", "batch_size=5\nseed=3\nworld_size=3\n")
+	if err := b.Resume("r2", doc); err != nil {
+		t.Fatal(err)
+	}
+	st := statusOf(t)(b.Status("r2"))
+	left := 101 - len(seen)
+	if st["epoch"] != "0" || st["per_rank"] != fmt.Sprint((left+2)/3) {
+		t.Fatalf("resumed status: epoch %s per_rank %s, want 0 (no read yet) and %d", st["epoch"], st["per_rank"], (left+2)/3)
+	}
+	var rest []string
+	counts := make([]int, 3)
+	for r := range 3 {
+		got := rankEpoch(t, b, "r2", r)
+		counts[r] = len(got)
+		rest = append(rest, got...)
+	}
+	if counts[0] != counts[1] || counts[1] != counts[2] {
+		t.Fatalf("resumed ranks got %v samples: want equal counts", counts)
+	}
+	all := map[string]int{}
+	for _, p := range append(seen, rest...) {
+		all[p]++
+	}
+	repeats := 0
+	for _, p := range paths {
+		if all[p] == 0 {
+			t.Fatalf("%s never handed out in the interrupted epoch", p)
+		}
+		repeats += all[p] - 1
+	}
+	if pad := 3*counts[0] - left; repeats != pad {
+		t.Fatalf("%d repeats across the runs, want torch's padding %d", repeats, pad)
+	}
+	if st := statusOf(t)(b.Status("r2")); st["epoch"] != "1" || st["resumed"] != fmt.Sprint(len(seen)) {
+		t.Fatalf("status: epoch %s resumed %s, want 1 and %d", st["epoch"], st["resumed"], len(seen))
+	}
+	var next []string
+	for r := range 3 {
+		next = append(next, rankEpoch(t, b, "r2", r)...)
+	}
+	if len(next) != 102 || !subsetOf(paths, next) {
+		t.Fatalf("the epoch after the resumed one has %d samples, want 101 and one padding", len(next))
+	}
+}
+
+func subsetOf(want, got []string) bool {
+	in := map[string]bool{}
+	for _, p := range got {
+		in[p] = true
+	}
+	for _, p := range want {
+		if !in[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestABadStateIsRefusedAndChangesNothing: forged, truncated, of another
+// dataset, subset or seed, or written after the first read: EINVAL, the
+// reason named, the job as it was.
+func TestABadStateIsRefusedAndChangesNothing(t *testing.T) {
+	a, paths := newManager(t, 40)
+	configure(t, a, "r", "batch_size=4\nseed=3\n")
+	readBatch(t, a, "r", 0)
+	state, err := a.State("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newManagerOf(t, append(paths[:39:39], "c9/extra.jpg"), nil)
+	forged := bytes.Replace(state, []byte("handed=4"), []byte("handed=3"), 1)
+	bad := map[string]struct {
+		doc  []byte
+		want string
+	}{
+		"forged":    {forged, "check does not match"},
+		"truncated": {state[:len(state)/2], "no check line"},
+		"empty":     {nil, "no check line"},
+		"trailing":  {append(bytes.Clone(state), "junk\n"...), "only unread PATH lines"},
+		"unread":    {append(bytes.Clone(state), "unread c0/none.jpg\n"...), "not a file of the dataset"},
+	}
+	b := newManagerOf(t, paths, nil)
+	for name, c := range bad {
+		configure(t, b, "x", "batch_size=4\nseed=3\n")
+		err := b.Resume("x", c.doc)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Resume = %v, want ErrInvalid naming %q", name, err, c.want)
+		}
+		if got := len(epochOf(t, b, "x")); got != 40 {
+			t.Errorf("%s: after the refusal the job's epoch has %d samples, want all 40", name, got)
+		}
+	}
+	configure(t, b, "x", "batch_size=4\nseed=4\n")
+	if err := b.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "seed=3") {
+		t.Errorf("another seed: Resume = %v, want ErrInvalid naming the seed", err)
+	}
+	configure(t, b, "x", "batch_size=4\nseed=3\nsubset=c0\n")
+	if err := b.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
+		t.Errorf("another subset: Resume = %v, want ErrInvalid", err)
+	}
+	configure(t, other, "x", "batch_size=4\nseed=3\n")
+	if err := other.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
+		t.Errorf("another dataset: Resume = %v, want ErrInvalid", err)
+	}
+	configure(t, b, "x", "batch_size=4\nseed=3\n")
+	readBatch(t, b, "x", 0)
+	if err := b.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "has read already") {
+		t.Errorf("after a read: Resume = %v, want ErrInvalid", err)
+	}
+}
+
+// epochOf reads the rest of the job's epoch.
+func epochOf(t testing.TB, m *Manager, name string) []string { return epoch(t, m, name) }
+
+// TestTheStateOfFilesARefreshAddedFollowsPathOrder: the state names
+// samples by their place in path order, whatever their numbers: a catalog
+// that numbered an added file last and one that walked it in place agree.
+func TestPathCompareIsTheWalksOrder(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"a/x", "ab/y", -1},
+		{"a-c", "a/b", 1}, // the directory a is listed before the file a-c
+		{"a/b", "a/b", 0},
+		{"a/b/c", "a/bc", -1},
+		{"z", "a/b", 1},
+	} {
+		if got := pathCompare(c.a, c.b); got != c.want && (got < 0) != (c.want < 0) {
+			t.Errorf("pathCompare(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// FuzzParseState: any document parses or is refused with ErrInvalid,
+// never a panic; what parses formats back to a document that parses the
+// same.
+func FuzzParseState(f *testing.F) {
+	m, _ := newManager(f, 30)
+	configure(f, m, "r", "batch_size=4\nseed=3\nworld_size=2\n")
+	readBatch(f, m, "r", 0)
+	readBatch(f, m, "r", 1)
+	state, err := m.State("r")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(state, false)
+	f.Add(state, true)
+	f.Add(append(bytes.Clone(state), "unread c0/img000.jpg\n"...), false)
+	f.Add([]byte("epochfs-state 1\ncheck 00000000\n"), true)
+	f.Fuzz(func(t *testing.T, doc []byte, sign bool) {
+		if sign {
+			// The fuzzer cannot forge a checksum: this checks the lines
+			// the checksum covers as a forger who computes it would.
+			body, _, _ := bytes.Cut(doc, []byte("check "))
+			doc = fmt.Appendf(bytes.Clone(body), "check %08x\n", crc32.Checksum(body, castagnoli))
+		}
+		d, err := parseState(doc)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		again, err := d.format()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d2, err := parseState(again)
+		if err != nil {
+			t.Fatalf("a parsed state formats to one that does not parse: %v", err)
+		}
+		if d2.Samples != d.Samples || d2.Hash != d.Hash || len(d2.Epochs) != len(d.Epochs) {
+			t.Fatal("the state changed in a round trip")
+		}
+		for i := range d.Epochs {
+			if !d.Epochs[i].Set.Equals(d2.Epochs[i].Set) {
+				t.Fatal("an epoch's set changed in a round trip")
+			}
+		}
+	})
+}

@@ -1,0 +1,103 @@
+package mount
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAJobResumesItsEpochOnARemountWithAnotherWorldSize drives state and
+// resume as a job script would, in bash, as an unprivileged user: a job of
+// 2 ranks reads part of an epoch, its state is saved, the mount goes and
+// comes back (the daemon remembers nothing of the job), and a job of 3
+// ranks resumed from the state finishes the epoch: every file once across
+// both, apart from torch's padding. A truncated or forged state is refused
+// with EINVAL and its reason in .epochfs/errors; another user cannot write
+// the job's resume.
+func TestAJobResumesItsEpochOnARemountWithAnotherWorldSize(t *testing.T) {
+	src, paths := makeSamples(t, 61, 500)
+	e := newEnv(t, src, 1<<20)
+	openToOthers(e)
+	e.mount()
+	out := t.TempDir()
+	os.Chmod(out, 0o777)
+	code, msg := shell(t, true, `set -e
+J=$1/.epochfs/jobs
+mkdir $J/a
+printf 'batch_size=4\nseed=5\nworld_size=2\n' > $J/a/config
+for i in 1 2 3 4; do cat $J/a/rank/0/next; cat $J/a/rank/1/next; done > $2/seen
+cat $J/a/state > $2/state
+cmp $2/state $J/a/rank/1/state
+find $J/a -name state -printf '%s\n' | head -1 > $2/size
+`, e.mnt, out)
+	if code != 0 {
+		t.Fatalf("the interrupted run: %d %s", code, msg)
+	}
+	if size, _ := os.ReadFile(filepath.Join(out, "size")); strings.TrimSpace(string(size)) == "0" {
+		t.Fatal("find -printf shows the state as empty")
+	}
+	if err := os.Mkdir(filepath.Join(e.mnt, ".epochfs", "jobs", "root"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, msg = shell(t, true, `cat $2/state > $1/.epochfs/jobs/root/resume`, e.mnt, out)
+	if code == 0 || !strings.Contains(msg, "ermission denied") {
+		t.Fatalf("a user's write to root's job's resume: %d %q, want permission denied", code, msg)
+	}
+	e.unmount()
+	e.mount()
+
+	code, msg = shell(t, true, `set -e
+J=$1/.epochfs/jobs
+mkdir $J/b
+printf 'batch_size=3\nseed=5\nworld_size=3\n' > $J/b/config
+if head -c 200 $2/state > $J/b/resume; then echo "a truncated state was taken"; exit 1; fi
+if sed 's/seed 5/seed 6/' $2/state > $J/b/resume; then echo "a forged state was taken"; exit 1; fi
+cat $2/state > $J/b/resume
+grep -q '^resumed=' $J/b/status
+for r in 0 1 2; do
+  n=0
+  while b=$(cat $J/b/rank/$r/next) && [ -n "$b" ]; do printf '%s\n' "$b"; n=$((n+1)); done > $2/rest$r
+done
+`, e.mnt, out)
+	if code != 0 {
+		t.Fatalf("the resumed run: %d %s", code, msg)
+	}
+	errs, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs", "errors"))
+	if !strings.Contains(string(errs), "state: ") || !strings.Contains(string(errs), "check does not match") {
+		t.Errorf(".epochfs/errors lacks the refused states' reasons:\n%s", errs)
+	}
+	count := map[string]int{}
+	lines := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Fields(string(b))
+	}
+	seen := lines("seen")
+	for _, p := range seen {
+		count[p]++
+	}
+	var counts []int
+	for r := range 3 {
+		rest := lines("rest" + string(rune('0'+r)))
+		counts = append(counts, len(rest))
+		for _, p := range rest {
+			count[p]++
+		}
+	}
+	if counts[0] != counts[1] || counts[1] != counts[2] {
+		t.Fatalf("the resumed ranks got %v: want equal counts", counts)
+	}
+	repeats := 0
+	for _, p := range paths {
+		if count[p] == 0 {
+			t.Fatalf("%s was never handed out in the interrupted epoch", p)
+		}
+		repeats += count[p] - 1
+	}
+	if left := len(paths) - len(seen); repeats != 3*counts[0]-left {
+		t.Fatalf("%d repeats, want torch's padding %d", repeats, 3*counts[0]-left)
+	}
+}
