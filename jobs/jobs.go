@@ -77,6 +77,9 @@ type job struct {
 	cfg   Config
 	vw    *views.Job // nil without views
 	cl    *claimer   // nil unless cfg.Cluster
+	// resumed is the check of the state the job resumed from ("": none),
+	// for its ranks to see in its status (m.mu).
+	resumed string
 }
 
 // Manager is the set of jobs of one mount.
@@ -459,6 +462,7 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	m.leaveLater(j.cl)
 	j.cl = k
 	j.cfg = cfg
+	j.resumed = "" // the job starts over
 	if jv != nil {
 		m.installViewLocked(name, j, jv)
 	}

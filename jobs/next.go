@@ -156,7 +156,18 @@ func (m *Manager) Status(name string) ([]byte, error) {
 		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
 		{"skipped", st.Skipped}, {"resumed", st.Resumed}, {"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
 		{"cache_substitutions", st.CacheSubstitutions}, {"last_read", stamp(st.LastRead)},
+		{"resume", m.resumedFrom(name)},
 	}, append(clusterLines(st), m.viewLines(name)...)...)), nil
+}
+
+// resumedFrom is the check of the state the job resumed from, or none.
+func (m *Manager) resumedFrom(name string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j, ok := m.jobs[name]; ok && j.resumed != "" {
+		return j.resumed
+	}
+	return "none"
 }
 
 // RankStatus returns the status file of one rank.

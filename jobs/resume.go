@@ -120,6 +120,7 @@ func (m *Manager) Resume(name string, doc []byte) error {
 		}
 		return wrap(err)
 	}
+	j.resumed = fmt.Sprintf("%08x", d.Check)
 	m.wakeUp()
 	return nil
 }

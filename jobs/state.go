@@ -63,6 +63,7 @@ type stateDoc struct {
 	Hash      uint64 // and their paths' hash
 	Epochs    []stateEpoch
 	Unread    []string // dataset paths given back
+	Check     uint32   // the document's check
 }
 
 // stateEpoch is one epoch of a state.
@@ -107,11 +108,11 @@ func stateError(format string, args ...any) error {
 // consistency (version, checksum, syntax, counts); whether the state fits
 // a job is the caller's.
 func parseState(doc []byte) (d *stateDoc, err error) {
-	body, tail, err := splitCheck(doc)
+	body, tail, check, err := splitCheck(doc)
 	if err != nil {
 		return nil, err
 	}
-	d = &stateDoc{}
+	d = &stateDoc{Check: check}
 	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
 	field := func(i int, key string) (string, error) {
 		if i >= len(lines) {
@@ -214,21 +215,21 @@ func parseState(doc []byte) (d *stateDoc, err error) {
 
 // splitCheck finds the check line and verifies it: body is what it
 // covers, tail the lines after it.
-func splitCheck(doc []byte) (body, tail []byte, err error) {
+func splitCheck(doc []byte) (body, tail []byte, check uint32, err error) {
 	i := bytes.Index(doc, []byte("\ncheck "))
 	if i < 0 {
-		return nil, nil, stateError("no check line: the document is truncated or not a state")
+		return nil, nil, 0, stateError("no check line: the document is truncated or not a state")
 	}
 	body = doc[:i+1]
 	line, tail, _ := bytes.Cut(doc[i+1:], []byte("\n"))
 	want, err := strconv.ParseUint(strings.TrimPrefix(string(line), "check "), 16, 32)
 	if err != nil || len(line) != len("check ")+8 {
-		return nil, nil, stateError("check line %q: want 8 hex digits", clip(string(line)))
+		return nil, nil, 0, stateError("check line %q: want 8 hex digits", clip(string(line)))
 	}
 	if got := crc32.Checksum(body, castagnoli); uint32(want) != got {
-		return nil, nil, stateError("the check does not match (%08x, the lines above it give %08x): the document was changed or truncated", want, got)
+		return nil, nil, 0, stateError("the check does not match (%08x, the lines above it give %08x): the document was changed or truncated", want, got)
 	}
-	return body, tail, nil
+	return body, tail, uint32(want), nil
 }
 
 // parseEpoch reads an epoch's two lines.

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from . import _state
 from ._mount import mount_root, register, subset_of
 from ._npz import load_npz, map_or_read, read_file
 from ._paths import quote, unquote
@@ -51,10 +52,15 @@ class Batches:
         if world_size > 1:
             config["world_size"] = world_size
             config["drop_last"] = "true" if drop_last else "false"
-        if rank is None or rank == 0:
+        self.job, self._config, self._registers = job, config, rank is None or rank == 0
+        if self._registers:
             self.dir = register(self.mnt, job, config)
         else:
             self.dir = os.path.join(self.mnt, ".epochfs", "jobs", job)
+        # Batches read from the job and not yet yielded (their paths), and the lock a read holds
+        # while it takes a batch and records it: state_dict counts them as unread.
+        self._ahead, self._io = [], threading.Lock()
+        self.timeout = 120.0
         self.batch = os.path.join(self.dir, "batch") if world_size <= 1 else \
             os.path.join(self.dir, "rank", str(rank or 0), "batch")
         self.view, self.batch_size, self.with_paths = view, batch_size, with_paths
@@ -67,8 +73,29 @@ class Batches:
         return math.ceil(int(st.get("per_rank", st.get("size", 0))) / self.batch_size)
 
     def __iter__(self):  # one epoch: batches until the 0-byte read that ends it
+        with self._io:
+            self._ahead.clear()
+        for x, y, paths in self._batches():
+            yield (x, y, paths) if self.with_paths else (x, y)
+
+    def _take(self, gen, end):
+        """The next batch of gen (or end), recorded as read ahead until it is yielded."""
+        with self._io:
+            item = next(gen, end)
+            if item is not end:
+                self._ahead.append(item[2])
+        return item
+
+    def _yielded(self):
+        with self._io:
+            self._ahead.pop(0)
+
+    def _batches(self):
         if self.prefetch == 0:
-            yield from self._epoch()
+            gen, end = self._epoch(), object()
+            while (item := self._take(gen, end)) is not end:
+                self._yielded()
+                yield item
             return
         # A reader thread runs the epoch prefetch batches ahead: it reads a batch only with a slot,
         # and the caller frees one with each batch it takes. It stops at the epoch's end (the next
@@ -85,7 +112,7 @@ class Batches:
                             return
                     if stop.is_set():
                         return
-                    item = next(gen, end)
+                    item = self._take(gen, end)
                     q.put(item)
                     if item is end:
                         return
@@ -102,11 +129,35 @@ class Batches:
                 if isinstance(item, BaseException):
                     raise item
                 slots.release()
+                self._yielded()
                 yield item
         finally:
             # Not joined: a read in flight may wait on the daemon (a rank ahead of the others); the
             # thread ends once it returns.
             stop.set()
+
+    def state_dict(self):
+        """The job's place in its epoch, for torch.save with the model: the batches read ahead and not
+        yet yielded are handed out again on resume. A data-parallel job's ranks each save their own
+        (their read-ahead batches); pass them all, as a list, to load_state_dict."""
+        with self._io:  # no batch is taken meanwhile
+            text = _state.read_state(self.job, self.dir)
+            unread = [p for paths in self._ahead for p in paths]
+        return _state.state_dict(self.job, text, unread)
+
+    def load_state_dict(self, state_dict):
+        """Continues the epoch of state_dict (a dict from state_dict(), or a list of every rank's), on
+        any mount of the same files and with any world_size: call it before iterating, on every rank;
+        rank 0 loads the state and the others wait until the job's status shows it. Raises
+        EpochfsError (EINVAL, with the daemon's reason) for a state of other files, another sampler or
+        seed, or a document changed or truncated."""
+        sd = _state.merge(state_dict)
+        if self._registers:
+            self.dir = register(self.mnt, self.job, self._config)  # the job starts over: it may have read
+            _state.apply(self.mnt, self.job, self.dir, sd)
+        _state.wait_resumed(self.job, self.dir, sd, self.timeout)
+        with self._io:
+            self._ahead.clear()
 
     def _epoch(self):
         if self.view == "encoded":
@@ -122,7 +173,7 @@ class Batches:
             paths = [unquote(p) for p in z["paths"].tolist()]
             y = torch.from_numpy(z["y"])
             x = torch.from_numpy(z["x"])
-            yield (x, y, paths) if self.with_paths else (x, y)
+            yield x, y, paths
 
     def _encoded(self):
         # view=encoded copies every member out of the batch (x into bytes, y into its own tensor), so
@@ -142,7 +193,7 @@ class Batches:
                         mapping.close()
                 except BufferError:  # a view is still alive: the garbage collector unmaps it
                     pass
-            yield (x, y, paths) if self.with_paths else (x, y)
+            yield x, y, paths
 
 
 def _copy_encoded(data):

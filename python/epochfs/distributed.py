@@ -10,14 +10,17 @@ job=NAME:
         sampler.set_epoch(epoch)
         for x, y in DataLoader(dataset, batch_size=256, sampler=sampler): ...
 """
+import collections
 import errno
 import math
 import os
 import time
+from array import array
 
 import torch.distributed as dist
 from torch.utils.data import Sampler as _TorchSampler
 
+from . import _state
 from ._mount import EpochfsError, last_error, mount_root, per_rank, subset_of
 from ._paths import quote, unquote
 
@@ -81,7 +84,11 @@ class DistributedSampler(_TorchSampler):
         self.shuffle, self.seed, self.drop_last, self.job = shuffle, seed, drop_last, job
         root = os.path.abspath(dataset.root)
         self.mnt = mount_root(root)
-        self.index = {os.path.relpath(os.path.abspath(p), self.mnt): i for i, (p, _) in enumerate(dataset.samples)}
+        self.paths = [os.path.relpath(os.path.abspath(p), self.mnt) for p, _ in dataset.samples]
+        self.index = {p: i for i, p in enumerate(self.paths)}
+        self._pending = collections.deque()  # the batch being yielded: handed out, not yielded yet
+        self._yielded = array("q")  # this epoch's indices yielded so far
+        self.timeout = timeout
         self.num_samples = samples_per_rank(len(self.index), num_replicas, drop_last)
         self.total_size = self.num_samples * num_replicas
         self.dir = os.path.join(self.mnt, ".epochfs", "jobs", job)
@@ -89,6 +96,7 @@ class DistributedSampler(_TorchSampler):
                   ("world_size", num_replicas), ("drop_last", "true" if drop_last else "false"),
                   ("fixed", "true")]  # files a refresh adds are not in dataset: they do not join
         registers = rank == 0
+        self.cluster = cluster
         if cluster:
             config.append(("cluster", "true"))
             if local_rank is None:
@@ -97,8 +105,10 @@ class DistributedSampler(_TorchSampler):
                                      "number on its node), or LOCAL_RANK set as torchrun sets it")
                 local_rank = int(os.environ["LOCAL_RANK"])
             registers = local_rank == 0
+        self._config, self._registers = config, registers
+        self._subsets = ([subset_of(root, self.mnt)], subset_lines(self.index))
         if registers:
-            self._register(config, [subset_of(root, self.mnt)], subset_lines(self.index))
+            self._register(config, *self._subsets)
         group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         if group:
             dist.barrier()
@@ -161,9 +171,68 @@ class DistributedSampler(_TorchSampler):
         self.epoch = epoch
 
     def __iter__(self):  # one epoch of this rank: batches of paths until the 0-byte read that ends it
+        self._pending.clear()
+        self._yielded = array("q")
         while batch := open(self.next, encoding="utf-8", newline="", errors="surrogateescape").read():
             for line in batch.split("\n")[:-1]:
                 path = unquote(line)
                 if path not in self.index:
                     raise EpochfsError(errno.EINVAL, f"epochfs: job {self.job} handed out {path!r}, not a sample")
-                yield self.index[path]
+                self._pending.append(path)
+            while self._pending:
+                i = self.index[self._pending.popleft()]
+                self._yielded.append(i)
+                yield i
+
+    @staticmethod
+    def _group():
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+    def state_dict(self, consumed=None):
+        """The job's place in its epoch, every rank's included, for torch.save with the model (rank 0
+        saves it). With a process group it is collective, as torch's distributed checkpoints are: call
+        it on every rank at the same step; each gets the same dict. consumed: how many of this epoch's
+        samples this rank's training loop has used (steps × batch size); those yielded after them (a
+        DataLoader's workers read ahead) are handed out again on resume. None: every sample yielded.
+        Without a process group each rank's dict holds its own unread samples: pass them all, as a
+        list, to load_state_dict."""
+        unread = list(self._pending)
+        if consumed is not None:
+            if not 0 <= consumed <= len(self._yielded):
+                raise ValueError(f"epochfs: consumed={consumed}: the sampler yielded {len(self._yielded)} this epoch")
+            unread += [self.paths[i] for i in self._yielded[consumed:]]
+        if not self._group():
+            return _state.state_dict(self.job, _state.read_state(self.job, self.dir), unread)
+        # Every rank is here, its data loader's reads of the job stopped: one document for all.
+        dist.barrier()
+        text = _state.read_state(self.job, self.dir) if dist.get_rank() == 0 else None
+        parts = [None] * dist.get_world_size()
+        dist.all_gather_object(parts, (text, unread))
+        return _state.state_dict(self.job, parts[0][0], [p for _, u in parts for p in u])
+
+    def load_state_dict(self, state_dict):
+        """Continues the epoch of state_dict (a dict from state_dict(), or a list of every rank's), on
+        any mount of the same files and with any num_replicas: the ranks share what the epoch had not
+        handed out, each sample once, with torch's counts. Call it on every rank before iterating: the
+        rank that registered the job loads the state, the others wait for it (a barrier with a process
+        group, else until the job's status shows it, up to timeout). Raises EpochfsError (EINVAL, with
+        the daemon's reason) for a state of other files, another sampler or seed, or a document changed
+        or truncated."""
+        if self.cluster:
+            raise NotImplementedError("epochfs: resuming a cluster=True job is not supported")
+        sd = _state.merge(state_dict)
+        group = self._group()
+        err = None
+        if self._registers:
+            try:
+                self._register(self._config, *self._subsets)  # the job starts over: it may have read
+                _state.apply(self.mnt, self.job, self.dir, sd)
+            except Exception as e:  # raised after the barrier, so that no rank waits forever
+                err = e
+        if group:
+            dist.barrier()
+        if err is not None:
+            raise err
+        _state.wait_resumed(self.job, self.dir, sd, 0 if group else self.timeout)
+        self._pending.clear()
+        self._yielded = array("q")
