@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/cespare/xxhash/v2"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/sampler"
 )
 
@@ -32,8 +33,14 @@ func (m *Manager) State(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: job %q: a cluster job's state is the cluster's; saving it is not supported", ErrInvalid, name)
 	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
-	d := &stateDoc{Job: name, Kind: j.cfg.Sampler, Seed: j.cfg.Seed, BatchSize: j.cfg.BatchSize,
-		WorldSize: sn.WorldSize, DropLast: j.cfg.DropLast, Samples: len(order), Hash: hash}
+	return stateOf(name, j.cfg, sn, order, hash)
+}
+
+// stateOf renders the state document of a job's snapshot, its epoch
+// samples in path order and their hash (epochOrder).
+func stateOf(name string, cfg Config, sn sampler.Snapshot, order []int32, hash uint64) ([]byte, error) {
+	d := &stateDoc{Job: name, Kind: cfg.Sampler, Seed: cfg.Seed, BatchSize: cfg.BatchSize,
+		WorldSize: sn.WorldSize, DropLast: cfg.DropLast, Samples: len(order), Hash: hash}
 	// pos maps a local index to its position in order (-1: gone).
 	pos := positions(order, sn.Size)
 	for _, ep := range sn.Epochs {
@@ -88,9 +95,31 @@ func (m *Manager) Resume(name string, doc []byte) error {
 	if err != nil {
 		return err
 	}
+	eps := resumeEpochs(d, order, sn.Size, unread)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.movedLocked()
+	if m.jobs[name] != j {
+		return fmt.Errorf("%w: %q", ErrNoJob, name)
+	}
+	if err := m.s.Resume(name, eps); err != nil {
+		if errors.Is(err, sampler.ErrStarted) {
+			return stateError("job %q has read already: write its resume before its first read", name)
+		}
+		return wrap(err)
+	}
+	j.resumed = fmt.Sprintf("%08x", d.Check)
+	m.wakeUp()
+	return nil
+}
+
+// resumeEpochs maps a state's epochs to the sampler's: its positions in
+// order (the job's epoch samples in path order) to local indices of a
+// subset of size samples, less the samples given back (unread).
+func resumeEpochs(d *stateDoc, order []int32, size int, unread []int) []sampler.ResumeEpoch {
 	eps := make([]sampler.ResumeEpoch, len(d.Epochs))
 	for i, ep := range d.Epochs {
-		words := make([]uint64, (sn.Size+63)/64)
+		words := make([]uint64, (size+63)/64)
 		ep.Set.Iterate(func(p uint32) bool {
 			l := order[p]
 			words[l>>6] |= 1 << uint(l&63)
@@ -108,21 +137,7 @@ func (m *Manager) Resume(name string, doc []byte) error {
 			}
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	defer m.movedLocked()
-	if m.jobs[name] != j {
-		return fmt.Errorf("%w: %q", ErrNoJob, name)
-	}
-	if err := m.s.Resume(name, eps); err != nil {
-		if errors.Is(err, sampler.ErrStarted) {
-			return stateError("job %q has read already: write its resume before its first read", name)
-		}
-		return wrap(err)
-	}
-	j.resumed = fmt.Sprintf("%08x", d.Check)
-	m.wakeUp()
-	return nil
+	return eps
 }
 
 // unreadLocals maps the paths a state gives back to the job's local
@@ -158,13 +173,17 @@ func localOf(subset []int32, size int, e int32) (int, bool) {
 	return l, ok
 }
 
-// epochSamples returns a job's epoch samples (local indices 0..size-1 of
-// subset; nil: every sample) less those removed from the dataset, as
-// local indices in path order (the catalog's order of a fresh walk), and
-// the xxhash64 of their paths, each ended by a NUL.
+// epochSamples is epochOrder over the manager's files.
 func (m *Manager) epochSamples(subset []int32, size int) ([]int32, uint64) {
-	files := m.fileList()
-	cat := m.p.Catalog()
+	return epochOrder(m.fileList(), m.p.Catalog().SampleGone, m.base, subset, size)
+}
+
+// epochOrder returns a job's epoch samples (local indices 0..size-1 of
+// subset; nil: every sample) less those gone from the dataset, as local
+// indices in path order (the catalog's order of a fresh walk), and the
+// xxhash64 of their paths, each ended by a NUL. files are the dataset's
+// files by index; the first base of them were numbered in path order.
+func epochOrder(files []*catalog.Entry, gone func(int) bool, base int, subset []int32, size int) ([]int32, uint64) {
 	global := func(l int32) int32 {
 		if subset == nil {
 			return l
@@ -175,11 +194,11 @@ func (m *Manager) epochSamples(subset []int32, size int) ([]int32, uint64) {
 	walked := true // every sample numbered by the start's walk: index order is path order
 	for l := range int32(size) {
 		g := global(l)
-		if cat.SampleGone(int(g)) {
+		if gone(int(g)) {
 			continue
 		}
 		order = append(order, l)
-		walked = walked && int(g) < m.base
+		walked = walked && int(g) < base
 	}
 	if !walked {
 		// Files a refresh added are numbered after every other.

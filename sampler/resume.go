@@ -187,6 +187,7 @@ func (s *Sampler) Resume(name string, eps []ResumeEpoch) error {
 	}
 	j.latest, j.spare = nil, nil
 	j.resume = slices.Clone(eps)
+	j.st.Resumed = 0
 	ep := s.newEpoch(j)
 	for _, r := range j.ranks {
 		r.ep = ep
