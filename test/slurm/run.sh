@@ -24,7 +24,11 @@
 #   8. a failed mount with EPOCHFS_ON_FAILURE=source: the job reads the
 #      source bind-mounted read-only, and its epilog unmounts it;
 #   9. an earlier daemon still draining (a file held open on its detached
-#      mount) when the next job starts: the prolog waits for it and mounts.
+#      mount) when the next job starts: the prolog waits for it and mounts;
+#  10. a requeue-able training job (contrib/slurm/train-requeue.sbatch):
+#      signalled as --signal=USR1@120 would, it checkpoints the model and
+#      the sampler's state, requeues itself, and the requeued job (on a
+#      mount its prolog made again) finishes the epoch, each sample once.
 #
 # Everything lives in one temp directory; munged, slurmctld and slurmd run
 # in the foreground as background processes of this script and are stopped
@@ -131,6 +135,24 @@ for c in 0 1 2; do
 		head -c $((40000 + (i * 1600))) /dev/urandom >"$SRC/class$c/img$i.bin"
 	done
 done
+# Scenario 10's images: 40 small JPEGs in 2 classes, for an ImageFolder.
+TRAIN_PY=/usr/bin/python3
+if "$TRAIN_PY" -c 'import torch, torchvision' 2>/dev/null; then
+	"$TRAIN_PY" - "$SRC/images" <<'PY' || die "JPEGs for scenario 10"
+import os, random, sys
+from PIL import Image
+random.seed(1)
+for c in range(2):
+    d = os.path.join(sys.argv[1], f"cls{c}")
+    os.makedirs(d)
+    for i in range(20):
+        Image.effect_noise((24, 24), 40 + i).convert("RGB").save(os.path.join(d, f"im{i:02d}.jpg"))
+PY
+elif [ "${EPOCHFS_REQUIRE_FUSE:-}" = 1 ]; then
+	die "no torch and torchvision for $TRAIN_PY (apt-get install python3-torch python3-torchvision) and EPOCHFS_REQUIRE_FUSE=1"
+else
+	TRAIN_PY=
+fi
 (cd "$SRC" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$W/jobs/SHA256SUMS"
 chmod -R a+rX "$SRC" "$W/jobs"
 chmod 1777 "$W/jobs"
@@ -154,7 +176,10 @@ SlurmctldHost=$HOST
 SlurmctldPort=16817
 SlurmdPort=16818
 AuthType=auth/munge
-AuthInfo=socket=$W/munge/munge.sock
+# cred_expire: a requeued job waits this long before it runs again (so that
+# its node's slurmd forgot its credential and runs the prolog again);
+# 120 s by default, shortened for scenario 10.
+AuthInfo=socket=$W/munge/munge.sock,cred_expire=20
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
@@ -173,6 +198,9 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/builtin
+# A job whose begin time passes (a requeued one) is started at the next
+# scheduling pass: every 60 s by default.
+SchedulerParameters=sched_interval=2
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
@@ -397,4 +425,57 @@ wait "$holder" 2>/dev/null
 wait_for "the job's epilog unmounted" sh -c "! mountpoint -q $MNT"
 no_drain
 
-say "ok: 9 scenarios, $(($(date +%s) - T0))s"
+say "10: a requeue-able training job, signalled, checkpointed, requeued and resumed"
+if [ -z "$TRAIN_PY" ]; then
+	say "SKIP 10: no torch and torchvision for /usr/bin/python3"
+else
+	# The user reads the script, the example and the package from copies (the checkout may be
+	# private to root).
+	mkdir -m 0777 "$W/train"
+	mkdir -p "$W/train/py"
+	cp -r "$ROOT/python/epochfs" "$W/train/py/"
+	cp "$ROOT/docs/examples/train_resumable.py" "$ROOT/contrib/slurm/train-requeue.sbatch" "$W/train/"
+	chmod -R a+rX "$W/train"
+	jt=$(submit train --export=ALL,DATA="$MNT/images",CKPT="$W/train/ckpt.pt",TRAIN="$W/train/train_resumable.py",PYTHON="$TRAIN_PY",PYTHONPATH="$W/train/py" \
+		"$W/train/train-requeue.sbatch" --epochs 2 --batch-size 4 --every 2 --workers 1 --pace 0.3 --log "$W/train")
+	# 10 steps an epoch; the signal comes after its checkpoint of step 4, as the time limit's
+	# warning would (--signal=B:USR1@120 sends it to the batch script alone).
+	wait_for "the training's step 5" grep -qs '^1 5 ' "$W/train/rank-0.log"
+	scancel --signal=USR1 --batch "$jt" || die "scancel --signal=USR1 $jt"
+	wait_for "the job requeued" grep -qs "checkpointed: requeueing job $jt" "$W/jobs/train.out"
+	# The requeued job waits cred_expire (20 s here) before it runs again, its prolog first.
+	for _ in $(seq 900); do
+		grep -q "start 1" "$W/jobs/train.out" && break
+		sleep 0.1
+	done
+	grep -q "start 1" "$W/jobs/train.out" || die "the requeued job did not start again in 90 s: $(scontrol show job "$jt")"
+	wait_done "$jt"
+	[ "$(job_state "$jt")" = COMPLETED ] || die "the training job is $(job_state "$jt"): $(cat "$W/jobs/train.out")"
+	grep -q "start 1" "$W/jobs/train.out" || die "the job did not run again: $(cat "$W/jobs/train.out")"
+	grep -q "resumed at epoch 1" "$W/jobs/train.out" || die "the requeued job did not resume: $(cat "$W/jobs/train.out")"
+	# Across both runs, epoch 1's samples up to the checkpoint and after it: each of the 40 once.
+	"$TRAIN_PY" - "$W/train/rank-0.log" 40 <<'PY' || die "the resumed epoch: $(cat "$W/train/rank-0.log")"
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+n = int(sys.argv[2])
+cut = lines.index(next(l for l in lines if l.startswith("resume ")))
+g = int(lines[cut].split()[1])
+def steps(part):
+    for l in part:
+        f = l.split()
+        if len(f) == 3:
+            yield int(f[0]), int(f[1]), [int(i) for i in f[2].split(",")]
+first = [i for e, s, idx in steps(lines[:cut]) if e == 1 and s <= g for i in idx]
+rest = [i for e, s, idx in steps(lines[cut:]) if e == 1 for i in idx]
+after = [i for e, s, idx in steps(lines[cut:]) if e == 2 for i in idx]
+killed_after = max(s for e, s, idx in steps(lines[:cut]))
+assert g >= 2 and killed_after >= g, (g, killed_after)
+assert sorted(first + rest) == list(range(n)), ("epoch 1", sorted(first + rest))
+assert sorted(after) == list(range(n)), ("epoch 2", sorted(after))
+print(f"epoch 1: {len(first)} samples before the checkpoint of step {g}, {len(rest)} after the requeue")
+PY
+	wait_for "the training job's epilog unmounted" sh -c "! mountpoint -q $MNT"
+	no_drain
+fi
+
+say "ok: 10 scenarios, $(($(date +%s) - T0))s"
