@@ -52,18 +52,57 @@ import (
 // called without the sampler's lock, from concurrent reads of the job's
 // ranks; each call must be bounded in time.
 type Claimer interface {
-	// Claim offers cands, subset-local sample numbers (0..M-1: the job's
-	// subset in index order) in the rank's order of preference, for
-	// epoch (1-based) and returns those it grants: in cands' order, those
-	// no rank had this epoch, until want are granted or the rank's count
-	// in the epoch reaches quota. examined is how many of cands it looked
-	// at: cands[:examined] not granted were had by other ranks,
-	// cands[examined:] were not looked at. An error wrapping ErrRankAhead
-	// means the rank must wait; any other error, that the claim failed
-	// and granted nothing.
-	Claim(epoch, rank, quota, want int, cands []int32) (granted []int32, examined int, err error)
+	// Claim offers q.Cands, subset-local sample numbers (0..M-1: the job's
+	// subset in index order) in the rank's order of preference, for epoch
+	// q.Epoch (1-based), and grants, in that order, those no rank had this
+	// epoch, until q.Want are granted or the rank's count in the epoch
+	// (the samples granted to it, plus q.Padded) reaches its quota:
+	// q.Share, plus its part of what ranks lost in the epoch left (Lost).
+	// The answer's Examined is how many of the candidates it looked at:
+	// those examined and not granted were had by other ranks, the rest
+	// were not looked at. An error wrapping ErrRankAhead means the rank
+	// must wait; any other error, that the claim failed and granted
+	// nothing.
+	Claim(q ClaimRequest) (ClaimAnswer, error)
 	// Ended tells that rank read the end of epoch (it got its quota).
 	Ended(epoch, rank int)
+	// Lost tells that rank, of this node, was lost in epoch: returned are
+	// the samples it was granted and never handed (they go back to the
+	// epoch's unseen set), and what it had yet to get of its quota is
+	// shared out over the live ranks of every node.
+	Lost(epoch, rank int, returned []int32)
+}
+
+// ClaimRequest is a claim of a rank's samples (Claimer.Claim).
+type ClaimRequest struct {
+	Epoch, Rank int
+	// Share is the rank's quota with no rank lost; Padded, the padding it
+	// was handed in the epoch on this node (it counts towards the quota).
+	Share, Padded int
+	Want          int
+	Cands         []int32
+}
+
+// ClaimAnswer is a claim's answer.
+type ClaimAnswer struct {
+	Granted  []int32
+	Examined int
+	// Quota is the rank's quota in the epoch: the share, plus its part of
+	// what lost ranks left (0: the share).
+	Quota int
+	// Losses counts the ranks lost in the epoch so far, on every node:
+	// when it grows, samples this node was told were elsewhere may have
+	// come back (a lost rank's returned ones).
+	Losses int
+}
+
+// lostReport is a rank lost in an epoch of a cluster job, to tell its
+// claimer once the sampler's lock is released (Reap).
+type lostReport struct {
+	k        Claimer
+	epoch    int
+	rank     int
+	returned []int32
 }
 
 // claimReq is a claim out: candidates taken in ep's set, pending.
@@ -71,7 +110,8 @@ type claimReq struct {
 	j     *job
 	r     *rank
 	ep    *epoch
-	quota int
+	share int // the rank's base quota (ep.share)
+	pad   int // its padding in ep
 	want  int
 	cands []int32 // local indices
 }
@@ -106,14 +146,27 @@ const claimCap = 4096
 // prepareClaim takes the candidates of r's next claim in its epoch's set,
 // or returns nil when r has nothing to claim now. first: the read's first
 // claim fills r's whole window; later ones (a claim granted fewer than
-// asked) only what the read needs.
+// asked) only what the read needs. A rank that got its quota claims once
+// more before its epoch ends (a probe): ranks lost on other nodes may have
+// raised its quota; an epoch is complete only once every rank's count is
+// final so (ep.final).
 func (s *Sampler) prepareClaim(j *job, r *rank, first bool) *claimReq {
 	ep := r.ep
-	if r.claiming || ep.fallback || r.capped == ep || !r.drawing() || !j.inFlight(ep) {
+	if r.claiming || ep.fallback || r.lost || r.ended || !j.inFlight(ep) {
 		return nil
 	}
-	want := min(s.window(j)-len(r.plan), r.need())
-	if !first {
+	var want int
+	switch {
+	case r.done():
+		if ep.final[r.id] || ep.quota[r.id] == 0 {
+			return nil
+		}
+		want = j.cfg.BatchSize // the probe
+	case r.capped == ep || r.need() <= 0:
+		return nil
+	case first:
+		want = min(s.window(j)-len(r.plan), r.need())
+	default:
 		want = min(j.cfg.BatchSize, ep.quota[r.id]-ep.got[r.id]) - len(r.plan)
 	}
 	if want <= 0 {
@@ -121,12 +174,16 @@ func (s *Sampler) prepareClaim(j *job, r *rank, first bool) *claimReq {
 	}
 	n := min(claimCap, want*len(j.ranks)+64)
 	cands := s.candidates(j, r, n)
-	if len(cands) == 0 {
-		return nil
+	if len(cands) == 0 && !r.done() {
+		return nil // a probe goes even with nothing to propose: it learns the quota
 	}
 	ep.pending += len(cands)
 	r.claiming = true
-	return &claimReq{j: j, r: r, ep: ep, quota: ep.quota[r.id], want: want, cands: cands}
+	pad := 0
+	if ep.pads != nil {
+		pad = ep.pads[r.id]
+	}
+	return &claimReq{j: j, r: r, ep: ep, share: ep.share, pad: pad, want: want, cands: cands}
 }
 
 // candidates takes up to n free samples of r's epoch in its set and
@@ -148,6 +205,13 @@ func (s *Sampler) candidates(j *job, r *rank, n int) []int32 {
 			}
 			if !ep.set.has(c) {
 				take(c)
+			}
+		}
+		if r.done() || ep.losses > 0 {
+			// A probe, or a rank taking over a lost one's share: what
+			// is left, in index order.
+			for len(out) < n && ep.set.free > 0 {
+				take(ep.set.kth(0))
 			}
 		}
 		return out
@@ -186,11 +250,12 @@ func (s *Sampler) farness(e int32) int {
 	return 2
 }
 
-// applyClaim applies a claim's answer: granted samples go to the rank's
-// plan, examined ones not granted stay taken (away), the rest go back.
-// err: ErrRankAhead is returned (the rank waits); another error makes the
-// epoch fall back to local draws.
-func (s *Sampler) applyClaim(q *claimReq, granted []int32, examined int, err error) error {
+// applyClaim applies a claim's answer: the rank's quota follows the
+// cluster's, granted samples go to the rank's plan, examined ones not
+// granted stay taken (away), the rest go back. err: ErrRankAhead is
+// returned (the rank waits); another error makes the epoch fall back to
+// local draws.
+func (s *Sampler) applyClaim(q *claimReq, ans ClaimAnswer, err error) error {
 	j, r, ep := q.j, q.r, q.ep
 	r.claiming = false
 	if s.jobs[j.name] != j || !j.inFlight(ep) {
@@ -208,20 +273,39 @@ func (s *Sampler) applyClaim(q *claimReq, granted []int32, examined int, err err
 		}
 		if !ep.fallback {
 			ep.fallback = true
+			for i := range ep.final {
+				ep.final[i] = true // local draws: the counts are this node's
+			}
 			j.st.ClaimFallbacks++
 			s.stats.ClaimFallbacks++
 		}
 		return nil
 	}
-	examined = max(0, min(examined, len(q.cands)))
-	if examined == 0 && r.ep == ep {
+	granted, examined := ans.Granted, max(0, min(ans.Examined, len(q.cands)))
+	mine := r.ep == ep && !r.lost && !r.ended
+	raised := mine && ans.Quota > ep.quota[r.id]
+	grew := ans.Losses > ep.losses
+	if raised {
+		// Ranks lost on some node left samples: this rank takes its part.
+		j.st.TakenOver += ans.Quota - ep.quota[r.id]
+		ep.quota[r.id] = ans.Quota
+		if r.capped == ep {
+			r.capped = nil
+		}
+	}
+	switch {
+	case !mine:
+	case r.done():
+		// A probe: with its quota as it was and nothing come back, the
+		// rank's count is final.
+		ep.final[r.id] = !raised && !grew
+	case examined == 0 && len(q.cands) > 0:
 		r.capped = ep
 	}
 	ok := make(map[int32]bool, len(granted))
 	for _, l := range granted {
 		ok[l] = true
 	}
-	mine := r.ep == ep && !r.lost && !r.ended
 	for _, l := range q.cands[:examined] {
 		e := j.global(int(l))
 		if ok[l] && mine && r.need() > 0 {
@@ -241,20 +325,52 @@ func (s *Sampler) applyClaim(q *claimReq, granted []int32, examined int, err err
 	for _, l := range q.cands[examined:] {
 		ep.set.untake(int(l))
 	}
+	if grew {
+		ep.losses, ep.reopen = ans.Losses, true
+	}
+	if ep.reopen && ep.pending == 0 {
+		s.reopen(j, ep)
+	}
 	return nil
 }
 
+// reopen frees again, in ep's set, the samples this node took for had
+// elsewhere: a rank lost on some node returned those it had not been
+// handed, and proposing them again is how this node finds which. (Those
+// really had elsewhere are refused again.) Only with no claim out: a
+// pending candidate is taken but not away.
+func (s *Sampler) reopen(j *job, ep *epoch) {
+	ep.reopen = false
+	for l := range ep.set.n {
+		if !ep.set.has(l) || ep.here[l>>6]&(1<<uint(l&63)) != 0 {
+			continue
+		}
+		e := j.global(l)
+		if _, p := ep.planned[e]; p || s.gone(e) {
+			continue
+		}
+		ep.set.untake(l)
+		ep.away--
+	}
+	s.rewant(j, func() {})
+}
+
 // abandonPlan: r, a rank of a cluster job, is lost; the samples it
-// planned are its own in the cluster, so they stay taken (away) rather
-// than go back to the unseen set.
-func (s *Sampler) abandonPlan(j *job, r *rank) {
+// planned were granted to it in the cluster: they stay taken here (away)
+// and go back to the cluster's unseen set through the claimer (Lost), so
+// that a live rank of any node may claim them.
+func (s *Sampler) abandonPlan(j *job, r *rank) []int32 {
 	ep := r.ep
+	returned := make([]int32, 0, len(r.plan))
 	for _, e := range r.plan {
 		delete(ep.planned, e)
 		ep.away++
 		s.unwant(j, e)
+		l, _ := j.local(e)
+		returned = append(returned, int32(l))
 	}
 	r.plan = r.plan[:0]
+	return returned
 }
 
 // mayPad reports whether r, with nothing planned and samples still due,
@@ -271,7 +387,7 @@ func (s *Sampler) mayPad(j *job, r *rank) bool {
 	if r.claiming || ep.pending > 0 {
 		return false
 	}
-	if j.cfg.Kind == KindSequential {
+	if j.cfg.Kind == KindSequential && ep.losses == 0 {
 		w := len(j.ranks)
 		for i := ep.got[r.id] + len(r.plan); ; i++ {
 			c := r.id + i*w

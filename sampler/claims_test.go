@@ -15,7 +15,8 @@ type fakeCluster struct {
 	mu    sync.Mutex
 	seen  map[int]map[int32]bool
 	got   map[[2]int]int
-	fin   map[int]int // rank → last epoch ended
+	fin   map[int]int         // rank → last epoch ended
+	lost  map[int]map[int]int // epoch → lost rank → its final count
 	world int
 	fail  func() bool // claims fail while it says so
 	calls int
@@ -26,7 +27,7 @@ type fakeCluster struct {
 
 func newFakeCluster(world int) *fakeCluster {
 	return &fakeCluster{seen: map[int]map[int32]bool{}, got: map[[2]int]int{}, fin: map[int]int{},
-		world: world, away: map[[2]int]map[int32]bool{}}
+		lost: map[int]map[int]int{}, world: world, away: map[[2]int]map[int32]bool{}}
 }
 
 type fakeClaimer struct {
@@ -36,18 +37,45 @@ type fakeClaimer struct {
 
 var errFakeDown = errors.New("fake cluster down")
 
-func (f fakeClaimer) Claim(ep, rank, quota, want int, cands []int32) ([]int32, int, error) {
+// quotaOf is the claim script's quota: share, plus an even part of what
+// the lost ranks left (the remainder to the lowest live ranks); a lost
+// rank's is its final count.
+func (c *fakeCluster) quotaOf(ep, rank, share int) int {
+	lost := c.lost[ep]
+	if g, ok := lost[rank]; ok {
+		return g
+	}
+	left, below := 0, 0
+	for r, g := range lost {
+		left += max(0, share-g)
+		if r < rank {
+			below++
+		}
+	}
+	live := c.world - len(lost)
+	if live <= 0 || left == 0 {
+		return share
+	}
+	q := share + left/live
+	if rank-below < left%live {
+		q++
+	}
+	return q
+}
+
+func (f fakeClaimer) Claim(q ClaimRequest) (ClaimAnswer, error) {
+	ep, rank, share, want, cands := q.Epoch, q.Rank, q.Share, q.Want, q.Cands
 	c := f.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
 	if c.fail != nil && c.fail() {
-		return nil, 0, errFakeDown
+		return ClaimAnswer{}, errFakeDown
 	}
 	if ep >= 3 {
 		for r := range c.world {
 			if c.fin[r] < ep-2 {
-				return nil, 0, fmt.Errorf("rank %d in epoch %d: %w", r, c.fin[r]+1, ErrRankAhead)
+				return ClaimAnswer{}, fmt.Errorf("rank %d in epoch %d: %w", r, c.fin[r]+1, ErrRankAhead)
 			}
 		}
 	}
@@ -60,10 +88,11 @@ func (f fakeClaimer) Claim(ep, rank, quota, want int, cands []int32) ([]int32, i
 		c.away[[2]int{f.node, ep}] = away
 	}
 	k := [2]int{ep, rank}
+	quota := c.quotaOf(ep, rank, share)
 	var out []int32
 	ex := 0
 	for _, l := range cands {
-		if c.got[k] >= quota || len(out) >= want {
+		if c.got[k]+q.Padded >= quota || len(out) >= want {
 			break
 		}
 		if away[l] {
@@ -78,13 +107,39 @@ func (f fakeClaimer) Claim(ep, rank, quota, want int, cands []int32) ([]int32, i
 		c.got[k]++
 		out = append(out, l)
 	}
-	return out, ex, nil
+	return ClaimAnswer{Granted: out, Examined: ex, Quota: quota, Losses: len(c.lost[ep])}, nil
 }
 
 func (f fakeClaimer) Ended(ep, rank int) {
 	f.c.mu.Lock()
 	defer f.c.mu.Unlock()
 	f.c.fin[rank] = max(f.c.fin[rank], ep)
+}
+
+func (f fakeClaimer) Lost(ep, rank int, returned []int32) {
+	c := f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost[ep] == nil {
+		c.lost[ep] = map[int]int{}
+	}
+	if _, ok := c.lost[ep][rank]; ok {
+		return
+	}
+	k := [2]int{ep, rank}
+	for _, l := range returned {
+		if c.seen[ep][l] {
+			delete(c.seen[ep], l)
+			c.got[k]--
+		}
+	}
+	c.lost[ep][rank] = c.got[k]
+	// Every node may propose what it was told was elsewhere again.
+	for key := range c.away {
+		if key[1] == ep {
+			delete(c.away, key)
+		}
+	}
 }
 
 // clusterNodes registers job "j" on one sampler per node, each with its
@@ -342,5 +397,106 @@ func TestClusterRankWaitsRatherThanStartAThirdEpochBeforeOtherNodes(t *testing.T
 	readEpoch(t, nodes[1], 1) // rank 1 ends epoch 1
 	if b, _, err := nodes[0].NextRank("j", 0); err != nil || len(b) != n/w {
 		t.Errorf("rank 0 after rank 1 ended epoch 1: %d samples, %v", len(b), err)
+	}
+}
+
+// TestClusterALostRanksShareIsTakenOverOnEveryNode: ranks 0 and 1 read on
+// node A, 2 and 3 on node B; rank 1 stops after two batches and is lost
+// on A (its lease); A tells the cluster, which shares what rank 1 had not
+// read, and the samples it was granted and never handed, over ranks 0, 2
+// and 3: the epoch still holds every sample once (padding aside), B's
+// ranks took over part of it, and the next epoch is whole with rank 1
+// back.
+func TestClusterALostRanksShareIsTakenOverOnEveryNode(t *testing.T) {
+	for _, kind := range Kinds() {
+		t.Run(kind.String(), func(t *testing.T) {
+			const n, w, lease = 97, 4, 10 * time.Second
+			clock := newClock()
+			fc := newFakeCluster(w)
+			var nodes []*Sampler
+			for node := range 2 {
+				s, err := New(Options{Samples: n, BufferSlots: 8, Lease: lease, Now: clock.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.RegisterJob("j", JobConfig{BatchSize: 4, Seed: 2, Kind: kind, WorldSize: w,
+					Claimer: fakeClaimer{c: fc, node: node}}); err != nil {
+					t.Fatal(err)
+				}
+				nodes = append(nodes, s)
+			}
+			on := func(r int) *Sampler { return nodes[r/2] }
+			shares := make([][]int, w)
+			ended := make([]bool, w)
+			read := func(r int) {
+				b, end, err := on(r).NextRank("j", r)
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+				ended[r] = ended[r] || end
+				shares[r] = append(shares[r], b...)
+				if err := on(r).check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 {
+				for r := range w {
+					read(r)
+				}
+			}
+			// Rank 1 stops; the others read on, each within the lease.
+			for range 4 {
+				clock.Advance(lease / 3)
+				for _, r := range []int{0, 2, 3} {
+					read(r)
+				}
+			}
+			nodes[0].Reap() // rank 1 is lost on A: A tells the cluster
+			if st, _ := nodes[0].RankStatus("j", 1); !st.Lost {
+				t.Fatal("rank 1 is not lost")
+			}
+			for guard := 0; !ended[0] || !ended[2] || !ended[3]; guard++ {
+				if guard > 1000 {
+					t.Fatal("the epoch does not end")
+				}
+				for _, r := range []int{0, 2, 3} {
+					if !ended[r] {
+						read(r)
+					}
+				}
+			}
+			count := map[int]int{}
+			total := 0
+			for _, sh := range shares {
+				for _, e := range sh {
+					count[e]++
+					total++
+				}
+			}
+			padded := 0
+			for _, s := range nodes {
+				st, _ := s.Status("j")
+				padded += st.Padded
+			}
+			if len(count) != n || total-n != padded {
+				t.Fatalf("epoch 1: %d of %d samples handed out, %d repeats, %d padding", len(count), n, total-n, padded)
+			}
+			if st, _ := nodes[1].Status("j"); st.TakenOver == 0 || st.Dropped != 0 {
+				t.Fatalf("node B took over %d samples and dropped %d: want some taken over, none dropped", st.TakenOver, st.Dropped)
+			}
+			if len(shares[2]) == len(shares[1]) {
+				t.Fatalf("counts %d %d %d %d: rank 1's share was not shared out", len(shares[0]), len(shares[1]), len(shares[2]), len(shares[3]))
+			}
+			// Rank 1 reads again: the epoch it lost ends for it at once,
+			// and it gets its share of epoch 2.
+			if b, end, err := on(1).NextRank("j", 1); err != nil || !end || len(b) != 0 {
+				t.Fatalf("rank 1 back: %v %v %v, want the end of its lost epoch", b, end, err)
+			}
+			next := make([][]int, w)
+			for r := range w {
+				next[r] = readEpoch(t, on(r), r)
+			}
+			checkEpoch(t, "epoch 2", next, n, w, false)
+		})
 	}
 }

@@ -143,6 +143,16 @@ type epoch struct {
 	pending  int
 	away     int
 	fallback bool
+	// here marks the samples handed out on this node (local indices);
+	// final, per rank, that its count is final: it probed the cluster at
+	// its quota and got nothing more (claims.go); losses, the ranks the
+	// cluster has lost in the epoch as last seen; reopen: losses grew and
+	// the samples taken for had elsewhere are to be proposed again.
+	here   []uint64
+	pads   []int // per rank: padding handed out on this node
+	final  []bool
+	losses int
+	reopen bool
 }
 
 // rank is one rank of a job.
@@ -161,7 +171,10 @@ type rank struct {
 	// rank's count in the cluster is at its quota (it read elsewhere
 	// too); the rest of its quota here is padding.
 	capped *epoch
-	st     RankStatus
+	// pauseUntil: the rank said it reads nothing until then (Pause); its
+	// lease runs from then.
+	pauseUntil time.Time
+	st         RankStatus
 }
 
 // seededRNG is the draw generator of epoch num: fixed by (seed, name, num).
@@ -223,6 +236,15 @@ func (j *job) free(ep *epoch, e int32) bool {
 	return ok && !ep.set.has(l)
 }
 
+// leased is when r's lease began: its last read or touch, or the end of
+// its pause.
+func (r *rank) leased() time.Time {
+	if r.pauseUntil.After(r.last) {
+		return r.pauseUntil
+	}
+	return r.last
+}
+
 // need is how many more samples r must be drawn in its epoch.
 func (r *rank) need() int { return r.ep.quota[r.id] - r.ep.got[r.id] - len(r.plan) }
 
@@ -232,10 +254,11 @@ func (r *rank) done() bool { return r.ep.got[r.id] >= r.ep.quota[r.id] }
 // drawing reports whether r may be drawn for now (its plan filled).
 func (r *rank) drawing() bool { return !r.lost && !r.ended && r.need() > 0 }
 
-// complete reports whether every rank got its quota of ep.
+// complete reports whether every rank got its quota of ep (and, in a
+// cluster job, knows its quota is final).
 func (ep *epoch) complete() bool {
 	for i, q := range ep.quota {
-		if ep.got[i] < q {
+		if ep.got[i] < q || ep.final != nil && q > 0 && !ep.final[i] {
 			return false
 		}
 	}

@@ -54,6 +54,9 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	}
 	ep := &epoch{num: num, set: set, rng: j.seededRNG(num), quota: make([]int, w), got: make([]int, w),
 		planned: map[int32]int32{}, first: make([]int32, w), share: j.share}
+	if j.cfg.Claimer != nil {
+		ep.here, ep.final, ep.pads = make([]uint64, (set.n+63)/64), make([]bool, w), make([]int, w)
+	}
 	s.exclude(j, ep)
 	s.resumeInto(j, ep)
 	if j.cfg.Claimer == nil {
@@ -69,6 +72,12 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 		ep.first[i] = -1
 		if r.lost {
 			lost++
+			if j.cfg.Claimer != nil {
+				// Its share of this epoch goes to the live ranks of
+				// every node (claims.go).
+				ep.final[i] = true
+				s.lost = append(s.lost, lostReport{k: j.cfg.Claimer, epoch: num, rank: i})
+			}
 			continue
 		}
 		if j.remote(r) {
@@ -181,9 +190,10 @@ func (s *Sampler) loseRank(j *job, r *rank) {
 			continue
 		}
 		ep.lossy = true
+		var returned []int32
 		if ep == r.ep {
 			if j.cfg.Claimer != nil && !ep.fallback {
-				s.abandonPlan(j, r)
+				returned = s.abandonPlan(j, r)
 			}
 			for _, e := range r.plan {
 				s.untake(j, ep, e)
@@ -193,10 +203,17 @@ func (s *Sampler) loseRank(j *job, r *rank) {
 		left := ep.quota[r.id] - ep.got[r.id]
 		ep.quota[r.id] = ep.got[r.id]
 		if j.cfg.Claimer != nil {
-			// The cluster's counts of the other ranks stay at their
-			// quota: what the lost rank had yet to read is left out.
-			ep.dropped += left
-			j.st.Dropped += left
+			ep.final[r.id] = true
+			if ep.fallback {
+				// Drawn locally: what the lost rank had yet to read is
+				// left out.
+				ep.dropped += left
+				j.st.Dropped += left
+				continue
+			}
+			// The cluster shares what it had yet to read out over the
+			// live ranks of every node (claims.go).
+			s.lost = append(s.lost, lostReport{k: j.cfg.Claimer, epoch: ep.num, rank: r.id, returned: returned})
 			continue
 		}
 		s.redistribute(j, ep, left)
@@ -292,6 +309,9 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 	ep := r.ep
 	if r.done() {
 		r.ended = true
+		if j.inFlight(ep) && ep.complete() {
+			s.prune(j) // a cluster job's last count became final
+		}
 		return nil, true, nil
 	}
 	s.fillRank(j, r)
@@ -318,6 +338,10 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 			batch = append(batch, int(e))
 			ep.got[r.id]++
 			ep.distinct++
+			if ep.here != nil {
+				l, _ := j.local(e)
+				ep.here[l>>6] |= 1 << uint(l&63)
+			}
 			if ep.first[r.id] < 0 {
 				ep.first[r.id] = e
 			}
@@ -352,6 +376,9 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 		}
 		batch = append(batch, int(e))
 		ep.got[r.id]++
+		if ep.pads != nil {
+			ep.pads[r.id]++
+		}
 		r.st.Padded++
 		j.st.Padded++
 		s.serve(j, false, e)

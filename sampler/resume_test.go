@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // resumeRun drives one run of job "a" and records what it hands out, per
@@ -354,5 +355,55 @@ func TestASnapshotHoldsWhatWasHandedOutNotWhatWasDrawnAhead(t *testing.T) {
 	}
 	if st, _ := s.Status("a"); st.Planned == 0 {
 		t.Fatal("nothing drawn ahead: the test shows nothing")
+	}
+}
+
+// TestAPausedRankIsNotLostUntilItsPauseEnds: a rank that says it reads
+// nothing for a minute (a validation pass) outlives a lease of 10 s, and
+// is lost once the minute and a lease have passed without a read; a pause
+// longer than MaxPause is refused.
+func TestAPausedRankIsNotLostUntilItsPauseEnds(t *testing.T) {
+	clock := newClock()
+	s, err := New(Options{Samples: 10000, Lease: 10 * time.Second, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterJob("a", JobConfig{BatchSize: 4, WorldSize: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 2 {
+		if _, _, err := s.NextRank("a", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Pause("a", 1, MaxPause+time.Second); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("a pause past MaxPause: %v, want ErrBadConfig", err)
+	}
+	if err := s.Pause("a", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for range 7 { // 63 s of rank 0 reading, rank 1 paused
+		clock.Advance(9 * time.Second)
+		if _, _, err := s.NextRank("a", 0); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := s.RankStatus("a", 1)
+		if st.Lost {
+			t.Fatalf("rank 1 lost %v after its pause of a minute began", clock.Now().Sub(newClock().Now()))
+		}
+	}
+	clock.Advance(8 * time.Second) // 71 s: the minute and a lease since the pause
+	s.Reap()
+	if st, _ := s.RankStatus("a", 1); !st.Lost || !st.PausedUntil.IsZero() {
+		t.Fatalf("rank 1 after its pause and a lease: lost %v, paused until %v", st.Lost, st.PausedUntil)
+	}
+	// A read brings it back; a pause then a read ends the pause.
+	if _, _, err := s.NextRank("a", 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause("a", 1, time.Hour)
+	s.NextRank("a", 1)
+	if st, _ := s.RankStatus("a", 1); !st.PausedUntil.IsZero() {
+		t.Fatal("a read did not end the pause")
 	}
 }

@@ -90,9 +90,10 @@ type Sampler struct {
 	releases []int
 	stats    Stats
 
-	scratch  []int     // Caches.Candidates' buffer
-	dsa      *dsaIndex // nil unless DSA is active (dsa.go)
-	dsaKnown bool      // whether dsa reflects the live jobs
+	lost     []lostReport // cluster jobs' ranks lost, not yet told (Reap)
+	scratch  []int        // Caches.Candidates' buffer
+	dsa      *dsaIndex    // nil unless DSA is active (dsa.go)
+	dsaKnown bool         // whether dsa reflects the live jobs
 }
 
 // New returns a Sampler over opt.Samples samples.
@@ -303,6 +304,36 @@ func (s *Sampler) Touch(name string, rank int) error {
 	return nil
 }
 
+// MaxPause bounds a rank's pause.
+const MaxPause = 24 * time.Hour
+
+// Pause says that a rank reads nothing for d (a validation pass between
+// epochs, a long checkpoint): its lease runs from the pause's end, so it
+// is lost only if it does not read within a lease after d. Its next read
+// ends the pause; d = 0 ends it now. A lost rank stays lost until it
+// reads.
+func (s *Sampler) Pause(name string, rank int, d time.Duration) error {
+	if d < 0 || d > MaxPause {
+		return fmt.Errorf("%w: pause of %v: want 0..%v", ErrBadConfig, d, MaxPause)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opt.Now()
+	s.reap(now)
+	_, r, err := s.lookupRank(name, rank)
+	if err != nil {
+		return err
+	}
+	if !r.lost {
+		r.last = now
+	}
+	r.pauseUntil = time.Time{}
+	if d > 0 {
+		r.pauseUntil = now.Add(d)
+	}
+	return nil
+}
+
 // TouchJob renews the lease of every live rank of a job: a read of the
 // job's views (which name no rank) shows the job is alive.
 func (s *Sampler) TouchJob(name string) error {
@@ -328,8 +359,16 @@ func (s *Sampler) TouchJob(name string) error {
 // is dropped even when nothing else happens.
 func (s *Sampler) Reap() []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reap(s.opt.Now())
+	dropped := s.reap(s.opt.Now())
+	lost := s.lost
+	s.lost = nil
+	s.mu.Unlock()
+	// Cluster jobs' lost ranks, told without the lock (each call is
+	// bounded by the cluster's timeout).
+	for _, l := range lost {
+		l.k.Lost(l.epoch, l.rank, l.returned)
+	}
+	return dropped
 }
 
 // Jobs returns the live jobs' names in registration order.
@@ -381,6 +420,7 @@ func (s *Sampler) NextRank(name string, rank int) (batch []int, endOfEpoch bool,
 		}
 		r.last = now
 		r.st.LastRead = now
+		r.pauseUntil = time.Time{}
 		if j.cfg.Claimer == nil {
 			return s.nextRank(j, r)
 		}
@@ -399,9 +439,10 @@ func (s *Sampler) NextRank(name string, rank int) (batch []int, endOfEpoch bool,
 			return batch, end, err
 		}
 		s.mu.Unlock()
-		granted, examined, cerr := j.cfg.Claimer.Claim(req.ep.num, r.id, req.quota, req.want, req.cands)
+		ans, cerr := j.cfg.Claimer.Claim(ClaimRequest{Epoch: req.ep.num, Rank: r.id, Share: req.share, Padded: req.pad,
+			Want: req.want, Cands: req.cands})
 		s.mu.Lock()
-		if err := s.applyClaim(req, granted, examined, cerr); err != nil {
+		if err := s.applyClaim(req, ans, cerr); err != nil {
 			return nil, false, err
 		}
 	}
@@ -444,7 +485,10 @@ type JobStatus struct {
 	Claimed        int
 	ClaimedAway    int
 	ClaimFallbacks int
-	RanksLost      int // rank losses, total
+	// TakenOver counts samples this node's ranks took over from ranks
+	// lost on any node (their quotas grew by it).
+	TakenOver int
+	RanksLost int // rank losses, total
 	// Dropped counts samples of epochs that a lost rank left and no live
 	// rank could take over (they had all reported that epoch's end).
 	Dropped  int
@@ -460,11 +504,13 @@ type RankStatus struct {
 	Planned  int
 	Ended    bool // the end of its epoch was reported; it has not read since
 	Lost     bool // it did not read for the lease
-	Batches  int
-	Padded   int
-	Losses   int // times lost
-	Rejoined int // times it read again after being lost
-	LastRead time.Time
+	// PausedUntil: the rank paused (Pause) until then; zero: not paused.
+	PausedUntil time.Time
+	Batches     int
+	Padded      int
+	Losses      int // times lost
+	Rejoined    int // times it read again after being lost
+	LastRead    time.Time
 }
 
 // Status returns the job's status. It does not renew any lease.
@@ -519,6 +565,9 @@ func (s *Sampler) RankStatus(name string, rank int) (RankStatus, error) {
 	}
 	st := r.st
 	st.Rank, st.Ended, st.Lost, st.Planned = r.id, r.ended, r.lost, len(r.plan)
+	if r.pauseUntil.After(s.opt.Now()) && !r.lost {
+		st.PausedUntil = r.pauseUntil
+	}
 	if r.started {
 		st.Epoch = r.ep.num
 	}
@@ -571,12 +620,12 @@ func (s *Sampler) reap(now time.Time) []string {
 						oldest = r.last
 					}
 				}
-			case now.Sub(r.last) >= s.opt.Lease:
+			case now.Sub(r.leased()) >= s.opt.Lease:
 				expired = append(expired, r)
 			default:
 				live++
-				if r.last.Before(oldest) {
-					oldest = r.last
+				if r.leased().Before(oldest) {
+					oldest = r.leased()
 				}
 			}
 		}
