@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/sampler"
 	"github.com/epochfs/epochfs/test/rediscluster"
 	"github.com/redis/go-redis/v9"
 )
@@ -678,11 +680,13 @@ func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
 					cands[i] = int32((i*7 + r*501) % n)
 				}
 				for len(cands) > 0 {
-					claimed, examined, _, err := c.Claim(context.Background(), "train", runs[0], ep, r, n/ranks, 32, cands, 0)
+					res, err := c.Claim(context.Background(), "train", runs[0],
+						ClaimRequest{Epoch: ep, Rank: r, Share: n / ranks, Want: 32, World: ranks, Cands: cands})
 					if err != nil {
 						t.Error(err)
 						return
 					}
+					claimed, examined := res.Claimed, res.Examined
 					got[r] = append(got[r], claimed...)
 					cands = cands[examined:]
 					if len(claimed) == 0 && examined == 0 {
@@ -710,7 +714,8 @@ func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
 	// Epoch 5 is not claimed from until every rank ended epoch 3.
 	ctx := context.Background()
 	ahead := func() error {
-		_, _, _, err := nodes[0].Claim(ctx, "train", runs[0], 5, 0, 10, 1, []int32{1}, ranks)
+		_, err := nodes[0].Claim(ctx, "train", runs[0],
+			ClaimRequest{Epoch: 5, Share: 10, Want: 1, World: ranks, CheckAhead: true, Cands: []int32{1}})
 		return err
 	}
 	if err := ahead(); !errors.Is(err, ErrAhead) {
@@ -730,12 +735,128 @@ func TestClusterJobClaimsGiveEverySampleToExactlyOneRankPerEpoch(t *testing.T) {
 			}
 		}
 	}
-	if got, _, _, err := nodes[0].Claim(ctx, "train", runs[0], 5, 0, 10, 1, []int32{1}, ranks); err != nil || len(got) != 1 {
-		t.Errorf("epoch 5 after every rank ended epoch 3: claimed %v, %v", got, err)
+	if res, err := nodes[0].Claim(ctx, "train", runs[0],
+		ClaimRequest{Epoch: 5, Share: 10, Want: 1, World: ranks, CheckAhead: true, Cands: []int32{1}}); err != nil || len(res.Claimed) != 1 {
+		t.Errorf("epoch 5 after every rank ended epoch 3: claimed %v, %v", res.Claimed, err)
+	}
+	// Epoch 6: rank 1 claims 10 samples and is lost after 4 were handed:
+	// the other 6 go back, and what it had not read of its share is
+	// shared out over the other ranks: every sample is claimed once.
+	claimAll := func(r int, want int) []int32 {
+		var out []int32
+		cands := make([]int32, n)
+		for i := range cands {
+			cands[i] = int32((i*11 + r*37) % n)
+		}
+		for len(cands) > 0 {
+			res, err := nodes[r].Claim(ctx, "train", runs[0],
+				ClaimRequest{Epoch: 6, Rank: r, Share: n / ranks, Want: min(want, 32), World: ranks, Cands: cands})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, res.Claimed...)
+			cands = cands[res.Examined:]
+			if want -= len(res.Claimed); want <= 0 || res.Examined == 0 {
+				break
+			}
+		}
+		return out
+	}
+	lostPlan := claimAll(1, 10)
+	if err := nodes[1].LoseRank(ctx, "train", runs[0], 6, 1, lostPlan[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[1].LoseRank(ctx, "train", runs[0], 6, 1, lostPlan); err != nil { // a second report changes nothing
+		t.Fatal(err)
+	}
+	seen := map[int32]int{}
+	for _, s := range lostPlan[:4] {
+		seen[s]++
+	}
+	left, live := n/ranks-4, ranks-1
+	for r := range ranks {
+		if r == 1 {
+			continue
+		}
+		got := claimAll(r, n)
+		want := n/ranks + left/live
+		if r-min(r, 1) < left%live {
+			want++ // the remainder goes to the lowest live ranks
+		}
+		if len(got) != want {
+			t.Errorf("epoch 6: rank %d claimed %d after rank 1 was lost, want %d", r, len(got), want)
+		}
+		for _, s := range got {
+			seen[s]++
+		}
+	}
+	res, err := nodes[1].Claim(ctx, "train", runs[0], ClaimRequest{Epoch: 6, Rank: 1, Share: n / ranks, Want: 1, World: ranks, Cands: []int32{0}})
+	if err != nil || res.Quota != 4 || res.Losses != 1 || len(res.Claimed) != 0 {
+		t.Errorf("the lost rank's claim: %+v %v, want quota 4, 1 loss, nothing claimed", res, err)
+	}
+	if len(seen) != n {
+		t.Errorf("epoch 6: %d of %d samples claimed", len(seen), n)
+	}
+	for s, k := range seen {
+		if k != 1 {
+			t.Fatalf("epoch 6: sample %d claimed %d times", s, k)
+		}
 	}
 	for _, c := range nodes {
 		if err := c.LeaveJob(context.Background(), "train"); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestClusterClaimQuotaIsTheSamplersRule: the claim script's quota, over
+// random lost and done ranks, is sampler.ClusterQuota's, and a probe at a
+// rank's quota records it as done (a lost rank's report then changes
+// nothing).
+func TestClusterClaimQuotaIsTheSamplersRule(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	c := node(t, rc, "ds", 0)
+	ctx := context.Background()
+	run, err := c.JoinJob(ctx, "q", "world_size=6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jk := c.keys.job("q")
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	for ep := 1; ep <= 200; ep++ {
+		world, share := 1+rng.IntN(6), 1+rng.IntN(40)
+		lost, done := map[int]int{}, map[int]int{}
+		for r := range world {
+			switch rng.IntN(4) {
+			case 0:
+				lost[r] = rng.IntN(share + 1)
+				c.rdb.HSet(ctx, jk.lost(run, ep), r, lost[r])
+			case 1:
+				done[r] = share + rng.IntN(5)
+				c.rdb.HSet(ctx, jk.done(run, ep), r, done[r])
+			}
+		}
+		for r := range world {
+			res, err := c.Claim(ctx, "q", run, ClaimRequest{Epoch: ep, Rank: r, Share: share, World: world})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sampler.ClusterQuota(share, world, r, lost, done); res.Quota != want || res.Losses != len(lost) {
+				t.Fatalf("epoch %d (world %d, share %d, lost %v, done %v): rank %d quota %d, %d losses; want %d, %d",
+					ep, world, share, lost, done, r, res.Quota, res.Losses, want, len(lost))
+			}
+		}
+	}
+	// A probe at the quota: done; a report of its loss after: ignored.
+	res, err := c.Claim(ctx, "q", run, ClaimRequest{Epoch: 300, Rank: 0, Share: 3, Padded: 3, World: 2, Probe: true})
+	if err != nil || res.Quota != 3 {
+		t.Fatalf("probe: %+v %v", res, err)
+	}
+	if err := c.LoseRank(ctx, "q", run, 300, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Claim(ctx, "q", run, ClaimRequest{Epoch: 300, Rank: 1, Share: 3, World: 2})
+	if err != nil || res.Quota != 3 || res.Losses != 0 {
+		t.Fatalf("the other rank after a done rank's loss report: %+v %v, want quota 3 and no loss", res, err)
 	}
 }

@@ -61,26 +61,61 @@ if redis.call('SCARD', KEYS[2]) == 0 then redis.call('DEL', KEYS[1], KEYS[2]) en
 return 1`)
 
 // claimScript: KEYS seen, got, shape, members, seen two epochs back, got
-// two epochs back, ended; ARGV rank, quota, want, ttl ms, epoch, world,
-// candidates... Returns {rank's count, candidates examined, claimed...},
-// or {-1, 0} when world > 0 and some rank has not ended epoch-2.
+// two epochs back, ended, lost, lost two epochs back, done, done two
+// epochs back; ARGV rank, share, want, ttl ms, epoch, world, check (1: the
+// two-epochs check), padded, probe (1: the rank's count is final unless
+// its quota grew), candidates... Returns {rank's count, candidates
+// examined, rank's quota, ranks lost, claimed...}, or {-1, 0} when the
+// check finds a rank of 0..world-1 that has not ended epoch-2.
+//
+// The rank's quota is sampler.ClusterQuota: share, plus its part of what
+// the epoch's lost ranks left and its done ranks did not take. The rank's
+// count for the quota is its claims plus the padding its node handed it.
 var claimScript = redis.NewScript(`
 local ep = tonumber(ARGV[5])
 local world = tonumber(ARGV[6])
-if world > 0 and ep >= 3 then
+if ARGV[7] == '1' and world > 0 and ep >= 3 then
   local ended = redis.call('HVALS', KEYS[7])
   if #ended < world then return {-1, 0} end
   for _, v in ipairs(ended) do
     if tonumber(v) < ep - 2 then return {-1, 0} end
   end
 end
-local got = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-local quota = tonumber(ARGV[2])
+local rank = tonumber(ARGV[1])
+local share = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local out = {got, 0}
+local pad = tonumber(ARGV[8])
+local lost = redis.call('HGETALL', KEYS[8])
+local done = redis.call('HGETALL', KEYS[10])
+local nlost, ndone = #lost / 2, #done / 2
+local quota, final = share, nil
+local left, below = 0, 0
+for i = 1, #lost, 2 do
+  local r, g = tonumber(lost[i]), tonumber(lost[i + 1])
+  if g < share then left = left + share - g end
+  if r < rank then below = below + 1 end
+  if r == rank then final = g end
+end
+for i = 1, #done, 2 do
+  local r, g = tonumber(done[i]), tonumber(done[i + 1])
+  if g > share then left = left - (g - share) end
+  if r < rank then below = below + 1 end
+  if r == rank and not final then final = g end
+end
+if final then
+  quota = final
+else
+  local live = world - nlost - ndone
+  if live > 0 and left > 0 then
+    quota = share + math.floor(left / live)
+    if rank - below < left % live then quota = quota + 1 end
+  end
+end
+local got = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+local out = {got, 0, quota, nlost}
 local n = 0
-for i = 7, #ARGV do
-  if got >= quota or n >= want then break end
+for i = 10, #ARGV do
+  if got + pad >= quota or n >= want then break end
   out[2] = out[2] + 1
   if redis.call('SETBIT', KEYS[1], ARGV[i], 1) == 0 then
     n = n + 1
@@ -90,10 +125,32 @@ for i = 7, #ARGV do
 end
 out[1] = got
 redis.call('HSET', KEYS[2], ARGV[1], got)
+if ARGV[9] == '1' and got + pad >= quota and not final then
+  redis.call('HSET', KEYS[10], ARGV[1], got + pad)
+end
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
 redis.call('PEXPIRE', KEYS[7], ARGV[4])
-redis.call('DEL', KEYS[5], KEYS[6])
+redis.call('PEXPIRE', KEYS[8], ARGV[4])
+redis.call('PEXPIRE', KEYS[10], ARGV[4])
+redis.call('DEL', KEYS[5], KEYS[6], KEYS[9], KEYS[11])
 return out`)
+
+// lostScript: KEYS seen, got, lost, done; ARGV rank, ttl ms, returned...
+// The rank's returned samples (granted to it, never handed out) go back
+// to the seen set's unseen ones, and its count, so lowered, is its final
+// one (the first report of the rank in the epoch counts). Returns 1, or 0
+// for a rank already lost or done.
+var lostScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then return 0 end
+local got = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+for i = 3, #ARGV do
+  if redis.call('SETBIT', KEYS[1], ARGV[i], 0) == 1 then got = got - 1 end
+end
+if got < 0 then got = 0 end
+redis.call('HSET', KEYS[2], ARGV[1], got)
+redis.call('HSET', KEYS[3], ARGV[1], got)
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+return 1`)
 
 // endScript: KEYS ended; ARGV rank, epoch, ttl ms. Keeps the largest.
 var endScript = redis.NewScript(`
@@ -143,42 +200,95 @@ func (c *Cluster) LeaveJob(ctx context.Context, name string) error {
 	return nil
 }
 
-// Claim offers cands (subset-local sample numbers, in the rank's order of
-// preference) for epoch ep of run run: it claims, in order, those no rank
-// has had this epoch, until want are claimed or the rank's count reaches
-// quota. It returns the claimed samples, how many of cands were examined
-// (those examined and not claimed were had by other ranks; the rest were
-// not looked at) and the rank's count in the epoch. With world > 0 (the
-// job's ranks) a claim for ep ≥ 3 fails with ErrAhead, claiming nothing,
-// until ranks 0..world-1 all ended epoch ep-2 (EndEpoch).
-func (c *Cluster) Claim(ctx context.Context, name, run string, ep, rank, quota, want int, cands []int32, world int) (claimed []int32, examined, count int, err error) {
+// ClaimRequest is a rank's claim in epoch Epoch of a run: Cands are
+// subset-local sample numbers in the rank's order of preference; Share
+// the rank's quota with no rank lost; Padded the padding its node handed
+// it this epoch; World the job's ranks; CheckAhead: refuse the claim
+// (ErrAhead) for Epoch ≥ 3 until ranks 0..World-1 all ended Epoch-2
+// (EndEpoch).
+type ClaimRequest struct {
+	Epoch, Rank   int
+	Share, Padded int
+	Want          int
+	World         int
+	CheckAhead    bool
+	// Probe: the rank's count is final unless its quota grew; if it did
+	// not, the rank is recorded as done, and what ranks lost later leave
+	// goes to the others.
+	Probe bool
+	Cands []int32
+}
+
+// ClaimResult is a claim's answer: the claimed samples, how many of the
+// candidates were examined (those examined and not claimed were had by
+// other ranks; the rest were not looked at), the rank's count and quota
+// in the epoch, and how many ranks the epoch has lost.
+type ClaimResult struct {
+	Claimed                []int32
+	Examined, Count, Quota int
+	Losses                 int
+}
+
+// Claim claims, in order, those of q.Cands no rank has had this epoch,
+// until q.Want are claimed or the rank's count reaches its quota: its
+// share, plus its part of what the epoch's lost ranks (LoseRank) left.
+func (c *Cluster) Claim(ctx context.Context, name, run string, q ClaimRequest) (ClaimResult, error) {
 	jk := c.keys.job(name)
-	args := make([]any, 0, 6+len(cands))
-	args = append(args, rank, quota, want, c.o.JobTTL.Milliseconds(), ep, world)
-	for _, s := range cands {
+	flag := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	args := make([]any, 0, 9+len(q.Cands))
+	args = append(args, q.Rank, q.Share, q.Want, c.o.JobTTL.Milliseconds(), q.Epoch, q.World, flag(q.CheckAhead), q.Padded, flag(q.Probe))
+	for _, s := range q.Cands {
 		args = append(args, s)
 	}
-	keys := []string{jk.seen(run, ep), jk.got(run, ep), jk.shape, jk.members, jk.seen(run, ep-2), jk.got(run, ep-2), jk.ended(run)}
+	ep := q.Epoch
+	keys := []string{jk.seen(run, ep), jk.got(run, ep), jk.shape, jk.members, jk.seen(run, ep-2), jk.got(run, ep-2),
+		jk.ended(run), jk.lost(run, ep), jk.lost(run, ep-2), jk.done(run, ep), jk.done(run, ep-2)}
 	octx, cancel := c.op(ctx)
 	defer cancel()
 	res, err := claimScript.Run(octx, c.rdb, keys, args...).Int64Slice()
 	c.st.claimCalls.Add(1)
 	if c.note(err) != nil {
-		return nil, 0, 0, fmt.Errorf("cluster: job %s: claim: %w", name, err)
+		return ClaimResult{}, fmt.Errorf("cluster: job %s: claim: %w", name, err)
 	}
 	if len(res) == 2 && res[0] == -1 {
 		c.st.claimsAhead.Add(1)
-		return nil, 0, 0, fmt.Errorf("%w: job %s rank %d epoch %d", ErrAhead, name, rank, ep)
+		return ClaimResult{}, fmt.Errorf("%w: job %s rank %d epoch %d", ErrAhead, name, q.Rank, ep)
 	}
-	if len(res) < 2 || int(res[1]) > len(cands) {
-		return nil, 0, 0, fmt.Errorf("cluster: job %s: claim: unexpected answer %v", name, res)
+	if len(res) < 4 || int(res[1]) > len(q.Cands) {
+		return ClaimResult{}, fmt.Errorf("cluster: job %s: claim: unexpected answer %v", name, res)
 	}
-	claimed = make([]int32, 0, len(res)-2)
-	for _, v := range res[2:] {
-		claimed = append(claimed, int32(v))
+	out := ClaimResult{Claimed: make([]int32, 0, len(res)-4), Examined: int(res[1]), Count: int(res[0]),
+		Quota: int(res[2]), Losses: int(res[3])}
+	for _, v := range res[4:] {
+		out.Claimed = append(out.Claimed, int32(v))
 	}
-	c.st.claims.Add(int64(len(claimed)))
-	return claimed, int(res[1]), int(res[0]), nil
+	c.st.claims.Add(int64(len(out.Claimed)))
+	return out, nil
+}
+
+// LoseRank records that rank was lost in epoch ep of run run: returned
+// (samples claimed for it and never handed out) go back to the epoch's
+// unseen samples, and what it had yet to get of its share goes to the
+// live ranks' quotas (Claim). A rank's first report in an epoch counts.
+func (c *Cluster) LoseRank(ctx context.Context, name, run string, ep, rank int, returned []int32) error {
+	jk := c.keys.job(name)
+	args := make([]any, 0, 2+len(returned))
+	args = append(args, rank, c.o.JobTTL.Milliseconds())
+	for _, s := range returned {
+		args = append(args, s)
+	}
+	octx, cancel := c.op(ctx)
+	defer cancel()
+	err := lostScript.Run(octx, c.rdb, []string{jk.seen(run, ep), jk.got(run, ep), jk.lost(run, ep), jk.done(run, ep)}, args...).Err()
+	if c.note(err) != nil {
+		return fmt.Errorf("cluster: job %s: rank %d lost in epoch %d: %w", name, rank, ep, err)
+	}
+	return nil
 }
 
 // EndEpoch records that rank read the end of epoch ep of run run (the

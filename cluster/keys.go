@@ -107,6 +107,16 @@ func (j jobKeys) got(run string, ep int) string {
 	return j.base + "r" + run + ":e" + strconv.Itoa(ep) + ":got"
 }
 
+// lost is epoch ep's lost ranks of run run: rank → its final count.
+func (j jobKeys) lost(run string, ep int) string {
+	return j.base + "r" + run + ":e" + strconv.Itoa(ep) + ":lost"
+}
+
+// done is epoch ep's ranks whose count is final: rank → it.
+func (j jobKeys) done(run string, ep int) string {
+	return j.base + "r" + run + ":e" + strconv.Itoa(ep) + ":done"
+}
+
 // ended is the run's last epoch ended per rank.
 func (j jobKeys) ended(run string) string { return j.base + "r" + run + ":ended" }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/epochfs/epochfs/fs"
 	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/sampler"
 )
 
 // openCluster opens the cluster of o.Cluster; nil without one.
@@ -74,12 +75,17 @@ func (j clusterJobs) Join(ctx context.Context, name, shape string) (string, erro
 
 func (j clusterJobs) Leave(ctx context.Context, name string) error { return j.c.LeaveJob(ctx, name) }
 
-func (j clusterJobs) Claim(ctx context.Context, name, run string, world, ep, rank, quota, want int, cands []int32) ([]int32, int, error) {
-	got, examined, _, err := j.c.Claim(ctx, name, run, ep, rank, quota, want, cands, world)
+func (j clusterJobs) Claim(ctx context.Context, name, run string, world int, checkAhead bool, q sampler.ClaimRequest) (sampler.ClaimAnswer, error) {
+	res, err := j.c.Claim(ctx, name, run, cluster.ClaimRequest{Epoch: q.Epoch, Rank: q.Rank, Share: q.Share,
+		Padded: q.Padded, Want: q.Want, World: world, CheckAhead: checkAhead, Probe: q.Probe, Cands: q.Cands})
 	if errors.Is(err, cluster.ErrAhead) {
-		return nil, 0, fmt.Errorf("%w: %w", jobs.ErrAhead, err)
+		return sampler.ClaimAnswer{}, fmt.Errorf("%w: %w", jobs.ErrAhead, err)
 	}
-	return got, examined, err
+	return sampler.ClaimAnswer{Granted: res.Claimed, Examined: res.Examined, Quota: res.Quota, Losses: res.Losses}, err
+}
+
+func (j clusterJobs) LoseRank(ctx context.Context, name, run string, ep, rank int, returned []int32) error {
+	return j.c.LoseRank(ctx, name, run, ep, rank, returned)
 }
 
 func (j clusterJobs) EndEpoch(ctx context.Context, name, run string, ep, rank int) error {

@@ -1,14 +1,33 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/placement/catalog"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
+
+// lineDoc is a document whose every line is applied as it comes (a
+// rank's pause): the last one holds.
+type lineDoc struct {
+	apply func(l []byte) error
+}
+
+func (d *lineDoc) line(l []byte) error {
+	if len(bytes.TrimSpace(l)) == 0 {
+		return nil
+	}
+	return d.apply(l)
+}
+func (d *lineDoc) written() error { return nil }
+func (d *lineDoc) commit() error  { return nil }
+func (d *lineDoc) release() error { return nil }
+func (d *lineDoc) abort()         {}
 
 // .epochfs/jobs/NAME/rank/R/: one directory per rank of a job of
 // world_size W (R = 0..W-1), each with the entries of rankEntries, owned
@@ -23,6 +42,14 @@ var rankEntries = []jobEntry{
 	}},
 	{name: "batch", mode: syscall.S_IFREG, node: newBatchFile},
 	{name: "state", mode: syscall.S_IFREG, node: newStateFile},
+	{name: "pause", mode: syscall.S_IFREG, node: func(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
+		m := ref.fsys.o.Jobs
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "pause"), ino: ino, mode: 0o600, owner: ref.owner, max: maxConfigDoc,
+			read: func() []byte { return nil },
+			doc: func(*catalog.Cred) docSink {
+				return &lineDoc{apply: func(l []byte) error { return m.Pause(ref.name, rank, string(l)) }}
+			}}}
+	}},
 }
 
 func rankIno(jobBase uint64, rank int) uint64 { return jobBase + uint64(rank+1)<<8 }

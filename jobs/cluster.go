@@ -42,12 +42,14 @@ type ClusterJobs interface {
 	Join(ctx context.Context, name, shape string) (run string, err error)
 	// Leave takes this node out of the job.
 	Leave(ctx context.Context, name string) error
-	// Claim is sampler.Claimer's Claim for epoch ep of run; with
-	// world > 0 it fails with an error wrapping ErrAhead while some rank
-	// of 0..world-1 has not ended epoch ep-2.
-	Claim(ctx context.Context, name, run string, world, ep, rank, quota, want int, cands []int32) (claimed []int32, examined int, err error)
+	// Claim is sampler.Claimer's Claim in run, for a job of world ranks;
+	// with checkAhead it fails with an error wrapping ErrAhead while some
+	// rank of 0..world-1 has not ended epoch q.Epoch-2.
+	Claim(ctx context.Context, name, run string, world int, checkAhead bool, q sampler.ClaimRequest) (sampler.ClaimAnswer, error)
 	// EndEpoch records that rank read the end of epoch ep of run.
 	EndEpoch(ctx context.Context, name, run string, ep, rank int) error
+	// LoseRank is sampler.Claimer's Lost in run.
+	LoseRank(ctx context.Context, name, run string, ep, rank int, returned []int32) error
 }
 
 // ErrAhead: a cluster job's claim was refused because a rank is two
@@ -77,6 +79,7 @@ type claimer struct {
 type clusterCounters struct {
 	aheadTimeouts atomic.Int64
 	endErrors     atomic.Int64
+	lostErrors    atomic.Int64
 }
 
 // newClaimer joins job name in the cluster. A refused shape is an error
@@ -129,43 +132,56 @@ func (k *claimer) runID() (string, error) {
 }
 
 // Claim implements sampler.Claimer.
-func (k *claimer) Claim(ep, rank, quota, want int, cands []int32) ([]int32, int, error) {
+func (k *claimer) Claim(q sampler.ClaimRequest) (sampler.ClaimAnswer, error) {
 	run, err := k.runID()
 	if err != nil {
-		return nil, 0, err
+		return sampler.ClaimAnswer{}, err
 	}
 	if !k.cl.Usable() {
-		return nil, 0, errClusterDown
+		return sampler.ClaimAnswer{}, errClusterDown
 	}
-	key := [2]int{ep, rank}
-	world := k.world
+	key := [2]int{q.Epoch, q.Rank}
 	k.mu.Lock()
 	since, refused := k.ahead[key]
 	k.mu.Unlock()
 	now := k.now()
-	if refused && now.Sub(since) >= k.wait {
-		world = 0 // the rank behind is taken for dead
-	}
-	got, examined, err := k.cl.Claim(context.Background(), k.name, run, world, ep, rank, quota, want, cands)
+	check := !refused || now.Sub(since) < k.wait // past the wait the rank behind is taken for dead
+	ans, err := k.cl.Claim(context.Background(), k.name, run, k.world, check, q)
 	if errors.Is(err, ErrAhead) {
 		if !refused {
 			k.mu.Lock()
 			k.ahead[key] = now
 			k.mu.Unlock()
 		}
-		return nil, 0, fmt.Errorf("%w (%w)", sampler.ErrRankAhead, err)
+		return sampler.ClaimAnswer{}, fmt.Errorf("%w (%w)", sampler.ErrRankAhead, err)
 	}
 	if refused && err == nil {
 		k.mu.Lock()
 		delete(k.ahead, key)
 		k.mu.Unlock()
-		if world == 0 {
+		if !check {
 			k.st.aheadTimeouts.Add(1)
 			k.log.Warn("cluster job: a rank stayed two epochs behind for the lease; claiming without it",
-				zap.String("job", k.name), zap.Int("rank", rank), zap.Int("epoch", ep))
+				zap.String("job", k.name), zap.Int("rank", q.Rank), zap.Int("epoch", q.Epoch))
 		}
 	}
-	return got, examined, err
+	return ans, err
+}
+
+// Lost implements sampler.Claimer.
+func (k *claimer) Lost(ep, rank int, returned []int32) {
+	run, err := k.runID()
+	if err == nil {
+		err = k.cl.LoseRank(context.Background(), k.name, run, ep, rank, returned)
+	}
+	if err != nil {
+		k.st.lostErrors.Add(1)
+		k.log.Warn("cluster job: a lost rank's share could not be handed to the other nodes' ranks",
+			zap.String("job", k.name), zap.Int("rank", rank), zap.Int("epoch", ep), zap.Error(err))
+		return
+	}
+	k.log.Info("cluster job: rank lost; the live ranks of every node take over its share",
+		zap.String("job", k.name), zap.Int("rank", rank), zap.Int("epoch", ep), zap.Int("returned", len(returned)))
 }
 
 // Ended implements sampler.Claimer.

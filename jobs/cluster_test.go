@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/sampler"
 )
 
 // fakeCluster is ClusterJobs in memory: cluster/epochs.go's scripts
@@ -23,13 +25,15 @@ type fakeCluster struct {
 	seen    map[string]map[int32]bool // run/ep
 	got     map[string]int            // run/ep/rank
 	ended   map[string]map[int]int    // run → rank → epoch
+	lost    map[string]map[int]int    // run/ep → lost rank → final count
+	done    map[string]map[int]int    // run/ep → rank whose count is final → it
 	claims  int
 	leaves  int
 }
 
 func newFakeCluster() *fakeCluster {
 	return &fakeCluster{shape: map[string]string{}, members: map[string]int{}, seen: map[string]map[int32]bool{},
-		got: map[string]int{}, ended: map[string]map[int]int{}}
+		got: map[string]int{}, ended: map[string]map[int]int{}, lost: map[string]map[int]int{}, done: map[string]map[int]int{}}
 }
 
 var errDown = errors.New("fake cluster down")
@@ -67,16 +71,17 @@ func (f *fakeCluster) Leave(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeCluster) Claim(_ context.Context, name, run string, world, ep, rank, quota, want int, cands []int32) ([]int32, int, error) {
+func (f *fakeCluster) Claim(_ context.Context, name, run string, world int, check bool, q sampler.ClaimRequest) (sampler.ClaimAnswer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
-		return nil, 0, errDown
+		return sampler.ClaimAnswer{}, errDown
 	}
-	if world > 0 && ep >= 3 {
+	ep, rank := q.Epoch, q.Rank
+	if check && world > 0 && ep >= 3 {
 		for r := range world {
 			if f.ended[run][r] < ep-2 {
-				return nil, 0, fmt.Errorf("%w: rank %d", ErrAhead, r)
+				return sampler.ClaimAnswer{}, fmt.Errorf("%w: rank %d", ErrAhead, r)
 			}
 		}
 	}
@@ -84,11 +89,12 @@ func (f *fakeCluster) Claim(_ context.Context, name, run string, world, ep, rank
 	if f.seen[k] == nil {
 		f.seen[k] = map[int32]bool{}
 	}
+	quota := sampler.ClusterQuota(q.Share, world, rank, f.lost[k], f.done[k])
 	gk := k + "/" + strconv.Itoa(rank)
 	var out []int32
 	ex := 0
-	for _, c := range cands {
-		if f.got[gk] >= quota || len(out) >= want {
+	for _, c := range q.Cands {
+		if f.got[gk]+q.Padded >= quota || len(out) >= q.Want {
 			break
 		}
 		ex++
@@ -99,7 +105,40 @@ func (f *fakeCluster) Claim(_ context.Context, name, run string, world, ep, rank
 		}
 	}
 	f.claims += len(out)
-	return out, ex, nil
+	if q.Probe && f.got[gk]+q.Padded >= quota {
+		if f.done[k] == nil {
+			f.done[k] = map[int]int{}
+		}
+		f.done[k][rank] = f.got[gk] + q.Padded
+	}
+	return sampler.ClaimAnswer{Granted: out, Examined: ex, Quota: quota, Losses: len(f.lost[k])}, nil
+}
+
+func (f *fakeCluster) LoseRank(_ context.Context, name, run string, ep, rank int, returned []int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return errDown
+	}
+	k := run + "/" + strconv.Itoa(ep)
+	if f.lost[k] == nil {
+		f.lost[k] = map[int]int{}
+	}
+	if _, ok := f.lost[k][rank]; ok {
+		return nil
+	}
+	if _, ok := f.done[k][rank]; ok {
+		return nil
+	}
+	gk := k + "/" + strconv.Itoa(rank)
+	for _, c := range returned {
+		if f.seen[k][c] {
+			delete(f.seen[k], c)
+			f.got[gk]--
+		}
+	}
+	f.lost[k][rank] = f.got[gk]
+	return nil
 }
 
 func (f *fakeCluster) EndEpoch(_ context.Context, name, run string, ep, rank int) error {

@@ -183,6 +183,8 @@ func (m *Manager) RankStatus(name string, rank int) ([]byte, error) {
 	switch {
 	case st.Lost:
 		state = "lost"
+	case !st.PausedUntil.IsZero():
+		state = "paused" // it said so (pause), for a validation pass or the like
 	case waiting:
 		state = "waiting" // for the slowest rank to finish its epoch
 	case st.Ended:
@@ -191,8 +193,38 @@ func (m *Manager) RankStatus(name string, rank int) ([]byte, error) {
 	return render([]kv{
 		{"rank", st.Rank}, {"state", state}, {"epoch", st.Epoch}, {"position", st.Position}, {"quota", st.Quota},
 		{"planned", st.Planned}, {"batches", st.Batches}, {"padded", st.Padded}, {"losses", st.Losses},
-		{"rejoins", st.Rejoined}, {"last_read", stamp(st.LastRead)},
+		{"rejoins", st.Rejoined}, {"last_read", stamp(st.LastRead)}, {"paused_until", pausedUntil(st.PausedUntil)},
 	}), nil
+}
+
+// Pause says that rank reads nothing for the duration text gives (a
+// validation pass, a long checkpoint): "300" (seconds) or "5m", at most
+// sampler.MaxPause; "0" ends a pause. The rank's lease runs from the
+// pause's end; its next read ends the pause.
+func (m *Manager) Pause(name string, rank int, text string) error {
+	d, err := parsePause(text)
+	if err != nil {
+		return err
+	}
+	if err := m.s.Pause(name, rank, d); err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// parsePause reads a pause: whole seconds, or a Go duration.
+func parsePause(text string) (time.Duration, error) {
+	text = strings.TrimSpace(text)
+	var d time.Duration
+	if n, err := strconv.ParseUint(text, 10, 32); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(text); err != nil {
+		return 0, fmt.Errorf("%w: pause %q: want seconds (300) or a duration (5m, 1h30m)", ErrInvalid, clip(text))
+	}
+	if d < 0 || d > sampler.MaxPause {
+		return 0, fmt.Errorf("%w: pause %q: want 0 to %v", ErrInvalid, clip(text), sampler.MaxPause)
+	}
+	return d, nil
 }
 
 type kv struct {
@@ -208,6 +240,13 @@ func render(kvs []kv) []byte {
 	return b.Bytes()
 }
 
+func pausedUntil(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return stamp(t)
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "never"
@@ -221,5 +260,5 @@ func clusterLines(st sampler.JobStatus) []kv {
 		return nil
 	}
 	return []kv{{"cluster", true}, {"ranks_remote", st.RanksRemote}, {"claimed", st.Claimed},
-		{"claimed_away", st.ClaimedAway}, {"claim_fallbacks", st.ClaimFallbacks}}
+		{"claimed_away", st.ClaimedAway}, {"claim_fallbacks", st.ClaimFallbacks}, {"taken_over", st.TakenOver}}
 }

@@ -81,6 +81,49 @@ type ClaimRequest struct {
 	Share, Padded int
 	Want          int
 	Cands         []int32
+	// Probe: the rank got its quota on this node and asks whether it
+	// grew. If not, its count is final: the cluster records it as done,
+	// and shares what ranks lost later leave over the others.
+	Probe bool
+}
+
+// ClusterQuota is a rank's quota in an epoch of a cluster job, as the
+// claimer computes it (cluster/epochs.go's claim script does, in Lua):
+// share, plus its part of what the epoch's lost ranks left (share less
+// each one's final count, lost: rank → final count) and the done ranks
+// did not take (their final counts past share, done: rank → final
+// count): an even part over the world's ranks neither lost nor done, the
+// remainder to the lowest of them. A lost or done rank's quota is its
+// final count. A rank's quota never shrinks as ranks are lost or done.
+func ClusterQuota(share, world, rank int, lost, done map[int]int) int {
+	if g, ok := lost[rank]; ok {
+		return g
+	}
+	if g, ok := done[rank]; ok {
+		return g
+	}
+	left, below := 0, 0
+	for r, g := range lost {
+		left += max(0, share-g)
+		if r < rank {
+			below++
+		}
+	}
+	for r, g := range done {
+		left -= max(0, g-share)
+		if r < rank {
+			below++
+		}
+	}
+	live := world - len(lost) - len(done)
+	if live <= 0 || left <= 0 {
+		return share
+	}
+	q := share + left/live
+	if rank-below < left%live {
+		q++
+	}
+	return q
 }
 
 // ClaimAnswer is a claim's answer.
@@ -112,6 +155,7 @@ type claimReq struct {
 	ep    *epoch
 	share int // the rank's base quota (ep.share)
 	pad   int // its padding in ep
+	probe bool
 	want  int
 	cands []int32 // local indices
 }
@@ -156,12 +200,14 @@ func (s *Sampler) prepareClaim(j *job, r *rank, first bool) *claimReq {
 		return nil
 	}
 	var want int
+	probe := false
 	switch {
 	case r.done():
 		if ep.final[r.id] || ep.quota[r.id] == 0 {
 			return nil
 		}
 		want = j.cfg.BatchSize // the probe
+		probe = true
 	case r.capped == ep || r.need() <= 0:
 		return nil
 	case first:
@@ -183,7 +229,7 @@ func (s *Sampler) prepareClaim(j *job, r *rank, first bool) *claimReq {
 	if ep.pads != nil {
 		pad = ep.pads[r.id]
 	}
-	return &claimReq{j: j, r: r, ep: ep, share: ep.share, pad: pad, want: want, cands: cands}
+	return &claimReq{j: j, r: r, ep: ep, share: ep.share, pad: pad, want: want, cands: cands, probe: probe}
 }
 
 // candidates takes up to n free samples of r's epoch in its set and

@@ -17,6 +17,7 @@ type fakeCluster struct {
 	got   map[[2]int]int
 	fin   map[int]int         // rank → last epoch ended
 	lost  map[int]map[int]int // epoch → lost rank → its final count
+	done  map[int]map[int]int // epoch → rank whose count is final → it
 	world int
 	fail  func() bool // claims fail while it says so
 	calls int
@@ -27,7 +28,7 @@ type fakeCluster struct {
 
 func newFakeCluster(world int) *fakeCluster {
 	return &fakeCluster{seen: map[int]map[int32]bool{}, got: map[[2]int]int{}, fin: map[int]int{},
-		lost: map[int]map[int]int{}, world: world, away: map[[2]int]map[int32]bool{}}
+		lost: map[int]map[int]int{}, done: map[int]map[int]int{}, world: world, away: map[[2]int]map[int32]bool{}}
 }
 
 type fakeClaimer struct {
@@ -36,32 +37,6 @@ type fakeClaimer struct {
 }
 
 var errFakeDown = errors.New("fake cluster down")
-
-// quotaOf is the claim script's quota: share, plus an even part of what
-// the lost ranks left (the remainder to the lowest live ranks); a lost
-// rank's is its final count.
-func (c *fakeCluster) quotaOf(ep, rank, share int) int {
-	lost := c.lost[ep]
-	if g, ok := lost[rank]; ok {
-		return g
-	}
-	left, below := 0, 0
-	for r, g := range lost {
-		left += max(0, share-g)
-		if r < rank {
-			below++
-		}
-	}
-	live := c.world - len(lost)
-	if live <= 0 || left == 0 {
-		return share
-	}
-	q := share + left/live
-	if rank-below < left%live {
-		q++
-	}
-	return q
-}
 
 func (f fakeClaimer) Claim(q ClaimRequest) (ClaimAnswer, error) {
 	ep, rank, share, want, cands := q.Epoch, q.Rank, q.Share, q.Want, q.Cands
@@ -88,7 +63,7 @@ func (f fakeClaimer) Claim(q ClaimRequest) (ClaimAnswer, error) {
 		c.away[[2]int{f.node, ep}] = away
 	}
 	k := [2]int{ep, rank}
-	quota := c.quotaOf(ep, rank, share)
+	quota := ClusterQuota(share, c.world, rank, c.lost[ep], c.done[ep])
 	var out []int32
 	ex := 0
 	for _, l := range cands {
@@ -106,6 +81,12 @@ func (f fakeClaimer) Claim(q ClaimRequest) (ClaimAnswer, error) {
 		c.seen[ep][l] = true
 		c.got[k]++
 		out = append(out, l)
+	}
+	if q.Probe && c.got[k]+q.Padded >= quota {
+		if c.done[ep] == nil {
+			c.done[ep] = map[int]int{}
+		}
+		c.done[ep][rank] = c.got[k] + q.Padded
 	}
 	return ClaimAnswer{Granted: out, Examined: ex, Quota: quota, Losses: len(c.lost[ep])}, nil
 }
@@ -125,6 +106,9 @@ func (f fakeClaimer) Lost(ep, rank int, returned []int32) {
 	}
 	if _, ok := c.lost[ep][rank]; ok {
 		return
+	}
+	if _, ok := c.done[ep][rank]; ok {
+		return // its count was final: nothing of it is left
 	}
 	k := [2]int{ep, rank}
 	for _, l := range returned {

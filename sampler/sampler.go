@@ -440,7 +440,7 @@ func (s *Sampler) NextRank(name string, rank int) (batch []int, endOfEpoch bool,
 		}
 		s.mu.Unlock()
 		ans, cerr := j.cfg.Claimer.Claim(ClaimRequest{Epoch: req.ep.num, Rank: r.id, Share: req.share, Padded: req.pad,
-			Want: req.want, Cands: req.cands})
+			Want: req.want, Cands: req.cands, Probe: req.probe})
 		s.mu.Lock()
 		if err := s.applyClaim(req, ans, cerr); err != nil {
 			return nil, false, err
@@ -630,6 +630,13 @@ func (s *Sampler) reap(now time.Time) []string {
 			}
 		}
 		if live == 0 {
+			if j.cfg.Claimer != nil {
+				// The cluster's other nodes take over what its ranks
+				// here had not read.
+				for _, r := range expired {
+					s.loseRank(j, r)
+				}
+			}
 			s.drop(j)
 			s.expired[j.name] = now
 			dropped = append(dropped, j.name)

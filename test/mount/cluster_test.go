@@ -572,3 +572,95 @@ func TestClusterACopyOrCatalogWrittenWithoutTheKeyIsNeverServed(t *testing.T) {
 	}
 	checkAll(t, src, b.mnt, paths)
 }
+
+// TestClusterARankLostOnOneNodeIsFinishedByRanksOnAnother: a cluster job
+// of 3 ranks, rank 0 on node A and ranks 1 and 2 on node B. Rank 0 reads
+// two batches and stops; once its lease (2 s) has run out, node A tells
+// the cluster, and ranks 1 and 2 on node B read what it had not: the
+// epoch holds every sample once, apart from padding, and B's status counts
+// what its ranks took over.
+func TestClusterARankLostOnOneNodeIsFinishedByRanksOnAnother(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths := makeSamples(t, 61, 2000)
+	var nodes []*env
+	for range 2 {
+		e := clusterEnv(t, rc, src, clusterKey)
+		e.opts.lease = 2 * time.Second
+		e.mount()
+		nodes = append(nodes, e)
+	}
+	dirs := make([]string, 2)
+	for i, e := range nodes {
+		dirs[i] = filepath.Join(e.mnt, ".epochfs", "jobs", "lossy")
+		if err := os.Mkdir(dirs[i], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dirs[i], "config"), []byte("batch_size=2\nworld_size=3\ncluster=true\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(node, r int) []string {
+		b, err := os.ReadFile(filepath.Join(dirs[node], "rank", strconv.Itoa(r), "next"))
+		if err != nil {
+			t.Fatalf("rank %d on node %d: %v", r, node, err)
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	var got [3][]string
+	for range 2 {
+		got[0] = append(got[0], read(0, 0)...)
+	}
+	for range 3 {
+		for _, r := range []int{1, 2} {
+			got[r] = append(got[r], read(1, r)...)
+		}
+	}
+	// Node A loses rank 0 once its lease runs out: with no rank left
+	// there, the job ends on A, and A tells the cluster first.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(dirs[0]); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node A never dropped the job of its lost rank")
+		}
+		// Node B's ranks stay alive meanwhile.
+		for _, r := range []int{1, 2} {
+			nodes[1].jm.Sampler().Touch("lossy", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, r := range []int{1, 2} {
+		got[r] = append(got[r], rankEpochOf(t, dirs[1], r)...)
+	}
+	count := map[string]int{}
+	for _, sh := range got {
+		for _, p := range sh {
+			count[p]++
+		}
+	}
+	repeats := 0
+	for _, p := range paths {
+		if count[p] == 0 {
+			t.Fatalf("%s was never handed out: rank 0's share was not taken over (counts %d %d %d)", p, len(got[0]), len(got[1]), len(got[2]))
+		}
+		repeats += count[p] - 1
+	}
+	// Ranks 1 and 2 read the rest. (How they split it depends on when
+	// each learnt of the loss: one that had finished its share before
+	// leaves its part to the other.)
+	if len(got[0]) != 4 || len(got[1])+len(got[2]) < len(paths)-4 {
+		t.Fatalf("counts %d %d %d: want rank 0's 4, and ranks 1 and 2 the rest", len(got[0]), len(got[1]), len(got[2]))
+	}
+	st := kv(mustRead(t, filepath.Join(dirs[1], "status")))
+	if st["taken_over"] == "0" || st["taken_over"] == "" {
+		t.Errorf("node B's status: taken_over=%q, want what its ranks took over", st["taken_over"])
+	}
+	if want := st["padded"]; strconv.Itoa(repeats) != want {
+		t.Errorf("%d samples handed out twice, node B padded %s: every repeat must be padding", repeats, want)
+	}
+}

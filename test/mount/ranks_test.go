@@ -49,7 +49,7 @@ func TestRankDirectoriesFollowWorldSizeAndBelongToTheJobsOwner(t *testing.T) {
 	if code, out := shell(t, true, `mkdir "$1" && printf 'batch_size=3\nsampler=random\nworld_size=4\n' > "$1/config"`, dir); code != 0 {
 		t.Fatalf("the user's mkdir and config: exit %d: %s", code, out)
 	}
-	if code, out := shell(t, true, `ls "$1/rank" | tr '\n' ' '; ls "$1/rank/2" | tr '\n' ' '`, dir); code != 0 || out != "0 1 2 3 batch next status " {
+	if code, out := shell(t, true, `ls "$1/rank" | tr '\n' ' '; ls "$1/rank/2" | tr '\n' ' '`, dir); code != 0 || out != "0 1 2 3 batch next pause state status " {
 		t.Fatalf("ls rank, rank/2: exit %d: %q", code, out)
 	}
 	// Forget the kernel's dentries: ownership comes from the daemon.
@@ -326,5 +326,54 @@ func TestARunningJobFollowsARefreshAtItsNextEpoch(t *testing.T) {
 	st := kv(mustRead(t, filepath.Join(dir, "status")))
 	if n, _ := strconv.Atoi(st["skipped"]); n < 4 {
 		t.Errorf("job status skipped=%s, want at least the 4 removed files not handed out before", st["skipped"])
+	}
+}
+
+// TestAPausedRankOutlivesItsLease: with a lease of 1 s, rank 1 of a job
+// writes "3" to its pause (bash, as the job's user) and reads nothing
+// for 2 s while rank 0 reads: it is not lost (state=paused); a bad pause
+// is refused with EINVAL and its reason in errors; once the pause and a
+// lease have passed without a read, it is lost.
+func TestAPausedRankOutlivesItsLease(t *testing.T) {
+	src, _ := makeSamples(t, 400, 300)
+	e := newEnv(t, src, 1<<20)
+	e.opts.lease = time.Second
+	openToOthers(e)
+	e.mount()
+	dir := filepath.Join(e.mnt, ".epochfs", "jobs", "val")
+	code, out := shell(t, true, `set -e
+mkdir "$1"
+printf 'batch_size=2\nworld_size=2\n' > "$1/config"
+cat "$1/rank/0/next" "$1/rank/1/next" >/dev/null
+echo 3 > "$1/rank/1/pause"
+if echo soon > "$1/rank/1/pause"; then echo "a bad pause was taken"; exit 1; fi
+grep '^state=' "$1/rank/1/status"`, dir)
+	if code != 0 || !strings.Contains(out, "state=paused") {
+		t.Fatalf("pause: exit %d: %s", code, out)
+	}
+	if errs := e.errorsFile(); !strings.Contains(errs, "pause") || !strings.Contains(errs, "soon") {
+		t.Errorf(".epochfs/errors lacks the bad pause:\n%s", errs)
+	}
+	for range 10 { // 2 s of rank 0 reading
+		if _, err := os.ReadFile(filepath.Join(dir, "rank", "0", "next")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := kv(mustRead(t, filepath.Join(dir, "rank", "1", "status"))); st["state"] != "paused" {
+		t.Fatalf("rank 1 during its pause: state=%s, want paused", st["state"])
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.ReadFile(filepath.Join(dir, "rank", "0", "next")); err != nil {
+			t.Fatal(err)
+		}
+		if st := kv(mustRead(t, filepath.Join(dir, "rank", "1", "status"))); st["state"] == "lost" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rank 1 was never lost after its pause")
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
