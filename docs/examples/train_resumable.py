@@ -125,7 +125,9 @@ def main():
             if a.pace:
                 import time
                 time.sleep(a.pace)
-        # The epoch is done: a checkpoint now resumes at the next one.
+        # The epoch is done: a checkpoint now resumes at the next one. (A validation pass would go
+        # here too: the pause keeps the mount from taking the idle ranks for dead meanwhile.)
+        sampler.pause(600)
         checkpoint(epoch + 1, 0)
         print(f"rank {rank}/{world}: epoch {epoch + 1} done, {consumed} samples, step {step}", flush=True)
     if world > 1:
