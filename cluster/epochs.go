@@ -31,6 +31,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -150,6 +151,23 @@ if got < 0 then got = 0 end
 redis.call('HSET', KEYS[2], ARGV[1], got)
 redis.call('HSET', KEYS[3], ARGV[1], got)
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+return 1`)
+
+// seedScript: KEYS seen, tmp, ended, shape, members; ARGV bitmap, epoch,
+// world, ttl ms. ORs bitmap into the seen set (samples an interrupted run
+// handed out), and records every rank of 0..world-1 as having ended the
+// epoch before (so that the two-epochs check lets the resumed epoch be
+// claimed). Returns 1.
+var seedScript = redis.NewScript(`
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4])
+redis.call('BITOP', 'OR', KEYS[1], KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[2])
+local before = tonumber(ARGV[2]) - 1
+for r = 0, tonumber(ARGV[3]) - 1 do
+  local cur = tonumber(redis.call('HGET', KEYS[3], r) or '0')
+  if before > cur then redis.call('HSET', KEYS[3], r, before) end
+end
+for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
 return 1`)
 
 // endScript: KEYS ended; ARGV rank, epoch, ttl ms. Keeps the largest.
@@ -287,6 +305,39 @@ func (c *Cluster) LoseRank(ctx context.Context, name, run string, ep, rank int, 
 	err := lostScript.Run(octx, c.rdb, []string{jk.seen(run, ep), jk.got(run, ep), jk.lost(run, ep), jk.done(run, ep)}, args...).Err()
 	if c.note(err) != nil {
 		return fmt.Errorf("cluster: job %s: rank %d lost in epoch %d: %w", name, rank, ep, err)
+	}
+	return nil
+}
+
+// Seen returns epoch ep's seen set of run run as Redis keeps it: bit i
+// (the most significant bit of byte i/8 first) is subset-local sample i,
+// set once a rank claimed it; nil when nothing was claimed.
+func (c *Cluster) Seen(ctx context.Context, name, run string, ep int) ([]byte, error) {
+	jk := c.keys.job(name)
+	octx, cancel := c.op(ctx)
+	defer cancel()
+	b, err := c.rdb.Get(octx, jk.seen(run, ep)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if c.note(err) != nil {
+		return nil, fmt.Errorf("cluster: job %s: seen set of epoch %d: %w", name, ep, err)
+	}
+	return b, nil
+}
+
+// Seed marks the samples set in bitmap (Seen's layout) as had in epoch ep
+// of run run, and records ranks 0..world-1 as having ended epoch ep-1: a
+// resumed job continues ep with the samples an interrupted run handed out
+// left out. Every node of the resumed job seeds the same bits.
+func (c *Cluster) Seed(ctx context.Context, name, run string, ep, world int, bitmap []byte) error {
+	jk := c.keys.job(name)
+	octx, cancel := c.op(ctx)
+	defer cancel()
+	keys := []string{jk.seen(run, ep), jk.seen(run, ep) + ":seed", jk.ended(run), jk.shape, jk.members}
+	err := seedScript.Run(octx, c.rdb, keys, bitmap, ep, world, c.o.JobTTL.Milliseconds()).Err()
+	if c.note(err) != nil {
+		return fmt.Errorf("cluster: job %s: seed epoch %d: %w", name, ep, err)
 	}
 	return nil
 }

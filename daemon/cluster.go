@@ -84,6 +84,14 @@ func (j clusterJobs) Claim(ctx context.Context, name, run string, world int, che
 	return sampler.ClaimAnswer{Granted: res.Claimed, Examined: res.Examined, Quota: res.Quota, Losses: res.Losses}, err
 }
 
+func (j clusterJobs) Seen(ctx context.Context, name, run string, ep int) ([]byte, error) {
+	return j.c.Seen(ctx, name, run, ep)
+}
+
+func (j clusterJobs) Seed(ctx context.Context, name, run string, ep, world int, bitmap []byte) error {
+	return j.c.Seed(ctx, name, run, ep, world, bitmap)
+}
+
 func (j clusterJobs) LoseRank(ctx context.Context, name, run string, ep, rank int, returned []int32) error {
 	return j.c.LoseRank(ctx, name, run, ep, rank, returned)
 }

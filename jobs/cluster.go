@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,12 @@ type ClusterJobs interface {
 	EndEpoch(ctx context.Context, name, run string, ep, rank int) error
 	// LoseRank is sampler.Claimer's Lost in run.
 	LoseRank(ctx context.Context, name, run string, ep, rank int, returned []int32) error
+	// Seen returns epoch ep's seen set of run: bit i (the most
+	// significant bit of byte i/8 first) is subset-local sample i.
+	Seen(ctx context.Context, name, run string, ep int) ([]byte, error)
+	// Seed marks the samples set in bitmap (Seen's layout) as had in epoch
+	// ep of run, and ranks 0..world-1 as having ended epoch ep-1.
+	Seed(ctx context.Context, name, run string, ep, world int, bitmap []byte) error
 }
 
 // ErrAhead: a cluster job's claim was refused because a rank is two
@@ -195,6 +202,42 @@ func (k *claimer) Ended(ep, rank int) {
 		k.log.Debug("cluster job: end of epoch not recorded", zap.String("job", k.name), zap.Int("rank", rank),
 			zap.Int("epoch", ep), zap.Error(err))
 	}
+}
+
+// seen returns the cluster's seen set of epoch ep as a bit set over n
+// subset-local samples.
+func (k *claimer) seen(ep, n int) ([]uint64, error) {
+	run, err := k.runID()
+	if err != nil {
+		return nil, err
+	}
+	b, err := k.cl.Seen(context.Background(), k.name, run, ep)
+	if err != nil {
+		return nil, err
+	}
+	words := make([]uint64, (n+63)/64)
+	for i, c := range b {
+		for c != 0 {
+			bit := bits.LeadingZeros8(c)
+			c &^= 0x80 >> bit
+			if l := i*8 + bit; l < n {
+				words[l>>6] |= 1 << uint(l&63)
+			}
+		}
+	}
+	return words, nil
+}
+
+// seed marks handed (a bit set over subset-local samples) as had in the
+// cluster's epoch ep.
+func (k *claimer) seed(ep int, handed []uint64) error {
+	run, err := k.runID()
+	if err != nil {
+		return err
+	}
+	b := make([]byte, len(handed)*8)
+	eachBit(handed, func(l int) { b[l>>3] |= 0x80 >> uint(l&7) })
+	return k.cl.Seed(context.Background(), k.name, run, ep, k.world, b)
 }
 
 // leave takes the node out of the job in the cluster (if it joined).

@@ -114,6 +114,45 @@ func (f *fakeCluster) Claim(_ context.Context, name, run string, world int, chec
 	return sampler.ClaimAnswer{Granted: out, Examined: ex, Quota: quota, Losses: len(f.lost[k])}, nil
 }
 
+func (f *fakeCluster) Seen(_ context.Context, name, run string, ep int) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, errDown
+	}
+	var b []byte
+	for c := range f.seen[run+"/"+strconv.Itoa(ep)] {
+		for int(c)/8 >= len(b) {
+			b = append(b, 0)
+		}
+		b[c/8] |= 0x80 >> uint(c%8)
+	}
+	return b, nil
+}
+
+func (f *fakeCluster) Seed(_ context.Context, name, run string, ep, world int, bitmap []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return errDown
+	}
+	k := run + "/" + strconv.Itoa(ep)
+	if f.seen[k] == nil {
+		f.seen[k] = map[int32]bool{}
+	}
+	for i, c := range bitmap {
+		for bit := range 8 {
+			if c&(0x80>>uint(bit)) != 0 {
+				f.seen[k][int32(i*8+bit)] = true
+			}
+		}
+	}
+	for r := range world {
+		f.ended[run][r] = max(f.ended[run][r], ep-1)
+	}
+	return nil
+}
+
 func (f *fakeCluster) LoseRank(_ context.Context, name, run string, ep, rank int, returned []int32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/cespare/xxhash/v2"
+	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/sampler"
 )
@@ -18,8 +19,8 @@ import (
 // a remount, a catalog numbered after refreshes. The sampler does the rest
 // (sampler/resume.go).
 
-// State returns the job's state document. A cluster job has none: its
-// epochs are the cluster's (not built).
+// State returns the job's state document (a cluster job's: see
+// clusterHanded).
 func (m *Manager) State(name string) ([]byte, error) {
 	j, err := m.lookupJob(name)
 	if err != nil {
@@ -29,11 +30,59 @@ func (m *Manager) State(name string) ([]byte, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
+	var unread []string
 	if sn.Cluster {
-		return nil, fmt.Errorf("%w: job %q: a cluster job's state is the cluster's; saving it is not supported", ErrInvalid, name)
+		if unread, err = m.clusterHanded(name, j, &sn); err != nil {
+			return nil, err
+		}
 	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
-	return stateOf(name, j.cfg, sn, order, hash)
+	doc, err := stateOf(name, j.cfg, sn, order, hash)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range unread {
+		doc = append(doc, "unread "+ctlpath.Quote(p)+"\n"...)
+	}
+	return doc, nil
+}
+
+// clusterHanded makes a cluster job's snapshot the cluster's: each epoch's
+// samples handed out are those the cluster's ranks claimed (on any node)
+// and those handed out here (an epoch drawn locally after a claim failed).
+// Claimed ones are not all handed out: the samples this node's ranks drew
+// ahead are returned as the document's unread lines, and every node's
+// document has its own, so the job's state is one node's document with
+// the unread lines of all (the Python DistributedSampler gathers them).
+func (m *Manager) clusterHanded(name string, j *job, sn *sampler.Snapshot) ([]string, error) {
+	m.mu.Lock()
+	k := j.cl
+	m.mu.Unlock()
+	if k == nil {
+		return nil, fmt.Errorf("%w: job %q: the job is not in the cluster", ErrInvalid, name)
+	}
+	files := m.fileList()
+	var unread []string
+	for i, ep := range sn.Epochs {
+		claimed, err := k.seen(ep.Num, sn.Size)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: job %q: the cluster's epoch %d: %w", name, ep.Num, err)
+		}
+		for w := range claimed {
+			if w < len(ep.Here) {
+				claimed[w] |= ep.Here[w]
+			}
+		}
+		eachBit(ep.Planned, func(l int) {
+			g := int32(l)
+			if sn.Subset != nil {
+				g = sn.Subset[l]
+			}
+			unread = append(unread, files[g].Path)
+		})
+		sn.Epochs[i].Handed = claimed
+	}
+	return unread, nil
 }
 
 // stateOf renders the state document of a job's snapshot, its epoch
@@ -73,9 +122,6 @@ func (m *Manager) Resume(name string, doc []byte) error {
 	if err != nil {
 		return err
 	}
-	if j.cfg.Cluster {
-		return fmt.Errorf("%w: state: job %q is a cluster job: resuming one is not supported", ErrInvalid, name)
-	}
 	if d.Kind != j.cfg.Sampler || d.Seed != j.cfg.Seed {
 		return stateError("of a sampler=%s seed=%d job; job %q is sampler=%s seed=%d", d.Kind, d.Seed, name, j.cfg.Sampler, j.cfg.Seed)
 	}
@@ -96,6 +142,21 @@ func (m *Manager) Resume(name string, doc []byte) error {
 		return err
 	}
 	eps := resumeEpochs(d, order, sn.Size, unread)
+	if j.cfg.Cluster {
+		// Its epochs are the cluster's: every node of the job seeds the
+		// same samples there.
+		m.mu.Lock()
+		k := j.cl
+		m.mu.Unlock()
+		if k == nil {
+			return fmt.Errorf("%w: job %q: the job is not in the cluster", ErrInvalid, name)
+		}
+		for _, ep := range eps {
+			if err := k.seed(ep.Num, ep.Handed); err != nil {
+				return fmt.Errorf("jobs: job %q: the state could not be marked in the cluster (try again): %w", name, err)
+			}
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.movedLocked()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/epochfs/epochfs/ctlpath"
@@ -244,4 +245,99 @@ func FuzzParseState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mergeStates is what the Python DistributedSampler does with the state
+// documents of a cluster job's nodes: the first one's, with the unread
+// lines of every one.
+func mergeStates(docs ...[]byte) []byte {
+	i := bytes.Index(docs[0], []byte("\ncheck "))
+	end := i + 1 + bytes.IndexByte(docs[0][i+1:], '\n') + 1
+	out := bytes.Clone(docs[0][:end])
+	for _, d := range docs {
+		for _, l := range strings.SplitAfter(string(d), "\n") {
+			if strings.HasPrefix(l, "unread ") {
+				out = append(out, l...)
+			}
+		}
+	}
+	return out
+}
+
+// TestAClusterJobResumesOnOtherNodesWithAnotherWorldSize: a cluster job
+// of 2 ranks (rank 0 on node A, rank 1 on node B) is interrupted; the
+// documents of its nodes, merged, resume a cluster job of 3 ranks on two
+// other nodes (ranks 0 and 1 on C, 2 on D): every sample of the epoch
+// comes once across both runs, apart from padding.
+func TestAClusterJobResumesOnOtherNodesWithAnotherWorldSize(t *testing.T) {
+	fc := newFakeCluster()
+	const n = 61
+	node := func(job, doc string) *Manager {
+		m, _ := newManagerWith(t, n, Options{Cluster: fc})
+		configure(t, m, job, doc)
+		return m
+	}
+	a := node("old", "batch_size=3\nseed=4\nworld_size=2\ncluster=true\n")
+	b := node("old", "batch_size=3\nseed=4\nworld_size=2\ncluster=true\n")
+	var seen []string
+	for range 4 {
+		seen = append(seen, readBatch(t, a, "old", 0)...)
+		seen = append(seen, readBatch(t, b, "old", 1)...)
+	}
+	sa, err := a.State("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.State("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(sa, []byte("\nunread ")) || !bytes.Contains(sb, []byte("\nunread ")) {
+		t.Fatal("no node's state gives back what its ranks drew ahead: the test shows nothing")
+	}
+	doc := mergeStates(sa, sb)
+	c := node("new", "batch_size=2\nseed=4\nworld_size=3\ncluster=true\n")
+	d := node("new", "batch_size=2\nseed=4\nworld_size=3\ncluster=true\n")
+	for _, m := range []*Manager{c, d} {
+		if err := m.Resume("new", doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ranks read at once, as a job's do (a rank that first reads on
+	// a node after the node's other ranks completed the epoch is dealt
+	// into the next one).
+	shares := make([][]string, 3)
+	for r, m := range []*Manager{c, c, d} {
+		shares[r] = readBatch(t, m, "new", r) // every rank in the epoch first
+	}
+	var wg sync.WaitGroup
+	for r, m := range []*Manager{c, c, d} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shares[r] = append(shares[r], rankEpoch(t, m, "new", r)...)
+		}()
+	}
+	wg.Wait()
+	var rest []string
+	counts := make([]int, 3)
+	for r, sh := range shares {
+		counts[r] = len(sh)
+		rest = append(rest, sh...)
+	}
+	left := n - len(seen)
+	if want := (left + 2) / 3; counts[0] != want || counts[1] != want || counts[2] != want {
+		t.Fatalf("resumed ranks got %v, want %d each", counts, want)
+	}
+	count := map[string]int{}
+	for _, p := range append(seen, rest...) {
+		count[p]++
+	}
+	if len(count) != n {
+		t.Fatalf("%d of %d samples handed out across the runs", len(count), n)
+	}
+	repeats := len(seen) + len(rest) - n
+	if pad := 3*counts[0] - left; repeats != pad {
+		t.Fatalf("%d repeats, want the padding %d", repeats, pad)
+	}
 }

@@ -66,6 +66,14 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 		left := j.size - ep.excluded - ep.resumed
 		ep.share = perRank(left, w, j.cfg.DropLast)
 		j.st.Size, j.st.PerRank = j.size-ep.excluded, ep.share
+	} else if ep.resumed > 0 {
+		// Every node resumes from the same state: their counts agree
+		// (what is gone need not, and is padded for).
+		ep.share = perRank(j.size-ep.resumed, w, j.cfg.DropLast)
+		j.st.PerRank = ep.share
+	} else {
+		ep.share = j.share
+		j.st.PerRank = j.share
 	}
 	lost := 0
 	for i, r := range j.ranks {
@@ -97,7 +105,7 @@ func (s *Sampler) newEpoch(j *job) *epoch {
 	}
 	j.latest = ep
 	s.invalidateDSA()
-	if ep.resumed > 0 {
+	if ep.resumed > 0 && ep.share == 0 {
 		// What an interrupted run left of it may be nothing, or less than
 		// a sample per rank with drop_last: complete at its creation.
 		s.prune(j)

@@ -52,6 +52,9 @@ type EpochSnapshot struct {
 	// Resumed: of Count, those the interrupted run this job continues
 	// handed out.
 	Resumed int
+	// Here (a cluster job's): the samples handed out on this node, and
+	// Planned, those its ranks drew ahead (claimed, not handed out).
+	Here, Planned []uint64
 }
 
 // Snapshot is a job's place in its epochs.
@@ -136,7 +139,17 @@ func (s *Sampler) snapshotEpoch(j *job, ep *epoch) EpochSnapshot {
 		}
 		count += bits.OnesCount64(words[w])
 	}
-	return EpochSnapshot{Num: ep.num, Handed: words, Count: count, Got: slices.Clone(ep.got), Resumed: ep.resumed}
+	es := EpochSnapshot{Num: ep.num, Handed: words, Count: count, Got: slices.Clone(ep.got), Resumed: ep.resumed}
+	if ep.here != nil {
+		es.Here = slices.Clone(ep.here)
+		es.Planned = make([]uint64, len(words))
+		for e := range ep.planned {
+			if l, ok := j.local(e); ok && l < ep.set.n {
+				es.Planned[l>>6] |= 1 << uint(l&63)
+			}
+		}
+	}
+	return es
 }
 
 // Resume makes a job that has not read yet continue the epochs of an
@@ -144,7 +157,8 @@ func (s *Sampler) snapshotEpoch(j *job, ep *epoch) EpochSnapshot {
 // handed out already taken, and applies eps[1], if given (it must be
 // eps[0].Num+1), when it creates that epoch. What the job drew ahead is
 // dropped. ErrStarted if a rank of the job has read; ErrBadConfig for a
-// cluster job (its epochs are the cluster's) or a bad eps.
+// bad eps. A cluster job's epochs are the cluster's: its caller marks
+// the samples handed out there too (every node of the job resumes).
 func (s *Sampler) Resume(name string, eps []ResumeEpoch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,9 +166,6 @@ func (s *Sampler) Resume(name string, eps []ResumeEpoch) error {
 	j, err := s.lookup(name)
 	if err != nil {
 		return err
-	}
-	if j.cfg.Claimer != nil {
-		return fmt.Errorf("%w: job %q: a cluster job's epochs are the cluster's; resuming one is not supported", ErrBadConfig, name)
 	}
 	for _, r := range j.ranks {
 		if r.started {

@@ -11,7 +11,7 @@ import os
 import time
 
 from ._mount import EpochfsError, last_error
-from ._paths import quote
+from ._paths import quote, unquote
 
 VERSION = 1
 
@@ -69,6 +69,27 @@ def wait_resumed(job, job_dir, sd, timeout):
             raise EpochfsError(errno.ETIMEDOUT, f"epochfs: job {job}: not resumed from the state after {timeout} s "
                                                 "(the rank that registers the job loads it)")
         time.sleep(0.05)
+
+
+def split(text):
+    """A state document's checked part (through its check line) and the paths of its unread lines."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("check "):
+            body = "".join(lines[:i + 1])
+            return body, [unquote(l[len("unread "):].rstrip("\n")) for l in lines[i + 1:] if l.startswith("unread ")]
+    raise ValueError("epochfs: the job's state has no check line: it is truncated")
+
+
+def joined(texts, unread):
+    """One state document from the documents of a job's nodes (a cluster job's name, in their unread
+    lines, the samples each node drew ahead) and the ranks' unread samples: the first document's checked
+    part, with every unread sample in the dict's unread list."""
+    body, first = split(texts[0])
+    out = list(first)
+    for t in texts[1:]:
+        out += split(t)[1]
+    return body, out + list(unread)
 
 
 def merge(sds):

@@ -143,7 +143,8 @@ class Batches:
         with self._io:  # no batch is taken meanwhile
             text = _state.read_state(self.job, self.dir)
             unread = [p for paths in self._ahead for p in paths]
-        return _state.state_dict(self.job, text, unread)
+        body, more = _state.joined([text], unread)
+        return _state.state_dict(self.job, body, more)
 
     def load_state_dict(self, state_dict):
         """Continues the epoch of state_dict (a dict from state_dict(), or a list of every rank's), on

@@ -208,24 +208,29 @@ class DistributedSampler(_TorchSampler):
                 raise ValueError(f"epochfs: consumed={consumed}: the sampler yielded {len(self._yielded)} this epoch")
             unread += [self.paths[i] for i in self._yielded[consumed:]]
         if not self._group():
-            return _state.state_dict(self.job, _state.read_state(self.job, self.dir), unread)
-        # Every rank is here, its data loader's reads of the job stopped: one document for all.
+            body, more = _state.joined([_state.read_state(self.job, self.dir)], unread)
+            return _state.state_dict(self.job, body, more)
+        # Every rank is here, its data loader's reads of the job stopped: one document for all. A cluster
+        # job's nodes each give back, in their document, what their ranks drew ahead: each node's first
+        # rank reads its node's.
         dist.barrier()
-        text = _state.read_state(self.job, self.dir) if dist.get_rank() == 0 else None
+        reads = dist.get_rank() == 0 or (self.cluster and self._registers)
+        text = _state.read_state(self.job, self.dir) if reads else None
         parts = [None] * dist.get_world_size()
         dist.all_gather_object(parts, (text, unread))
-        return _state.state_dict(self.job, parts[0][0], [p for _, u in parts for p in u])
+        texts = [t for t, _ in parts if t is not None]
+        body, more = _state.joined(texts, [p for _, u in parts for p in u])
+        return _state.state_dict(self.job, body, more)
 
     def load_state_dict(self, state_dict):
         """Continues the epoch of state_dict (a dict from state_dict(), or a list of every rank's), on
         any mount of the same files and with any num_replicas: the ranks share what the epoch had not
         handed out, each sample once, with torch's counts. Call it on every rank before iterating: the
-        rank that registered the job loads the state, the others wait for it (a barrier with a process
-        group, else until the job's status shows it, up to timeout). Raises EpochfsError (EINVAL, with
+        rank that registered the job loads the state (a cluster job's: the first rank of each node, on its
+        node), the others wait for it (a barrier with a process group, else until the job's status shows
+        it, up to timeout). Raises EpochfsError (EINVAL, with
         the daemon's reason) for a state of other files, another sampler or seed, or a document changed
         or truncated."""
-        if self.cluster:
-            raise NotImplementedError("epochfs: resuming a cluster=True job is not supported")
         sd = _state.merge(state_dict)
         group = self._group()
         err = None

@@ -63,7 +63,8 @@ class Sampler(_TorchSampler):
             if not 0 <= consumed <= len(self._yielded):
                 raise ValueError(f"epochfs: consumed={consumed}: the sampler yielded {len(self._yielded)} this epoch")
             unread += [self.paths[i] for i in self._yielded[consumed:]]
-        return _state.state_dict(self.job, _state.read_state(self.job, self.dir), unread)
+        body, more = _state.joined([_state.read_state(self.job, self.dir)], unread)
+        return _state.state_dict(self.job, body, more)
 
     def load_state_dict(self, state_dict):
         """Continues the epoch of state_dict (from state_dict(), here or on another mount of the same

@@ -664,3 +664,101 @@ func TestClusterARankLostOnOneNodeIsFinishedByRanksOnAnother(t *testing.T) {
 		t.Errorf("%d samples handed out twice, node B padded %s: every repeat must be padding", repeats, want)
 	}
 }
+
+// TestClusterJobResumesOnTwoMountsWithAnotherWorldSize: a cluster job of
+// 2 ranks (one per mount) is interrupted; its state, as the Python
+// DistributedSampler makes it (node A's document with the unread lines of
+// both: what each node's ranks drew ahead), resumes a cluster job of 3
+// ranks (rank 0 on A, 1 and 2 on B): every sample comes once across both
+// runs, apart from torch's padding, with equal counts.
+func TestClusterJobResumesOnTwoMountsWithAnotherWorldSize(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths := makeSamples(t, 61, 2000)
+	nodes := []*env{clusterNode(t, rc, src), clusterNode(t, rc, src)}
+	job := func(name, doc string) []string {
+		var dirs []string
+		for _, e := range nodes {
+			d := filepath.Join(e.mnt, ".epochfs", "jobs", name)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, "config"), []byte(doc), 0); err != nil {
+				t.Fatal(err)
+			}
+			dirs = append(dirs, d)
+		}
+		return dirs
+	}
+	read := func(dir string, r int) []string {
+		b, err := os.ReadFile(filepath.Join(dir, "rank", strconv.Itoa(r), "next"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	old := job("old", "batch_size=3\nseed=2\nworld_size=2\ncluster=true\n")
+	var seen []string
+	for range 3 {
+		seen = append(seen, read(old[0], 0)...)
+		seen = append(seen, read(old[1], 1)...)
+	}
+	var doc []byte
+	for i, d := range old {
+		text := mustRead(t, filepath.Join(d, "state"))
+		body, unread, ok := bytes.Cut(text, []byte("\nunread "))
+		if i == 0 {
+			doc = append(doc, body...)
+			doc = append(doc, '\n')
+		}
+		if ok {
+			doc = append(doc, "unread "...)
+			doc = append(doc, unread...)
+		} else {
+			t.Fatalf("node %d's state gives back nothing its ranks drew ahead:\n%s", i, text)
+		}
+	}
+	dirs := job("new", "batch_size=2\nseed=2\nworld_size=3\ncluster=true\n")
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "resume"), doc, 0); err != nil {
+			t.Fatalf("resume: %v\n%s", err, nodes[0].errorsFile())
+		}
+	}
+	where := []string{dirs[0], dirs[1], dirs[1]}
+	shares := make([][]string, 3)
+	for r := range 3 {
+		shares[r] = read(where[r], r)
+	}
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shares[r] = append(shares[r], rankEpochOf(t, where[r], r)...)
+		}()
+	}
+	wg.Wait()
+	left := len(paths) - len(seen)
+	count := map[string]int{}
+	for _, p := range seen {
+		count[p]++
+	}
+	total := len(seen)
+	for r, sh := range shares {
+		if want := (left + 2) / 3; len(sh) != want {
+			t.Errorf("resumed rank %d got %d samples, want ceil(%d/3) = %d", r, len(sh), left, want)
+		}
+		for _, p := range sh {
+			count[p]++
+			total++
+		}
+	}
+	if len(count) != len(paths) {
+		t.Fatalf("%d of %d samples handed out across the runs", len(count), len(paths))
+	}
+	if repeats, pad := total-len(paths), 3*((left+2)/3)-left; repeats != pad {
+		t.Fatalf("%d repeats, want the padding %d", repeats, pad)
+	}
+}
