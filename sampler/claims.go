@@ -387,18 +387,20 @@ func (s *Sampler) applyClaim(q *claimReq, ans ClaimAnswer, err error) error {
 // pending candidate is taken but not away.
 func (s *Sampler) reopen(j *job, ep *epoch) {
 	ep.reopen = false
-	for l := range ep.set.n {
-		if !ep.set.has(l) || ep.here[l>>6]&(1<<uint(l&63)) != 0 {
-			continue
+	// The buffer's entries of the samples freed are wanted again.
+	s.rewant(j, func() {
+		for l := range ep.set.n {
+			if !ep.set.has(l) || ep.here[l>>6]&(1<<uint(l&63)) != 0 {
+				continue
+			}
+			e := j.global(l)
+			if _, p := ep.planned[e]; p || s.gone(e) {
+				continue
+			}
+			ep.set.untake(l)
+			ep.away--
 		}
-		e := j.global(l)
-		if _, p := ep.planned[e]; p || s.gone(e) {
-			continue
-		}
-		ep.set.untake(l)
-		ep.away--
-	}
-	s.rewant(j, func() {})
+	})
 }
 
 // abandonPlan: r, a rank of a cluster job, is lost; the samples it
