@@ -107,82 +107,17 @@ func stateError(format string, args ...any) error {
 // parseState reads a state document. It checks the document's own
 // consistency (version, checksum, syntax, counts); whether the state fits
 // a job is the caller's.
-func parseState(doc []byte) (d *stateDoc, err error) {
+func parseState(doc []byte) (*stateDoc, error) {
 	body, tail, check, err := splitCheck(doc)
 	if err != nil {
 		return nil, err
 	}
-	d = &stateDoc{Check: check}
+	d := &stateDoc{Check: check}
 	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
-	field := func(i int, key string) (string, error) {
-		if i >= len(lines) {
-			return "", stateError("no %s line", key)
-		}
-		v, ok := strings.CutPrefix(lines[i], key+" ")
-		if !ok {
-			return "", stateError("line %d: want %q, have %q", i+1, key, clip(lines[i]))
-		}
-		return v, nil
-	}
-	num := func(i int, key string, lo, hi int) (int, error) {
-		v, err := field(i, key)
-		if err != nil {
-			return 0, err
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < lo || n > hi {
-			return 0, stateError("%s %q: want a number in %d..%d", key, clip(v), lo, hi)
-		}
-		return n, nil
-	}
-	v, err := field(0, stateMagic)
-	if err != nil {
-		return nil, stateError("not a state document (it starts %q)", clip(lines[0]))
-	}
-	if v != strconv.Itoa(stateVersion) {
-		return nil, stateError("version %q: this epochfs reads version %d", clip(v), stateVersion)
-	}
-	if v, err = field(1, "job"); err != nil {
+	if err := d.parseHeader(lines); err != nil {
 		return nil, err
 	}
-	if d.Job, err = ctlpath.Unquote(v); err != nil {
-		return nil, stateError("job name: %v", err)
-	}
-	if v, err = field(2, "sampler"); err != nil {
-		return nil, err
-	}
-	if d.Kind, err = parseKind(v); err != nil {
-		return nil, stateError("%v", err)
-	}
-	if v, err = field(3, "seed"); err != nil {
-		return nil, err
-	}
-	if d.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-		return nil, stateError("seed %q: not a number", clip(v))
-	}
-	if d.BatchSize, err = num(4, "batch_size", 1, sampler.MaxBatchSize); err != nil {
-		return nil, err
-	}
-	if d.WorldSize, err = num(5, "world_size", 1, sampler.MaxWorldSize); err != nil {
-		return nil, err
-	}
-	if v, err = field(6, "drop_last"); err != nil {
-		return nil, err
-	}
-	if d.DropLast, err = strconv.ParseBool(v); err != nil {
-		return nil, stateError("drop_last %q: want true or false", clip(v))
-	}
-	if v, err = field(7, "samples"); err != nil {
-		return nil, err
-	}
-	count, hash, ok := strings.Cut(v, " ")
-	n, err1 := strconv.Atoi(count)
-	h, err2 := strconv.ParseUint(hash, 16, 64)
-	if !ok || err1 != nil || err2 != nil || n < 1 || n > 1<<31-1 || len(hash) != 16 {
-		return nil, stateError("samples %q: want a count and a 16-digit hash", clip(v))
-	}
-	d.Samples, d.Hash = n, h
-	rest := lines[8:]
+	rest := lines[stateHeaderLines:]
 	if len(rest) == 0 || len(rest)%2 != 0 || len(rest) > 2*maxStateEpochs {
 		return nil, stateError("%d lines after samples: want an epoch and a set line for each of 1 or 2 epochs", len(rest))
 	}
@@ -211,6 +146,83 @@ func parseState(doc []byte) (d *stateDoc, err error) {
 		d.Unread = append(d.Unread, p)
 	}
 	return d, nil
+}
+
+// stateHeaderLines is the number of lines before a state's epochs.
+const stateHeaderLines = 8
+
+// parseHeader reads the lines before the epochs: the version, the job,
+// the config's identity and the samples'.
+func (d *stateDoc) parseHeader(lines []string) error {
+	field := func(i int, key string) (string, error) {
+		if i >= len(lines) {
+			return "", stateError("no %s line", key)
+		}
+		v, ok := strings.CutPrefix(lines[i], key+" ")
+		if !ok {
+			return "", stateError("line %d: want %q, have %q", i+1, key, clip(lines[i]))
+		}
+		return v, nil
+	}
+	num := func(i int, key string, lo, hi int) (int, error) {
+		v, err := field(i, key)
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return 0, stateError("%s %q: want a number in %d..%d", key, clip(v), lo, hi)
+		}
+		return n, nil
+	}
+	v, err := field(0, stateMagic)
+	if err != nil {
+		return stateError("not a state document (it starts %q)", clip(lines[0]))
+	}
+	if v != strconv.Itoa(stateVersion) {
+		return stateError("version %q: this epochfs reads version %d", clip(v), stateVersion)
+	}
+	if v, err = field(1, "job"); err != nil {
+		return err
+	}
+	if d.Job, err = ctlpath.Unquote(v); err != nil {
+		return stateError("job name: %v", err)
+	}
+	if v, err = field(2, "sampler"); err != nil {
+		return err
+	}
+	if d.Kind, err = parseKind(v); err != nil {
+		return stateError("%v", err)
+	}
+	if v, err = field(3, "seed"); err != nil {
+		return err
+	}
+	if d.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+		return stateError("seed %q: not a number", clip(v))
+	}
+	if d.BatchSize, err = num(4, "batch_size", 1, sampler.MaxBatchSize); err != nil {
+		return err
+	}
+	if d.WorldSize, err = num(5, "world_size", 1, sampler.MaxWorldSize); err != nil {
+		return err
+	}
+	if v, err = field(6, "drop_last"); err != nil {
+		return err
+	}
+	if d.DropLast, err = strconv.ParseBool(v); err != nil {
+		return stateError("drop_last %q: want true or false", clip(v))
+	}
+	if v, err = field(7, "samples"); err != nil {
+		return err
+	}
+	count, hash, ok := strings.Cut(v, " ")
+	n, err1 := strconv.Atoi(count)
+	h, err2 := strconv.ParseUint(hash, 16, 64)
+	if !ok || err1 != nil || err2 != nil || n < 1 || n > 1<<31-1 || len(hash) != 16 {
+		return stateError("samples %q: want a count and a 16-digit hash", clip(v))
+	}
+	d.Samples, d.Hash = n, h
+	return nil
 }
 
 // splitCheck finds the check line and verifies it: body is what it

@@ -62,25 +62,6 @@ func (u *resumeRun) read(r int) bool {
 	return true
 }
 
-// finish reads round robin until every rank read the end of epoch last.
-func (u *resumeRun) finish(last int) {
-	for guard := 0; ; guard++ {
-		if guard > 1_000_000 {
-			u.t.Fatal("the run does not end")
-		}
-		done := true
-		for r := range u.w {
-			if !u.ends[[2]int{r, last}] {
-				done = false
-				u.read(r)
-			}
-		}
-		if done {
-			return
-		}
-	}
-}
-
 func toResume(sn Snapshot) []ResumeEpoch {
 	out := make([]ResumeEpoch, len(sn.Epochs))
 	for i, ep := range sn.Epochs {
