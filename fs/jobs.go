@@ -363,9 +363,10 @@ func (d *configDoc) abort() {
 }
 
 // newStateFile is jobs/NAME/state and jobs/NAME/rank/R/state: the job's
-// state document (its ranks share their epochs), empty for a cluster job.
+// state document (its ranks share their epochs). The owner's only: a
+// cluster job's names files (its unread lines) other users may not see.
 func newStateFile(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
-	return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "state"), ino: ino, mode: 0o444, owner: ref.owner,
+	return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "state"), ino: ino, mode: 0o400, owner: ref.owner,
 		read: func() []byte { b, _ := ref.fsys.o.Jobs.State(ref.name); return b }}}
 }
 

@@ -13,8 +13,8 @@ import (
 // comes back (the daemon remembers nothing of the job), and a job of 3
 // ranks resumed from the state finishes the epoch: every file once across
 // both, apart from torch's padding. A truncated or forged state is refused
-// with EINVAL and its reason in .epochfs/errors; another user cannot write
-// the job's resume.
+// with EINVAL and its reason in .epochfs/errors; another user can neither
+// read the job's state nor write its resume.
 func TestAJobResumesItsEpochOnARemountWithAnotherWorldSize(t *testing.T) {
 	src, paths := makeSamples(t, 61, 500)
 	e := newEnv(t, src, 1<<20)
@@ -43,6 +43,11 @@ find $J/a -name state -printf '%s\n' | head -1 > $2/size
 	code, msg = shell(t, true, `cat $2/state > $1/.epochfs/jobs/root/resume`, e.mnt, out)
 	if code == 0 || !strings.Contains(msg, "ermission denied") {
 		t.Fatalf("a user's write to root's job's resume: %d %q, want permission denied", code, msg)
+	}
+	// A state names files (a cluster job's, drawn ahead): its owner's only.
+	code, msg = shell(t, true, `cat $1/.epochfs/jobs/root/state`, e.mnt)
+	if code == 0 || !strings.Contains(msg, "ermission denied") {
+		t.Fatalf("a user's read of root's job's state: %d %q, want permission denied", code, msg)
 	}
 	e.unmount()
 	e.mount()
