@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/cespare/xxhash/v2"
@@ -37,7 +38,7 @@ func (m *Manager) State(name string) ([]byte, error) {
 		}
 	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
-	doc, err := stateOf(name, j.cfg, sn, order, hash)
+	doc, err := stateOf(name, j.cfg, sn, order, hash, m.numbered(j.cfg.Subset))
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +87,11 @@ func (m *Manager) clusterHanded(name string, j *job, sn *sampler.Snapshot) ([]st
 }
 
 // stateOf renders the state document of a job's snapshot, its epoch
-// samples in path order and their hash (epochOrder).
-func stateOf(name string, cfg Config, sn sampler.Snapshot, order []int32, hash uint64) ([]byte, error) {
+// samples in path order and their hash (epochOrder), and the files the
+// mount numbered (numbered).
+func stateOf(name string, cfg Config, sn sampler.Snapshot, order []int32, hash uint64, numbered int) ([]byte, error) {
 	d := &stateDoc{Job: name, Kind: cfg.Sampler, Seed: cfg.Seed, BatchSize: cfg.BatchSize,
-		WorldSize: sn.WorldSize, DropLast: cfg.DropLast, Samples: len(order), Hash: hash}
+		WorldSize: sn.WorldSize, DropLast: cfg.DropLast, Samples: len(order), Hash: hash, Numbered: numbered}
 	// pos maps a local index to its position in order (-1: gone).
 	pos := positions(order, sn.Size)
 	for _, ep := range sn.Epochs {
@@ -133,15 +135,36 @@ func (m *Manager) Resume(name string, doc []byte) error {
 		return stateError("job %q has read already: write its resume before its first read", name)
 	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
+	var later []uint64
+	vanished := 0
 	if len(order) != d.Samples || hash != d.Hash {
-		return stateError("of %d samples (hash %016x); job %q has %d (hash %016x): another dataset or subset, or files were added or removed since it was saved",
-			d.Samples, d.Hash, name, len(order), hash)
+		// On the mount that saved it, a refresh may have removed and added
+		// files since: the saved samples are then those numbered before it.
+		var ok bool
+		if !j.cfg.Cluster {
+			order, later, ok = m.sameMount(d, j.cfg.Subset, sn)
+		}
+		if !ok {
+			return stateError("of %d samples (hash %016x); job %q has %d (hash %016x): another dataset or subset, or files were added or removed since it was saved on another mount",
+				d.Samples, d.Hash, name, len(order), hash)
+		}
 	}
 	unread, err := m.unreadLocals(d.Unread, sn)
 	if err != nil {
 		return err
 	}
 	eps := resumeEpochs(d, order, sn.Size, unread)
+	if later != nil {
+		// Removed files left out of what is left are counted as skipped;
+		// added ones join at the next epoch.
+		eps[0].Later = later
+		for p, l := range order {
+			if l < 0 && !d.Epochs[0].Set.Contains(uint32(p)) {
+				vanished++
+			}
+		}
+		eps[0].Vanished = vanished
+	}
 	if j.cfg.Cluster {
 		// Its epochs are the cluster's: every node of the job seeds the
 		// same samples there.
@@ -174,6 +197,87 @@ func (m *Manager) Resume(name string, doc []byte) error {
 	return nil
 }
 
+// numbered is the state's count of numbered files (stateDoc.Numbered):
+// the files numbered so far, when no file of the job's subset prefixes
+// was removed from the dataset; else 0.
+func (m *Manager) numbered(prefixes []string) int { return numberedOf(m.fileList(), prefixes) }
+
+// numberedOf is numbered over files.
+func numberedOf(files []*catalog.Entry, prefixes []string) int {
+	for _, e := range files {
+		if e.Gone() && underPrefixes(e.Path, prefixes) {
+			return 0
+		}
+	}
+	return len(files)
+}
+
+// sameMount rebuilds, on the mount that saved d, the job's epoch samples
+// as they were then (the files numbered before it, removed ones included)
+// after a refresh: order holds, per position of the saved list, the local
+// index of its sample in the job, or -1 for a file removed since; later
+// are the job's samples a refresh added since (they join at the next
+// epoch). ok is false when the rebuilt list is not the saved one (another
+// mount, or files were removed before the save).
+func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot) (order []int32, later []uint64, ok bool) {
+	files := m.fileList()
+	if d.Numbered == 0 || d.Numbered > len(files) {
+		return nil, nil, false
+	}
+	later = make([]uint64, (sn.Size+63)/64)
+	var globals []int32
+	for l := range sn.Size {
+		g := int32(l)
+		if sn.Subset != nil {
+			g = sn.Subset[l]
+		}
+		if int(g) >= d.Numbered {
+			later[l>>6] |= 1 << uint(l&63)
+			continue
+		}
+		globals = append(globals, g)
+	}
+	for g, e := range files[:d.Numbered] {
+		if e.Gone() && underPrefixes(e.Path, prefixes) {
+			globals = append(globals, int32(g))
+		}
+	}
+	if len(globals) != d.Samples {
+		return nil, nil, false
+	}
+	slices.SortFunc(globals, func(a, b int32) int { return pathCompare(files[a].Path, files[b].Path) })
+	h := xxhash.New()
+	for _, g := range globals {
+		h.WriteString(files[g].Path)
+		h.Write([]byte{0})
+	}
+	if h.Sum64() != d.Hash {
+		return nil, nil, false
+	}
+	order = make([]int32, len(globals))
+	for p, g := range globals {
+		order[p] = -1
+		if l, ok := localOf(sn.Subset, sn.Size, g); ok && !files[g].Gone() {
+			order[p] = int32(l)
+		}
+	}
+	return order, later, true
+}
+
+// underPrefixes reports whether a dataset path lies under one of a job's
+// subset prefixes (none: the whole dataset), component by component.
+func underPrefixes(p string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, pre := range prefixes {
+		if pre == "" || p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // resumeEpochs maps a state's epochs to the sampler's: its positions in
 // order (the job's epoch samples in path order) to local indices of a
 // subset of size samples, less the samples given back (unread).
@@ -182,8 +286,9 @@ func resumeEpochs(d *stateDoc, order []int32, size int, unread []int) []sampler.
 	for i, ep := range d.Epochs {
 		words := make([]uint64, (size+63)/64)
 		ep.Set.Iterate(func(p uint32) bool {
-			l := order[p]
-			words[l>>6] |= 1 << uint(l&63)
+			if l := order[p]; l >= 0 { // -1: removed since (sameMount)
+				words[l>>6] |= 1 << uint(l&63)
+			}
 			return true
 		})
 		eps[i] = sampler.ResumeEpoch{Num: ep.Num, Handed: words}

@@ -24,13 +24,15 @@ import (
 //	batch_size 256
 //	world_size 4
 //	drop_last false
-//	samples 1281167 5c3e0d8a9f1b2c47
+//	samples 1281167 5c3e0d8a9f1b2c47 1281167
 //	epoch 3 handed=640000 ranks=160000,160000,160000,160000
 //	set 3 OjAAAAEAAAAAAB8AEAAAAAAAAQA…
 //	check 7d1f09a2
 //
 // samples is the job's epoch samples, in path order, less those removed
-// from the dataset: their count and the xxhash64 of their paths. Each
+// from the dataset: their count and the xxhash64 of their paths, and the
+// number of files the mount had numbered (0 when some of the epoch's
+// samples had been removed). Each
 // epoch in flight (one, or two while a rank is an epoch ahead) has an
 // epoch line (its number, the samples handed out, each rank's count) and
 // a set line: the positions in that list of the samples handed out, a
@@ -61,9 +63,14 @@ type stateDoc struct {
 	DropLast  bool
 	Samples   int    // the epoch samples' count
 	Hash      uint64 // and their paths' hash
-	Epochs    []stateEpoch
-	Unread    []string // dataset paths given back
-	Check     uint32   // the document's check
+	// Numbered is the number of files the saving mount had numbered,
+	// when none of the epoch's samples was gone from the dataset then
+	// (0 otherwise): on that mount, after a refresh, the files numbered
+	// since are the ones it added (resume.go: sameMount).
+	Numbered int
+	Epochs   []stateEpoch
+	Unread   []string // dataset paths given back
+	Check    uint32   // the document's check
 }
 
 // stateEpoch is one epoch of a state.
@@ -81,7 +88,7 @@ func (d *stateDoc) format() ([]byte, error) {
 	fmt.Fprintf(&b, "job %s\n", ctlpath.Quote(d.Job))
 	fmt.Fprintf(&b, "sampler %s\nseed %d\nbatch_size %d\nworld_size %d\ndrop_last %t\n",
 		d.Kind, d.Seed, d.BatchSize, d.WorldSize, d.DropLast)
-	fmt.Fprintf(&b, "samples %d %016x\n", d.Samples, d.Hash)
+	fmt.Fprintf(&b, "samples %d %016x %d\n", d.Samples, d.Hash, d.Numbered)
 	for _, ep := range d.Epochs {
 		ranks := make([]string, len(ep.Ranks))
 		for i, g := range ep.Ranks {
@@ -215,13 +222,17 @@ func (d *stateDoc) parseHeader(lines []string) error {
 	if v, err = field(7, "samples"); err != nil {
 		return err
 	}
-	count, hash, ok := strings.Cut(v, " ")
-	n, err1 := strconv.Atoi(count)
-	h, err2 := strconv.ParseUint(hash, 16, 64)
-	if !ok || err1 != nil || err2 != nil || n < 1 || n > 1<<31-1 || len(hash) != 16 {
-		return stateError("samples %q: want a count and a 16-digit hash", clip(v))
+	f := strings.Split(v, " ")
+	if len(f) != 3 {
+		return stateError("samples %q: want a count, a 16-digit hash and a count of numbered files", clip(v))
 	}
-	d.Samples, d.Hash = n, h
+	n, err1 := strconv.Atoi(f[0])
+	h, err2 := strconv.ParseUint(f[1], 16, 64)
+	numbered, err3 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || err3 != nil || n < 1 || n > 1<<31-1 || len(f[1]) != 16 || numbered < 0 || numbered > 1<<31-1 {
+		return stateError("samples %q: want a count, a 16-digit hash and a count of numbered files", clip(v))
+	}
+	d.Samples, d.Hash, d.Numbered = n, h, numbered
 	return nil
 }
 

@@ -45,7 +45,7 @@ func BenchmarkStateOfImageNet(b *testing.B) {
 				b.Fatal(err)
 			}
 			order, hash := epochOrder(files, noneGone, n, sn.Subset, sn.Size)
-			if doc, err = stateOf("a", cfg, sn, order, hash); err != nil {
+			if doc, err = stateOf("a", cfg, sn, order, hash, numberedOf(files, nil)); err != nil {
 				b.Fatal(err)
 			}
 		}

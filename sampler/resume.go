@@ -36,6 +36,13 @@ type ResumeEpoch struct {
 	// the interrupted run handed out the subset's l-th sample (in index
 	// order) in this epoch. Bits at or past the subset's size must be 0.
 	Handed []uint64
+	// Later, in the same form, are samples that join the job from the
+	// next epoch (a refresh added them after the interrupted run saved
+	// its state): this epoch leaves them out.
+	Later []uint64
+	// Vanished counts samples the interrupted run had not handed out that
+	// a refresh removed since: counted as skipped.
+	Vanished int
 }
 
 // EpochSnapshot is one epoch in flight of a live job.
@@ -207,6 +214,17 @@ func (s *Sampler) Resume(name string, eps []ResumeEpoch) error {
 	return nil
 }
 
+// eachLocal calls fn with every bit set in words below n.
+func eachLocal(words []uint64, n int, fn func(int)) {
+	for w, word := range words {
+		for ; word != 0; word &= word - 1 {
+			if l := w*64 + bits.TrailingZeros64(word); l < n {
+				fn(l)
+			}
+		}
+	}
+}
+
 // resumeInto takes in ep, a new epoch, the samples the interrupted run
 // handed out in it (Resume), and forgets the resume epochs up to it.
 func (s *Sampler) resumeInto(j *job, ep *epoch) {
@@ -216,11 +234,18 @@ func (s *Sampler) resumeInto(j *job, ep *epoch) {
 	if len(j.resume) == 0 || j.resume[0].Num != ep.num {
 		return
 	}
-	handed := j.resume[0].Handed
+	handed, later := j.resume[0].Handed, j.resume[0].Later
+	j.st.Skipped += j.resume[0].Vanished
 	j.resume = j.resume[1:]
 	if len(j.resume) == 0 {
 		j.resume = nil
 	}
+	eachLocal(later, ep.set.n, func(l int) {
+		if !ep.set.has(l) {
+			ep.set.take(l)
+			ep.excluded++ // as a sample gone is: taken, never drawn
+		}
+	})
 	for w, word := range handed {
 		for word != 0 {
 			l := w*64 + bits.TrailingZeros64(word)

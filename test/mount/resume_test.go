@@ -3,6 +3,7 @@ package mount
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,5 +105,116 @@ done
 	}
 	if left := len(paths) - len(seen); repeats != 3*counts[0]-left {
 		t.Fatalf("%d repeats, want torch's padding %d", repeats, 3*counts[0]-left)
+	}
+}
+
+// TestAStateResumesAfterARefreshOnTheSameMount: a job's state is saved,
+// then a refresh removes three files (one handed out, two not) and adds
+// two; a new job of another world size resumes from the state on the
+// same mount: the resumed epoch hands out every file left that the state
+// had not, none removed and none added, and counts the two removed ones
+// it had not handed out as skipped; the next epoch has the added files.
+func TestAStateResumesAfterARefreshOnTheSameMount(t *testing.T) {
+	src, paths := makeSamples(t, 60, 300)
+	e := newEnv(t, src, 1<<20)
+	e.mount()
+	jobs := filepath.Join(e.mnt, ".epochfs", "jobs")
+	old := filepath.Join(jobs, "old")
+	if err := os.Mkdir(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "config"), []byte("batch_size=5\nseed=9\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for range 4 {
+		b := mustRead(t, filepath.Join(old, "next"))
+		seen = append(seen, strings.Fields(string(b))...)
+	}
+	state := mustRead(t, filepath.Join(old, "state"))
+	handed := map[string]bool{}
+	for _, p := range seen {
+		handed[p] = true
+	}
+	removed := []string{seen[0]}
+	for _, p := range paths {
+		if len(removed) < 3 && !handed[p] {
+			removed = append(removed, p)
+		}
+	}
+	gone := map[string]bool{}
+	for _, p := range removed {
+		if err := os.Remove(filepath.Join(src, p)); err != nil {
+			t.Fatal(err)
+		}
+		gone[p] = true
+	}
+	added := []string{"class0/new0.jpg", "class1/new1.jpg"}
+	for _, p := range added {
+		if err := os.WriteFile(filepath.Join(src, p), []byte("new "+p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refresh(t, e.mnt, "all")
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(jobs, "new")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed=9\nworld_size=2\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "resume"), state, 0); err != nil {
+		t.Fatalf("resume after the refresh: %v\n%s", err, e.errorsFile())
+	}
+	left := 0
+	for _, p := range paths {
+		if !handed[p] && !gone[p] {
+			left++
+		}
+	}
+	count := map[string]int{}
+	var rest [2][]string
+	for r := range 2 {
+		rest[r] = rankEpochOf(t, dir, r)
+		for _, p := range rest[r] {
+			count[p]++
+			if gone[p] || slices.Contains(added, p) {
+				t.Fatalf("the resumed epoch handed out %s (removed %v, added %v)", p, gone[p], slices.Contains(added, p))
+			}
+		}
+	}
+	if len(rest[0]) != (left+1)/2 || len(rest[1]) != (left+1)/2 {
+		t.Fatalf("resumed ranks got %d and %d, want ceil(%d/2) each", len(rest[0]), len(rest[1]), left)
+	}
+	repeats := 0
+	for _, p := range paths {
+		if !handed[p] && !gone[p] && count[p] == 0 {
+			t.Fatalf("%s was left out of the resumed epoch", p)
+		}
+		if handed[p] {
+			repeats += count[p] // handed out before the state: padding only
+		} else if count[p] > 1 {
+			repeats += count[p] - 1
+		}
+	}
+	if pad := 2*((left+1)/2) - left; repeats != pad {
+		t.Fatalf("%d samples came again, want torch's padding %d", repeats, pad)
+	}
+	if st := kv(mustRead(t, filepath.Join(dir, "status"))); st["skipped"] != "2" {
+		t.Errorf("status skipped=%s, want the 2 removed files the state had not handed out", st["skipped"])
+	}
+	next := map[string]bool{}
+	for r := range 2 {
+		for _, p := range rankEpochOf(t, dir, r) {
+			next[p] = true
+		}
+	}
+	for _, p := range added {
+		if !next[p] {
+			t.Errorf("the epoch after the resumed one lacks %s, added by the refresh", p)
+		}
 	}
 }
