@@ -37,6 +37,14 @@ func (m *Manager) State(name string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if m.vs != nil {
+		// Samples handed out for the job's batches and not put in one yet
+		// (slow ones, carried to the next batch) were not read.
+		files := m.fileList()
+		for _, i := range m.vs.Carried(name, sn.WorldSize) {
+			unread = append(unread, files[i].Path)
+		}
+	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
 	doc, err := stateOf(name, j.cfg, sn, order, hash, m.numbered(j.cfg.Subset))
 	if err != nil {

@@ -51,6 +51,25 @@ func (s *Set) Carry(name string, rank int) *Carry {
 	return c
 }
 
+// Carried returns the samples the carries of job name's ranks 0..ranks-1
+// hold: handed out by the sampler, not yet put in a batch (a job's state
+// gives them back). It waits for a batch read in progress.
+func (s *Set) Carried(name string, ranks int) []int {
+	var out []int
+	for r := range ranks {
+		s.mu.Lock()
+		c := s.carries[rankKey{name, r}]
+		s.mu.Unlock()
+		if c == nil {
+			continue
+		}
+		c.mu.Lock()
+		out = append(out, c.samples...)
+		c.mu.Unlock()
+	}
+	return out
+}
+
 // Lock and Unlock hold the carry for one batch read.
 func (c *Carry) Lock()   { c.mu.Lock() }
 func (c *Carry) Unlock() { c.mu.Unlock() }
