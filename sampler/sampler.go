@@ -287,9 +287,14 @@ func (s *Sampler) EndJob(name string) error {
 	return nil
 }
 
-// Touch renews a rank's lease without reading (a heartbeat). A lost rank
-// stays lost until it reads.
-func (s *Sampler) Touch(name string, rank int) error {
+// Touch renews a rank's lease without reading (a heartbeat: a batch read
+// that does not draw), and ends its pause. A lost rank stays lost until it
+// reads.
+func (s *Sampler) Touch(name string, rank int) error { return s.renew(name, rank, 0) }
+
+// renew renews a rank's lease, and sets its pause to end after pause
+// (0: no pause).
+func (s *Sampler) renew(name string, rank int, pause time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opt.Now()
@@ -300,6 +305,10 @@ func (s *Sampler) Touch(name string, rank int) error {
 	}
 	if !r.lost {
 		r.last = now
+	}
+	r.pauseUntil = time.Time{}
+	if pause > 0 {
+		r.pauseUntil = now.Add(pause)
 	}
 	return nil
 }
@@ -316,22 +325,7 @@ func (s *Sampler) Pause(name string, rank int, d time.Duration) error {
 	if d < 0 || d > MaxPause {
 		return fmt.Errorf("%w: pause of %v: want 0..%v", ErrBadConfig, d, MaxPause)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.opt.Now()
-	s.reap(now)
-	_, r, err := s.lookupRank(name, rank)
-	if err != nil {
-		return err
-	}
-	if !r.lost {
-		r.last = now
-	}
-	r.pauseUntil = time.Time{}
-	if d > 0 {
-		r.pauseUntil = now.Add(d)
-	}
-	return nil
+	return s.renew(name, rank, d)
 }
 
 // TouchJob renews the lease of every live rank of a job: a read of the
