@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -347,5 +348,42 @@ func TestSupplementaryGroupsComeFromTheCallersProcess(t *testing.T) {
 	}
 	if got := procGroups(pid, uid, gid+1); got != nil {
 		t.Fatalf("another gid's request got this process's groups %v", got)
+	}
+}
+
+// TestARejectedResumePutsTheJobBack: a resume document applied at a close
+// and then rejected (a later write through the same open) puts the job
+// back: resumed from its earlier state if it had one, else started over.
+func TestARejectedResumePutsTheJobBack(t *testing.T) {
+	for _, earlier := range [][]byte{nil, []byte("earlier state\n")} {
+		var applied []string
+		reset := 0
+		sink := &resumeDoc{
+			apply: func(text []byte) error {
+				if bytes.Contains(text, []byte("junk")) {
+					return errors.New("refused")
+				}
+				applied = append(applied, string(text))
+				return nil
+			},
+			previous: func() []byte { return earlier },
+			reset:    func() error { reset++; return nil },
+		}
+		d := newDocument(sink, maxPathDoc)
+		if err := d.write([]byte("good state\n")); err != nil || d.close() != nil {
+			t.Fatalf("the good document: %v", err)
+		}
+		if err := d.write([]byte("junk\n")); err != nil {
+			t.Fatal(err) // lines are taken at the close
+		}
+		if err := d.close(); err == nil {
+			t.Fatal("the document with junk was taken")
+		}
+		switch {
+		case earlier == nil && (reset != 1 || len(applied) != 1):
+			t.Errorf("no earlier state: reset %d times, applied %q; want the job started over", reset, applied)
+		case earlier != nil && (reset != 0 || len(applied) != 2 || applied[1] != string(earlier)):
+			t.Errorf("an earlier state: reset %d times, applied %q; want it applied again", reset, applied)
+		}
 	}
 }

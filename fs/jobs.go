@@ -78,8 +78,9 @@ var jobEntries = []jobEntry{
 			read: func() []byte { return nil },
 			doc: func(*catalog.Cred) docSink {
 				return &resumeDoc{
-					apply: func(text []byte) error { return m.Resume(ref.name, text) },
-					state: func() ([]byte, error) { return m.State(ref.name) },
+					apply:    func(text []byte) error { return m.Resume(ref.name, text) },
+					previous: func() []byte { return m.ResumedDoc(ref.name) },
+					reset:    func() error { return m.Unresume(ref.name) },
 				}
 			}}}
 	}},
@@ -372,14 +373,16 @@ func newStateFile(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
 
 // resumeDoc is a document written to jobs/NAME/resume: a state document
 // (jobs/state.go), applied whole at each close. A rejected document puts
-// back the job's state from before its first apply (the job has not read:
-// its state is all there is of it).
+// the job back as it was before the document's first apply: resumed from
+// the state it had resumed from, if any, or else started over from its
+// config (the job has not read: that is all there is of it).
 type resumeDoc struct {
-	apply   func(text []byte) error
-	state   func() ([]byte, error)
-	text    []byte
-	applied []byte // what the document applied last; nil: nothing yet
-	before  []byte // the job's state before the document's first apply
+	apply    func(text []byte) error
+	previous func() []byte // the state the job resumed from before (nil: none)
+	reset    func() error  // starts the job over from its config
+	text     []byte
+	applied  []byte // what the document applied last; nil: nothing yet
+	before   []byte // previous() at the document's first apply
 }
 
 func (d *resumeDoc) line(l []byte) error {
@@ -395,11 +398,7 @@ func (d *resumeDoc) commit() error {
 		return nil
 	}
 	if d.applied == nil {
-		b, err := d.state()
-		if err != nil {
-			return err
-		}
-		d.before = b
+		d.before = d.previous()
 	}
 	if err := d.apply(d.text); err != nil {
 		return err
@@ -409,10 +408,15 @@ func (d *resumeDoc) commit() error {
 }
 
 func (d *resumeDoc) abort() {
-	if d.applied != nil {
-		d.apply(d.before) // the job's own state: it applies
-		d.applied = nil
+	if d.applied == nil {
+		return
 	}
+	if d.before != nil {
+		d.apply(d.before) // it applied before: it applies
+	} else {
+		d.reset()
+	}
+	d.applied = nil
 }
 
 // nextFile is jobs/NAME/next (rank -1: a job of world size 1) or

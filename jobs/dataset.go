@@ -71,14 +71,7 @@ func (m *Manager) joins(j *job, e *catalog.Entry) bool {
 	if e.Gone() || e.Kind != catalog.KindFile {
 		return false
 	}
-	under := len(j.cfg.Subset) == 0
-	for _, p := range j.cfg.Subset {
-		if p == subsetAll || e.Path == p || strings.HasPrefix(e.Path, p+"/") {
-			under = true
-			break
-		}
-	}
-	if !under {
+	if !underSubset(e.Path, j.cfg.Subset) {
 		return false
 	}
 	if j.owner.Root() {
@@ -86,6 +79,21 @@ func (m *Manager) joins(j *job, e *catalog.Entry) bool {
 	}
 	files, err := m.p.ResolvePathsAs(j.owner, []string{e.Path})
 	return err == nil && len(files) == 1 && files[0] == e
+}
+
+// underSubset reports whether a dataset path lies under one of a job's
+// subset paths (Config.Subset; none, or subset=all: the whole dataset),
+// component by component.
+func underSubset(p string, subset []string) bool {
+	if len(subset) == 0 {
+		return true
+	}
+	for _, pre := range subset {
+		if pre == subsetAll || p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // samplerConfig is cfg for the sampler, its subset resolved as who sees

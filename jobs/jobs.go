@@ -78,8 +78,9 @@ type job struct {
 	vw    *views.Job // nil without views
 	cl    *claimer   // nil unless cfg.Cluster
 	// resumed is the check of the state the job resumed from ("": none),
-	// for its ranks to see in its status (m.mu).
-	resumed string
+	// for its ranks to see in its status, and resumedDoc that state (m.mu).
+	resumed    string
+	resumedDoc []byte
 }
 
 // Manager is the set of jobs of one mount.
@@ -462,7 +463,7 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	m.leaveLater(j.cl)
 	j.cl = k
 	j.cfg = cfg
-	j.resumed = "" // the job starts over
+	j.resumed, j.resumedDoc = "", nil // the job starts over
 	if jv != nil {
 		m.installViewLocked(name, j, jv)
 	}

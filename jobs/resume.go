@@ -1,11 +1,11 @@
 package jobs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
-	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/cespare/xxhash/v2"
@@ -200,9 +200,38 @@ func (m *Manager) Resume(name string, doc []byte) error {
 		}
 		return wrap(err)
 	}
-	j.resumed = fmt.Sprintf("%08x", d.Check)
+	j.resumed, j.resumedDoc = fmt.Sprintf("%08x", d.Check), bytes.Clone(doc)
 	m.wakeUp()
 	return nil
+}
+
+// ResumedDoc returns the state document the job last resumed from, nil if
+// none (since its config was last written).
+func (m *Manager) ResumedDoc(name string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j, ok := m.jobs[name]; ok {
+		return j.resumedDoc
+	}
+	return nil
+}
+
+// Unresume starts a job that resumed, and has not read, over from its
+// config, as it was before it resumed (a refused resume document undoes
+// its earlier apply so).
+func (m *Manager) Unresume(name string) error {
+	m.mu.Lock()
+	j, ok := m.jobs[name]
+	resumed := ok && j.resumedDoc != nil
+	var cfg []byte
+	if resumed {
+		cfg = j.cfg.Format()
+	}
+	m.mu.Unlock()
+	if !resumed {
+		return nil
+	}
+	return m.Configure(name, cfg)
 }
 
 // numbered is the state's count of numbered files (stateDoc.Numbered):
@@ -213,7 +242,7 @@ func (m *Manager) numbered(prefixes []string) int { return numberedOf(m.fileList
 // numberedOf is numbered over files.
 func numberedOf(files []*catalog.Entry, prefixes []string) int {
 	for _, e := range files {
-		if e.Gone() && underPrefixes(e.Path, prefixes) {
+		if e.Gone() && underSubset(e.Path, prefixes) {
 			return 0
 		}
 	}
@@ -246,7 +275,7 @@ func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot)
 		globals = append(globals, g)
 	}
 	for g, e := range files[:d.Numbered] {
-		if e.Gone() && underPrefixes(e.Path, prefixes) {
+		if e.Gone() && underSubset(e.Path, prefixes) {
 			globals = append(globals, int32(g))
 		}
 	}
@@ -270,20 +299,6 @@ func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot)
 		}
 	}
 	return order, later, true
-}
-
-// underPrefixes reports whether a dataset path lies under one of a job's
-// subset prefixes (none: the whole dataset), component by component.
-func underPrefixes(p string, prefixes []string) bool {
-	if len(prefixes) == 0 {
-		return true
-	}
-	for _, pre := range prefixes {
-		if pre == "" || p == pre || strings.HasPrefix(p, pre+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // resumeEpochs maps a state's epochs to the sampler's: its positions in

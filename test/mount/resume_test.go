@@ -115,6 +115,14 @@ done
 // had not, none removed and none added, and counts the two removed ones
 // it had not handed out as skipped; the next epoch has the added files.
 func TestAStateResumesAfterARefreshOnTheSameMount(t *testing.T) {
+	// Without a subset line, and with subset=all (what the Python
+	// samplers write for a dataset at the mount's root).
+	for _, subset := range []string{"", "subset=all\n"} {
+		t.Run(strings.TrimSpace(subset), func(t *testing.T) { resumeAfterARefresh(t, subset) })
+	}
+}
+
+func resumeAfterARefresh(t *testing.T, subset string) {
 	src, paths := makeSamples(t, 60, 300)
 	e := newEnv(t, src, 1<<20)
 	e.mount()
@@ -123,7 +131,7 @@ func TestAStateResumesAfterARefreshOnTheSameMount(t *testing.T) {
 	if err := os.Mkdir(old, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(old, "config"), []byte("batch_size=5\nseed=9\n"), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(old, "config"), []byte("batch_size=5\nseed=9\n"+subset), 0); err != nil {
 		t.Fatal(err)
 	}
 	var seen []string
@@ -163,7 +171,7 @@ func TestAStateResumesAfterARefreshOnTheSameMount(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed=9\nworld_size=2\n"), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed=9\nworld_size=2\n"+subset), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "resume"), state, 0); err != nil {
