@@ -91,6 +91,9 @@ type Options struct {
 	MaxDrop  float64 // placement.Options.MaxDrop
 	// MaxWarmupPerUser is placement.Options.MaxWarmupPerUser.
 	MaxWarmupPerUser int64
+	// DocBudget is fs.Options.DocBudget: the bytes one user's open ctl
+	// documents may hold together.
+	DocBudget int
 	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
 	// and Lease configure the jobs of .epochfs/jobs/.
 	BufferBytes int64
@@ -294,7 +297,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	fo := fs.Options{
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
 		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Prewarm: o.Prewarm, Jobs: m.jm,
-		IoUring: o.IoUring, Readers: o.Readers,
+		IoUring: o.IoUring, Readers: o.Readers, DocBudget: o.DocBudget,
 	}
 	if m.view != nil {
 		fo.Views = m.view
@@ -440,16 +443,16 @@ func (m *Mount) jobList() []metrics.Job {
 		return nil
 	}
 	var out []metrics.Job
-	for _, name := range m.jm.Jobs() {
-		st, err := m.jm.Status(name)
+	for _, in := range m.jm.List() {
+		st, err := m.jm.Status(in.Ref())
 		if err != nil {
 			continue // ended meanwhile
 		}
-		j := metrics.Job{Name: name, Status: string(st)}
-		if uid, ok := m.fsys.JobOwner(name); ok {
-			j.Owner = m.userName(uid)
+		uid := uint32(0)
+		if in.Owner != nil {
+			uid = in.Owner.UID
 		}
-		out = append(out, j)
+		out = append(out, metrics.Job{Name: in.Name, Status: string(st), Owner: m.userName(uid)})
 	}
 	return out
 }

@@ -23,7 +23,10 @@ type ctlSpec struct {
 	ino   uint64
 	mode  uint32
 	owner owner // root unless a job's
-	read  func() []byte
+	// read renders the file; an error (a job's file whose job is gone)
+	// fails the open or stat that asked: a read that fails never
+	// answers an empty file.
+	read func() ([]byte, error)
 	// readAs, if set, renders the file for the user who opens it.
 	readAs func(who *catalog.Cred) []byte
 	// doc starts a document for a writer (fs/ctldoc.go); nil: read-only.
@@ -33,33 +36,44 @@ type ctlSpec struct {
 	// wholeTree: a write names dataset paths, or "all": its open waits
 	// until the catalog's walk has ended.
 	wholeTree bool
+	// check, if set, is the identity check of the object the file was
+	// made for (a job, a rank): an error once it is gone, whatever
+	// took its name since. Every open, stat and write checks it first.
+	check func() error
+}
+
+// always is a read that cannot fail.
+func always(render func() []byte) func() ([]byte, error) {
+	return func() ([]byte, error) { return render(), nil }
 }
 
 // Documents are bounded: a warmup list of a few million paths fits; a job
-// config, re-read at every write, is small.
+// config is small; a state is a few MiB for ten million samples, and its
+// unread lines name at most the samples drawn ahead.
 const (
 	maxPathDoc   = 64 << 20
 	maxConfigDoc = 1 << 20
+	maxStateDoc  = 16 << 20
 )
 
 func (fsys *FS) ctlSpecs() []ctlSpec {
 	specs := []ctlSpec{
 		{name: "errors", ino: inoErrors, mode: 0o444, readAs: fsys.errs.renderFor},
-		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: fsys.statsJSON},
-		{name: "status", ino: inoStatus, mode: 0o444, read: fsys.statusText},
+		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: always(fsys.statsJSON)},
+		{name: "status", ino: inoStatus, mode: 0o444, read: always(fsys.statusText)},
 		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText, wholeTree: true,
 			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.warmupTarget(who)} }},
 		// Refresh and verify send work to the source: root only.
-		{name: "refresh", ino: inoRefresh, mode: 0o644, read: fsys.scrubText, wholeTree: true,
+		{name: "refresh", ino: inoRefresh, mode: 0o644, read: always(fsys.scrubText), wholeTree: true,
 			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubRefresh, who)} }},
-		{name: "verify", ino: inoVerify, mode: 0o644, read: fsys.scrubText, wholeTree: true,
+		{name: "verify", ino: inoVerify, mode: 0o644, read: always(fsys.scrubText), wholeTree: true,
 			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.scrubTarget(placement.ScrubVerify, who)} }},
 		// Dropping copies slows every user's reads: root only.
-		{name: "drop", ino: inoDrop, mode: 0o644, read: fsys.dropText, wholeTree: true,
+		{name: "drop", ino: inoDrop, mode: 0o644, read: always(fsys.dropText), wholeTree: true,
 			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.dropTarget(who)} }},
 	}
 	if fsys.o.Model != nil {
-		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: fsys.o.Model})
+		specs = append(specs, ctlSpec{name: "model", ino: inoModel, mode: 0o444, read: always(fsys.o.Model)})
 	}
 	return specs
 }
@@ -116,7 +130,9 @@ func (d *ctlDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	for _, s := range d.fsys.ctlSpecs() {
 		if s.name == name {
 			f := &ctlFile{fsys: d.fsys, spec: s}
-			f.fillAttr(ctx, &out.Attr)
+			if errno := f.fillAttr(ctx, &out.Attr); errno != 0 {
+				return nil, errno
+			}
 			out.SetEntryTimeout(time.Second)
 			out.SetAttrTimeout(uncached)
 			return d.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: s.ino}), 0
@@ -164,32 +180,55 @@ var (
 // tools that read st_size bytes, see the content). The read that follows
 // takes a snapshot of its own, which may have grown meanwhile: the opens
 // are direct I/O, so a read is never cut at this size.
-func (f *ctlFile) fillAttr(ctx context.Context, a *fuse.Attr) {
+func (f *ctlFile) fillAttr(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	ctlAttr(a, f.spec.ino, syscall.S_IFREG|f.spec.mode, f.spec.owner, time.Now())
-	a.Size = uint64(len(f.content(ctx)))
+	b, err := f.content(ctx)
+	if err != nil {
+		return f.fsys.toErrno(err)
+	}
+	a.Size = uint64(len(b))
+	return 0
 }
 
 // content renders the file for the caller of ctx.
-func (f *ctlFile) content(ctx context.Context) []byte {
+func (f *ctlFile) content(ctx context.Context) ([]byte, error) {
+	if err := f.identity(); err != nil {
+		return nil, err
+	}
 	if f.spec.readAs != nil {
-		return f.spec.readAs(callerCred(ctx))
+		return f.spec.readAs(callerCred(ctx)), nil
+	}
+	if f.spec.read == nil {
+		return nil, nil
 	}
 	return f.spec.read()
 }
 
+// identity is nil while the object the file was made for lives.
+func (f *ctlFile) identity() error {
+	if f.spec.check == nil {
+		return nil
+	}
+	return f.spec.check()
+}
+
 func (f *ctlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	f.fillAttr(ctx, &out.Attr)
+	if errno := f.fillAttr(ctx, &out.Attr); errno != 0 {
+		return errno
+	}
 	out.SetTimeout(uncached)
 	return 0
 }
 
 // Setattr accepts the truncation a shell's ">" sends before writing.
 func (f *ctlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if err := f.identity(); err != nil {
+		return f.fsys.toErrno(err)
+	}
 	if f.spec.doc == nil {
 		return f.fsys.ctlError(ctx, f.spec.name, denied("read-only control file"))
 	}
-	f.fillAttr(ctx, &out.Attr)
-	return 0
+	return f.fillAttr(ctx, &out.Attr)
 }
 
 // Open checks permissions as the kernel did (default_permissions): only
@@ -198,6 +237,9 @@ func (f *ctlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 // credentials are the writer's for the whole document, as the kernel
 // checks a file's permissions at open.
 func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if err := f.identity(); err != nil {
+		return nil, 0, f.fsys.toErrno(err)
+	}
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0
 	if writing && f.spec.doc == nil {
 		return nil, 0, f.fsys.ctlError(ctx, f.spec.name, denied("read-only control file"))
@@ -211,14 +253,18 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	}
 	h := &ctlHandle{f: f, uid: callerUID(ctx)}
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-		h.data = f.content(ctx)
+		b, err := f.content(ctx)
+		if err != nil {
+			return nil, 0, f.fsys.toErrno(err)
+		}
+		h.data = b
 	}
 	if writing {
 		max := f.spec.max
 		if max == 0 {
 			max = maxPathDoc
 		}
-		h.doc = newDocument(f.spec.doc(callerCred(ctx)), max)
+		h.doc = newBudgetedDocument(f.spec.doc(callerCred(ctx)), max, &f.fsys.docs, callerUID(ctx))
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
@@ -258,6 +304,9 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	defer h.mu.Unlock()
 	if h.doc == nil {
 		return 0, syscall.EBADF
+	}
+	if err := h.f.identity(); err != nil {
+		return 0, h.f.fsys.toErrno(err)
 	}
 	first := h.doc.err == nil
 	if err := h.doc.write(data); err != nil {

@@ -57,20 +57,36 @@ func (f *fakePaths) target(content bool) pathTarget {
 	}
 }
 
-// fakeConfig is a job's config without a job manager.
-type fakeConfig struct{ cfg string }
+// fakeConfig is a job's config without a job manager: a subset prefix
+// that contains "bad" names no file. applies counts the configs applied.
+type fakeConfig struct {
+	cfg     string
+	applies int
+}
 
 func (f *fakeConfig) sink() docSink {
 	return &configDoc{
-		apply: func(text []byte) error {
-			c, err := jobs.ParseConfig(text)
+		p: jobs.NewConfigParser(),
+		subset: func(prefix string) (int, error) {
+			if strings.Contains(prefix, "bad") {
+				return 0, fmt.Errorf("%w: subset=%s matches no dataset file", jobs.ErrInvalid, prefix)
+			}
+			return 1, nil
+		},
+		apply: func(c jobs.Config) error {
+			f.applies++
+			f.cfg = string(c.Format())
+			return nil
+		},
+		current: func() ([]byte, error) { return []byte(f.cfg), nil },
+		restore: func(doc []byte) error {
+			c, err := jobs.ParseConfig(doc)
 			if err != nil {
 				return err
 			}
 			f.cfg = string(c.Format())
 			return nil
 		},
-		current: func() []byte { return []byte(f.cfg) },
 	}
 }
 
@@ -247,11 +263,31 @@ func TestConfigIsTheWholeDocumentHoweverItIsWritten(t *testing.T) {
 	if err := d.close(); err != nil || f.cfg != "batch_size=256\nseed=7\nsampler=random\nsubset=all\n" {
 		t.Fatalf("config %q, %v", f.cfg, err)
 	}
+	if f.applies != 1 {
+		t.Fatalf("a document of 3 writes and a close was applied %d times, want once", f.applies)
+	}
 	f = &fakeConfig{cfg: initial}
 	d = newDocument(f.sink(), maxConfigDoc)
 	d.write([]byte("batch_size=64\n"))
 	if err := d.write([]byte("colour=blue\n")); !errors.Is(err, jobs.ErrInvalid) || f.cfg != initial {
 		t.Fatalf("a bad line: %v, config %q; want EINVAL and the config as it was", err, f.cfg)
+	}
+	// A subset that names nothing fails the write that ends its line.
+	f = &fakeConfig{cfg: initial}
+	d = newDocument(f.sink(), maxConfigDoc)
+	d.write([]byte("batch_size=64\nsubset=good\n"))
+	if err := d.write([]byte("subset=bad\n")); !errors.Is(err, jobs.ErrInvalid) || f.cfg != initial {
+		t.Fatalf("a subset naming nothing: %v, config %q; want EINVAL and the config as it was", err, f.cfg)
+	}
+	// Applied at a close, put back when a later line is refused.
+	f = &fakeConfig{cfg: initial}
+	d = newDocument(f.sink(), maxConfigDoc)
+	d.write([]byte("batch_size=64\n"))
+	if err := d.close(); err != nil || !strings.HasPrefix(f.cfg, "batch_size=64\n") {
+		t.Fatalf("close: %v, config %q", err, f.cfg)
+	}
+	if err := d.write([]byte("seed=x\n")); !errors.Is(err, jobs.ErrInvalid) || f.cfg != initial {
+		t.Fatalf("a bad line after a close: %v, config %q; want EINVAL and the config as before the document", err, f.cfg)
 	}
 	// A config without a final newline is applied at the close.
 	f = &fakeConfig{cfg: initial}
@@ -291,7 +327,7 @@ func errText(err error) string {
 func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
 	for _, s := range []string{
 		"a\nb\nc\n", "all\n", "good\nbad\n", "x\nall", "# c\n\n", "\"a\\nb\"\n\" s \"\n", "a\x00b\n", "--content\nq\n",
-		"batch_size=256\nseed=7\nsampler=ods\n", "batch_size=1\nbatch_size=2\n", "seed=x\n", "subset=a\nsubset=b\n",
+		"batch_size=256\nseed=7\nsampler=ods\n", "batch_size=1\nbatch_size=2\n", "seed=x\n", "subset=a\nsubset=b\n", "subset=bad\n",
 	} {
 		f.Add([]byte(s), uint64(1))
 	}
@@ -355,9 +391,9 @@ func TestSupplementaryGroupsComeFromTheCallersProcess(t *testing.T) {
 // and then rejected (a later write through the same open) puts the job
 // back: resumed from its earlier state if it had one, else started over.
 func TestARejectedResumePutsTheJobBack(t *testing.T) {
-	for _, earlier := range [][]byte{nil, []byte("earlier state\n")} {
+	for _, earlier := range []*jobs.ResumePoint{nil, {}} {
 		var applied []string
-		reset := 0
+		var undone []*jobs.ResumePoint
 		sink := &resumeDoc{
 			apply: func(text []byte) error {
 				if bytes.Contains(text, []byte("junk")) {
@@ -366,10 +402,10 @@ func TestARejectedResumePutsTheJobBack(t *testing.T) {
 				applied = append(applied, string(text))
 				return nil
 			},
-			previous: func() []byte { return earlier },
-			reset:    func() error { reset++; return nil },
+			previous: func() *jobs.ResumePoint { return earlier },
+			undo:     func(pt *jobs.ResumePoint) error { undone = append(undone, pt); return nil },
 		}
-		d := newDocument(sink, maxPathDoc)
+		d := newDocument(sink, maxStateDoc)
 		if err := d.write([]byte("good state\n")); err != nil || d.close() != nil {
 			t.Fatalf("the good document: %v", err)
 		}
@@ -379,11 +415,8 @@ func TestARejectedResumePutsTheJobBack(t *testing.T) {
 		if err := d.close(); err == nil {
 			t.Fatal("the document with junk was taken")
 		}
-		switch {
-		case earlier == nil && (reset != 1 || len(applied) != 1):
-			t.Errorf("no earlier state: reset %d times, applied %q; want the job started over", reset, applied)
-		case earlier != nil && (reset != 0 || len(applied) != 2 || applied[1] != string(earlier)):
-			t.Errorf("an earlier state: reset %d times, applied %q; want it applied again", reset, applied)
+		if len(applied) != 1 || len(undone) != 1 || undone[0] != earlier {
+			t.Errorf("earlier %v: applied %q, undone to %v; want the job put back to what it resumed from before", earlier, applied, undone)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package fs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"sync"
 )
 
 // Documents of writable control files.
@@ -50,6 +52,9 @@ type docSink interface {
 	// release is called once, at the end of a document that was not
 	// rejected: what commit did is made final.
 	release() error
+	// held is about the bytes the sink holds now for the document (its
+	// lines, the files they name), counted in the writer's budget.
+	held() int
 	// abort undoes what written and commit did: the document was
 	// rejected.
 	abort()
@@ -58,18 +63,33 @@ type docSink interface {
 // document accumulates one open's writes into lines for its sink. Not safe
 // for concurrent use (the handle locks).
 type document struct {
-	sink  docSink
-	max   int    // bytes a document may hold
-	tail  []byte // the incomplete last line
-	size  int    // bytes written so far
-	dirty bool   // written since the last commit
-	err   error  // why the document was rejected
+	sink docSink
+	// budget is the writer's (nil: none, root's documents), charged
+	// what the document holds after each write and commit, and given
+	// it back at the document's end.
+	budget  *docBudget
+	uid     uint32
+	charged int
+	max     int    // bytes a document may hold
+	tail    []byte // the incomplete last line
+	size    int    // bytes written so far
+	dirty   bool   // written since the last commit
+	err     error  // why the document was rejected
 	// refused counts the writes refused after the rejection, not yet
 	// reported.
 	refused int
 }
 
 func newDocument(sink docSink, max int) *document { return &document{sink: sink, max: max} }
+
+// newBudgetedDocument is a document of user uid, charged to b.
+func newBudgetedDocument(sink docSink, max int, b *docBudget, uid uint32) *document {
+	d := newDocument(sink, max)
+	if uid != 0 {
+		d.budget, d.uid = b, uid
+	}
+	return d
+}
 
 // write takes one write(2) call's bytes.
 func (d *document) write(data []byte) error {
@@ -103,7 +123,30 @@ func (d *document) write(data []byte) error {
 	if err := d.sink.written(); err != nil {
 		return d.fail(err)
 	}
+	return d.settle()
+}
+
+// settle charges the writer's budget what the document holds now (or
+// gives back what it no longer holds); past the budget the document is
+// rejected, and what it held is freed.
+func (d *document) settle() error {
+	if d.budget == nil {
+		return nil
+	}
+	now := cap(d.tail) + d.sink.held()
+	if err := d.budget.take(d.uid, now-d.charged); err != nil {
+		return d.fail(err)
+	}
+	d.charged = now
 	return nil
+}
+
+// settled gives back everything the document was charged: it ended.
+func (d *document) settled() {
+	if d.budget != nil && d.charged != 0 {
+		d.budget.take(d.uid, -d.charged)
+		d.charged = 0
+	}
 }
 
 // close ends the document's current line and commits it (a FLUSH, or the
@@ -126,12 +169,13 @@ func (d *document) close() error {
 	if err := d.sink.commit(); err != nil {
 		return d.fail(err)
 	}
-	return nil
+	return d.settle()
 }
 
 // release ends the document (the RELEASE): what no close applied is
 // applied, and what was applied is made final.
 func (d *document) release() error {
+	defer d.settled()
 	if err := d.close(); err != nil {
 		return err
 	}
@@ -142,6 +186,7 @@ func (d *document) fail(err error) error {
 	d.err = err
 	d.tail = nil
 	d.sink.abort()
+	d.settled()
 	return err
 }
 
@@ -171,4 +216,54 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// errDocBudget: a user's open documents hold all the bytes one user may
+// (EDQUOT).
+var errDocBudget = errors.New("the user's open ctl documents are at their budget")
+
+// DefaultDocBudget is Options.DocBudget's default: twice the largest
+// document, so that a user's largest warmup list and the files it names
+// fit, and many documents held open do not.
+const DefaultDocBudget = 2 * maxPathDoc
+
+// docBudget bounds the bytes the open documents of each user (root
+// aside) hold together, however many descriptors they open: one user
+// cannot grow the root daemon by writing documents and keeping them open.
+type docBudget struct {
+	max  int
+	mu   sync.Mutex
+	used map[uint32]int
+}
+
+// take charges n bytes (n < 0 gives back) to uid; it refuses a charge
+// past the budget and then changes nothing.
+func (b *docBudget) take(uid uint32, n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.used[uid] + n
+	if n > 0 && u > b.max {
+		return fmt.Errorf("%w: uid %d's open documents would hold %s, past the %s one user may: close them before writing more",
+			errDocBudget, uid, sizeText(u), sizeText(b.max))
+	}
+	if u <= 0 {
+		delete(b.used, uid)
+		return nil
+	}
+	if b.used == nil {
+		b.used = map[uint32]int{}
+	}
+	b.used[uid] = u
+	return nil
+}
+
+// total is what the open documents of every user hold now.
+func (b *docBudget) total() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, u := range b.used {
+		n += u
+	}
+	return n
 }

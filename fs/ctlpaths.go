@@ -68,7 +68,8 @@ type pathDoc struct {
 	named bool // "all" or a path was given
 	req   pathRequest
 	dirty bool // req holds something not yet held
-	held  []heldRequest
+	holds []heldRequest
+	size  int // about the bytes req and holds take (held)
 }
 
 func (d *pathDoc) line(l []byte) error {
@@ -115,13 +116,16 @@ func (d *pathDoc) line(l []byte) error {
 	}
 	d.named, d.dirty = true, true
 	d.req.files = append(d.req.files, files...)
+	d.size += 8 * len(files)
 	if d.t.paths {
 		d.req.paths = append(d.req.paths, p)
+		d.size += len(p) + 16
 	}
 	return nil
 }
 
 func (d *pathDoc) written() error { return nil }
+func (d *pathDoc) held() int      { return d.size }
 
 func (d *pathDoc) commit() error {
 	if !d.named {
@@ -137,28 +141,28 @@ func (d *pathDoc) commit() error {
 	if err != nil {
 		return err
 	}
-	d.held = append(d.held, h)
+	d.holds = append(d.holds, h)
 	return nil
 }
 
 func (d *pathDoc) release() error {
 	var first error
-	for _, h := range d.held {
+	for _, h := range d.holds {
 		if err := h.release(); err != nil && first == nil {
 			first = err
 		}
 	}
-	d.held = nil
+	d.holds = nil
 	return first
 }
 
 func (d *pathDoc) abort() {
 	d.req = pathRequest{}
 	d.dirty = false
-	for _, h := range d.held {
+	for _, h := range d.holds {
 		h.cancel()
 	}
-	d.held = nil
+	d.holds = nil
 }
 
 // warmupTarget queues warmup for who.

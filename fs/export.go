@@ -21,18 +21,6 @@ func (fsys *FS) Status() []StatusEntry {
 	return out
 }
 
-// JobOwner returns the uid of the user who made job name's directory under
-// .epochfs/jobs/ (0 for root).
-func (fsys *FS) JobOwner(name string) (uid uint32, ok bool) {
-	if fsys.o.Jobs == nil {
-		return 0, false
-	}
-	info, live := fsys.o.Jobs.Lookup(name)
-	if !live {
-		return 0, false
-	}
-	if info.Owner == nil {
-		return 0, true
-	}
-	return info.Owner.UID, true
-}
+// DocBytes is what the open ctl documents of every user but root hold now
+// (their budget's use).
+func (fsys *FS) DocBytes() int { return fsys.docs.total() }

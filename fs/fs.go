@@ -68,6 +68,9 @@ type Options struct {
 	// MoreStatus, if set, adds status keys after the mount's own (the
 	// cluster's cluster.* keys).
 	MoreStatus func() []StatusEntry
+	// DocBudget bounds the bytes the open ctl documents of one user
+	// (root aside) hold together (DefaultDocBudget if 0).
+	DocBudget int
 }
 
 // DefaultTimeout is Options.Timeout's default: a day, so that a training
@@ -104,6 +107,7 @@ type FS struct {
 	seenErrs                 map[string]struct{}
 	seenLast                 time.Time
 	errs                     errorRing
+	docs                     docBudget
 	prewarm                  prewarm
 	start                    time.Time
 }
@@ -117,10 +121,13 @@ func Mount(o Options) (*FS, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.DocBudget == 0 {
+		o.DocBudget = DefaultDocBudget
+	}
 	if o.IoUring == "" {
 		o.IoUring = IoUringAuto
 	}
-	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now(), backings: xsync.NewMapOf[uint64, *backing]()}
+	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now(), docs: docBudget{max: o.DocBudget}, backings: xsync.NewMapOf[uint64, *backing]()}
 	fsys.ptTiers = make([]atomic.Bool, len(o.Placer.Tiers()))
 	fsys.root = &node{fsys: fsys, e: o.Placer.Catalog().Root()}
 	neg := o.Timeout

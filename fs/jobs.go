@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"time"
@@ -46,6 +47,38 @@ func (r jobRef) info() (jobs.Info, bool) {
 
 func (r jobRef) live() bool { _, ok := r.info(); return ok }
 
+// job is the registration r names, for the jobs.Manager calls (which
+// refuse once it has ended).
+func (r jobRef) job() jobs.Ref { return jobs.Ref{Name: r.name, ID: r.id} }
+
+// check is the identity check of the job's files (ctlSpec.check).
+func (r jobRef) check() error {
+	if !r.live() {
+		return fmt.Errorf("%w: %q (the job this file was made for has ended)", jobs.ErrNoJob, r.name)
+	}
+	return nil
+}
+
+// rankCheck is the identity check of a rank's files: the job, and the
+// rank in its world size.
+func (r jobRef) rankCheck(rank int) func() error {
+	return func() error {
+		if in, ok := r.info(); !ok || rank >= in.WorldSize {
+			return fmt.Errorf("%w: %q rank %d (the job or rank this file was made for has ended)", jobs.ErrNoJob, r.name, rank)
+		}
+		return nil
+	}
+}
+
+// checkOf is the identity check of a file of the job (rank < 0) or of
+// one of its ranks.
+func (r jobRef) checkOf(rank int) func() error {
+	if rank < 0 {
+		return r.check
+	}
+	return r.rankCheck(rank)
+}
+
 // label names a job's file in logs and .epochfs/errors.
 func (r jobRef) label(rank int, file string) string {
 	if rank < 0 {
@@ -57,30 +90,27 @@ func (r jobRef) label(rank int, file string) string {
 var jobEntries = []jobEntry{
 	{name: "config", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 		m := ref.fsys.o.Jobs
-		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "config"), ino: ino, mode: 0o644, owner: ref.owner, max: maxConfigDoc,
-			read: func() []byte { b, _ := m.Config(ref.name); return b },
-			doc: func(*catalog.Cred) docSink {
-				return &configDoc{
-					apply:   func(text []byte) error { return m.Configure(ref.name, text) },
-					current: func() []byte { b, _ := m.Config(ref.name); return b },
-				}
-			}}}
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "config"), ino: ino, mode: 0o600, owner: ref.owner, max: maxConfigDoc,
+			check: ref.check,
+			read:  func() ([]byte, error) { return m.Config(ref.job()) },
+			doc:   func(*catalog.Cred) docSink { return newConfigDoc(m, ref) }}}
 	}},
 	{name: "next", mode: syscall.S_IFREG, node: newNextFile},
 	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
-		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "status"), ino: ino, mode: 0o444, owner: ref.owner,
-			read: func() []byte { b, _ := ref.fsys.o.Jobs.Status(ref.name); return b }}}
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "status"), ino: ino, mode: 0o400, owner: ref.owner,
+			check: ref.check,
+			read:  func() ([]byte, error) { return ref.fsys.o.Jobs.Status(ref.job()) }}}
 	}},
 	{name: "state", mode: syscall.S_IFREG, node: newStateFile},
 	{name: "resume", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 		m := ref.fsys.o.Jobs
-		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "resume"), ino: ino, mode: 0o644, owner: ref.owner, max: maxPathDoc,
-			read: func() []byte { return nil },
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "resume"), ino: ino, mode: 0o600, owner: ref.owner, max: maxStateDoc,
+			check: ref.check,
 			doc: func(*catalog.Cred) docSink {
 				return &resumeDoc{
-					apply:    func(text []byte) error { return m.Resume(ref.name, text) },
-					previous: func() []byte { return m.ResumedDoc(ref.name) },
-					reset:    func() error { return m.Unresume(ref.name) },
+					apply:    func(text []byte) error { return m.Resume(ref.job(), text) },
+					previous: func() *jobs.ResumePoint { return m.Resumed(ref.job()) },
+					undo:     func(pt *jobs.ResumePoint) error { return m.Unresume(ref.job(), pt) },
 				}
 			}}}
 	}},
@@ -108,7 +138,7 @@ func entryNames(list []jobEntry) string {
 // answered with empty attributes, so these are checked at compile time.
 var (
 	_ interface {
-		fillAttr(context.Context, *fuse.Attr)
+		fillAttr(context.Context, *fuse.Attr) syscall.Errno
 	} = (*ctlFile)(nil)
 	_ interface{ fillAttr(*fuse.Attr) } = (*nextFile)(nil)
 )
@@ -125,9 +155,12 @@ func lookupEntry(ctx context.Context, parent *fusefs.Inode, list []jobEntry, ref
 		case interface{ fillAttr(*fuse.Attr) }:
 			a.fillAttr(&out.Attr)
 		case interface {
-			fillAttr(context.Context, *fuse.Attr)
+			fillAttr(context.Context, *fuse.Attr) syscall.Errno
 		}:
-			a.fillAttr(ctx, &out.Attr) // ctl files: sized for the caller
+			// ctl files: sized for the caller
+			if errno := a.fillAttr(ctx, &out.Attr); errno != 0 {
+				return nil, errno
+			}
 		}
 		out.SetEntryTimeout(time.Second)
 		out.SetAttrTimeout(uncached)
@@ -313,53 +346,111 @@ func (d *entryDir) Create(ctx context.Context, name string, flags uint32, mode u
 }
 
 func (d *entryDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	if !d.live() {
+		return nil, syscall.ENOENT
+	}
 	return listEntries(d.entries, d.ino), 0
 }
 
-// configDoc is a job config document. After every write, its complete
-// lines so far are applied as the job's whole config (jobs.Manager.
-// Configure: keys not given take their defaults, the job starts over at
-// epoch 1) if they differ from what the document applied last: the job's
-// config is always the document so far, the write that makes the document
-// invalid fails, and a rejected document puts back the config the job had
-// before it.
+// configDoc is a job config document. Each line is parsed once, as it
+// comes (jobs.ConfigParser), a subset line is checked against the dataset
+// then, and after each write the document so far gets the checks that
+// need no resolving of its subset (jobs.Manager.CheckConfig): a bad line,
+// or a config that cannot be, fails the write that completes it. At each
+// close that follows new lines the document so far is applied as the
+// job's whole config (jobs.Manager.SetConfig: keys not given take their
+// defaults, the job starts over at epoch 1), once; a rejected document
+// puts back the config the job had before it.
 type configDoc struct {
-	apply   func(text []byte) error
-	current func() []byte
-	text    []byte // the complete lines so far
-	lines   int
-	applied []byte // what the document applied last; nil: nothing yet
-	before  []byte // the job's config before the document's first apply
+	p       *jobs.ConfigParser
+	subset  func(prefix string) (int, error) // checks a subset line's prefix
+	check   func(cfg jobs.Config, files int) error
+	apply   func(cfg jobs.Config) error
+	current func() ([]byte, error) // the job's config document
+	restore func(doc []byte) error
+	files   int    // files the subset lines name, added up
+	size    int    // bytes of the subset prefixes held
+	checked bool   // the lines so far were checked whole
+	dirty   bool   // lines since the last apply
+	before  []byte // the job's config before the document's first apply; nil: none yet
+}
+
+func newConfigDoc(m *jobs.Manager, ref jobRef) *configDoc {
+	return &configDoc{
+		p:       jobs.NewConfigParser(),
+		subset:  func(prefix string) (int, error) { return m.CheckSubset(ref.job(), prefix) },
+		check:   func(cfg jobs.Config, files int) error { return m.CheckConfig(ref.job(), cfg, files) },
+		apply:   func(cfg jobs.Config) error { return m.SetConfig(ref.job(), cfg) },
+		current: func() ([]byte, error) { return m.Config(ref.job()) },
+		restore: func(doc []byte) error { return m.Configure(ref.job(), doc) },
+	}
 }
 
 func (d *configDoc) line(l []byte) error {
-	d.text = append(append(d.text, l...), '\n')
-	d.lines++
+	keys := d.p.Keys()
+	prefix, err := d.p.Line(l)
+	if err != nil {
+		return err
+	}
+	if prefix != "" {
+		n, err := d.subset(prefix)
+		if err != nil {
+			return err
+		}
+		d.files += n
+		d.size += len(prefix) + 16
+	}
+	if d.p.Keys() > keys {
+		d.dirty, d.checked = true, false
+	}
 	return nil
 }
 
-func (d *configDoc) written() error { return d.sync() }
-func (d *configDoc) commit() error  { return d.sync() }
+func (d *configDoc) held() int      { return d.size }
 func (d *configDoc) release() error { return nil }
 
-func (d *configDoc) sync() error {
-	if d.lines == 0 || d.applied != nil && bytes.Equal(d.text, d.applied) {
+// written checks the document so far whole, without applying it.
+func (d *configDoc) written() error {
+	if d.checked || d.check == nil {
 		return nil
 	}
-	if d.applied == nil {
-		d.before = d.current()
+	cfg := d.p.Config()
+	files := d.files
+	if cfg.Subset == nil {
+		files = -1
 	}
-	if err := d.apply(d.text); err != nil {
+	if err := d.check(cfg, files); err != nil {
 		return err
 	}
-	d.applied = bytes.Clone(d.text)
+	d.checked = true
+	return nil
+}
+
+func (d *configDoc) commit() error {
+	if !d.dirty {
+		return nil
+	}
+	if err := d.written(); err != nil {
+		return err
+	}
+	if d.before == nil {
+		b, err := d.current()
+		if err != nil {
+			return err
+		}
+		d.before = b
+	}
+	if err := d.apply(d.p.Config()); err != nil {
+		return err
+	}
+	d.dirty = false
 	return nil
 }
 
 func (d *configDoc) abort() {
-	if d.applied != nil {
-		d.apply(d.before) // it was the config: it parses
-		d.applied = nil
+	if d.before != nil {
+		d.restore(d.before) // it was the config: it parses
+		d.before = nil
 	}
 }
 
@@ -368,55 +459,55 @@ func (d *configDoc) abort() {
 // cluster job's names files (its unread lines) other users may not see.
 func newStateFile(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
 	return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "state"), ino: ino, mode: 0o400, owner: ref.owner,
-		read: func() []byte { b, _ := ref.fsys.o.Jobs.State(ref.name); return b }}}
+		check: ref.checkOf(rank),
+		read:  func() ([]byte, error) { return ref.fsys.o.Jobs.State(ref.job()) }}}
 }
 
 // resumeDoc is a document written to jobs/NAME/resume: a state document
 // (jobs/state.go), applied whole at each close. A rejected document puts
 // the job back as it was before the document's first apply: resumed from
-// the state it had resumed from, if any, or else started over from its
+// what it had resumed from, if anything, or else started over from its
 // config (the job has not read: that is all there is of it).
 type resumeDoc struct {
 	apply    func(text []byte) error
-	previous func() []byte // the state the job resumed from before (nil: none)
-	reset    func() error  // starts the job over from its config
+	previous func() *jobs.ResumePoint
+	undo     func(*jobs.ResumePoint) error
 	text     []byte
-	applied  []byte // what the document applied last; nil: nothing yet
-	before   []byte // previous() at the document's first apply
+	applied  bool // the document applied something
+	dirty    bool // lines since the last apply
+	before   *jobs.ResumePoint
 }
 
 func (d *resumeDoc) line(l []byte) error {
 	d.text = append(append(d.text, l...), '\n')
+	d.dirty = true
 	return nil
 }
 
+func (d *resumeDoc) held() int      { return cap(d.text) }
 func (d *resumeDoc) written() error { return nil } // a state is whole only at its close
 func (d *resumeDoc) release() error { return nil }
 
 func (d *resumeDoc) commit() error {
-	if len(d.text) == 0 || d.applied != nil && bytes.Equal(d.text, d.applied) {
+	if len(d.text) == 0 || !d.dirty {
 		return nil
 	}
-	if d.applied == nil {
+	if !d.applied {
 		d.before = d.previous()
 	}
 	if err := d.apply(d.text); err != nil {
 		return err
 	}
-	d.applied = bytes.Clone(d.text)
+	d.applied, d.dirty = true, false
 	return nil
 }
 
 func (d *resumeDoc) abort() {
-	if d.applied == nil {
-		return
+	if d.applied {
+		d.undo(d.before) // it applied before: it applies
+		d.applied = false
 	}
-	if d.before != nil {
-		d.apply(d.before) // it applied before: it applies
-	} else {
-		d.reset()
-	}
-	d.applied = nil
+	d.text = nil
 }
 
 // nextFile is jobs/NAME/next (rank -1: a job of world size 1) or
@@ -450,6 +541,9 @@ func (n *nextFile) fillAttr(a *fuse.Attr) {
 }
 
 func (n *nextFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if err := n.ref.checkOf(n.rank)(); err != nil {
+		return n.ref.fsys.toErrno(err)
+	}
 	n.fillAttr(&out.Attr)
 	out.SetTimeout(uncached)
 	return 0
@@ -457,6 +551,9 @@ func (n *nextFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.
 
 // Setattr accepts the truncation of a shell's ">"; the write then fails.
 func (n *nextFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if err := n.ref.checkOf(n.rank)(); err != nil {
+		return n.ref.fsys.toErrno(err)
+	}
 	n.fillAttr(&out.Attr)
 	return 0
 }
@@ -490,14 +587,16 @@ func (h *nextHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 		var b []byte
 		var err error
 		if m := h.n.ref.fsys.o.Jobs; h.n.rank < 0 {
-			b, _, err = m.Next(rctx, h.n.ref.name)
+			b, _, err = m.Next(rctx, h.n.ref.job())
 		} else {
-			b, _, err = m.NextRank(rctx, h.n.ref.name, h.n.rank)
+			b, _, err = m.NextRank(rctx, h.n.ref.job(), h.n.rank)
 		}
 		done()
 		switch {
-		case errors.Is(err, context.Canceled):
-			return nil, h.n.ref.fsys.toErrno(err) // interrupted while waiting for the slowest rank
+		case errors.Is(err, context.Canceled), errors.Is(err, jobs.ErrNoJob):
+			// Interrupted while waiting for the slowest rank, or the job
+			// this file was made for has ended.
+			return nil, h.n.ref.fsys.toErrno(err)
 		case err != nil:
 			return nil, h.n.ref.fsys.ctlError(ctx, h.n.ref.label(h.n.rank, "next"), err)
 		}

@@ -30,7 +30,7 @@ func newAugmentedDir(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 	tree := &viewTree{
 		rootIno: ino, inoBase: inoAugmentedBase + ref.id<<44, owner: &o, label: ref.label(-1, "augmented"),
 		open: func(ctx context.Context, e *catalog.Entry) ([]byte, error) {
-			return fsys.o.Jobs.Augmented(ctx, ref.name, e)
+			return fsys.o.Jobs.Augmented(ctx, ref.job(), e)
 		},
 		live: ref.live,
 	}
@@ -117,7 +117,7 @@ func (n *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 		alloc = fsys.batchMem.Alloc
 	}
 	rctx, done := waitCtx(ctx)
-	b, _, err := fsys.o.Jobs.Batch(rctx, n.ref.name, n.rank, alloc)
+	b, _, err := fsys.o.Jobs.Batch(rctx, n.ref.job(), n.rank, alloc)
 	done()
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -24,6 +24,7 @@ func (d *lineDoc) line(l []byte) error {
 	}
 	return d.apply(l)
 }
+func (d *lineDoc) held() int      { return 0 }
 func (d *lineDoc) written() error { return nil }
 func (d *lineDoc) commit() error  { return nil }
 func (d *lineDoc) release() error { return nil }
@@ -37,17 +38,18 @@ func (d *lineDoc) abort()         {}
 var rankEntries = []jobEntry{
 	{name: "next", mode: syscall.S_IFREG, node: newNextFile},
 	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
-		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "status"), ino: ino, mode: 0o444, owner: ref.owner,
-			read: func() []byte { b, _ := ref.fsys.o.Jobs.RankStatus(ref.name, rank); return b }}}
+		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "status"), ino: ino, mode: 0o400, owner: ref.owner,
+			check: ref.rankCheck(rank),
+			read:  func() ([]byte, error) { return ref.fsys.o.Jobs.RankStatus(ref.job(), rank) }}}
 	}},
 	{name: "batch", mode: syscall.S_IFREG, node: newBatchFile},
 	{name: "state", mode: syscall.S_IFREG, node: newStateFile},
 	{name: "pause", mode: syscall.S_IFREG, node: func(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
 		m := ref.fsys.o.Jobs
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "pause"), ino: ino, mode: 0o600, owner: ref.owner, max: maxConfigDoc,
-			read: func() []byte { return nil },
+			check: ref.rankCheck(rank),
 			doc: func(*catalog.Cred) docSink {
-				return &lineDoc{apply: func(l []byte) error { return m.Pause(ref.name, rank, string(l)) }}
+				return &lineDoc{apply: func(l []byte) error { return m.Pause(ref.job(), rank, string(l)) }}
 			}}}
 	}},
 }

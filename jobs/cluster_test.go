@@ -199,7 +199,7 @@ func clusterJob(t *testing.T, fc *fakeCluster, n int, doc string, o Options) *Ma
 	if _, err := m.Register("d", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("d", []byte(doc)); err != nil {
+	if err := m.Configure(jr(m, "d"), []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -210,7 +210,7 @@ func TestClusterJobIsRefusedWithoutACluster(t *testing.T) {
 	if _, err := m.Register("d", nil); err != nil {
 		t.Fatal(err)
 	}
-	err := m.Configure("d", []byte("world_size=2\ncluster=true\n"))
+	err := m.Configure(jr(m, "d"), []byte("world_size=2\ncluster=true\n"))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "[cluster]") {
 		t.Errorf("cluster=true on a mount without [cluster]: %v, want EINVAL naming [cluster]", err)
 	}
@@ -252,7 +252,7 @@ func TestClusterJobRanksOnTwoNodesShareEachEpochExactlyOnce(t *testing.T) {
 					}
 				}
 			}
-			b, err := nodes[0].Status("d")
+			b, err := nodes[0].Status(jr(nodes[0], "d"))
 			st := parseStatus(t, b, err)
 			if st["cluster"] != "true" || st["ranks_remote"] != "1" || st["claimed"] == "0" || st["claim_fallbacks"] != "0" {
 				t.Errorf("status: cluster=%s ranks_remote=%s claimed=%s claim_fallbacks=%s", st["cluster"], st["ranks_remote"], st["claimed"], st["claim_fallbacks"])
@@ -266,7 +266,7 @@ func TestClusterJobWithAnotherConfigOnAnotherNodeIsRefused(t *testing.T) {
 	clusterJob(t, fc, 10, "world_size=2\ncluster=true\n", Options{})
 	m, _ := newManagerWith(t, 10, Options{Cluster: fc})
 	m.Register("d", nil)
-	if err := m.Configure("d", []byte("world_size=2\nseed=5\ncluster=true\n")); !errors.Is(err, ErrInvalid) {
+	if err := m.Configure(jr(m, "d"), []byte("world_size=2\nseed=5\ncluster=true\n")); !errors.Is(err, ErrInvalid) {
 		t.Errorf("another config on a second node: %v, want EINVAL", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestClusterJobRankWaitsForAnotherNodeAtMostALease(t *testing.T) {
 	// Rank 1 (another node) never reads: epoch 3 waits for it, then goes
 	// on without it.
 	start := time.Now()
-	b, end, err := m.NextRank(context.Background(), "d", 0)
+	b, end, err := m.NextRank(context.Background(), jr(m, "d"), 0)
 	if err != nil || end || len(b) == 0 {
 		t.Fatalf("epoch 3: %q end=%v err=%v", b, end, err)
 	}

@@ -286,41 +286,79 @@ func hasDotDot(p string) bool {
 // subset), lines without '=' and bad values are errors (wrapping
 // ErrInvalid) that name the line, the key and the value.
 func ParseConfig(doc []byte) (Config, error) {
-	c := DefaultConfig()
-	seen := map[string]bool{}
-	for n, raw := range bytes.Split(doc, []byte("\n")) {
-		line := strings.TrimSpace(string(raw))
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, val, ok := strings.Cut(line, "=")
-		if !ok {
-			return Config{}, fmt.Errorf("%w: line %d: %q is not key=value", ErrInvalid, n+1, clip(line))
-		}
-		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
-		k := lookupKey(name)
-		if k == nil {
-			return Config{}, fmt.Errorf("%w: line %d: unknown key %q (want %s)", ErrInvalid, n+1, clip(name), keyNames())
-		}
-		if seen[name] && !k.repeat {
-			return Config{}, fmt.Errorf("%w: line %d: %s given twice", ErrInvalid, n+1, name)
-		}
-		seen[name] = true
-		if err := k.parse(&c, val); err != nil {
-			if err == errBadValue {
-				return Config{}, fmt.Errorf("%w: line %d: %s=%q: want %s", ErrInvalid, n+1, name, clip(val), k.want)
-			}
-			return Config{}, fmt.Errorf("%w: line %d: %s=%q: %w", ErrInvalid, n+1, name, clip(val), err)
+	p := NewConfigParser()
+	for _, raw := range bytes.Split(doc, []byte("\n")) {
+		if _, err := p.Line(raw); err != nil {
+			return Config{}, err
 		}
 	}
+	return p.Config(), nil
+}
+
+// A ConfigParser reads a config document a line at a time, each line
+// once, as ParseConfig reads a whole one: a document written in many
+// writes is parsed once, not once per write.
+type ConfigParser struct {
+	c    Config
+	seen map[string]bool
+	n    int // lines so far
+	keys int // key=value lines so far
+}
+
+// NewConfigParser starts a document.
+func NewConfigParser() *ConfigParser {
+	return &ConfigParser{c: DefaultConfig(), seen: map[string]bool{}}
+}
+
+// Line takes the document's next line (without its newline). It returns
+// the subset prefix the line adds, if any ("" otherwise, and for
+// subset=all), for the caller to check that it names a file.
+func (p *ConfigParser) Line(raw []byte) (subset string, err error) {
+	p.n++
+	line := strings.TrimSpace(string(raw))
+	if line == "" || line[0] == '#' {
+		return "", nil
+	}
+	name, val, ok := strings.Cut(line, "=")
+	if !ok {
+		return "", fmt.Errorf("%w: line %d: %q is not key=value", ErrInvalid, p.n, clip(line))
+	}
+	name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+	k := lookupKey(name)
+	if k == nil {
+		return "", fmt.Errorf("%w: line %d: unknown key %q (want %s)", ErrInvalid, p.n, clip(name), keyNames())
+	}
+	if p.seen[name] && !k.repeat {
+		return "", fmt.Errorf("%w: line %d: %s given twice", ErrInvalid, p.n, name)
+	}
+	p.seen[name] = true
+	before := len(p.c.Subset)
+	if err := k.parse(&p.c, val); err != nil {
+		if err == errBadValue {
+			return "", fmt.Errorf("%w: line %d: %s=%q: want %s", ErrInvalid, p.n, name, clip(val), k.want)
+		}
+		return "", fmt.Errorf("%w: line %d: %s=%q: %w", ErrInvalid, p.n, name, clip(val), err)
+	}
+	p.keys++
+	if len(p.c.Subset) > before && p.c.Subset[before] != subsetAll {
+		return p.c.Subset[before], nil
+	}
+	return "", nil
+}
+
+// Keys is the number of key=value lines so far.
+func (p *ConfigParser) Keys() int { return p.keys }
+
+// Config is the document's config so far.
+func (p *ConfigParser) Config() Config {
+	c := p.c
+	c.Subset = slices.Clone(c.Subset)
+	c.Augment = slices.Clone(c.Augment)
 	// subset=all, anywhere, is every file.
-	for _, p := range c.Subset {
-		if p == subsetAll {
-			c.Subset = nil
-			break
-		}
+	if slices.Contains(c.Subset, subsetAll) {
+		c.Subset = nil
 	}
-	return c, nil
+	return c
 }
 
 func lookupKey(name string) *key {

@@ -44,13 +44,13 @@ func (m *Manager) grow() {
 	}
 	add := map[string][]int{}
 	m.mu.Lock()
-	for name, j := range m.jobs {
+	for _, j := range m.jobs {
 		if j.cfg.Cluster || j.cfg.Fixed {
 			continue
 		}
 		for _, e := range added {
 			if m.joins(j, e) {
-				add[name] = append(add[name], int(e.Index))
+				add[j.key] = append(add[j.key], int(e.Index))
 			}
 		}
 	}
@@ -98,7 +98,7 @@ func underSubset(p string, subset []string) bool {
 
 // samplerConfig is cfg for the sampler, its subset resolved as who sees
 // the dataset.
-func (m *Manager) samplerConfig(cfg Config, who *catalog.Cred) (sampler.JobConfig, error) {
+func (m *Manager) samplerConfig(name string, cfg Config, who *catalog.Cred) (sampler.JobConfig, error) {
 	subset, err := m.resolve(cfg.Subset, who)
 	if err != nil {
 		return sampler.JobConfig{}, err
@@ -112,7 +112,7 @@ func (m *Manager) samplerConfig(cfg Config, who *catalog.Cred) (sampler.JobConfi
 			ErrInvalid, cfg.WorldSize, size)
 	}
 	return sampler.JobConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Kind: cfg.Sampler, Subset: subset,
-		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Fixed: cfg.Fixed}, nil
+		WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Fixed: cfg.Fixed, SeedName: name}, nil
 }
 
 // resolve maps subset prefixes to the sample indices of the files under

@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,19 @@ type Options struct {
 // DefaultMaxJobsPerUser is a quarter of the sampler's job slots.
 const DefaultMaxJobsPerUser = (sampler.MaxJobs + 1) / 4
 
+// Ref names one registration of a job: its name and the ID it got. A job
+// ended and made again under the same name is another job, with another
+// ID: every call that acts on a job takes its Ref and refuses (ErrNoJob)
+// once that registration is gone, so that a handle kept on an ended job's
+// file never reaches the next job of its name, whoever owns it.
+type Ref struct {
+	Name string
+	ID   uint64
+}
+
+// Ref returns the job's reference.
+func (in Info) Ref() Ref { return Ref{in.Name, in.ID} }
+
 // Info is what the fs layer needs of a live job.
 type Info struct {
 	Name string
@@ -72,15 +87,19 @@ type Info struct {
 
 // job is a live job as the manager keeps it.
 type job struct {
-	id    uint64
+	id uint64
+	// key names the job in the sampler and the views: its name and ID
+	// (sampleKey), so that what they keep of an ended job is never the
+	// next one's of its name.
+	key   string
 	owner *catalog.Cred
 	cfg   Config
 	vw    *views.Job // nil without views
 	cl    *claimer   // nil unless cfg.Cluster
-	// resumed is the check of the state the job resumed from ("": none),
-	// for its ranks to see in its status, and resumedDoc that state (m.mu).
-	resumed    string
-	resumedDoc []byte
+	// resumed is what the job last resumed from (nil: nothing since its
+	// config was last written), for its status and to put it back when a
+	// later resume is refused (m.mu).
+	resumed *ResumePoint
 }
 
 // Manager is the set of jobs of one mount.
@@ -292,7 +311,7 @@ func (m *Manager) Register(name string, who *catalog.Cred) (Info, error) {
 		return Info{}, ErrNotReady
 	}
 	cfg := DefaultConfig()
-	sc, err := m.samplerConfig(cfg, who)
+	sc, err := m.samplerConfig(name, cfg, who)
 	if err != nil {
 		return Info{}, err
 	}
@@ -317,16 +336,16 @@ func (m *Manager) Register(name string, who *catalog.Cred) (Info, error) {
 		jv.Release()
 		return Info{}, err
 	}
-	if err := m.s.RegisterJob(name, sc); err != nil {
+	j := &job{id: m.seq + 1, key: sampleKey(name, m.seq+1), owner: who, cfg: cfg}
+	if err := m.s.RegisterJob(j.key, sc); err != nil {
 		m.vs.FreeConsumer(jv)
 		jv.Release()
 		return Info{}, wrap(err)
 	}
 	m.seq++
-	j := &job{id: m.seq, owner: who, cfg: cfg}
 	m.jobs[name] = j
 	if jv != nil {
-		m.installViewLocked(name, j, jv)
+		m.installViewLocked(j, jv)
 	}
 	// The loop ticks again (its leases, the buffer's grace periods).
 	m.wakeUp()
@@ -370,6 +389,29 @@ func (m *Manager) JobsByUser() map[uint32]int {
 	return out
 }
 
+// sampleKey is the name of job name's registration id in the sampler and
+// the views ('#' is not in job names: CheckName).
+func sampleKey(name string, id uint64) string { return name + "#" + strconv.FormatUint(id, 10) }
+
+// nameOf is the job name of a sampler key.
+func nameOf(key string) string { return key[:strings.LastIndexByte(key, '#')] }
+
+// jobOf returns the live job ref names (ErrNoJob once that registration
+// has ended, whatever job has the name now).
+func (m *Manager) jobOf(ref Ref) (*job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.jobOfLocked(ref)
+}
+
+func (m *Manager) jobOfLocked(ref Ref) (*job, error) {
+	m.syncLocked()
+	if j, ok := m.jobs[ref.Name]; ok && j.id == ref.ID {
+		return j, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrNoJob, ref.Name)
+}
+
 func (j *job) info(name string) Info {
 	return Info{Name: name, ID: j.id, Owner: j.owner, WorldSize: j.cfg.WorldSize}
 }
@@ -377,23 +419,75 @@ func (j *job) info(name string) Info {
 // Configure replaces a job's config with the config document doc (keys not
 // given take DefaultConfig's values). The job starts over at epoch 1, its
 // ranks included. A bad config changes nothing.
-func (m *Manager) Configure(name string, doc []byte) error {
+func (m *Manager) Configure(ref Ref, doc []byte) error {
 	cfg, err := ParseConfig(doc)
 	if err != nil {
 		return err
 	}
+	return m.configure(ref, cfg)
+}
+
+// SetConfig is Configure of a parsed config (ConfigParser.Config).
+func (m *Manager) SetConfig(ref Ref, cfg Config) error { return m.configure(ref, cfg) }
+
+// CheckSubset reports whether a subset prefix (ConfigParser.Line's)
+// names a file the job's owner may open: the error Configure would give
+// for it, the same whether it names nothing or only hidden files. It
+// returns how many such files it names.
+func (m *Manager) CheckSubset(ref Ref, prefix string) (int, error) {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return 0, err
+	}
+	idx, err := m.resolve([]string{prefix}, j.owner)
+	return len(idx), err
+}
+
+// CheckConfig makes the checks of Configure that need no resolving of the
+// subset and no registering: what a config document is checked against
+// after each write, before it is applied at its close. files is at least
+// the number of files its subset names (CheckSubset's counts added up; -1
+// without subset lines).
+func (m *Manager) CheckConfig(ref Ref, cfg Config, files int) error {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return err
+	}
+	if cfg.Cluster && m.o.Cluster == nil {
+		return fmt.Errorf("%w: cluster=true: the mount has no [cluster] section", ErrInvalid)
+	}
+	if files < 0 && cfg.DropLast {
+		// Every file the owner may open, counted at most once per key
+		// line of the document (only subset lines repeat, and they
+		// give files).
+		files = len(m.fileList())
+		if !j.owner.Root() {
+			files = len(m.p.FilesAs(j.owner))
+		}
+	}
+	if cfg.DropLast && files < cfg.WorldSize {
+		return fmt.Errorf("%w: drop_last=true with world_size=%d over a subset of %d files: every rank would get none",
+			ErrInvalid, cfg.WorldSize, files)
+	}
+	if m.vs != nil {
+		return m.vs.Check(cfg.spec())
+	}
+	return nil
+}
+
+// configure is Configure of a parsed config.
+func (m *Manager) configure(ref Ref, cfg Config) error {
+	name := ref.Name
 	// The subset is resolved over every file refreshes added so far, and
 	// none joins the dataset until the job is registered with it (grow).
 	m.grow()
 	m.growMu.Lock()
 	defer m.growMu.Unlock()
-	m.mu.Lock()
-	j, ok := m.jobs[name]
-	m.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrNoJob, name)
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return err
 	}
-	sc, err := m.samplerConfig(cfg, j.owner)
+	sc, err := m.samplerConfig(name, cfg, j.owner)
 	if err != nil {
 		return err
 	}
@@ -439,19 +533,19 @@ func (m *Manager) Configure(name string, doc []byte) error {
 		m.leaveLater(k)
 		return fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
-	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
+	if err := m.s.EndJob(j.key); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
 		return wrap(err)
 	}
-	if err := m.s.RegisterJob(name, sc); err != nil {
+	if err := m.s.RegisterJob(j.key, sc); err != nil {
 		// The old job is gone; keep the name registered with its old
 		// config so that the directory stays consistent (a cluster
 		// job's old config without the cluster: this node left it).
-		old, oerr := m.samplerConfig(j.cfg, j.owner)
-		if oerr != nil || m.s.RegisterJob(name, old) != nil {
+		old, oerr := m.samplerConfig(name, j.cfg, j.owner)
+		if oerr != nil || m.s.RegisterJob(j.key, old) != nil {
 			delete(m.jobs, name)
-			m.dropViewLocked(name, j)
+			m.dropViewLocked(j)
 		} else if prev != nil && m.vs.Active(prev) {
-			m.s.SetViews(name, true)
+			m.s.SetViews(j.key, true)
 		}
 		j.cfg.Cluster = false
 		m.leaveLater(j.cl)
@@ -463,22 +557,21 @@ func (m *Manager) Configure(name string, doc []byte) error {
 	m.leaveLater(j.cl)
 	j.cl = k
 	j.cfg = cfg
-	j.resumed, j.resumedDoc = "", nil // the job starts over
+	j.resumed = nil // the job starts over
 	if jv != nil {
-		m.installViewLocked(name, j, jv)
+		m.installViewLocked(j, jv)
 	}
 	m.wakeUp()
 	return nil
 }
 
 // Config returns the job's config document.
-func (m *Manager) Config(name string) ([]byte, error) {
+func (m *Manager) Config(ref Ref) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.syncLocked()
-	j, ok := m.jobs[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoJob, name)
+	j, err := m.jobOfLocked(ref)
+	if err != nil {
+		return nil, err
 	}
 	return j.cfg.Format(), nil
 }
@@ -494,9 +587,9 @@ func (m *Manager) End(name string) error {
 		return fmt.Errorf("%w: %q", ErrNoJob, name)
 	}
 	delete(m.jobs, name)
-	m.dropViewLocked(name, j)
+	m.dropViewLocked(j)
 	m.leaveLater(j.cl)
-	if err := m.s.EndJob(name); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
+	if err := m.s.EndJob(j.key); err != nil && !errors.Is(err, sampler.ErrNoJob) && !errors.Is(err, sampler.ErrLeaseExpired) {
 		return wrap(err)
 	}
 	m.wakeUp()
@@ -524,8 +617,9 @@ func (m *Manager) List() []Info {
 	defer m.mu.Unlock()
 	m.syncLocked()
 	var out []Info
-	for _, name := range m.s.Jobs() {
-		if j, ok := m.jobs[name]; ok {
+	for _, key := range m.s.Jobs() {
+		name := nameOf(key)
+		if j, ok := m.jobs[name]; ok && j.key == key {
 			out = append(out, j.info(name))
 		}
 	}
@@ -555,9 +649,9 @@ func (m *Manager) syncLocked() {
 		set[n] = true
 	}
 	for n, j := range m.jobs {
-		if !set[n] {
+		if !set[j.key] {
 			delete(m.jobs, n)
-			m.dropViewLocked(n, j)
+			m.dropViewLocked(j)
 			m.leaveLater(j.cl)
 		}
 	}

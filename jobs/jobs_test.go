@@ -102,7 +102,7 @@ func epoch(t testing.TB, m *Manager, name string) []string {
 	t.Helper()
 	var out []string
 	for i := 0; ; i++ {
-		b, end, err := m.Next(context.Background(), name)
+		b, end, err := m.Next(context.Background(), jr(m, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,28 +157,28 @@ func TestBadConfigChangesNothing(t *testing.T) {
 	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("j", []byte("batch_size=3\nseed=5\nsampler=random\n")); err != nil {
+	if err := m.Configure(jr(m, "j"), []byte("batch_size=3\nseed=5\nsampler=random\n")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.Next(context.Background(), "j"); err != nil {
+	if _, _, err := m.Next(context.Background(), jr(m, "j")); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := m.Config("j")
-	stBefore, _ := m.Status("j")
+	before, _ := m.Config(jr(m, "j"))
+	stBefore, _ := m.Status(jr(m, "j"))
 	for _, bad := range []string{
 		"batch_size=0", "batch_size=-1", "batch_size=x", "colour=blue", "sampler=lru",
 		"subset=nothing/here", "subset=c0\nsubset=nope", "seed=-3", "novalue", "subset=../c0",
 	} {
-		if err := m.Configure("j", []byte(bad+"\n")); !errors.Is(err, ErrInvalid) {
+		if err := m.Configure(jr(m, "j"), []byte(bad+"\n")); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Configure(%q) = %v, want ErrInvalid", bad, err)
 		}
-		after, _ := m.Config("j")
-		stAfter, _ := m.Status("j")
+		after, _ := m.Config(jr(m, "j"))
+		stAfter, _ := m.Status(jr(m, "j"))
 		if string(after) != string(before) || string(stAfter) != string(stBefore) {
 			t.Fatalf("Configure(%q) changed the job:\n%s\n%s", bad, after, stAfter)
 		}
 	}
-	if err := m.Configure("nope", []byte("batch_size=1\n")); !errors.Is(err, ErrNoJob) {
+	if err := m.Configure(jr(m, "nope"), []byte("batch_size=1\n")); !errors.Is(err, ErrNoJob) {
 		t.Fatalf("Configure of unknown job: %v", err)
 	}
 }
@@ -188,7 +188,7 @@ func TestSubsetPrefixesResolveToTheirFiles(t *testing.T) {
 	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("j", []byte("batch_size=4\nsubset=c1\nsubset=/c0/img000.jpg/\n")); err != nil {
+	if err := m.Configure(jr(m, "j"), []byte("batch_size=4\nsubset=c1\nsubset=/c0/img000.jpg/\n")); err != nil {
 		t.Fatal(err)
 	}
 	var want []string
@@ -202,10 +202,10 @@ func TestSubsetPrefixesResolveToTheirFiles(t *testing.T) {
 		t.Fatalf("subset epoch %v, want %v", got, want)
 	}
 	// "c" is not a path component prefix of "c0".
-	if err := m.Configure("j", []byte("subset=c\n")); !errors.Is(err, ErrInvalid) {
+	if err := m.Configure(jr(m, "j"), []byte("subset=c\n")); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("subset=c: %v, want ErrInvalid", err)
 	}
-	cfg, _ := m.Config("j")
+	cfg, _ := m.Config(jr(m, "j"))
 	if !strings.Contains(string(cfg), "subset=c1\n") {
 		t.Fatalf("config %q lost its subset", cfg)
 	}
@@ -218,7 +218,7 @@ func TestEveryPathExactlyOncePerEpochAndEndOfEpochOnce(t *testing.T) {
 		if _, err := m.Register(name, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Configure(name, []byte("batch_size=5\nseed=9\nsampler="+kind+"\n")); err != nil {
+		if err := m.Configure(jr(m, name), []byte("batch_size=5\nseed=9\nsampler="+kind+"\n")); err != nil {
 			t.Fatal(err)
 		}
 		var prev []string
@@ -234,7 +234,7 @@ func TestEveryPathExactlyOncePerEpochAndEndOfEpochOnce(t *testing.T) {
 				t.Fatalf("sequential epoch not in path order: %v", got)
 			}
 			prev = got
-			st, _ := m.Status(name)
+			st, _ := m.Status(jr(m, name))
 			if !strings.Contains(string(st), fmt.Sprintf("epoch=%d\n", ep)) {
 				t.Fatalf("status after epoch %d:\n%s", ep, st)
 			}
@@ -247,14 +247,14 @@ func TestDefaultsAndEnd(t *testing.T) {
 	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := m.Config("j")
+	cfg, _ := m.Config(jr(m, "j"))
 	if !strings.Contains(string(cfg), fmt.Sprintf("batch_size=%d\n", DefaultBatchSize)) || !strings.Contains(string(cfg), "sampler=ods\n") {
 		t.Fatalf("default config %q", cfg)
 	}
-	if err := m.Configure("j", []byte("seed=3\n")); err != nil {
+	if err := m.Configure(jr(m, "j"), []byte("seed=3\n")); err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := m.Next(context.Background(), "j")
+	b, _, err := m.Next(context.Background(), jr(m, "j"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestDefaultsAndEnd(t *testing.T) {
 	if err := m.End("j"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.Next(context.Background(), "j"); !errors.Is(err, ErrNoJob) {
+	if _, _, err := m.Next(context.Background(), jr(m, "j")); !errors.Is(err, ErrNoJob) {
 		t.Fatalf("Next after End: %v", err)
 	}
 	if _, ok := m.Lookup("j"); ok {
@@ -290,9 +290,9 @@ func FuzzJobNamesAndConfigs(f *testing.F) {
 			return
 		}
 		defer m.End(name)
-		before, _ := m.Config(name)
-		if err := m.Configure(name, cfg); err != nil {
-			after, _ := m.Config(name)
+		before, _ := m.Config(jr(m, name))
+		if err := m.Configure(jr(m, name), cfg); err != nil {
+			after, _ := m.Config(jr(m, name))
 			if string(after) != string(before) {
 				t.Fatalf("rejected config %q changed %q to %q", cfg, before, after)
 			}
@@ -320,7 +320,7 @@ func TestNamesThatAreNotLinesComeQuotedFromNext(t *testing.T) {
 	if _, err := m.Register("j", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("j", []byte("batch_size=3\nsampler=random\n")); err != nil {
+	if err := m.Configure(jr(m, "j"), []byte("batch_size=3\nsampler=random\n")); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -335,13 +335,13 @@ func TestNamesThatAreNotLinesComeQuotedFromNext(t *testing.T) {
 		t.Fatalf("an epoch gave %q, want every one of %q", got, paths)
 	}
 	// A subset names them quoted.
-	if err := m.Configure("j", []byte("sampler=sequential\nsubset="+ctlpath.Quote(" lead")+"\nsubset="+ctlpath.Quote("c/new\nline")+"\n")); err != nil {
+	if err := m.Configure(jr(m, "j"), []byte("sampler=sequential\nsubset="+ctlpath.Quote(" lead")+"\nsubset="+ctlpath.Quote("c/new\nline")+"\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got := epoch(t, m, "j"); !slices.Equal(got, []string{ctlpath.Quote(" lead"), ctlpath.Quote("c/new\nline")}) {
 		t.Fatalf("the quoted subset gave %q", got)
 	}
-	cfg, _ := m.Config("j")
+	cfg, _ := m.Config(jr(m, "j"))
 	if !strings.Contains(string(cfg), "subset="+ctlpath.Quote(" lead")+"\n") {
 		t.Fatalf("config does not show the subset as written:\n%s", cfg)
 	}
@@ -365,7 +365,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 	if _, err := m.Register("u", who); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("u", []byte("batch_size=2\nsampler=random\n")); err != nil {
+	if err := m.Configure(jr(m, "u"), []byte("batch_size=2\nsampler=random\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := epoch(t, m, "u"), []string{"pub/a", "pub/mine"}; !sortedEqual(got, want) {
@@ -373,7 +373,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 	}
 	var msgs []string
 	for _, sub := range []string{"secret", "secret/x", "pub/b", "no/such"} {
-		err := m.Configure("u", []byte("subset="+sub+"\n"))
+		err := m.Configure(jr(m, "u"), []byte("subset="+sub+"\n"))
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("subset=%s: %v, want ErrInvalid", sub, err)
 		}
@@ -384,7 +384,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 			t.Fatalf("a hidden subset and a missing one answer differently: %q", msgs)
 		}
 	}
-	if err := m.Configure("u", []byte("subset=pub\nsampler=sequential\n")); err != nil {
+	if err := m.Configure(jr(m, "u"), []byte("subset=pub\nsampler=sequential\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got := epoch(t, m, "u"); !slices.Equal(got, []string{"pub/a", "pub/mine"}) {
@@ -402,4 +402,13 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 	if _, err := m2.Register("v", who); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a job of no readable file: %v, want ErrInvalid", err)
 	}
+}
+
+// jr is the Ref of the live job name of m (one that names no job if there
+// is none).
+func jr(m *Manager, name string) Ref {
+	if in, ok := m.Lookup(name); ok {
+		return in.Ref()
+	}
+	return Ref{Name: name}
 }

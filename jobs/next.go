@@ -18,27 +18,15 @@ import (
 // are not plain lines. At the end of an epoch it returns (nil, true, nil)
 // once; the next call starts the next epoch. A job of several ranks has no
 // batches of its own: each rank reads its own (NextRank).
-func (m *Manager) Next(ctx context.Context, name string) (paths []byte, endOfEpoch bool, err error) {
-	j, err := m.lookupJob(name)
+func (m *Manager) Next(ctx context.Context, ref Ref) (paths []byte, endOfEpoch bool, err error) {
+	j, err := m.jobOf(ref)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := j.soloRank(name, "next"); err != nil {
+	if err := j.soloRank(ref.Name, "next"); err != nil {
 		return nil, false, err
 	}
-	return m.NextRank(ctx, name, 0)
-}
-
-// lookupJob returns the live job name (ErrNoJob if there is none).
-func (m *Manager) lookupJob(name string) (*job, error) {
-	m.mu.Lock()
-	m.syncLocked()
-	j, ok := m.jobs[name]
-	m.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoJob, name)
-	}
-	return j, nil
+	return m.NextRank(ctx, ref, 0)
 }
 
 // soloRank refuses a read of the job's own file (next, batch) when the
@@ -55,8 +43,12 @@ func (j *job) soloRank(name, file string) error {
 // that ended its epoch and would run two epochs ahead of the slowest live
 // rank waits here, its lease renewed, until the others move on or are lost,
 // or ctx ends (the error then wraps ctx's).
-func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []byte, endOfEpoch bool, err error) {
-	batch, end, err := m.nextIndices(ctx, name, rank)
+func (m *Manager) NextRank(ctx context.Context, ref Ref, rank int) (paths []byte, endOfEpoch bool, err error) {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return nil, false, err
+	}
+	batch, end, err := m.nextIndices(ctx, j, rank)
 	if err != nil || end {
 		return nil, end, err
 	}
@@ -68,10 +60,12 @@ func (m *Manager) NextRank(ctx context.Context, name string, rank int) (paths []
 	return b.Bytes(), false, nil
 }
 
-// nextIndices is NextRank's batch as sample indices.
-func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch []int, endOfEpoch bool, err error) {
+// nextIndices is NextRank's batch of job j as sample indices. The
+// sampler knows j by its key: once j ends, it answers ErrNoJob, whatever
+// job has j's name by then.
+func (m *Manager) nextIndices(ctx context.Context, j *job, rank int) (batch []int, endOfEpoch bool, err error) {
 	renew := m.renewEvery()
-	key := rankKey{name, rank}
+	key := rankKey{j.key, rank}
 	waiting := false
 	defer func() {
 		if waiting {
@@ -87,7 +81,7 @@ func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch
 		moved := m.moved
 		m.mu.Unlock()
 		m.grow() // files a refresh added join the epoch this read may begin
-		batch, end, err := m.s.NextRank(name, rank)
+		batch, end, err := m.s.NextRank(j.key, rank)
 		if errors.Is(err, sampler.ErrRankAhead) || errors.Is(err, sampler.ErrClaimPending) {
 			if !waiting && errors.Is(err, sampler.ErrRankAhead) {
 				waiting = true
@@ -101,7 +95,7 @@ func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch
 			case <-t.C: // the next try renews the lease
 			case <-ctx.Done():
 				t.Stop()
-				return nil, false, fmt.Errorf("jobs: %s rank %d waiting for the slowest rank: %w", name, rank, ctx.Err())
+				return nil, false, fmt.Errorf("jobs: %s rank %d waiting for the slowest rank: %w", nameOf(j.key), rank, ctx.Err())
 			}
 			t.Stop()
 			continue
@@ -120,7 +114,7 @@ func (m *Manager) nextIndices(ctx context.Context, name string, rank int) (batch
 	}
 }
 
-// rankKey names a rank of a job.
+// rankKey names a rank of a job (the job by its key).
 type rankKey struct {
 	job  string
 	rank int
@@ -135,8 +129,12 @@ func (m *Manager) renewEvery() time.Duration {
 }
 
 // Status returns the job's status file: key=value lines.
-func (m *Manager) Status(name string) ([]byte, error) {
-	st, err := m.s.Status(name)
+func (m *Manager) Status(ref Ref) ([]byte, error) {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return nil, err
+	}
+	st, err := m.s.Status(j.key)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -149,35 +147,39 @@ func (m *Manager) Status(name string) ([]byte, error) {
 		lost = strings.Join(s, ",")
 	}
 	return render(append([]kv{
-		{"name", st.Name}, {"sampler", st.Kind.String()}, {"batch_size", st.BatchSize}, {"size", st.Size},
+		{"name", ref.Name}, {"sampler", st.Kind.String()}, {"batch_size", st.BatchSize}, {"size", st.Size},
 		{"world_size", st.WorldSize}, {"drop_last", st.DropLast}, {"per_rank", st.PerRank},
 		{"epoch", st.Epoch}, {"position", st.Position}, {"planned", st.Planned}, {"batches", st.Batches},
 		{"resident_reads", st.ResidentReads}, {"buffer_reads", st.BufferReads}, {"source_reads", st.SourceReads},
 		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
 		{"skipped", st.Skipped}, {"resumed", st.Resumed}, {"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
 		{"cache_substitutions", st.CacheSubstitutions}, {"last_read", stamp(st.LastRead)},
-		{"resume", m.resumedFrom(name)},
-	}, append(clusterLines(st), m.viewLines(name)...)...)), nil
+		{"resume", m.resumedFrom(j)},
+	}, append(clusterLines(st), m.viewLines(j)...)...)), nil
 }
 
-// resumedFrom is the check of the state the job resumed from, or none.
-func (m *Manager) resumedFrom(name string) string {
+// resumedFrom is the check of the state j resumed from, or none.
+func (m *Manager) resumedFrom(j *job) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if j, ok := m.jobs[name]; ok && j.resumed != "" {
-		return j.resumed
+	if j.resumed != nil {
+		return j.resumed.check
 	}
 	return "none"
 }
 
 // RankStatus returns the status file of one rank.
-func (m *Manager) RankStatus(name string, rank int) ([]byte, error) {
-	st, err := m.s.RankStatus(name, rank)
+func (m *Manager) RankStatus(ref Ref, rank int) ([]byte, error) {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return nil, err
+	}
+	st, err := m.s.RankStatus(j.key, rank)
 	if err != nil {
 		return nil, wrap(err)
 	}
 	m.mu.Lock()
-	waiting := m.waiting[rankKey{name, rank}] > 0
+	waiting := m.waiting[rankKey{j.key, rank}] > 0
 	m.mu.Unlock()
 	state := "reading"
 	switch {
@@ -197,16 +199,32 @@ func (m *Manager) RankStatus(name string, rank int) ([]byte, error) {
 	}), nil
 }
 
+// Touch renews a rank's lease, as its reads do.
+func (m *Manager) Touch(ref Ref, rank int) error {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return err
+	}
+	if err := m.s.Touch(j.key, rank); err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
 // Pause says that rank reads nothing for the duration text gives (a
 // validation pass, a long checkpoint): "300" (seconds) or "5m", at most
 // sampler.MaxPause; "0" ends a pause. The rank's lease runs from the
 // pause's end; its next read ends the pause.
-func (m *Manager) Pause(name string, rank int, text string) error {
+func (m *Manager) Pause(ref Ref, rank int, text string) error {
 	d, err := parsePause(text)
 	if err != nil {
 		return err
 	}
-	if err := m.s.Pause(name, rank, d); err != nil {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return err
+	}
+	if err := m.s.Pause(j.key, rank, d); err != nil {
 		return wrap(err)
 	}
 	return nil

@@ -16,7 +16,7 @@ func rankEpoch(t testing.TB, m *Manager, name string, rank int) []string {
 	t.Helper()
 	var out []string
 	for i := 0; ; i++ {
-		b, end, err := m.NextRank(context.Background(), name, rank)
+		b, end, err := m.NextRank(context.Background(), jr(m, name), rank)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,16 +53,16 @@ func TestRanksShareEachEpochWithEqualCounts(t *testing.T) {
 	if _, err := m.Register("d", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("d", []byte("batch_size=4\nworld_size=3\nsampler=random\n")); err != nil {
+	if err := m.Configure(jr(m, "d"), []byte("batch_size=4\nworld_size=3\nsampler=random\n")); err != nil {
 		t.Fatal(err)
 	}
 	if in, _ := m.Lookup("d"); in.WorldSize != 3 {
 		t.Fatalf("lookup: %+v", in)
 	}
-	if _, _, err := m.Next(context.Background(), "d"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "rank/R/next") {
+	if _, _, err := m.Next(context.Background(), jr(m, "d")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "rank/R/next") {
 		t.Fatalf("the job's own next with 3 ranks: %v, want ErrInvalid naming rank/R/next", err)
 	}
-	if _, _, err := m.NextRank(context.Background(), "d", 3); !errors.Is(err, ErrNoJob) || !errors.Is(err, sampler.ErrNoRank) {
+	if _, _, err := m.NextRank(context.Background(), jr(m, "d"), 3); !errors.Is(err, ErrNoJob) || !errors.Is(err, sampler.ErrNoRank) {
 		t.Fatalf("rank 3 of 3: %v, want ErrNoJob wrapping sampler.ErrNoRank", err)
 	}
 	for ep := 1; ep <= 2; ep++ {
@@ -87,11 +87,11 @@ func TestRanksShareEachEpochWithEqualCounts(t *testing.T) {
 			t.Fatalf("epoch %d: %d padding samples, want 1", ep, dups)
 		}
 	}
-	st := statusOf(t)(m.Status("d"))
+	st := statusOf(t)(m.Status(jr(m, "d")))
 	if st["world_size"] != "3" || st["per_rank"] != "8" || st["padded"] != "2" || st["ranks_lost"] != "none" || st["epoch"] != "2" {
 		t.Fatalf("status %v", st)
 	}
-	rs := statusOf(t)(m.RankStatus("d", 1))
+	rs := statusOf(t)(m.RankStatus(jr(m, "d"), 1))
 	if rs["rank"] != "1" || rs["state"] != "ended" || rs["epoch"] != "2" || rs["quota"] != "8" || rs["position"] != "8" {
 		t.Fatalf("rank status %v", rs)
 	}
@@ -105,14 +105,14 @@ func TestAWaitingRankGoesOnWhenTheSlowestCatchesUp(t *testing.T) {
 	if _, err := m.Register("d", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("d", []byte("batch_size=2\nworld_size=2\n")); err != nil {
+	if err := m.Configure(jr(m, "d"), []byte("batch_size=2\nworld_size=2\n")); err != nil {
 		t.Fatal(err)
 	}
 	rankEpoch(t, m, "d", 0)
 	rankEpoch(t, m, "d", 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := m.NextRank(ctx, "d", 0); !errors.Is(err, context.Canceled) {
+	if _, _, err := m.NextRank(ctx, jr(m, "d"), 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a rank two epochs ahead, its context ended: %v, want context.Canceled", err)
 	}
 	var wg sync.WaitGroup
@@ -121,7 +121,7 @@ func TestAWaitingRankGoesOnWhenTheSlowestCatchesUp(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		got, _, gerr = m.NextRank(context.Background(), "d", 0)
+		got, _, gerr = m.NextRank(context.Background(), jr(m, "d"), 0)
 	}()
 	// Rank 1 reads its epoch 1; whenever the waiting rank runs, it must
 	// not get a batch before rank 1 has its whole share.
@@ -132,7 +132,7 @@ func TestAWaitingRankGoesOnWhenTheSlowestCatchesUp(t *testing.T) {
 	if gerr != nil || strings.Count(string(got), "\n") != 2 {
 		t.Fatalf("the waiting rank: %q %v", got, gerr)
 	}
-	if rs := statusOf(t)(m.RankStatus("d", 0)); rs["epoch"] != "3" {
+	if rs := statusOf(t)(m.RankStatus(jr(m, "d"), 0)); rs["epoch"] != "3" {
 		t.Fatalf("rank 0 after waiting: %v", rs)
 	}
 }
@@ -148,14 +148,14 @@ func TestALostRankShowsInTheJobsStatus(t *testing.T) {
 	if _, err := m.Register("d", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Configure("d", []byte("batch_size=2\nworld_size=2\n")); err != nil {
+	if err := m.Configure(jr(m, "d"), []byte("batch_size=2\nworld_size=2\n")); err != nil {
 		t.Fatal(err)
 	}
-	b0, _, _ := m.NextRank(context.Background(), "d", 0)
-	b1, _, _ := m.NextRank(context.Background(), "d", 1)
+	b0, _, _ := m.NextRank(context.Background(), jr(m, "d"), 0)
+	b1, _, _ := m.NextRank(context.Background(), jr(m, "d"), 1)
 	for range 3 {
 		advance(25 * time.Second)
-		if err := m.s.Touch("d", 0); err != nil {
+		if err := m.s.Touch(m.jobs["d"].key, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,11 +164,11 @@ func TestALostRankShowsInTheJobsStatus(t *testing.T) {
 	if !sortedEqual(all, paths) {
 		t.Fatalf("rank 1 lost: the epoch handed out %d paths, not the %d files once", len(all), len(paths))
 	}
-	st := statusOf(t)(m.Status("d"))
+	st := statusOf(t)(m.Status(jr(m, "d")))
 	if st["ranks_lost"] != "1" || st["rank_losses"] != "1" || st["ranks_live"] != "1" {
 		t.Fatalf("status after rank 1 was lost: %v", st)
 	}
-	if rs := statusOf(t)(m.RankStatus("d", 1)); rs["state"] != "lost" {
+	if rs := statusOf(t)(m.RankStatus(jr(m, "d"), 1)); rs["state"] != "lost" {
 		t.Fatalf("rank 1: %v", rs)
 	}
 }

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -22,12 +21,13 @@ import (
 
 // State returns the job's state document (a cluster job's: see
 // clusterHanded).
-func (m *Manager) State(name string) ([]byte, error) {
-	j, err := m.lookupJob(name)
+func (m *Manager) State(ref Ref) ([]byte, error) {
+	name := ref.Name
+	j, err := m.jobOf(ref)
 	if err != nil {
 		return nil, err
 	}
-	sn, err := m.s.Snapshot(name)
+	sn, err := m.s.Snapshot(j.key)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -41,7 +41,7 @@ func (m *Manager) State(name string) ([]byte, error) {
 		// Samples handed out for the job's batches and not put in one yet
 		// (slow ones, carried to the next batch) were not read.
 		files := m.fileList()
-		for _, i := range m.vs.Carried(name, sn.WorldSize) {
+		for _, i := range m.vs.Carried(j.key, sn.WorldSize) {
 			unread = append(unread, files[i].Path)
 		}
 	}
@@ -123,19 +123,20 @@ func stateOf(name string, cfg Config, sn sampler.Snapshot, order []int32, hash u
 // of it. The state must be of the same samples (the same paths, less
 // those removed from the dataset), sampler and seed; world_size,
 // batch_size and drop_last may differ. A refused state changes nothing.
-func (m *Manager) Resume(name string, doc []byte) error {
+func (m *Manager) Resume(ref Ref, doc []byte) error {
+	name := ref.Name
 	d, err := parseState(doc)
 	if err != nil {
 		return err
 	}
-	j, err := m.lookupJob(name)
+	j, err := m.jobOf(ref)
 	if err != nil {
 		return err
 	}
 	if d.Kind != j.cfg.Sampler || d.Seed != j.cfg.Seed {
 		return stateError("of a sampler=%s seed=%d job; job %q is sampler=%s seed=%d", d.Kind, d.Seed, name, j.cfg.Sampler, j.cfg.Seed)
 	}
-	sn, err := m.s.Snapshot(name)
+	sn, err := m.s.Snapshot(j.key)
 	if err != nil {
 		return wrap(err)
 	}
@@ -188,50 +189,65 @@ func (m *Manager) Resume(name string, doc []byte) error {
 			}
 		}
 	}
+	return m.resumeFrom(ref, j, &ResumePoint{check: fmt.Sprintf("%08x", d.Check), eps: eps})
+}
+
+// A ResumePoint is what a job resumed from, as the sampler took it: the
+// state's check and its epochs, O(samples/8) bytes, whatever the size of
+// the document (whose unread lines are the writer's to make long).
+type ResumePoint struct {
+	check string
+	eps   []sampler.ResumeEpoch
+}
+
+// resumeFrom applies a resume point to the job j of ref.
+func (m *Manager) resumeFrom(ref Ref, j *job, pt *ResumePoint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.movedLocked()
-	if m.jobs[name] != j {
-		return fmt.Errorf("%w: %q", ErrNoJob, name)
+	if cur, err := m.jobOfLocked(ref); err != nil || cur != j {
+		return fmt.Errorf("%w: %q", ErrNoJob, ref.Name)
 	}
-	if err := m.s.Resume(name, eps); err != nil {
+	if err := m.s.Resume(j.key, pt.eps); err != nil {
 		if errors.Is(err, sampler.ErrStarted) {
-			return stateError("job %q has read already: write its resume before its first read", name)
+			return stateError("job %q has read already: write its resume before its first read", ref.Name)
 		}
 		return wrap(err)
 	}
-	j.resumed, j.resumedDoc = fmt.Sprintf("%08x", d.Check), bytes.Clone(doc)
+	j.resumed = pt
 	m.wakeUp()
 	return nil
 }
 
-// ResumedDoc returns the state document the job last resumed from, nil if
-// none (since its config was last written).
-func (m *Manager) ResumedDoc(name string) []byte {
+// Resumed returns what the job last resumed from, nil if nothing (since
+// its config was last written): what Unresume puts back.
+func (m *Manager) Resumed(ref Ref) *ResumePoint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if j, ok := m.jobs[name]; ok {
-		return j.resumedDoc
+	if j, err := m.jobOfLocked(ref); err == nil {
+		return j.resumed
 	}
 	return nil
 }
 
-// Unresume starts a job that resumed, and has not read, over from its
-// config, as it was before it resumed (a refused resume document undoes
-// its earlier apply so).
-func (m *Manager) Unresume(name string) error {
-	m.mu.Lock()
-	j, ok := m.jobs[name]
-	resumed := ok && j.resumedDoc != nil
-	var cfg []byte
-	if resumed {
-		cfg = j.cfg.Format()
+// Unresume puts a job that has not read back as it was at pt (Resumed's
+// answer before a resume that is then refused): resumed from pt, or, if
+// pt is nil, started over from its config.
+func (m *Manager) Unresume(ref Ref, pt *ResumePoint) error {
+	j, err := m.jobOf(ref)
+	if err != nil {
+		return err
 	}
+	if pt != nil {
+		return m.resumeFrom(ref, j, pt)
+	}
+	m.mu.Lock()
+	resumed, cfg := j.resumed != nil, j.cfg
 	m.mu.Unlock()
 	if !resumed {
 		return nil
 	}
-	return m.Configure(name, cfg)
+	return m.configure(ref, cfg)
 }
 
 // numbered is the state's count of numbered files (stateDoc.Numbered):
@@ -330,7 +346,10 @@ func resumeEpochs(d *stateDoc, order []int32, size int, unread []int) []sampler.
 }
 
 // unreadLocals maps the paths a state gives back to the job's local
-// indices. A path that is not one of the job's samples is refused.
+// indices. A path that is not one of the job's samples, or that is given
+// twice, is refused. Whether the path is a file of the dataset the job
+// does not see, or no file at all, the answer is the same: a job's owner
+// learns nothing of the files they may not open.
 func (m *Manager) unreadLocals(paths []string, sn sampler.Snapshot) ([]int, error) {
 	if len(paths) == 0 {
 		return nil, nil
@@ -338,15 +357,20 @@ func (m *Manager) unreadLocals(paths []string, sn sampler.Snapshot) ([]int, erro
 	cat := m.p.Catalog()
 	files := m.fileList()
 	out := make([]int, 0, len(paths))
+	seen := make(map[int]struct{}, len(paths))
 	for _, p := range paths {
 		e := cat.Find(p)
-		if e == nil || e.Index < 0 || int(e.Index) >= len(files) || files[e.Index] != e {
-			return nil, stateError("unread %q: not a file of the dataset", clip(p))
+		l, ok := 0, e != nil && e.Index >= 0 && int(e.Index) < len(files) && files[e.Index] == e
+		if ok {
+			l, ok = localOf(sn.Subset, sn.Size, e.Index)
 		}
-		l, ok := localOf(sn.Subset, sn.Size, e.Index)
 		if !ok {
 			return nil, stateError("unread %q: not a sample of the job", clip(p))
 		}
+		if _, dup := seen[l]; dup {
+			return nil, stateError("unread %q: given back twice", clip(p))
+		}
+		seen[l] = struct{}{}
 		out = append(out, l)
 	}
 	return out, nil

@@ -16,7 +16,7 @@ import (
 // readBatch reads one batch of a rank: its paths, or nil at the epoch's end.
 func readBatch(t testing.TB, m *Manager, name string, rank int) []string {
 	t.Helper()
-	b, end, err := m.NextRank(context.Background(), name, rank)
+	b, end, err := m.NextRank(context.Background(), jr(m, name), rank)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func configure(t testing.TB, m *Manager, name, doc string) {
 	if _, err := m.Register(name, nil); err != nil && !errors.Is(err, ErrExists) {
 		t.Fatal(err)
 	}
-	if err := m.Configure(name, []byte(doc)); err != nil {
+	if err := m.Configure(jr(m, name), []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -51,11 +51,11 @@ func TestAStateResumesTheEpochOnAnotherMountWithAnotherWorldSize(t *testing.T) {
 		seen = append(seen, readBatch(t, a, "r", 1)...)
 	}
 	unread := readBatch(t, a, "r", 1) // read ahead and never used
-	state, err := a.State("r")
+	state, err := a.State(jr(a, "r"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := a.State("r"); !bytes.Equal(again, state) {
+	if again, _ := a.State(jr(a, "r")); !bytes.Equal(again, state) {
 		t.Fatal("two reads of a state differ")
 	}
 	doc := bytes.Clone(state)
@@ -65,10 +65,10 @@ func TestAStateResumesTheEpochOnAnotherMountWithAnotherWorldSize(t *testing.T) {
 
 	b := newManagerOf(t, paths, nil)
 	configure(t, b, "r2", "batch_size=5\nseed=3\nworld_size=3\n")
-	if err := b.Resume("r2", doc); err != nil {
+	if err := b.Resume(jr(b, "r2"), doc); err != nil {
 		t.Fatal(err)
 	}
-	st := statusOf(t)(b.Status("r2"))
+	st := statusOf(t)(b.Status(jr(b, "r2")))
 	left := 101 - len(seen)
 	if st["epoch"] != "0" || st["per_rank"] != fmt.Sprint((left+2)/3) {
 		t.Fatalf("resumed status: epoch %s per_rank %s, want 0 (no read yet) and %d", st["epoch"], st["per_rank"], (left+2)/3)
@@ -97,7 +97,7 @@ func TestAStateResumesTheEpochOnAnotherMountWithAnotherWorldSize(t *testing.T) {
 	if pad := 3*counts[0] - left; repeats != pad {
 		t.Fatalf("%d repeats across the runs, want torch's padding %d", repeats, pad)
 	}
-	if st := statusOf(t)(b.Status("r2")); st["epoch"] != "1" || st["resumed"] != fmt.Sprint(len(seen)) {
+	if st := statusOf(t)(b.Status(jr(b, "r2"))); st["epoch"] != "1" || st["resumed"] != fmt.Sprint(len(seen)) {
 		t.Fatalf("status: epoch %s resumed %s, want 1 and %d", st["epoch"], st["resumed"], len(seen))
 	}
 	var next []string
@@ -129,7 +129,7 @@ func TestABadStateIsRefusedAndChangesNothing(t *testing.T) {
 	a, paths := newManager(t, 40)
 	configure(t, a, "r", "batch_size=4\nseed=3\n")
 	readBatch(t, a, "r", 0)
-	state, err := a.State("r")
+	state, err := a.State(jr(a, "r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +143,13 @@ func TestABadStateIsRefusedAndChangesNothing(t *testing.T) {
 		"truncated": {state[:len(state)/2], "no check line"},
 		"empty":     {nil, "no check line"},
 		"trailing":  {append(bytes.Clone(state), "junk\n"...), "only unread PATH lines"},
-		"unread":    {append(bytes.Clone(state), "unread c0/none.jpg\n"...), "not a file of the dataset"},
+		"unread":    {append(bytes.Clone(state), "unread c0/none.jpg\n"...), "not a sample of the job"},
+		"twice":     {append(bytes.Clone(state), "unread c0/img000.jpg\nunread c0/img000.jpg\n"...), "given back twice"},
 	}
 	b := newManagerOf(t, paths, nil)
 	for name, c := range bad {
 		configure(t, b, "x", "batch_size=4\nseed=3\n")
-		err := b.Resume("x", c.doc)
+		err := b.Resume(jr(b, "x"), c.doc)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Resume = %v, want ErrInvalid naming %q", name, err, c.want)
 		}
@@ -157,20 +158,20 @@ func TestABadStateIsRefusedAndChangesNothing(t *testing.T) {
 		}
 	}
 	configure(t, b, "x", "batch_size=4\nseed=4\n")
-	if err := b.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "seed=3") {
+	if err := b.Resume(jr(b, "x"), state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "seed=3") {
 		t.Errorf("another seed: Resume = %v, want ErrInvalid naming the seed", err)
 	}
 	configure(t, b, "x", "batch_size=4\nseed=3\nsubset=c0\n")
-	if err := b.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
+	if err := b.Resume(jr(b, "x"), state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
 		t.Errorf("another subset: Resume = %v, want ErrInvalid", err)
 	}
 	configure(t, other, "x", "batch_size=4\nseed=3\n")
-	if err := other.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
+	if err := other.Resume(jr(other, "x"), state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
 		t.Errorf("another dataset: Resume = %v, want ErrInvalid", err)
 	}
 	configure(t, b, "x", "batch_size=4\nseed=3\n")
 	readBatch(t, b, "x", 0)
-	if err := b.Resume("x", state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "has read already") {
+	if err := b.Resume(jr(b, "x"), state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "has read already") {
 		t.Errorf("after a read: Resume = %v, want ErrInvalid", err)
 	}
 }
@@ -206,7 +207,7 @@ func FuzzParseState(f *testing.F) {
 	configure(f, m, "r", "batch_size=4\nseed=3\nworld_size=2\n")
 	readBatch(f, m, "r", 0)
 	readBatch(f, m, "r", 1)
-	state, err := m.State("r")
+	state, err := m.State(jr(m, "r"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -284,11 +285,11 @@ func TestAClusterJobResumesOnOtherNodesWithAnotherWorldSize(t *testing.T) {
 		seen = append(seen, readBatch(t, a, "old", 0)...)
 		seen = append(seen, readBatch(t, b, "old", 1)...)
 	}
-	sa, err := a.State("old")
+	sa, err := a.State(jr(a, "old"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := b.State("old")
+	sb, err := b.State(jr(b, "old"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestAClusterJobResumesOnOtherNodesWithAnotherWorldSize(t *testing.T) {
 	c := node("new", "batch_size=2\nseed=4\nworld_size=3\ncluster=true\n")
 	d := node("new", "batch_size=2\nseed=4\nworld_size=3\ncluster=true\n")
 	for _, m := range []*Manager{c, d} {
-		if err := m.Resume("new", doc); err != nil {
+		if err := m.Resume(jr(m, "new"), doc); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -33,28 +33,28 @@ func (m *Manager) attachView(cfg Config, prev *views.Job) (*views.Job, error) {
 
 // installViewLocked makes jv the job's views (a new job's, or its config
 // changed).
-func (m *Manager) installViewLocked(name string, j *job, jv *views.Job) {
+func (m *Manager) installViewLocked(j *job, jv *views.Job) {
 	old := j.vw
 	j.vw = jv
 	if jv != nil {
-		m.vs.Install(name, old, jv)
+		m.vs.Install(j.key, old, jv)
 	}
 }
 
 // activateLocked makes the job a consumer of its view at its first views
 // read.
-func (m *Manager) activateLocked(name string, jv *views.Job) {
+func (m *Manager) activateLocked(key string, jv *views.Job) {
 	if m.vs.Activate(jv) {
-		m.s.SetViews(name, true)
+		m.s.SetViews(key, true)
 	}
 }
 
 // dropViewLocked releases a job's views (the job ended or was dropped).
-func (m *Manager) dropViewLocked(name string, j *job) {
+func (m *Manager) dropViewLocked(j *job) {
 	if m.vs == nil || j.vw == nil {
 		return
 	}
-	m.vs.Drop(name, j.vw)
+	m.vs.Drop(j.key, j.vw)
 	j.vw = nil
 }
 
@@ -67,14 +67,14 @@ func (m *Manager) produce() {
 	}
 	type want struct {
 		jv    *views.Job
-		name  string
+		key   string
 		ranks int
 	}
 	var ws []want
 	m.mu.Lock()
-	for name, j := range m.jobs {
+	for _, j := range m.jobs {
 		if j.vw != nil && (j.vw.Form() == ViewAugmented || j.vw.Form() == ViewEncoded) && m.vs.Active(j.vw) {
-			ws = append(ws, want{j.vw, name, j.cfg.WorldSize})
+			ws = append(ws, want{j.vw, j.key, j.cfg.WorldSize})
 		}
 	}
 	m.mu.Unlock()
@@ -82,7 +82,7 @@ func (m *Manager) produce() {
 	for _, w := range ws {
 		plans := make([][]int, w.ranks)
 		for r := range plans {
-			plans[r], _ = m.s.Plan(w.name, r, nil)
+			plans[r], _ = m.s.Plan(w.key, r, nil)
 		}
 		ahead = w.jv.WorkAhead(plans, ahead[:0])
 		for _, s := range ahead {
@@ -95,29 +95,28 @@ func (m *Manager) produce() {
 
 // Augmented returns one augmentation of the dataset file e for the job, as
 // .npy (views.Job.Augmented).
-func (m *Manager) Augmented(ctx context.Context, name string, e *catalog.Entry) ([]byte, error) {
+func (m *Manager) Augmented(ctx context.Context, ref Ref, e *catalog.Entry) ([]byte, error) {
 	if m.vs == nil {
 		return nil, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
 	}
 	m.mu.Lock()
-	m.syncLocked()
-	j, ok := m.jobs[name]
+	j, err := m.jobOfLocked(ref)
 	var jv *views.Job
-	if ok {
+	if err == nil {
 		jv = j.vw
 		if jv != nil {
-			m.activateLocked(name, jv)
+			m.activateLocked(j.key, jv)
 		}
 	}
 	m.mu.Unlock()
-	if !ok || jv == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNoJob, name)
+	if err != nil || jv == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoJob, ref.Name)
 	}
 	if int(e.Index) < 0 || !m.visible(j, e) {
 		return nil, fmt.Errorf("jobs: %s: %w", e.Path, placement.ErrNoEntry)
 	}
 	// A job that reads its views is alive, like one that reads next.
-	if err := m.s.TouchJob(name); err != nil {
+	if err := m.s.TouchJob(j.key); err != nil {
 		return nil, wrap(err)
 	}
 	return jv.Augmented(ctx, int(e.Index))
@@ -126,14 +125,15 @@ func (m *Manager) Augmented(ctx context.Context, name string, e *catalog.Entry) 
 // Batch returns the next batch of a job (rank -1: a job of world size 1)
 // as an .npz assembled in memory from alloc (nil: the manager's pool), or
 // end=true once at the end of each epoch.
-func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc views.Alloc) (b *views.Batch, end bool, err error) {
+func (m *Manager) Batch(ctx context.Context, ref Ref, rank int, alloc views.Alloc) (b *views.Batch, end bool, err error) {
+	name := ref.Name
 	if alloc == nil {
 		alloc = m.bufs.Alloc
 	}
 	if m.vs == nil {
 		return nil, false, fmt.Errorf("%w: the mount serves no views", ErrInvalid)
 	}
-	j, err := m.lookupJob(name)
+	j, err := m.jobOf(ref)
 	if err != nil {
 		return nil, false, err
 	}
@@ -146,7 +146,7 @@ func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc views.
 	m.mu.Lock()
 	jv, size := j.vw, j.cfg.BatchSize
 	if jv != nil {
-		m.activateLocked(name, jv)
+		m.activateLocked(j.key, jv)
 	}
 	m.mu.Unlock()
 	if jv == nil {
@@ -155,13 +155,13 @@ func (m *Manager) Batch(ctx context.Context, name string, rank int, alloc views.
 	if err := jv.CheckBatches(); err != nil {
 		return nil, false, err
 	}
-	if err := m.s.Touch(name, rank); err != nil {
+	if err := m.s.Touch(j.key, rank); err != nil {
 		return nil, false, wrap(err)
 	}
-	c := m.vs.Carry(name, rank)
+	c := m.vs.Carry(j.key, rank)
 	c.Lock()
 	for c.Wants(jv, size) {
-		idx, end, err := m.nextIndices(ctx, name, rank)
+		idx, end, err := m.nextIndices(ctx, j, rank)
 		if err != nil {
 			c.Unlock()
 			return nil, false, err
@@ -187,18 +187,14 @@ func (m *Manager) visible(j *job, e *catalog.Entry) bool {
 }
 
 // viewLines is the job's views part of its status file.
-func (m *Manager) viewLines(name string) []kv {
+func (m *Manager) viewLines(j *job) []kv {
 	if m.vs == nil {
 		return nil
 	}
 	m.mu.Lock()
-	j, ok := m.jobs[name]
-	var jv *views.Job
-	if ok {
-		jv = j.vw
-	}
+	jv := j.vw
 	m.mu.Unlock()
-	if !ok {
+	if jv == nil {
 		return nil
 	}
 	var lines []kv

@@ -82,6 +82,11 @@ type JobConfig struct {
 	// read on several nodes, and every draw is a claim (claims.go). Nil:
 	// the job's epochs are this node's alone.
 	Claimer Claimer
+	// SeedName, if set, is the name that seeds the job's draws in place
+	// of the name it is registered under: a caller that registers each
+	// run of a job under a name of its own (package jobs) keeps the
+	// job's order the same on every node and mount.
+	SeedName string
 }
 
 // job is one registered job: its ranks and the epochs they are in.
@@ -180,7 +185,11 @@ type rank struct {
 // seededRNG is the draw generator of epoch num: fixed by (seed, name, num).
 func (j *job) seededRNG(num int) *rand.Rand {
 	h := fnv.New64a()
-	h.Write([]byte(j.name))
+	if j.cfg.SeedName != "" {
+		h.Write([]byte(j.cfg.SeedName))
+	} else {
+		h.Write([]byte(j.name))
+	}
 	return rand.New(rand.NewPCG(j.cfg.Seed^h.Sum64(), uint64(num)*0x9e3779b97f4a7c15+1))
 }
 

@@ -221,20 +221,9 @@ func sampleShape(h, w int, output string) (shape []int, dtype preprocess.DType, 
 func (s *Set) Prepare(sp Spec, prev *Job) (*Job, error) {
 	po := s.pipelineFor(sp)
 	j := &Job{form: sp.Form}
-	var h, w int
-	switch sp.Form {
-	case Augmented:
-		h, w, j.fixed = fixedShape(append(slices.Clone(po.Static), po.Augment...))
-	case Decoded:
-		h, w, j.fixed = fixedShape(po.Static)
-	}
-	if j.fixed {
-		var per int64
-		j.shape, j.dtype, per = sampleShape(h, w, po.Output)
-		if max := s.maxBatchBytes(); per > 0 && int64(sp.BatchSize) > max/per {
-			return nil, fmt.Errorf("%w: batch_size=%d of %dx%d %s samples is %d MiB a batch, over the mount's %d MiB (views.max_batch_bytes): lower batch_size or the image size",
-				ErrInvalid, sp.BatchSize, h, w, outputName(po.Output), int64(sp.BatchSize)*per>>20, max>>20)
-		}
+	var err error
+	if j.shape, j.dtype, j.fixed, err = s.batchShape(sp, po); err != nil {
+		return nil, err
 	}
 	v, err := s.o.Engine.View(po) // a reference of its own, even to the same view
 	if err != nil {
@@ -247,6 +236,36 @@ func (s *Set) Prepare(sp Spec, prev *Job) (*Job, error) {
 	}
 	j.root, j.classes = s.classesOf(sp.Subset)
 	return j, nil
+}
+
+// Check is Prepare's check of a spec's batch size, without a pipeline:
+// cheap enough for every write of a config document.
+func (s *Set) Check(sp Spec) error {
+	_, _, _, err := s.batchShape(sp, s.pipelineFor(sp))
+	return err
+}
+
+// batchShape is a sample's shape and type in sp's batches, when its
+// pipeline fixes one, refused when a batch would be over
+// views.max_batch_bytes.
+func (s *Set) batchShape(sp Spec, po preprocess.Options) (shape []int, dtype preprocess.DType, fixed bool, err error) {
+	var h, w int
+	switch sp.Form {
+	case Augmented:
+		h, w, fixed = fixedShape(append(slices.Clone(po.Static), po.Augment...))
+	case Decoded:
+		h, w, fixed = fixedShape(po.Static)
+	}
+	if !fixed {
+		return nil, "", false, nil
+	}
+	var per int64
+	shape, dtype, per = sampleShape(h, w, po.Output)
+	if max := s.maxBatchBytes(); per > 0 && int64(sp.BatchSize) > max/per {
+		return nil, "", false, fmt.Errorf("%w: batch_size=%d of %dx%d %s samples is %d MiB a batch, over the mount's %d MiB (views.max_batch_bytes): lower batch_size or the image size",
+			ErrInvalid, sp.BatchSize, h, w, outputName(po.Output), int64(sp.BatchSize)*per>>20, max>>20)
+	}
+	return shape, dtype, true, nil
 }
 
 // Release gives back the reference Prepare took, for a Job that was not

@@ -629,8 +629,10 @@ func TestClusterARankLostOnOneNodeIsFinishedByRanksOnAnother(t *testing.T) {
 			t.Fatal("node A never dropped the job of its lost rank")
 		}
 		// Node B's ranks stay alive meanwhile.
-		for _, r := range []int{1, 2} {
-			nodes[1].jm.Sampler().Touch("lossy", r)
+		if in, ok := nodes[1].jm.Lookup("lossy"); ok {
+			for _, r := range []int{1, 2} {
+				nodes[1].jm.Touch(in.Ref(), r)
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -194,6 +194,8 @@ type envOpts struct {
 	cluster *cluster.Options
 	// maxWarmupPerUser bounds one user's warmup backlog (0: none).
 	maxWarmupPerUser int64
+	// docBudget bounds one user's open ctl documents (0: the default).
+	docBudget int
 	// serveWhileWalking mounts before the walk of a first mount ends (the
 	// CLI's default); the tests' default is the walk first, so that they
 	// see the whole catalog at once.
@@ -239,7 +241,7 @@ func (e *env) mount() {
 		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
 		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
-		Cluster: e.opts.cluster, MaxWarmupPerUser: e.opts.maxWarmupPerUser,
+		Cluster: e.opts.cluster, MaxWarmupPerUser: e.opts.maxWarmupPerUser, DocBudget: e.opts.docBudget,
 		WaitWalk: !e.opts.serveWhileWalking, Prewarm: e.opts.prewarm,
 	})
 	if err != nil {

@@ -346,17 +346,22 @@ func TestJobsBelongToTheUserWhoMadeThem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(roots, "config"), []byte("batch_size=4\nsampler=sequential\n"), 0); err != nil {
 		t.Fatal(err)
 	}
+	// A job's config names its subset, its status how many files its
+	// owner sees under it: neither is another user's to read.
 	for _, script := range []string{
 		"printf 'batch_size=1\\n' > " + roots + "/config",
 		"cat " + roots + "/next",
 		"rmdir " + roots,
+		"cat " + roots + "/config",
+		"cat " + roots + "/status",
+		"cat " + roots + "/rank/0/status",
 	} {
 		if out, err := as(script); err == nil || !strings.Contains(out, "Permission denied") && !strings.Contains(out, "Operation not permitted") {
 			t.Errorf("another user's %q: %v: %q, want a permission error", script, err, out)
 		}
 	}
-	if out, err := as("cat " + roots + "/config " + roots + "/status"); err != nil || !strings.Contains(out, "batch_size=4") {
-		t.Errorf("another user cannot read a job's config and status: %v: %q", err, out)
+	if out, err := as("cat " + mine + "/config " + mine + "/status"); err != nil || !strings.Contains(out, "batch_size=3") || !strings.Contains(out, "epoch=") {
+		t.Errorf("the user cannot read their own job's config and status: %v: %q", err, out)
 	}
 	// Root's job is untouched: its first batch is still the first 4 paths.
 	b, err := os.ReadFile(filepath.Join(roots, "next"))

@@ -1,0 +1,224 @@
+package mount
+
+// The second round of the mount's hostile users: descriptors kept on an
+// ended job's files, copies of files whose permissions the source revoked,
+// documents held open to grow the daemon. Real unprivileged users
+// (useradd, runuser) drive the mount with bash and Debian's Python.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// heldJobFiles is run as the attacker: it makes jobs/NAME, keeps O_PATH
+// descriptors on its files (and a write descriptor on its config, a read
+// one on its next), ends the job, says "ready", and once told "go" (another
+// user made a job of the same name meanwhile) tries each of them through
+// /proc/self/fd. It prints one "file: result" line each.
+const heldJobFiles = `
+import os, sys
+job = sys.argv[1]
+os.mkdir(job)
+with open(job + "/config", "w") as f:
+    f.write("batch_size=2\n")
+paths = ["state", "config", "resume", "status", "rank/0/pause", "rank/0/state", "rank/0/status", "next", "rank/0/next"]
+fds = {p: os.open(job + "/" + p, os.O_PATH) for p in paths}
+wconfig = os.open(job + "/config", os.O_WRONLY)
+rnext = os.open(job + "/next", os.O_RDONLY)
+os.rmdir(job)
+print("ready", flush=True)
+sys.stdin.readline()
+
+def attempt(name, fn):
+    try:
+        r = fn()
+        print(f"{name}: OK {r!r}", flush=True)
+    except OSError as e:
+        print(f"{name}: {os.strerror(e.errno)}", flush=True)
+
+def read(p):
+    fd = os.open(f"/proc/self/fd/{fds[p]}", os.O_RDONLY)
+    try:
+        return os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+
+def write(p, data):
+    fd = os.open(f"/proc/self/fd/{fds[p]}", os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+for p in ["state", "rank/0/state", "status", "rank/0/status", "config", "next", "rank/0/next"]:
+    attempt("read " + p, lambda p=p: read(p))
+attempt("stat config", lambda: os.stat(f"/proc/self/fd/{fds['config']}").st_size)
+attempt("write config", lambda: write("config", b"batch_size=1\nseed=99\nsubset=secret\n"))
+attempt("write pause", lambda: write("rank/0/pause", b"86400\n"))
+attempt("write resume", lambda: write("resume", b"epochfs-state 1\n"))
+attempt("held config", lambda: (os.write(wconfig, b"seed=99\n"), os.close(wconfig)))
+attempt("held next", lambda: os.read(rnext, 4096))
+`
+
+// TestAnEndedJobsFilesNeverReachTheNextJobOfItsName: user B keeps
+// descriptors on jobs/X's files and removes the job; user A makes jobs/X.
+// Through them B reads nothing of A's job and changes nothing of it:
+// every open, stat, read and write fails (ENOENT), and A's job is as A
+// made it.
+func TestAnEndedJobsFilesNeverReachTheNextJobOfItsName(t *testing.T) {
+	requireFUSE(t)
+	requireDebianPython(t)
+	u := newUsers(t, 2) // a, b
+	src, _ := makeTree(t, 1<<10)
+	e := newEnv(t, src, 64<<20)
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	jobs := filepath.Join(e.mnt, ".epochfs/jobs")
+	for _, owner := range []string{"user", "root"} {
+		t.Run(owner, func(t *testing.T) {
+			name := "resumable-" + owner
+			cmd := exec.Command("runuser", "-u", u.names[1], "--", "/usr/bin/python3", "-c", heldJobFiles, name)
+			cmd.Dir = jobs
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
+			lines := bufio.NewScanner(stdout)
+			if !lines.Scan() || lines.Text() != "ready" {
+				t.Fatalf("the attacker did not get ready: %q", lines.Text())
+			}
+			// The next job of the name, A's or root's, configured and read.
+			dir := filepath.Join(jobs, name)
+			setup := fmt.Sprintf(`set -e; mkdir %[1]q; printf 'batch_size=3\nseed=5\nsampler=sequential\n' > %[1]q/config; head -n 3 %[1]q/next >/dev/null`, dir)
+			var out string
+			var err error
+			if owner == "user" {
+				out, err = u.as(0, setup)
+			} else {
+				var b []byte
+				b, err = exec.Command("bash", "-c", setup).CombinedOutput()
+				out = string(b)
+			}
+			if err != nil {
+				t.Fatalf("the next job: %v: %s", err, out)
+			}
+			io.WriteString(stdin, "go\n")
+			results := map[string]string{}
+			for lines.Scan() {
+				k, v, _ := strings.Cut(lines.Text(), ": ")
+				results[k] = v
+			}
+			want := []string{"read state", "read rank/0/state", "read status", "read rank/0/status", "read config",
+				"read next", "read rank/0/next", "stat config", "write config", "write pause", "write resume", "held config", "held next"}
+			for _, k := range want {
+				if r, ok := results[k]; !ok || r != "No such file or directory" {
+					t.Errorf("%s through a descriptor kept on the ended job: %q, want ENOENT", k, r)
+				}
+			}
+			// A's job is as A made it: its config, its place, no pause.
+			cfg := asOwner(t, u, owner, "cat "+dir+"/config")
+			if !strings.Contains(cfg, "batch_size=3") || !strings.Contains(cfg, "seed=5") || strings.Contains(cfg, "99") {
+				t.Errorf("the next job's config: %q", cfg)
+			}
+			st := kv([]byte(asOwner(t, u, owner, "cat "+dir+"/status "+dir+"/rank/0/status")))
+			if st["position"] != "3" || st["resume"] != "none" || st["paused_until"] != "none" {
+				t.Errorf("the next job's status: position=%s resume=%s paused_until=%s", st["position"], st["resume"], st["paused_until"])
+			}
+		})
+	}
+}
+
+// asOwner runs a bash script as the job's owner: user 0 or root.
+func asOwner(t *testing.T, u *testUsers, owner, script string) string {
+	t.Helper()
+	if owner == "user" {
+		out, err := u.as(0, script)
+		if err != nil {
+			t.Fatalf("%s: %v: %s", script, err, out)
+		}
+		return out
+	}
+	b, err := exec.Command("bash", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", script, err, b)
+	}
+	return string(b)
+}
+
+// heldDocuments is run as a user: it opens warmup n times and writes size
+// bytes of one unfinished line to each, keeping them all open, and prints
+// what each write answered; then it closes them.
+const heldDocuments = `
+import os, sys
+path, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fds = []
+for i in range(n):
+    fd = os.open(path, os.O_WRONLY)
+    fds.append(fd)
+    chunk = b"x" * (1 << 20)
+    left, res = size, "OK"
+    try:
+        while left > 0:
+            left -= os.write(fd, chunk[:min(left, len(chunk))])
+    except OSError as e:
+        res = os.strerror(e.errno)
+    print(f"{i}: {res}", flush=True)
+for fd in fds:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+`
+
+// TestOneUsersOpenDocumentsAreBoundedTogether: a user's documents held
+// open share one budget: past it a write fails with EDQUOT, the reason in
+// the user's errors, and once they are closed the user writes again.
+// Root's are not counted.
+func TestOneUsersOpenDocumentsAreBoundedTogether(t *testing.T) {
+	requireFUSE(t)
+	requireDebianPython(t)
+	u := newUsers(t, 2)
+	src, _ := makeTree(t, 1<<10)
+	e := newEnv(t, src, 64<<20)
+	e.opts.docBudget = 24 << 20
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	warmup := filepath.Join(e.mnt, ".epochfs/warmup")
+	out, err := exec.Command("runuser", "-u", u.names[0], "--", "/usr/bin/python3", "-c", heldDocuments, warmup, "4", fmt.Sprint(10<<20)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := string(out)
+	if !strings.Contains(got, "0: OK") || !strings.Contains(got, "1: OK") || !strings.Contains(got, "2: Disk quota exceeded") || !strings.Contains(got, "3: Disk quota exceeded") {
+		t.Fatalf("four held documents of 10 MiB in a budget of 24 MiB: %q; want two, then EDQUOT", got)
+	}
+	mine, _ := u.as(0, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
+	theirs, _ := u.as(1, "cat "+filepath.Join(e.mnt, ".epochfs/errors"))
+	if !strings.Contains(mine, "one user may") || strings.Contains(theirs, "one user may") {
+		t.Fatalf("errors: the user's %q, the other's %q", mine, theirs)
+	}
+	// Everything was given back: the same user, and another, write again.
+	waitUntil(t, 10*time.Second, func() bool { return e.fsys.DocBytes() == 0 })
+	for i := range 2 {
+		out, err := exec.Command("runuser", "-u", u.names[i], "--", "/usr/bin/python3", "-c", heldDocuments, warmup, "2", fmt.Sprint(10<<20)).CombinedOutput()
+		if err != nil || strings.Count(string(out), "OK") != 2 {
+			t.Fatalf("user %d after the documents were closed: %v: %q", i, err, out)
+		}
+	}
+	// Root's documents are not counted.
+	cmd := exec.Command("/usr/bin/python3", "-c", heldDocuments, warmup, "4", fmt.Sprint(10<<20))
+	if out, err := cmd.CombinedOutput(); err != nil || strings.Count(string(out), "OK") != 4 {
+		t.Fatalf("root: %v: %q", err, out)
+	}
+}
