@@ -34,6 +34,24 @@ func callerCred(ctx context.Context) *catalog.Cred {
 	return who
 }
 
+// mayRead reports whether the caller of ctx may read a file of attributes
+// a, as the kernel's default_permissions checks (ACLs are not seen). The
+// daemon checks it again at every open against the attributes it serves,
+// which may be newer than those the kernel checked (a copy or a read
+// that found the source's owner or mode changed). The supplementary
+// groups are read only when they could change the answer.
+func mayRead(ctx context.Context, a catalog.Attr) bool {
+	c, ok := ctx.(*fuse.Context)
+	if !ok || c.Uid == 0 {
+		return true // the daemon's own calls; root
+	}
+	who := &catalog.Cred{UID: c.Uid, GID: c.Gid}
+	if a.UID == c.Uid || a.GID == c.Gid || (a.Mode>>3)&catalog.PermRead == a.Mode&catalog.PermRead {
+		return who.MayRead(a)
+	}
+	return callerCred(ctx).MayRead(a)
+}
+
 // procGroups reads the supplementary groups of process pid, if its fs uid
 // and gid are uid and gid.
 func procGroups(pid, uid, gid uint32) []uint32 {

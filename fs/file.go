@@ -68,6 +68,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if err != nil {
 		return nil, 0, n.fsys.toErrno(err)
 	}
+	if !mayRead(ctx, r.Attr()) {
+		// The kernel checked attributes older than those the reader
+		// serves (a copy found the source's owner or mode changed).
+		r.Close()
+		return nil, 0, syscall.EACCES
+	}
 	// A change found outside an open (a copy, a read, a refresh) is told
 	// to the kernel from a goroutine: it may not have arrived yet. Tell
 	// it now, before this open can use the old pages or size.

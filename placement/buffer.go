@@ -9,6 +9,7 @@ import (
 
 	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/sharedbuf"
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
 
@@ -99,6 +100,13 @@ func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int
 		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, err)
 	}
 	defer sf.Close()
+	a := e.Attr()
+	if a.Size != size {
+		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, tier.ErrSourceChanged)
+	}
+	if err := p.opened(e, sf, a); err != nil {
+		return nil, err
+	}
 	data := make([]byte, size)
 	var off int64
 	for off < size {

@@ -364,15 +364,35 @@ func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*tier.SourceFile
 		}
 		return nil, err
 	}
-	if b := catalog.AttrFromInfo(sf.Info()); b.Size != a.Size || b.Mtime != a.Mtime {
+	if err := p.opened(e, sf, a); err != nil {
 		sf.Close()
+		return nil, err
+	}
+	return sf, nil
+}
+
+// opened checks that sf, a source file just opened for e, is e's version a
+// and grants the access a does: its size and mtime, and its owner, group
+// and mode, from the open descriptor. Every path that takes bytes from
+// the source for users (a copy, the shared buffer, a reader) checks this
+// one way. Another version (tier.ErrSourceChanged) or other access
+// (ErrAccessChanged) is recorded in the catalog (the kernel is told) and
+// refused: no byte of it is served under a's permissions. On success sf
+// expects version a at every read after.
+func (p *Placer) opened(e *catalog.Entry, sf *tier.SourceFile, a catalog.Attr) error {
+	b := catalog.AttrFromInfo(sf.Info())
+	if b.Size != a.Size || b.Mtime != a.Mtime {
 		p.setAttr(e, b, false)
-		return nil, tier.ErrSourceChanged
+		return fmt.Errorf("placement: %s: %w", e.Path, tier.ErrSourceChanged)
+	}
+	if !catalog.SameAccess(a, b) {
+		p.setAttr(e, b, false)
+		return fmt.Errorf("placement: %s: %w", e.Path, ErrAccessChanged)
 	}
 	// Readers follow the copy as it goes: no chunk of another version may
 	// reach them.
 	sf.Expect(a.Size, a.Mtime)
-	return sf, nil
+	return nil
 }
 
 // copyVersion copies sf, opened as version a of e with Expect set

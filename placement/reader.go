@@ -438,18 +438,10 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 	// What the open descriptor is (its fstat, taken on the inode it
 	// opened): the version the open saw, and the access the kernel
 	// checked, or nothing is read.
-	a := catalog.AttrFromInfo(sf.Info())
-	if a.Size != r.attr.Size || a.Mtime != r.attr.Mtime {
+	if err := r.p.opened(r.e, sf, r.attr); err != nil {
 		sf.Close()
-		r.p.setAttr(r.e, a, false)
-		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, tier.ErrSourceChanged)
+		return nil, fmt.Errorf("placement: read since it was opened: %w", err)
 	}
-	if !catalog.SameAccess(a, r.attr) {
-		sf.Close()
-		r.p.setAttr(r.e, a, false)
-		return nil, fmt.Errorf("placement: read %s: %w since it was opened", r.e.Path, ErrAccessChanged)
-	}
-	sf.Expect(r.attr.Size, r.attr.Mtime)
 	return sf, nil
 }
 
@@ -535,6 +527,9 @@ func (p *Placer) ReadFile(ctx context.Context, e *catalog.Entry) ([]byte, error)
 
 // Size is the file's size in the version the open saw.
 func (r *Reader) Size() int64 { return r.attr.Size }
+
+// Attr is the version and access of e the reader serves.
+func (r *Reader) Attr() catalog.Attr { return r.attr }
 
 // ReadFull reads the whole file into buf, which holds Size() bytes; a file
 // that ends early changed since the open.

@@ -222,3 +222,63 @@ func TestOneUsersOpenDocumentsAreBoundedTogether(t *testing.T) {
 		t.Fatalf("root: %v: %q", err, out)
 	}
 }
+
+// TestACopyHonoursTheSourcesOwnerAndModeAsAnOpenDoes: a walked file whose
+// mode its owner revokes on the source, and one a writer replaces by a
+// root-only file of the same size and mtime, are copied by another user's
+// warmup; that user then reads neither through the mount, and the mount
+// shows the new owner and mode.
+func TestACopyHonoursTheSourcesOwnerAndModeAsAnOpenDoes(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 2) // a owns the project directory; b reads it
+	src := filepath.Join(t.TempDir(), "src")
+	home := filepath.Join(src, "proj")
+	write(t, filepath.Join(home, "revoked.txt"), "A-PRIVATE-DATA", 0o644)
+	write(t, filepath.Join(home, "swapped.txt"), "public-bytes", 0o644)
+	write(t, filepath.Join(home, "other.txt"), "public", 0o644)
+	u.chown(t, 0, home, filepath.Join(home, "revoked.txt"), filepath.Join(home, "other.txt"))
+	u.chown(t, 1, filepath.Join(home, "swapped.txt"))
+	e := newEnv(t, src, 64<<20)
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	mhome := filepath.Join(e.mnt, "proj")
+	// b sees both files as they were walked.
+	if out, err := u.as(1, "stat -c %a "+mhome+"/revoked.txt "+mhome+"/swapped.txt"); err != nil || out != "644\n644\n" {
+		t.Fatalf("before: %v %q", err, out)
+	}
+	// a revokes; a writer (root here: hard links to another's file need
+	// root) swaps in a root-only file of the same size and mtime.
+	if out, err := u.as(0, "chmod 600 "+filepath.Join(home, "revoked.txt")); err != nil {
+		t.Fatalf("chmod: %v %s", err, out)
+	}
+	swap := fmt.Sprintf(`set -e; cd %q; printf 'ROOT-SECRET!' > .tmp; chmod 600 .tmp; touch -r swapped.txt .tmp; mv .tmp swapped.txt`, home)
+	if out, err := exec.Command("bash", "-c", swap).CombinedOutput(); err != nil {
+		t.Fatalf("swap: %v %s", err, out)
+	}
+	warm := fmt.Sprintf("printf 'proj/revoked.txt\\nproj/swapped.txt\\nproj/other.txt\\n' > %q/.epochfs/warmup", e.mnt)
+	if out, err := u.as(1, warm); err != nil {
+		t.Fatalf("b's warmup: %v %s", err, out)
+	}
+	e.settle()
+	for _, f := range []string{"revoked.txt", "swapped.txt"} {
+		out, err := u.as(1, "cat "+filepath.Join(mhome, f))
+		if err == nil || strings.Contains(out, "PRIVATE") || strings.Contains(out, "SECRET") || !strings.Contains(out, "Permission denied") {
+			t.Errorf("b read %s after its copy: %v %q, want Permission denied", f, err, out)
+		}
+	}
+	if out, err := u.as(1, "cat "+filepath.Join(mhome, "other.txt")); err != nil || out != "public" {
+		t.Errorf("b's readable file: %v %q", err, out)
+	}
+	// The mount shows the source's owner and mode now.
+	out, err := u.as(1, "stat -c '%a %U' "+mhome+"/revoked.txt "+mhome+"/swapped.txt")
+	if err != nil || out != fmt.Sprintf("600 %s\n600 root\n", u.names[0]) {
+		t.Errorf("attributes after the copies: %v %q", err, out)
+	}
+	// Their owners read them.
+	if out, err := u.as(0, "cat "+filepath.Join(mhome, "revoked.txt")); err != nil || out != "A-PRIVATE-DATA" {
+		t.Errorf("a reads its own file: %v %q", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(mhome, "swapped.txt")); err != nil || string(b) != "ROOT-SECRET!" {
+		t.Errorf("root reads the new file: %v %q", err, b)
+	}
+}
