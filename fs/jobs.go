@@ -38,6 +38,7 @@ type jobRef struct {
 	name  string
 	id    uint64
 	owner owner
+	cred  *catalog.Cred // the owner's, as at the job's mkdir (nil: root)
 }
 
 func (r jobRef) info() (jobs.Info, bool) {
@@ -234,7 +235,7 @@ func ownerOf(c *catalog.Cred) owner {
 }
 
 func (d *jobsDir) jobInode(ctx context.Context, in jobs.Info, out *fuse.EntryOut) *fusefs.Inode {
-	j := newJobDir(jobRef{fsys: d.fsys, name: in.Name, id: in.ID, owner: ownerOf(in.Owner)})
+	j := newJobDir(jobRef{fsys: d.fsys, name: in.Name, id: in.ID, owner: ownerOf(in.Owner), cred: in.Owner})
 	j.fillAttr(&out.Attr)
 	out.SetEntryTimeout(time.Second)
 	out.SetAttrTimeout(uncached)

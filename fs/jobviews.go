@@ -28,11 +28,14 @@ func newAugmentedDir(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 	fsys := ref.fsys
 	o := ref.owner
 	tree := &viewTree{
-		rootIno: ino, inoBase: inoAugmentedBase + ref.id<<44, owner: &o, label: ref.label(-1, "augmented"),
+		rootIno: ino, inoBase: inoAugmentedBase + ref.id<<44, owner: &o, who: ref.cred, label: ref.label(-1, "augmented"),
 		open: func(ctx context.Context, e *catalog.Entry) ([]byte, error) {
 			return fsys.o.Jobs.Augmented(ctx, ref.job(), e)
 		},
 		live: ref.live,
+	}
+	if tree.who == nil {
+		tree.who = &catalog.Cred{} // root's job
 	}
 	return &viewNode{fsys: fsys, e: fsys.p.Catalog().Root(), tree: tree}
 }

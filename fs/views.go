@@ -77,6 +77,11 @@ type viewTree struct {
 	// owner, if set, owns every node (a job's views: its owner's only);
 	// else a node has its source file's owner and read bits.
 	owner *owner
+	// who, if set, is the credential the tree shows the dataset to (a
+	// job's owner): it lists and looks up only what who could list and
+	// open on the mount, the same answer for a hidden name as for a
+	// missing one. Nil: the kernel checks each node's own modes.
+	who *catalog.Cred
 	label string // for .epochfs/errors
 	// open makes a view file's bytes.
 	open func(ctx context.Context, e *catalog.Entry) ([]byte, error)
@@ -167,6 +172,9 @@ func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 			return nil, syscall.ENOENT
 		}
 	}
+	if !n.shows(c) {
+		return nil, syscall.ENOENT
+	}
 	ch := &viewNode{fsys: n.fsys, e: c, tree: n.tree}
 	ch.fillAttr(&out.Attr)
 	out.SetEntryTimeout(n.timeout())
@@ -175,8 +183,14 @@ func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	if who := n.tree.who; who != nil && (!n.fsys.p.ReachableAs(who, n.e) || !who.May(n.e.Attr(), catalog.PermRead)) {
+		return nil, syscall.EACCES // as the source directory would answer who
+	}
 	var list []fuse.DirEntry
 	for _, c := range n.e.Children() {
+		if !n.shows(c) {
+			continue
+		}
 		switch c.Kind {
 		case catalog.KindDir:
 			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: n.tree.inoBase + c.ID})
@@ -185,6 +199,19 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 		}
 	}
 	return fusefs.NewListDirStream(list), 0
+}
+
+// shows reports whether the tree shows c, a child of n's directory: to
+// its who, a directory it could reach and a file it could open.
+func (n *viewNode) shows(c *catalog.Entry) bool {
+	who := n.tree.who
+	if who == nil || who.Root() {
+		return true
+	}
+	if !n.fsys.p.ReachableAs(who, c) {
+		return false
+	}
+	return c.Kind != catalog.KindFile || who.MayRead(c.Attr())
 }
 
 // Open makes the view (decodes, or augments, or takes it from a cache) and

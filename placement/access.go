@@ -32,6 +32,25 @@ func (p *Placer) LookupAs(who *catalog.Cred, rel string) (*catalog.Entry, error)
 	return e, nil
 }
 
+// ReachableAs reports whether who could reach e through the mount:
+// search permission on every directory from the root to e's parent.
+func (p *Placer) ReachableAs(who *catalog.Cred, e *catalog.Entry) bool {
+	if who.Root() || e.Path == "" {
+		return true
+	}
+	d := p.cat.Root()
+	names := strings.Split(e.Path, "/")
+	for _, name := range names[:len(names)-1] {
+		if d.Kind != catalog.KindDir || !who.May(d.Attr(), catalog.PermSearch) {
+			return false
+		}
+		if d = d.Lookup(name); d == nil {
+			return false
+		}
+	}
+	return d.Kind == catalog.KindDir && who.May(d.Attr(), catalog.PermSearch)
+}
+
 // filesAs calls fn for the regular files under e that who could find and
 // open: it descends into the directories who may read and search and takes
 // the files who may read. e itself has been checked (LookupAs).

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/views"
 )
 
 // heldJobFiles is run as the attacker: it makes jobs/NAME, keeps O_PATH
@@ -280,5 +282,82 @@ func TestACopyHonoursTheSourcesOwnerAndModeAsAnOpenDoes(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(mhome, "swapped.txt")); err != nil || string(b) != "ROOT-SECRET!" {
 		t.Errorf("root reads the new file: %v %q", err, b)
+	}
+}
+
+// TestAJobsViewsShowOnlyWhatItsOwnerMayList: a user's job's augmented/
+// lists and looks up only the directories and files its owner could list
+// and open: root's 0700 directory and another user's 0600 file are not
+// there, exactly as names that do not exist.
+func TestAJobsViewsShowOnlyWhatItsOwnerMayList(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 1)
+	src := filepath.Join(t.TempDir(), "src")
+	paths := makeJPEGs(t, src, 4)
+	jpeg := mustRead(t, filepath.Join(src, paths[0]))
+	write(t, filepath.Join(src, "secret/projX/topsecret_1.jpg"), string(jpeg), 0o644)
+	os.Chmod(filepath.Join(src, "secret"), 0o700)
+	write(t, filepath.Join(src, "class0/private.jpg"), string(jpeg), 0o600)
+	e := newEnv(t, src, 1<<30)
+	e.opts.views = &views.Config{Pipeline: viewPipeline, Seed: 3, DecodedBytes: 1 << 20, AugmentedBytes: 1 << 20}
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	job := filepath.Join(e.mnt, ".epochfs/jobs/j")
+	if out, err := u.as(0, "mkdir "+job); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	aug := filepath.Join(job, "augmented")
+	// The names the user may list on the source: secret/ itself (its
+	// parent is readable), nothing in it (it is not).
+	out, _ := u.as(0, "cd "+aug+" && find . 2>&1 | sort")
+	if strings.Contains(out, "projX") || strings.Contains(out, "private") || !strings.Contains(out, paths[0]+".npy") ||
+		!strings.Contains(out, "Permission denied") {
+		t.Fatalf("the user's job lists %q", out)
+	}
+	for _, p := range []string{"secret/projX", "secret/projX/topsecret_1.jpg.npy", "class0/private.jpg.npy", "nosuch", "class0/nosuch.jpg.npy"} {
+		out, _ := u.as(0, "stat "+filepath.Join(aug, p)+" 2>&1")
+		if !strings.Contains(out, "No such file or directory") {
+			t.Errorf("stat augmented/%s as the job's owner: %q, want ENOENT", p, out)
+		}
+	}
+	// Root's job sees every file.
+	root := filepath.Join(e.mnt, ".epochfs/jobs/r")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "augmented/secret/projX/topsecret_1.jpg.npy")); err != nil {
+		t.Errorf("root's job: %v", err)
+	}
+}
+
+// TestAResumeAnswersTheSameForHiddenAndMissingPaths: a user's unread line
+// naming a file hidden from them is refused with the words of one that
+// names no file.
+func TestAResumeAnswersTheSameForHiddenAndMissingPaths(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 1)
+	src, _ := makeTree(t, 1<<10)
+	write(t, filepath.Join(src, "secret/projX/topsecret_1.jpg"), "x", 0o644)
+	os.Chmod(filepath.Join(src, "secret"), 0o700)
+	e := newEnv(t, src, 64<<20)
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	jobs := filepath.Join(e.mnt, ".epochfs/jobs")
+	script := fmt.Sprintf(`set -e; cd %q; mkdir a b
+printf 'batch_size=2\nseed=3\n' > a/config; printf 'batch_size=2\nseed=3\n' > b/config
+head -n 2 a/next >/dev/null; cat a/state > /tmp/state.$$
+for p in secret/projX/topsecret_1.jpg secret/projX/nosuch.jpg; do
+  { cat /tmp/state.$$; echo "unread $p"; } > b/resume 2>/dev/null || true
+  tail -n 1 ../errors | sed 's/^[^ ]* //'
+done
+rm -f /tmp/state.$$`, jobs)
+	out, err := u.as(0, script)
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "not a sample of the job") ||
+		strings.ReplaceAll(lines[0], "topsecret_1", "nosuch") != lines[1] {
+		t.Fatalf("the answers for a hidden and a missing path differ: %q", lines)
 	}
 }
