@@ -13,10 +13,13 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/epochfs/epochfs/ctlpath"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/tier"
 	"go.uber.org/zap"
 )
 
@@ -139,6 +142,26 @@ func (c *Carry) Pick(j *Job, size int) []int {
 	return pick
 }
 
+// batchWorkers bounds the samples of one batch made or read at once: a
+// batch of a million samples starts no more goroutines, and opens no more
+// files, than this.
+const batchWorkers = 32
+
+// readEncoded reads e whole into dst, which is its size in the catalog
+// when the batch was sized: a file of another size since fails the batch
+// (the source changed: the next batch has its new size).
+func (s *Set) readEncoded(ctx context.Context, e *catalog.Entry, dst []byte) error {
+	r, err := s.o.Placer.Open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.Size() != int64(len(dst)) {
+		return fmt.Errorf("%w: %d bytes, %d when the batch was sized", tier.ErrSourceChanged, r.Size(), len(dst))
+	}
+	return r.ReadFull(ctx, dst)
+}
+
 // Assemble produces (or takes) the samples' forms for job j and builds the
 // .npz in one buffer from alloc (npz.go): tensors are copied into it once,
 // files are read straight into their slots.
@@ -161,16 +184,18 @@ func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 		}
 	}()
 	cat := s.o.Placer.Catalog()
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(batchWorkers)
 	for i, smp := range pick {
 		r := &res[i]
 		if r.e = cat.ByIndex(smp); r.e == nil {
 			r.err = fmt.Errorf("views: sample %d: %w", smp, placement.ErrNoEntry)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if jv.form == Encoded {
+			continue // opened once the batch's size is known (below)
+		}
+		g.Go(func() error {
 			switch jv.form {
 			case Augmented:
 				r.t, r.info, r.err = jv.view.Take(ctx, jv.consumer, smp)
@@ -179,12 +204,11 @@ func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 				if img, r.err = jv.view.Decoded(ctx, smp); r.err == nil {
 					r.t = ImageTensor(img)
 				}
-			default:
-				r.r, r.err = s.o.Placer.Open(ctx, r.e)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 
 	b := &Batch{}
 	var keep []int // indexes into res of the samples in the batch
@@ -217,7 +241,9 @@ func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 			total += len(tensorBytes(r.t))
 			jv.count(r.info)
 		} else {
-			total += int(r.r.Size())
+			// A file's size as the catalog has it: the batch is sized,
+			// and refused when too large, before any file is opened.
+			total += int(r.e.Attr().Size)
 		}
 		keep = append(keep, i)
 		b.Paths = append(b.Paths, r.e.Path)
@@ -272,24 +298,26 @@ func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 		if r.t != nil {
 			off += copy(data[off:], tensorBytes(r.t))
 		} else {
-			off += int(r.r.Size())
+			off += int(r.e.Attr().Size)
 		}
 	}
 	offsets = append(offsets, int64(off))
 	if jv.form == Encoded {
-		errs := make([]error, len(keep))
+		// batchWorkers files at a time, each opened, read into its place
+		// and closed: a batch never holds more descriptors than that.
+		var g errgroup.Group
+		g.SetLimit(batchWorkers)
 		for k, i := range keep {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[k] = res[i].r.ReadFull(ctx, data[offsets[k]:offsets[k+1]])
-			}()
+			g.Go(func() error {
+				dst := data[offsets[k]:offsets[k+1]]
+				if err := s.readEncoded(ctx, res[i].e, dst); err != nil {
+					return fmt.Errorf("views: batch: %s: %w", b.Paths[k], err)
+				}
+				return nil
+			})
 		}
-		wg.Wait()
-		for k, err := range errs {
-			if err != nil {
-				return nil, fmt.Errorf("views: batch: %s: %w", b.Paths[k], err)
-			}
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 		putInt64s(f.Data(1), offsets)
 	}

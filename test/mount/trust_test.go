@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -359,5 +360,35 @@ rm -f /tmp/state.$$`, jobs)
 	if len(lines) != 2 || !strings.Contains(lines[0], "not a sample of the job") ||
 		strings.ReplaceAll(lines[0], "topsecret_1", "nosuch") != lines[1] {
 		t.Fatalf("the answers for a hidden and a missing path differ: %q", lines)
+	}
+}
+
+// TestAnOversizedEncodedBatchOpensNothing: a view=encoded batch whose
+// files add up to more than max_batch_bytes is refused from the catalog's
+// sizes, before any of its files is opened on the source.
+func TestAnOversizedEncodedBatchOpensNothing(t *testing.T) {
+	requireFUSE(t)
+	u := newUsers(t, 1)
+	src := filepath.Join(t.TempDir(), "src")
+	for i := range 64 {
+		write(t, filepath.Join(src, "d", fmt.Sprintf("f%02d.bin", i)), strings.Repeat("x", 64<<10), 0o644)
+	}
+	e := newEnv(t, src, 1) // nothing fits a tier: every read is a source open
+	e.opts.views = &views.Config{Pipeline: viewPipeline, MaxBatchBytes: 1 << 20}
+	openTempDirs(t, src, e.mnt)
+	e.mount()
+	job := filepath.Join(e.mnt, ".epochfs/jobs/j")
+	opens := e.num("source_opens")
+	out, err := u.as(0, fmt.Sprintf(`mkdir %[1]q && printf 'batch_size=32\nview=encoded\n' > %[1]q/config && cat %[1]q/batch > /dev/null`, job))
+	if err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Fatalf("a batch of 2 MiB of files over a bound of 1 MiB: %v %q, want EINVAL", err, out)
+	}
+	if got := e.num("source_opens"); got != opens {
+		t.Fatalf("the refused batch opened %d files on the source", got-opens)
+	}
+	// One that fits is read.
+	out, err = u.as(0, fmt.Sprintf(`printf 'batch_size=8\nview=encoded\n' > %[1]q/config && cat %[1]q/batch | wc -c`, job))
+	if n, _ := strconv.Atoi(strings.TrimSpace(out)); err != nil || n < 8*64<<10 {
+		t.Fatalf("a batch that fits: %v %q", err, out)
 	}
 }
