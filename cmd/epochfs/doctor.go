@@ -14,8 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -177,7 +177,10 @@ func freeBytes(p string) (uint64, string) {
 }
 
 // source checks that the source is a readable directory and probes how
-// fast it opens and reads a few files.
+// fast it opens and reads a few files. It reads the source as the daemon
+// does (tier.Source): every name resolved beneath the source's root
+// without following a symlink, only regular files opened, every call
+// bounded by the probe's time.
 func (d *doctor) source(src string) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTime)
 	defer cancel()
@@ -187,33 +190,52 @@ func (d *doctor) source(src string) {
 	var took, firstOpen time.Duration
 	go func() {
 		start := time.Now()
-		err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		s, err := tier.OpenSource(tier.SourceOptions{Root: src, Timeout: probeTime})
+		if err != nil {
+			done <- err
+			return
+		}
+		defer s.Close()
+		buf := make([]byte, 1<<20)
+		var walk func(rel string) error
+		walk = func(rel string) error {
+			des, err := s.ReadDir(ctx, rel)
 			if err != nil {
 				return err
 			}
-			if ctx.Err() != nil || files >= probeFiles || bytes >= probeBytes {
-				return fs.SkipAll
+			for _, e := range des {
+				if ctx.Err() != nil || files >= probeFiles || bytes >= probeBytes {
+					return nil
+				}
+				p := path.Join(rel, e.Name())
+				switch {
+				case e.IsDir():
+					if err := walk(p); err != nil {
+						return err
+					}
+					continue
+				case !e.Type().IsRegular():
+					continue // symlinks, FIFOs, devices: never opened
+				}
+				t0 := time.Now()
+				f, err := s.Open(ctx, p)
+				if err != nil {
+					return err
+				}
+				if files == 0 {
+					firstOpen = time.Since(t0)
+				}
+				n, err := probeRead(ctx, f, buf, probeBytes-bytes)
+				f.Close()
+				if err != nil {
+					return err
+				}
+				files++
+				bytes += n
 			}
-			if !e.Type().IsRegular() {
-				return nil
-			}
-			t0 := time.Now()
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			if files == 0 {
-				firstOpen = time.Since(t0)
-			}
-			n, err := io.Copy(io.Discard, io.LimitReader(f, probeBytes-bytes))
-			f.Close()
-			if err != nil {
-				return err
-			}
-			files++
-			bytes += n
 			return nil
-		})
+		}
+		err = walk("")
 		took = time.Since(start)
 		done <- err
 	}()
@@ -233,6 +255,22 @@ func (d *doctor) source(src string) {
 	case <-ctx.Done():
 		d.fail("source", "%s: no answer within %s (a hung PFS?)", src, probeTime)
 	}
+}
+
+// probeRead reads f from its start until EOF or limit bytes.
+func probeRead(ctx context.Context, f *tier.SourceFile, buf []byte, limit int64) (int64, error) {
+	var off int64
+	for off < limit {
+		n, err := f.ReadAt(ctx, buf[:min(int64(len(buf)), limit-off)], off)
+		off += int64(n)
+		if errors.Is(err, io.EOF) || n == 0 {
+			return off, nil
+		}
+		if err != nil {
+			return off, err
+		}
+	}
+	return off, nil
 }
 
 // state checks the state directory: safe, writable, room for the catalog.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -73,5 +74,34 @@ func TestDoctorChecksTheSetup(t *testing.T) {
 				t.Errorf("exit %d; want 1 and %q in:\n%s", code, c.want, out)
 			}
 		})
+	}
+}
+
+// The doctor probes the source as the daemon reads it: beneath its root,
+// no symlink followed (a link to a directory outside is not entered, a
+// link to a file not opened), and no FIFO opened (it would block).
+func TestDoctorReadsTheSourceBeneathItsRootOnly(t *testing.T) {
+	t.Setenv("SLURM_CONF", filepath.Join(t.TempDir(), "slurm.conf"))
+	dir := t.TempDir()
+	src, outside := filepath.Join(dir, "src"), filepath.Join(dir, "outside")
+	os.MkdirAll(filepath.Join(src, "z"), 0o755)
+	os.MkdirAll(outside, 0o700)
+	for i := range 5 {
+		os.WriteFile(filepath.Join(outside, fmt.Sprintf("secret%d", i)), []byte("secret"), 0o600)
+	}
+	os.WriteFile(filepath.Join(src, "z", "x.bin"), bytes.Repeat([]byte("x"), 1000), 0o644)
+	os.Symlink(outside, filepath.Join(src, "a-dir-link"))
+	os.Symlink(filepath.Join(outside, "secret0"), filepath.Join(src, "a-file-link"))
+	if err := syscall.Mkfifo(filepath.Join(src, "a-fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "epochfs.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("source = %q\nmountpoint = %q\nstate_dir = %q\n[[tier]]\nname = \"disk\"\npath = %q\nquota = \"1GiB\"\n",
+		src, filepath.Join(dir, "mnt"), filepath.Join(dir, "state"), filepath.Join(dir, "tier"))), 0o644)
+	var out, errb bytes.Buffer
+	code := run([]string{"doctor", "--config", cfg}, &out, &errb)
+	text := out.String() + errb.String()
+	if code != 0 || !strings.Contains(text, "read 1 files (1000B)") {
+		t.Fatalf("exit %d, want the one regular file beneath the root probed:\n%s", code, text)
 	}
 }
