@@ -151,13 +151,17 @@ func loadRecord(path string) (Record, bool) {
 	return r, true
 }
 
-// recordDirs are the runtime directories to search: this user's, and for
-// root every user's (root may unmount a user's mount).
+// recordDirs are the runtime directories to search: this user's; for root
+// every user's too (root may unmount a user's mount); for a user, root's
+// too (`epochfs list` shows root's mounts as they are). What is found in
+// them is believed as trust.go says.
 func recordDirs() []string {
 	dirs := []string{RuntimeDir()}
 	if os.Geteuid() == 0 {
 		more, _ := filepath.Glob("/run/user/*/epochfs")
 		dirs = append(dirs, more...)
+	} else {
+		dirs = append(dirs, "/run/epochfs")
 	}
 	return dirs
 }
@@ -166,7 +170,7 @@ func recordDirs() []string {
 func ReadRecord(mnt string) (Record, bool) {
 	name := Key(mnt) + ".json"
 	for _, d := range recordDirs() {
-		if r, ok := loadRecord(filepath.Join(d, name)); ok && r.Mountpoint == mnt {
+		if r, ok := trustedRecord(d, filepath.Join(d, name)); ok && r.Mountpoint == mnt {
 			return r, true
 		}
 	}
@@ -181,7 +185,7 @@ func Records() []Record {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
 			if strings.HasSuffix(e.Name(), ".json") {
-				if r, ok := loadRecord(filepath.Join(d, e.Name())); ok {
+				if r, ok := trustedRecord(d, filepath.Join(d, e.Name())); ok {
 					out = append(out, r)
 				}
 			}
@@ -199,7 +203,7 @@ func RecordOfState(dir string) (Record, bool) {
 			if !strings.HasSuffix(e.Name(), ".json") {
 				continue
 			}
-			if r, ok := loadRecord(filepath.Join(d, e.Name())); ok && r.StateDir == dir && r.Running() {
+			if r, ok := trustedRecord(d, filepath.Join(d, e.Name())); ok && r.StateDir == dir && r.Running() {
 				return r, true
 			}
 		}

@@ -7,12 +7,10 @@ package main
 // with a short timeout.
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/epochfs/epochfs/daemon"
@@ -27,7 +25,8 @@ var errStatusTimeout = fmt.Errorf("no answer within %s", statusTimeout)
 // findDaemon returns the running daemon that serves (or, detached, still
 // drains) mnt; the zero record if there is none.
 func findDaemon(mnt string) daemon.Record {
-	dev, mounted := daemon.MountDev(mnt)
+	entry, mounted := daemon.FindMount(mnt)
+	dev := entry.Dev
 	if r, ok := daemon.ReadRecord(mnt); ok && r.Running() && (!mounted || r.Dev == dev) {
 		return r
 	}
@@ -38,15 +37,16 @@ func findDaemon(mnt string) daemon.Record {
 	if err != nil {
 		// No record and no answer (a runtime directory wiped, a daemon
 		// stopped or hung): the process table still knows it.
-		return daemonByCmdline(mnt)
+		return daemonByCmdline(mnt, entry.UserID)
 	}
 	pid, _ := strconv.Atoi(st["pid"])
 	if pid <= 0 {
 		return daemon.Record{}
 	}
 	r := daemon.Record{PID: pid, Start: daemon.ProcStart(pid), Mountpoint: mnt, Source: st["source"]}
-	if !r.Running() {
-		return daemon.Record{}
+	uid := max(entry.UserID, 0)
+	if u, ok := daemon.ProcUID(pid); !r.Running() || !ok || int(u) != uid || !daemon.SameExecutable(pid) {
+		return daemon.Record{} // not a daemon of this executable run by the mount's user
 	}
 	return r
 }
@@ -72,38 +72,23 @@ func statusWithin(mnt string, timeout time.Duration) (map[string]string, error) 
 }
 
 // daemonByCmdline finds a daemon of mnt in the process table: a process
-// of this executable started as "epochfs mount --foreground ... MNT" (the
-// mount point its last argument, relative to its working directory).
-func daemonByCmdline(mnt string) daemon.Record {
-	self, _ := os.Executable()
+// of this executable started as "epochfs mount --foreground ... MNT" by
+// the user uid who made the mount (daemon/trust.go). Another user's
+// process of that name and arguments, or another program's, is not it.
+func daemonByCmdline(mnt string, uid int) daemon.Record {
+	if uid < 0 {
+		uid = 0
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, dir := range procs {
 		pid, err := strconv.Atoi(filepath.Base(dir))
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if err != nil {
+		if m, ok := daemon.ProcMountpoint(pid); !ok || m != mnt {
 			continue
 		}
-		args := bytes.Split(bytes.TrimRight(raw, "\x00"), []byte{0})
-		if len(args) < 4 || string(args[1]) != "mount" || !bytes.Equal(args[2], []byte("--foreground")) {
-			continue
-		}
-		exe, _ := os.Readlink(filepath.Join(dir, "exe"))
-		exe = strings.TrimSuffix(exe, " (deleted)")
-		if self != "" && exe != self && filepath.Base(exe) != filepath.Base(self) {
-			continue
-		}
-		last := string(args[len(args)-1])
-		if !filepath.IsAbs(last) {
-			cwd, err := os.Readlink(filepath.Join(dir, "cwd"))
-			if err != nil {
-				continue
-			}
-			last = filepath.Join(cwd, last)
-		}
-		if filepath.Clean(last) != mnt {
+		if u, ok := daemon.ProcUID(pid); !ok || int(u) != uid || !daemon.SameExecutable(pid) {
 			continue
 		}
 		r := daemon.Record{PID: pid, Start: daemon.ProcStart(pid), Mountpoint: mnt}

@@ -139,7 +139,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		// Not found before the unmount: look again (a daemon that did not
 		// answer status is in the process table), so that "unmounted" is
 		// never printed over a daemon still running.
-		d = daemonByCmdline(mnt)
+		d = daemonByCmdline(mnt, entry.UserID)
 	}
 	if d.PID > 0 && !waitExit(d, *timeout) {
 		if detached {

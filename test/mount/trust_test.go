@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	epochd "github.com/epochfs/epochfs/daemon"
 	"github.com/epochfs/epochfs/views"
 )
 
@@ -391,4 +393,90 @@ func TestAnOversizedEncodedBatchOpensNothing(t *testing.T) {
 	if n, _ := strconv.Atoi(strings.TrimSpace(out)); err != nil || n < 8*64<<10 {
 		t.Fatalf("a batch that fits: %v %q", err, out)
 	}
+}
+
+// TestRootTrustsOnlyRootsRecordsAndItsOwnDaemons: a record a user plants
+// in their runtime directory is not root's to wait for or list, a
+// process of the user's named epochfs with a daemon's arguments does not
+// keep root's next mount from clearing a dead mount, and a user's
+// `epochfs list` shows root's serving mount as serving.
+func TestRootTrustsOnlyRootsRecordsAndItsOwnDaemons(t *testing.T) {
+	u := newUsers(t, 1)
+	src, _, base, mnt := binDirs(t, 1<<10)
+	state := filepath.Join(base, "state")
+	openTempDirs(t, src, mnt, filepath.Dir(binPath))
+	tierFlag := "--tier=disk=" + filepath.Join(base, "tier") + ":1GiB"
+	binMount(t, src, mnt, state, tierFlag)
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	uid, _ := userIDs(t, u.names[0])
+
+	// A user's list shows root's mount as it is.
+	if out, err := u.as(0, binPath+" list --json"); err != nil || !strings.Contains(out, `"state": "serving"`) {
+		t.Errorf("the user's list: %v %s", err, out)
+	}
+
+	// A fake daemon: a program of the user's named epochfs, started as
+	// "epochfs mount --foreground SRC MNT", and a record naming it for a
+	// mount point that is not mounted.
+	home := filepath.Join(base, "home")
+	os.MkdirAll(home, 0o755)
+	u.chown(t, 0, home)
+	fake := filepath.Join(home, "epochfs")
+	os.WriteFile(filepath.Join(base, "fake.go"), []byte("package main\n\nimport \"time\"\n\nfunc main() { time.Sleep(time.Minute) }\n"), 0o644)
+	if out, err := exec.Command("go", "build", "-o", fake, filepath.Join(base, "fake.go")).CombinedOutput(); err != nil {
+		t.Fatalf("build the fake: %v %s", err, out)
+	}
+	os.Chmod(fake, 0o755)
+	run := fmt.Sprintf("/run/user/%d", uid)
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(run) })
+	u.chown(t, 0, run)
+	ghost := filepath.Join(base, "ghost")
+	script := fmt.Sprintf(`set -e; export XDG_RUNTIME_DIR=%[1]q; mkdir -p %[1]q/epochfs
+%[2]q mount --foreground %[3]q %[4]q >/dev/null 2>&1 &
+p=$!; sleep 0.2
+start=$(awk '{print $22}' /proc/$p/stat)
+printf '{"pid":%%d,"start":%%s,"state_dir":"/x","mountpoint":"%%s","dev":"0:1"}\n' $p $start %[5]q > %[1]q/epochfs/%[6]s.json
+echo $p`, run, fake, src, mnt, ghost, epochd.Key(ghost))
+	out, err := u.as(0, script)
+	if err != nil {
+		t.Fatalf("plant: %v %s", err, out)
+	}
+	fakePID, _ := strconv.Atoi(strings.TrimSpace(out))
+	t.Cleanup(func() { syscall.Kill(fakePID, syscall.SIGKILL) })
+
+	code, out := cli(t, "list", "--json")
+	if code != 0 || strings.Contains(out, "ghost") {
+		t.Errorf("root's list shows the planted record: %d %s", code, out)
+	}
+	start := time.Now()
+	if code, out := cli(t, "unmount", ghost); code != 0 || !strings.Contains(out, "not mounted") {
+		t.Errorf("root's unmount of a point the planted record names: exit %d after %v: %s", code, time.Since(start), out)
+	}
+
+	// Root's mount dies; root's next mount clears it, whatever the
+	// user's fake says.
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, func() bool { return !processAlive(pid) })
+	if code, out := cli(t, "mount", "--state", state, tierFlag, src, mnt); code != 0 {
+		t.Fatalf("root's mount over the dead one: exit %d: %s", code, out)
+	}
+	if st := statusOf(t, mnt); st["pid"] == "" || st["pid"] == strconv.Itoa(pid) {
+		t.Fatalf("status after the remount: pid %s", st["pid"])
+	}
+}
+
+// userIDs returns a user's uid and gid.
+func userIDs(t *testing.T, name string) (int, int) {
+	t.Helper()
+	out, err := exec.Command("id", "-u", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	out, _ = exec.Command("id", "-g", name).Output()
+	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return uid, gid
 }
