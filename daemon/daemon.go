@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -146,6 +147,7 @@ type Mount struct {
 	cat     *catalog.Catalog
 	src     *tier.Source
 	p       *placement.Placer
+	placer  atomic.Pointer[placement.Placer] // p, for the source's hook
 	jm      *jobs.Manager
 	fsys    *fs.FS
 	met     *metrics.Metrics
@@ -204,7 +206,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	// The source first: the walk reads through its root descriptor, and
 	// the model measures the pipeline on a few of its files.
 	m.src, err = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth,
-		Timeout: o.SourceTimeout, Logger: o.Logger})
+		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain})
 	if err != nil {
 		return nil, &configError{fmt.Errorf("daemon: %w", err)}
 	}
@@ -261,6 +263,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	if m.p, err = placement.New(po); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
+	m.placer.Store(m.p)
 	m.steps = append(m.steps, step{what: "the placer (copies in progress, reading the source)",
 		close: func() error { m.p.Close(); return nil }})
 	var vset *views.Set
@@ -435,6 +438,15 @@ func (m *Mount) statusEntries() []metrics.Entry {
 		out[i] = metrics.Entry{Key: e.Key, Value: e.Value, Numeric: e.Numeric}
 	}
 	return out
+}
+
+// sourceMountedAgain is the source's OnNewMount: the placer checks every
+// file against the new mount (a hook of the source, which is opened
+// before the placer exists).
+func (m *Mount) sourceMountedAgain() {
+	if p := m.placer.Load(); p != nil {
+		p.NewSourceMount()
+	}
 }
 
 // jobList is the live jobs for the metrics.

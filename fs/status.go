@@ -51,6 +51,12 @@ func (fsys *FS) status() []kv {
 	if ok, since := p.Source().Available(context.Background()); !ok {
 		srcState, srcSince = "unavailable", since.UTC().Format(time.RFC3339)
 	}
+	// A source mounted again under the live mount is a new source.
+	srcMounts, srcMountedAt := p.Source().Mounts()
+	srcMountedAtText := ""
+	if srcMounts > 0 {
+		srcMountedAtText = srcMountedAt.UTC().Format(time.RFC3339)
+	}
 	pt := "off"
 	if fsys.passthrough.Load() {
 		pt = "on"
@@ -78,6 +84,8 @@ func (fsys *FS) status() []kv {
 		i64("source_stuck", ss.Stuck),
 		{"source_state", srcState, false},
 		{"source_unavailable_since", srcSince, false},
+		i64("source_mounts", srcMounts),
+		{"source_mounted_at", srcMountedAtText, false},
 		i64("served_stale_on_error", ps.StaleOnError),
 		i64("files_removed", ps.Removed),
 		i64("files_drop_held", fsys.p.DropsHeld()),

@@ -131,6 +131,22 @@ func (r *scrubRun) fail(err error) {
 
 // Scrub queues a scrub; it runs in the background (ScrubStatus follows
 // it). Paths are cleaned; for a verify each must name a dataset entry.
+// NewSourceMount is told that the source is another mount than the one
+// the catalog was checked against (tier.SourceOptions.OnNewMount): its
+// files may differ. Every file is checked again at its next open (with
+// validate = "once" or "open"), and a refresh of the whole dataset learns what
+// the new mount holds (dropping copies of changed files, within MaxDrop).
+func (p *Placer) NewSourceMount() {
+	p.cat.Root().Files(func(e *catalog.Entry) bool {
+		e.SetValidated(false)
+		e.SetChecked(0)
+		return true
+	})
+	if err := p.Scrub(ScrubRequest{Kind: ScrubRefresh}); err != nil {
+		p.log.Warn("cannot queue the refresh of the source mounted again", zap.Error(err))
+	}
+}
+
 func (p *Placer) Scrub(req ScrubRequest) error {
 	for i, raw := range req.Paths {
 		rel := strings.Trim(path.Clean("/"+raw), "/")

@@ -113,6 +113,11 @@ type SourceOptions struct {
 	// how often, at most, one does while the source is unavailable or
 	// failing (default 1 s).
 	IdentityInterval, RecheckInterval time.Duration
+	// OnNewMount, if set, is called (from its own goroutine) when the
+	// root is found to be another mount of the source than the one held
+	// (mounted again, or its client died and came back): the files it has
+	// may differ from the old mount's.
+	OnNewMount func()
 	// Logger logs the source going unavailable and coming back (once
 	// each); nil logs nothing.
 	Logger *zap.Logger
@@ -127,16 +132,38 @@ type SourceOptions struct {
 type rootID struct {
 	dev, ino uint64
 	fstype   int64
+	// mnt is the mount's ID (statx STATX_MNT_ID; 0 where the kernel has
+	// none): a file system mounted again at the root's path, even of
+	// the same type and root inode, is another mount.
+	mnt uint64
 }
 
-func idOf(st *unix.Stat_t, sf *unix.Statfs_t) rootID {
-	return rootID{dev: st.Dev, ino: st.Ino, fstype: int64(sf.Type)}
+func idOf(st *unix.Stat_t, sf *unix.Statfs_t, mnt uint64) rootID {
+	return rootID{dev: st.Dev, ino: st.Ino, fstype: int64(sf.Type), mnt: mnt}
 }
 
-// same reports whether a is the root that b was. Network and FUSE file
-// systems get a new anonymous device number (major 0) when they are
-// mounted again, so between two such devices only the type and the root
-// inode must agree.
+// mountID is the ID of the mount of fd (path "" and AT_EMPTY_PATH) or of
+// path; 0 if the kernel cannot say.
+func mountID(fd int, path string) uint64 {
+	var stx unix.Statx_t
+	flags := unix.AT_STATX_SYNC_AS_STAT
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if err := unix.Statx(fd, path, flags, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0
+	}
+	return stx.Mnt_id
+}
+
+// sameMount reports whether a and b are one mount (as far as the kernel
+// tells).
+func (a rootID) sameMount(b rootID) bool { return a.mnt == 0 || b.mnt == 0 || a.mnt == b.mnt }
+
+// same reports whether a is the root that b was: the same source, perhaps
+// mounted again (sameMount tells). Network and FUSE file systems get a new
+// anonymous device number (major 0) when they are mounted again, so
+// between two such devices only the type and the root inode must agree.
 func (a rootID) same(b rootID) bool {
 	if a.fstype != b.fstype || a.ino != b.ino {
 		return false
@@ -159,7 +186,10 @@ type Source struct {
 	// its client died (the old descriptors are closed by Close: a call may
 	// still hold one).
 	root     atomic.Pointer[beneath]
-	id       rootID
+	id       rootID // the mount's identity; checkMu
+	// mounts counts the new mounts of the source found since OpenSource,
+	// mountedAt (unix nanos) the last.
+	mounts, mountedAt atomic.Int64
 	oldMu    sync.Mutex
 	oldRoots []*beneath
 
@@ -235,7 +265,7 @@ func fdID(fd int) (rootID, error) {
 	if err := unix.Fstatfs(fd, &sf); err != nil {
 		return rootID{}, err
 	}
-	return idOf(&st, &sf), nil
+	return idOf(&st, &sf, mountID(fd, "")), nil
 }
 
 func pathID(p string) (rootID, error) {
@@ -247,7 +277,7 @@ func pathID(p string) (rootID, error) {
 	if err := unix.Statfs(p, &sf); err != nil {
 		return rootID{}, err
 	}
-	return idOf(&st, &sf), nil
+	return idOf(&st, &sf, mountID(unix.AT_FDCWD, p)), nil
 }
 
 // Close closes the root descriptors. Calls still running may fail.
@@ -284,15 +314,18 @@ func (s *Source) Available(ctx context.Context) (ok bool, since time.Time) {
 func (s *Source) checkIdentity(ctx context.Context) bool {
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
+	want := s.id // written only under checkMu; the call may outlive its wait
 	var pathOK, fdOK bool
 	var perr error
 	err, _ := s.call(ctx, "check", "", func() error {
 		id, err := pathID(s.o.Root)
 		perr = err
-		pathOK = err == nil && id.same(s.id)
+		pathOK = err == nil && id.same(want)
 		if b := s.root.Load(); b != nil {
 			fid, ferr := fdID(b.fd)
-			fdOK = ferr == nil && fid.same(s.id)
+			// The held root must be the path's mount: a file system
+			// mounted again there (the old one detached) is read anew.
+			fdOK = ferr == nil && fid.same(want) && (err != nil || fid.sameMount(id))
 		}
 		return nil
 	}, nil)
@@ -303,12 +336,15 @@ func (s *Source) checkIdentity(ctx context.Context) bool {
 	}
 	if pathOK && !fdOK {
 		b, id, err := openRoot(s.o.Root, s.o.noOpenat2)
-		if err == nil && id.same(s.id) {
+		if err == nil && id.same(want) {
 			s.oldMu.Lock()
 			if old := s.root.Swap(b); old != nil {
 				s.oldRoots = append(s.oldRoots, old)
 			}
 			s.oldMu.Unlock()
+			if !id.sameMount(want) || id.dev != want.dev {
+				s.newMount(id)
+			}
 		} else {
 			if err == nil {
 				unix.Close(b.fd)
@@ -332,6 +368,29 @@ func (s *Source) checkIdentity(ctx context.Context) bool {
 			zap.Duration("after", time.Since(time.Unix(0, since))))
 	}
 	return true
+}
+
+// newMount records that the source's root is now another mount of the
+// same source, id (checkMu held): a new source, whose files may differ
+// from what the old mount had. OnNewMount revalidates them.
+func (s *Source) newMount(id rootID) {
+	s.id = id
+	s.mounts.Add(1)
+	s.mountedAt.Store(time.Now().UnixNano())
+	s.log.Warn("the source was mounted again: reading the new mount, and checking every file against it",
+		zap.String("source", s.o.Root), zap.Uint64("mount_id", id.mnt))
+	if s.o.OnNewMount != nil {
+		go s.o.OnNewMount()
+	}
+}
+
+// Mounts reports how many times the source was found mounted anew since
+// OpenSource, and when last.
+func (s *Source) Mounts() (n int64, last time.Time) {
+	if n = s.mounts.Load(); n > 0 {
+		last = time.Unix(0, s.mountedAt.Load())
+	}
+	return n, last
 }
 
 // usable is called before every operation: it fails fast while the source

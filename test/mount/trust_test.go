@@ -7,6 +7,7 @@ package mount
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -479,4 +480,54 @@ func userIDs(t *testing.T, name string) (int, int) {
 	out, _ = exec.Command("id", "-g", name).Output()
 	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	return uid, gid
+}
+
+// TestASourceMountedAgainUnderTheMountIsANewSource: the source's file
+// system is detached and another mounted at its path (same type, same
+// root inode): the daemon reads the new mount, says so in status, and
+// serves the new files' bytes, not the detached ones'.
+func TestASourceMountedAgainUnderTheMountIsANewSource(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "src")
+	os.Mkdir(src, 0o755)
+	mountTmpfs := func() {
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", src).CombinedOutput(); err != nil {
+			t.Fatalf("mount tmpfs: %v %s", err, out)
+		}
+	}
+	mountTmpfs()
+	t.Cleanup(func() {
+		for range 3 { // every tmpfs stacked or left detached there
+			if exec.Command("umount", "-l", src).Run() != nil {
+				break
+			}
+		}
+	})
+	write(t, filepath.Join(src, "d/a.txt"), "old content", 0o644)
+	write(t, filepath.Join(src, "d/b.txt"), "old b", 0o644)
+	e := newEnv(t, src, 64<<20)
+	e.mount()
+	if b, err := os.ReadFile(filepath.Join(e.mnt, "d/a.txt")); err != nil || string(b) != "old content" {
+		t.Fatalf("before: %v %q", err, b)
+	}
+	e.settle()
+	if out, err := exec.Command("umount", "-l", src).CombinedOutput(); err != nil {
+		t.Fatalf("umount -l: %v %s", err, out)
+	}
+	mountTmpfs()
+	write(t, filepath.Join(src, "d/a.txt"), "the new mount's content", 0o644)
+	write(t, filepath.Join(src, "d/c.txt"), "added", 0o644)
+	waitUntil(t, 20*time.Second, func() bool { return e.status()["source_mounts"] == "1" })
+	if e.status()["source_mounted_at"] == "" {
+		t.Error("no source_mounted_at")
+	}
+	waitUntil(t, 20*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(e.mnt, "d/a.txt"))
+		return err == nil && string(b) == "the new mount's content"
+	})
+	waitUntil(t, 20*time.Second, func() bool {
+		_, errC := os.Stat(filepath.Join(e.mnt, "d/c.txt"))
+		_, errB := os.Stat(filepath.Join(e.mnt, "d/b.txt"))
+		return errC == nil && errors.Is(errB, os.ErrNotExist)
+	})
 }
