@@ -321,6 +321,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	m.steps = append(m.steps, step{what: "the kernel's notifications", close: func() error { m.p.SetNotify(nil); return nil }})
 	go func() { fsys.Wait(); close(m.done) }()
 	m.dev, _ = MountDev(o.Mountpoint)
+	go m.watchHolders()
 	if o.RuntimeDir != "" {
 		m.rec = Record{PID: os.Getpid(), Start: ProcStart(os.Getpid()), StateDir: o.StateDir,
 			Mountpoint: o.Mountpoint, Dev: m.dev, Source: o.Source, Config: o.ConfigID}
@@ -438,6 +439,34 @@ func (m *Mount) statusEntries() []metrics.Entry {
 		out[i] = metrics.Entry{Key: e.Key, Value: e.Value, Numeric: e.Numeric}
 	}
 	return out
+}
+
+// holderCheck is how often the daemon looks whether its mount left its
+// mount namespace while the kernel still serves it elsewhere.
+const holderCheck = 2 * time.Second
+
+// watchHolders logs, once, that the mount was unmounted in the daemon's
+// mount namespace while another namespace still holds it: the daemon then
+// serves that namespace (and keeps its state directory) until the mount
+// is unmounted there, and the log says who holds it.
+func (m *Mount) watchHolders() {
+	t := time.NewTicker(holderCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		}
+		if cur, ok := MountDev(m.o.Mountpoint); m.dev == "" || ok && cur == m.dev {
+			continue
+		}
+		if hs := Holders(m.dev); len(hs) > 0 {
+			m.log.Warn("the mount was unmounted here, but another mount namespace still holds it: serving it there until it is unmounted there or its processes exit",
+				zap.String("mountpoint", m.o.Mountpoint), zap.String("holders", HoldersText(hs)))
+			return
+		}
+	}
 }
 
 // sourceMountedAgain is the source's OnNewMount: the placer checks every

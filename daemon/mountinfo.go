@@ -42,8 +42,11 @@ func FindMount(dir string) (MountEntry, bool) {
 
 // Mounts lists this process's mount table (/proc/self/mountinfo), in its
 // order.
-func Mounts() []MountEntry {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+func Mounts() []MountEntry { return mountsOf("/proc/self/mountinfo") }
+
+// mountsOf parses the mountinfo file path.
+func mountsOf(path string) []MountEntry {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}

@@ -172,6 +172,12 @@ func checkStateFree(cfg config.Config) error {
 			}
 			return usageErr("state directory %s is in use by the %s at %s (pid %d): give this mount its own --state", cfg.StateDir, what, r.Mountpoint, r.PID)
 		}
+		if r, ok := daemon.RecordOfState(cfg.StateDir); ok && r.Dev != "" {
+			if hs := daemon.Holders(r.Dev); len(hs) > 0 {
+				return runtimeErr("%v: its mount is still held by another mount namespace: %s; it ends when it is unmounted there (nsenter -t %d -m umount %s) or those processes exit",
+					err, daemon.HoldersText(hs), hs[0].PID, hs[0].Dir)
+			}
+		}
 		return &exitError{code: exitRuntime, err: err}
 	}
 	return runtimeErr("%v", err)

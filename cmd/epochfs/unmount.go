@@ -142,6 +142,14 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		d = daemonByCmdline(mnt, entry.UserID)
 	}
 	if d.PID > 0 && !waitExit(d, *timeout) {
+		dev := entry.Dev
+		if !mounted {
+			dev = d.Dev
+		}
+		if hs := daemon.Holders(dev); dev != "" && len(hs) > 0 {
+			return runtimeErr("%s is unmounted here, but another mount namespace still holds it: %s; its daemon (pid %d) serves it there until it is unmounted there (nsenter -t %d -m umount %s) or those processes exit (see %s)",
+				mnt, daemon.HoldersText(hs), d.PID, hs[0].PID, hs[0].Dir, d.LogPath())
+		}
 		if detached {
 			return runtimeErr("%s is detached but its daemon (pid %d) is still running: files are still open on it or the source does not answer; it exits when they are closed (see %s)", mnt, d.PID, d.LogPath())
 		}

@@ -531,3 +531,46 @@ func TestASourceMountedAgainUnderTheMountIsANewSource(t *testing.T) {
 		return errC == nil && errors.Is(errB, os.ErrNotExist)
 	})
 }
+
+// TestUnmountNamesTheNamespaceThatStillHoldsTheMount: another mount
+// namespace made while the mount existed holds it after the unmount: the
+// daemon keeps serving it there. The unmount's error, the next mount's
+// refusal and the daemon's log name that namespace and a process in it,
+// not the source; once it lets go, the daemon exits.
+func TestUnmountNamesTheNamespaceThatStillHoldsTheMount(t *testing.T) {
+	src, _, base, mnt := binDirs(t, 1<<10)
+	state := filepath.Join(base, "state")
+	tierFlag := "--tier=disk=" + filepath.Join(base, "tier") + ":1GiB"
+	binMount(t, src, mnt, state, tierFlag)
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	holder := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "120")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	// The namespace exists once sleep runs in it.
+	waitFor(t, func() bool {
+		ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", holder.Process.Pid))
+		self, _ := os.Readlink("/proc/self/ns/mnt")
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", holder.Process.Pid))
+		return ns != "" && ns != self && strings.TrimSpace(string(comm)) == "sleep"
+	})
+	code, out := cli(t, "unmount", "--timeout", "3s", mnt)
+	if code != 1 || !strings.Contains(out, "another mount namespace still holds it") || !strings.Contains(out, fmt.Sprintf("pid %d sleep", holder.Process.Pid)) || strings.Contains(out, "source") {
+		t.Fatalf("unmount while another namespace holds the mount: exit %d: %s", code, out)
+	}
+	code, out = cli(t, "mount", "--state", state, tierFlag, src, mnt)
+	if code == 0 || !strings.Contains(out, "another mount namespace") {
+		t.Errorf("the next mount: exit %d: %s", code, out)
+	}
+	if code == 0 {
+		cli(t, "unmount", mnt)
+	}
+	waitFor(t, func() bool {
+		log, _ := os.ReadFile(filepath.Join(state, "epochfs.log"))
+		return strings.Contains(string(log), "another mount namespace still holds it")
+	})
+	holder.Process.Kill()
+	holder.Wait()
+	waitFor(t, func() bool { return !processAlive(pid) })
+}
