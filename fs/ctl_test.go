@@ -337,10 +337,18 @@ func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
 		}
 		cuts := splits(seed, len(data))
 
+		// Every document is charged to a user's budget, large enough not to
+		// refuse these; whatever happens, the budget is given back whole.
+		budget := &docBudget{max: 1 << 20}
+		defer func() {
+			if n := budget.total(); n != 0 {
+				t.Fatalf("%q in writes of %v: %d bytes still charged after the documents ended", data, cuts, n)
+			}
+		}()
 		for _, content := range []bool{false, true} {
 			one, many := &fakePaths{}, &fakePaths{}
-			err1 := writeDoc(newDocument(&pathDoc{t: one.target(content)}, maxPathDoc), data, nil)
-			errN := writeDoc(newDocument(&pathDoc{t: many.target(content)}, maxPathDoc), data, cuts)
+			err1 := writeDoc(newBudgetedDocument(&pathDoc{t: one.target(content)}, maxPathDoc, budget, 1000), data, nil)
+			errN := writeDoc(newBudgetedDocument(&pathDoc{t: many.target(content)}, maxPathDoc, budget, 1000), data, cuts)
 			if errText(err1) != errText(errN) || !slices.Equal(one.log, many.log) {
 				t.Fatalf("paths %q in writes of %v: %v %q; in one write: %v %q", data, cuts, errN, many.log, err1, one.log)
 			}
@@ -351,8 +359,8 @@ func FuzzDocumentSplitsEqualOneWrite(f *testing.F) {
 
 		const initial = "batch_size=5\nseed=1\nsampler=sequential\nsubset=all\n"
 		one, many := &fakeConfig{cfg: initial}, &fakeConfig{cfg: initial}
-		err1 := writeDoc(newDocument(one.sink(), maxConfigDoc), data, nil)
-		errN := writeDoc(newDocument(many.sink(), maxConfigDoc), data, cuts)
+		err1 := writeDoc(newBudgetedDocument(one.sink(), maxConfigDoc, budget, 1000), data, nil)
+		errN := writeDoc(newBudgetedDocument(many.sink(), maxConfigDoc, budget, 1000), data, cuts)
 		if errText(err1) != errText(errN) || one.cfg != many.cfg {
 			t.Fatalf("config %q in writes of %v: %v %q; in one write: %v %q", data, cuts, errN, many.cfg, err1, one.cfg)
 		}
@@ -418,5 +426,41 @@ func TestARejectedResumePutsTheJobBack(t *testing.T) {
 		if len(applied) != 1 || len(undone) != 1 || undone[0] != earlier {
 			t.Errorf("earlier %v: applied %q, undone to %v; want the job put back to what it resumed from before", earlier, applied, undone)
 		}
+	}
+}
+
+// TestOneUsersDocumentsShareABudgetAndGiveItBack: a user's documents held
+// open are charged together; past the budget the write fails (EDQUOT) and
+// rejects that document, which gives back what it held; an ended
+// document gives back everything; root is not charged; another user has
+// a budget of their own.
+func TestOneUsersDocumentsShareABudgetAndGiveItBack(t *testing.T) {
+	b := &docBudget{max: 100}
+	f := &fakePaths{}
+	d1 := newBudgetedDocument(&pathDoc{t: f.target(false)}, maxPathDoc, b, 7)
+	d2 := newBudgetedDocument(&pathDoc{t: f.target(false)}, maxPathDoc, b, 7)
+	if err := d1.write(bytes.Repeat([]byte("a"), 60)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.write(bytes.Repeat([]byte("b"), 60)); !errors.Is(err, errDocBudget) {
+		t.Fatalf("a second document past the user's budget: %v, want errDocBudget", err)
+	}
+	if got := b.total(); got < 60 || got > 100 {
+		t.Fatalf("charged %d after the refusal, want what the first document holds", got)
+	}
+	other := newBudgetedDocument(&pathDoc{t: f.target(false)}, maxPathDoc, b, 8)
+	if err := other.write(bytes.Repeat([]byte("c"), 60)); err != nil {
+		t.Fatalf("another user: %v", err)
+	}
+	root := newBudgetedDocument(&pathDoc{t: f.target(false)}, maxPathDoc, b, 0)
+	if err := root.write(bytes.Repeat([]byte("r"), 1000)); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+	d1.release()
+	d2.release()
+	other.release()
+	root.release()
+	if got := b.total(); got != 0 {
+		t.Fatalf("%d bytes charged after every document ended", got)
 	}
 }
