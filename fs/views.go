@@ -81,7 +81,7 @@ type viewTree struct {
 	// job's owner): it lists and looks up only what who could list and
 	// open on the mount, the same answer for a hidden name as for a
 	// missing one. Nil: the kernel checks each node's own modes.
-	who *catalog.Cred
+	who   *catalog.Cred
 	label string // for .epochfs/errors
 	// open makes a view file's bytes.
 	open func(ctx context.Context, e *catalog.Entry) ([]byte, error)

@@ -185,13 +185,13 @@ type Source struct {
 	// root resolves dataset paths; replaced when the root comes back after
 	// its client died (the old descriptors are closed by Close: a call may
 	// still hold one).
-	root     atomic.Pointer[beneath]
-	id       rootID // the mount's identity; checkMu
+	root atomic.Pointer[beneath]
+	id   rootID // the mount's identity; checkMu
 	// mounts counts the new mounts of the source found since OpenSource,
 	// mountedAt (unix nanos) the last.
 	mounts, mountedAt atomic.Int64
-	oldMu    sync.Mutex
-	oldRoots []*beneath
+	oldMu             sync.Mutex
+	oldRoots          []*beneath
 
 	// Availability (see the package comment): unavailableSince is unix
 	// nanos (0: available); lastCheck the last identity check.
