@@ -141,8 +141,11 @@ func TestFileFilledByOneNodeIsReadFromTheClusterByTheOthers(t *testing.T) {
 // corrupt chunk is an error, never served.
 func TestRangesOfAStoredFileAreReadFromTheCluster(t *testing.T) {
 	rc := rediscluster.Start(t, rediscluster.Options{})
-	a := node(t, rc, "ds", 1<<30)
-	b := node(t, rc, "ds", 1<<30)
+	// 16 chunk reads of 1 MiB at once: the test's short timeout is for
+	// tests of a dead Redis, not for a loaded machine's (-race).
+	slowOK := func(o *Options) { o.Timeout = 5 * time.Second }
+	a := node(t, rc, "ds", 1<<30, slowOK)
+	b := node(t, rc, "ds", 1<<30, slowOK)
 	s := newSource(t, 3*ChunkSize+777)
 	k := key("big/file", s)
 	copyOf(t, a, k, s)
