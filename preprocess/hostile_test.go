@@ -8,8 +8,10 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"maps"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -253,5 +255,63 @@ func TestHandleAfterErrorStillDecodes(t *testing.T) {
 		if err != nil || img.W != 64 || img.H != 48 {
 			t.Fatalf("valid image after %s: %v", name, err)
 		}
+	}
+}
+
+// TestEveryOrderOfInputsGivesTheSameAnswers: on one handle, whatever came
+// before (every hostile input, its header alone, a valid file that only
+// warns), each input gets the answer it gets alone: a truncated file is an
+// error however the handle was used (libjpeg reports a handle's first
+// warning only).
+func TestEveryOrderOfInputsGivesTheSameAnswers(t *testing.T) {
+	inputs := map[string][]byte{}
+	for name, in := range hostileInputs(t) {
+		inputs[name] = in.data
+	}
+	valid := cropJPEG(t, 3, 64, 48, 1)
+	inputs["valid"] = valid
+	// "Corrupt JPEG data: 2 extraneous bytes before marker 0xd9": a
+	// warning of the decode, and an image (as PIL reads it).
+	eoi := bytes.LastIndex(valid, []byte{0xFF, 0xD9})
+	warns := append(append(bytes.Clone(valid[:eoi]), 0x00, 0x00), valid[eoi:]...)
+	inputs["extraneous bytes"] = warns
+	alone := map[string]bool{}
+	for name, data := range inputs {
+		d, err := NewDecoder(DecoderOptions{Handles: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = d.Decode(data, nil)
+		alone[name] = err == nil
+		d.Close()
+	}
+	if !alone["valid"] || !alone["extraneous bytes"] || alone["truncated jpeg"] {
+		t.Fatalf("alone: %v", alone)
+	}
+	names := slices.Sorted(maps.Keys(inputs))
+	rng := rand.New(rand.NewPCG(7, 7))
+	for round := range 400 {
+		// One handle through a random order of every input, each decoded,
+		// its header read, and a valid image decoded after it, as the
+		// views' workers use their handles.
+		d, err := NewDecoder(DecoderOptions{Handles: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := slices.Clone(names)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for k, name := range order {
+			_, _, err := d.Decode(inputs[name], nil)
+			if (err == nil) != alone[name] {
+				d.Close()
+				t.Fatalf("round %d: %s after %v: error %v; alone it decodes: %v", round, name, order[:k], err, alone[name])
+			}
+			d.DecodeHeader(inputs[name])
+			if _, _, err := d.Decode(valid, nil); err != nil {
+				d.Close()
+				t.Fatalf("round %d: the valid image after %v: %v", round, order[:k+1], err)
+			}
+		}
+		d.Close()
 	}
 }

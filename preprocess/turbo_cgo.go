@@ -16,16 +16,18 @@ package preprocess
 // those would escape to the heap, an allocation per call. On an error the
 // caller reads tjGetErrorStr2(h) before the handle is reused.
 typedef struct {
-	int rc, w, h, cs;
+	int rc, w, h, cs, warned;
 } epochfs_tj_hdr;
 
-// epochfs_tj_header reads the header. rc is 0 or -1.
+// epochfs_tj_header reads the header. rc is 0 or -1; warned is set when
+// libjpeg warned (the header may still be read).
 static epochfs_tj_hdr epochfs_tj_header(tjhandle h, const unsigned char *buf, unsigned long len) {
-	epochfs_tj_hdr r = {0, 0, 0, 0};
+	epochfs_tj_hdr r = {0, 0, 0, 0, 0};
 	int subsamp = 0;
 	if (tjDecompressHeader3(h, buf, len, &r.w, &r.h, &subsamp, &r.cs) != 0) {
 		r.rc = -1;
 	}
+	r.warned = tjGetErrorCode(h) == TJERR_WARNING;
 	return r;
 }
 
@@ -43,6 +45,7 @@ static int epochfs_tj_decode(tjhandle h, const unsigned char *buf, unsigned long
 import "C"
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -108,8 +111,12 @@ func (p *turboPool) header(data []byte) (Header, int, error) {
 	if err != nil {
 		return Header{Format: JPEG}, 0, err
 	}
-	hdr, cs, err := headerWith(h, data)
-	p.release(h, err)
+	hdr, cs, warned, err := headerWith(h, data)
+	if warned && err == nil {
+		C.tjDestroy(h) // its warnings would hide the next decode's (decode)
+	} else {
+		p.release(h, err)
+	}
 	return hdr, cs, err
 }
 
@@ -124,13 +131,24 @@ func (p *turboPool) release(h C.tjhandle, err error) {
 	p.put(h)
 }
 
-func headerWith(h C.tjhandle, data []byte) (Header, int, error) {
+// endsScans reports whether the JPEG stream data has an end-of-image
+// marker (FF D9) after its last start-of-scan marker (FF DA): a file cut
+// short does not. Inside a scan's entropy-coded data a 0xFF byte is always
+// stuffed (FF 00) or a restart marker (FF D0..D7), so neither marker can
+// appear there by chance; an EXIF thumbnail's markers come before the
+// image's first scan.
+func endsScans(data []byte) bool {
+	sos := bytes.LastIndex(data, []byte{0xFF, 0xDA})
+	return sos >= 0 && bytes.Index(data[sos:], []byte{0xFF, 0xD9}) > 0
+}
+
+func headerWith(h C.tjhandle, data []byte) (Header, int, bool, error) {
 	r := C.epochfs_tj_header(h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)))
 	if r.rc != 0 {
-		return Header{Format: JPEG}, 0, fmt.Errorf("preprocess: jpeg header: %s: %w",
+		return Header{Format: JPEG}, 0, r.warned != 0, fmt.Errorf("preprocess: jpeg header: %s: %w",
 			C.GoString(C.tjGetErrorStr2(h)), ErrCorrupt)
 	}
-	return Header{Format: JPEG, W: int(r.w), H: int(r.h), Scalable: true}, int(r.cs), nil
+	return Header{Format: JPEG, W: int(r.w), H: int(r.h), Scalable: true}, int(r.cs), r.warned != 0, nil
 }
 
 // decode decodes a JPEG. The header is checked against the pixel limit
@@ -140,8 +158,15 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (img *Image
 	if err != nil {
 		return nil, 1, err
 	}
-	defer func() { p.release(h, err) }()
-	hdr, cs, err := headerWith(h, data)
+	var warned bool
+	defer func() {
+		if warned && err == nil {
+			C.tjDestroy(h) // see below: its warnings would hide the next decode's
+			return
+		}
+		p.release(h, err)
+	}()
+	hdr, cs, warned, err := headerWith(h, data)
 	if err != nil {
 		return nil, 1, err
 	}
@@ -166,10 +191,19 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (img *Image
 		(*C.uchar)(unsafe.Pointer(&buf[0])), C.int(w), C.int(hh), pf, C.int(b2i(d.fastUpsample)))
 	if rc != 0 {
 		msg := C.GoString(C.tjGetErrorStr2(h))
+		// A handle that warned is not used again: libjpeg reports only
+		// the first warning of a handle's life (jerror.c, num_warnings),
+		// so its next decode's message would be this one.
+		warned = true
 		// Like PIL: a truncated file is an error, other libjpeg warnings
 		// ("extraneous bytes before marker", seen in ImageNet) are not.
-		if rc < 0 || strings.Contains(msg, "Premature end") {
+		// Truncation is told from the bytes, not only from the message:
+		// the image's last scan must be followed by its end marker.
+		if rc < 0 || strings.Contains(msg, "Premature end") || !endsScans(data) {
 			d.bufs.put(buf)
+			if rc > 0 && !strings.Contains(msg, "Premature end") {
+				msg = "Premature end of JPEG file (no end marker after the last scan)"
+			}
 			return nil, denom, fmt.Errorf("preprocess: jpeg decode: %s: %w", msg, ErrCorrupt)
 		}
 	}

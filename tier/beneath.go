@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,8 +68,9 @@ const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESO
 type beneath struct {
 	fd int
 	// noOpenat2 uses the per-component walk (kernels without openat2, and
-	// tests of the walk).
-	noOpenat2 bool
+	// tests of the walk). Set by the first open that finds openat2
+	// refused, read by every open: atomic.
+	noOpenat2 atomic.Bool
 }
 
 // checkRel rejects what is not a clean relative path of names.
@@ -98,7 +100,7 @@ func (b *beneath) open(rel string, flags int) (int, error) {
 		name = "."
 	}
 	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if !b.noOpenat2 {
+	if !b.noOpenat2.Load() {
 		how := unix.OpenHow{Flags: uint64(flags), Resolve: resolveFlags}
 		for try := 0; ; try++ {
 			fd, err := unix.Openat2(b.fd, name, &how)
@@ -109,7 +111,7 @@ func (b *beneath) open(rel string, flags int) (int, error) {
 				// A rename raced the lookup; the kernel asks us to retry.
 				continue
 			case err == unix.ENOSYS || err == unix.EPERM && try == 0 && seccompDenied(b.fd):
-				b.noOpenat2 = true
+				b.noOpenat2.Store(true)
 			default:
 				return -1, resolveErr(err)
 			}

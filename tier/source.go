@@ -253,7 +253,9 @@ func openRoot(root string, noOpenat2 bool) (*beneath, rootID, error) {
 		unix.Close(fd)
 		return nil, rootID{}, err
 	}
-	return &beneath{fd: fd, noOpenat2: noOpenat2}, id, nil
+	b := &beneath{fd: fd}
+	b.noOpenat2.Store(noOpenat2)
+	return b, id, nil
 }
 
 func fdID(fd int) (rootID, error) {
