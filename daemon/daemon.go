@@ -206,7 +206,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	// The source first: the walk reads through its root descriptor, and
 	// the model measures the pipeline on a few of its files.
 	m.src, err = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth,
-		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain})
+		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain, ProbeInterval: sourceProbe})
 	if err != nil {
 		return nil, &configError{fmt.Errorf("daemon: %w", err)}
 	}
@@ -440,6 +440,10 @@ func (m *Mount) statusEntries() []metrics.Entry {
 	}
 	return out
 }
+
+// sourceProbe is how often the source's prober checks its root (status
+// reads what it found, never the source).
+const sourceProbe = 2 * time.Second
 
 // holderCheck is how often the daemon looks whether its mount left its
 // mount namespace while the kernel still serves it elsewhere.

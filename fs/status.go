@@ -2,7 +2,6 @@ package fs
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -47,9 +46,15 @@ func (fsys *FS) status() []kv {
 	if cat.Walking() {
 		catState = "walking"
 	}
-	srcState, srcSince := "available", ""
-	if ok, since := p.Source().Available(context.Background()); !ok {
-		srcState, srcSince = "unavailable", since.UTC().Format(time.RFC3339)
+	// The source's health as its prober last found it: status never
+	// waits on the source.
+	health := p.Source().Health()
+	srcState, srcSince, srcAnswer := health.State, "", ""
+	if !health.Since.IsZero() {
+		srcSince = health.Since.UTC().Format(time.RFC3339)
+	}
+	if !health.LastAnswer.IsZero() {
+		srcAnswer = health.LastAnswer.UTC().Format(time.RFC3339)
 	}
 	// A source mounted again under the live mount is a new source.
 	srcMounts, srcMountedAt := p.Source().Mounts()
@@ -84,6 +89,7 @@ func (fsys *FS) status() []kv {
 		i64("source_stuck", ss.Stuck),
 		{"source_state", srcState, false},
 		{"source_unavailable_since", srcSince, false},
+		{"source_last_answer", srcAnswer, false},
 		i64("source_mounts", srcMounts),
 		{"source_mounted_at", srcMountedAtText, false},
 		i64("served_stale_on_error", ps.StaleOnError),

@@ -113,6 +113,11 @@ type SourceOptions struct {
 	// how often, at most, one does while the source is unavailable or
 	// failing (default 1 s).
 	IdentityInterval, RecheckInterval time.Duration
+	// ProbeInterval, if set, starts a prober that checks the root's
+	// identity that often in the background (health.go); HungAfter is
+	// how long a check may go unanswered before Health says
+	// "unresponsive" (default the smaller of Timeout and 5 s).
+	ProbeInterval, HungAfter time.Duration
 	// OnNewMount, if set, is called (from its own goroutine) when the
 	// root is found to be another mount of the source than the one held
 	// (mounted again, or its client died and came back): the files it has
@@ -198,6 +203,11 @@ type Source struct {
 	unavailableSince atomic.Int64
 	lastCheck        atomic.Int64
 	checkMu          sync.Mutex
+	// checkStarted (unix nanos) is when the oldest identity check still
+	// in the source began (0: none); lastAnswer when one last answered
+	// (health.go).
+	checkStarted, lastAnswer atomic.Int64
+	probe                    *prober
 
 	opens, reads, bytes, stats  atomic.Int64
 	errs, timeouts, stuck, slow atomic.Int64
@@ -227,6 +237,9 @@ func OpenSource(o SourceOptions) (*Source, error) {
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = time.Second
 	}
+	if o.HungAfter <= 0 {
+		o.HungAfter = min(o.Timeout, 5*time.Second)
+	}
 	s := &Source{o: o, log: o.Logger, limit: NewLimiter(o.Bandwidth), stuckBy: xsync.NewMapOf[uint32, *atomic.Int64]()}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -238,6 +251,10 @@ func OpenSource(o SourceOptions) (*Source, error) {
 	s.root.Store(b)
 	s.id = id
 	s.lastCheck.Store(time.Now().UnixNano())
+	s.lastAnswer.Store(time.Now().UnixNano())
+	if o.ProbeInterval > 0 {
+		s.startProber()
+	}
 	return s, nil
 }
 
@@ -284,6 +301,7 @@ func pathID(p string) (rootID, error) {
 
 // Close closes the root descriptors. Calls still running may fail.
 func (s *Source) Close() error {
+	s.stopProber()
 	s.oldMu.Lock()
 	defer s.oldMu.Unlock()
 	if b := s.root.Swap(nil); b != nil {
@@ -319,7 +337,12 @@ func (s *Source) checkIdentity(ctx context.Context) bool {
 	want := s.id // written only under checkMu; the call may outlive its wait
 	var pathOK, fdOK bool
 	var perr error
+	s.checkStarted.CompareAndSwap(0, time.Now().UnixNano())
 	err, _ := s.call(ctx, "check", "", func() error {
+		defer func() {
+			s.lastAnswer.Store(time.Now().UnixNano())
+			s.checkStarted.Store(0)
+		}()
 		id, err := pathID(s.o.Root)
 		perr = err
 		pathOK = err == nil && id.same(want)
@@ -370,29 +393,6 @@ func (s *Source) checkIdentity(ctx context.Context) bool {
 			zap.Duration("after", time.Since(time.Unix(0, since))))
 	}
 	return true
-}
-
-// newMount records that the source's root is now another mount of the
-// same source, id (checkMu held): a new source, whose files may differ
-// from what the old mount had. OnNewMount revalidates them.
-func (s *Source) newMount(id rootID) {
-	s.id = id
-	s.mounts.Add(1)
-	s.mountedAt.Store(time.Now().UnixNano())
-	s.log.Warn("the source was mounted again: reading the new mount, and checking every file against it",
-		zap.String("source", s.o.Root), zap.Uint64("mount_id", id.mnt))
-	if s.o.OnNewMount != nil {
-		go s.o.OnNewMount()
-	}
-}
-
-// Mounts reports how many times the source was found mounted anew since
-// OpenSource, and when last.
-func (s *Source) Mounts() (n int64, last time.Time) {
-	if n = s.mounts.Load(); n > 0 {
-		last = time.Unix(0, s.mountedAt.Load())
-	}
-	return n, last
 }
 
 // usable is called before every operation: it fails fast while the source

@@ -1,0 +1,47 @@
+package mount
+
+import (
+	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/test/faultfs"
+)
+
+// TestStatusNeverWaitsOnAHungSource: while the source hangs, in every
+// validation mode, status answers at once (read from what the source's
+// prober last learnt), says the source is unresponsive and since when, and
+// keeps the time of its last answer; once the source answers, it is
+// available again.
+func TestStatusNeverWaitsOnAHungSource(t *testing.T) {
+	for _, mode := range []placement.Validate{placement.ValidateOnce, placement.ValidateOpen, placement.ValidateNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			const timeout = 2 * time.Second
+			e, f, _ := faultEnv(t, faultfs.Start, mode, timeout)
+			f.Hang()
+			t.Cleanup(f.Resume)
+			hungAt := time.Now()
+			var st map[string]string
+			for time.Since(hungAt) < 4*timeout+4*time.Second {
+				start := time.Now()
+				done := make(chan map[string]string, 1)
+				go func() { done <- e.status() }()
+				select {
+				case st = <-done:
+				case <-time.After(5 * time.Second): // a liveness bound, not a speed target
+					t.Fatalf("status did not answer within 5 s while the source hangs")
+				}
+				t.Logf("status after %v of hang: %v (source_state=%s)", time.Since(hungAt).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), st["source_state"])
+				if st["source_state"] == "unresponsive" {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if st["source_state"] != "unresponsive" || st["source_unavailable_since"] == "" || st["source_last_answer"] == "" {
+				t.Fatalf("status during the hang: source_state=%q since=%q last_answer=%q", st["source_state"], st["source_unavailable_since"], st["source_last_answer"])
+			}
+			f.Resume()
+			waitFor(t, func() bool { return e.status()["source_state"] == "available" })
+		})
+	}
+}
