@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/epochfs/epochfs/jobs"
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/placement/catalog"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -183,9 +185,11 @@ var (
 func (f *ctlFile) fillAttr(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	ctlAttr(a, f.spec.ino, syscall.S_IFREG|f.spec.mode, f.spec.owner, time.Now())
 	b, err := f.content(ctx)
-	if err != nil {
-		return f.fsys.toErrno(err)
+	if err != nil && !errors.Is(err, errCtlRead) {
+		return f.fsys.toErrno(err) // the job is gone
 	}
+	// One that cannot be rendered now is there, of no known size: its
+	// open fails, with the reason in errors.
 	a.Size = uint64(len(b))
 	return 0
 }
@@ -201,7 +205,13 @@ func (f *ctlFile) content(ctx context.Context) ([]byte, error) {
 	if f.spec.read == nil {
 		return nil, nil
 	}
-	return f.spec.read()
+	b, err := f.spec.read()
+	if err != nil && !errors.Is(err, jobs.ErrNoJob) {
+		// What the file reports on failed it (EIO, whatever its own
+		// errno: a refused connection is not the file's).
+		err = fmt.Errorf("%w: %w", errCtlRead, err)
+	}
+	return b, err
 }
 
 // identity is nil while the object the file was made for lives.
@@ -255,7 +265,12 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
 		b, err := f.content(ctx)
 		if err != nil {
-			return nil, 0, f.fsys.toErrno(err)
+			if errors.Is(err, jobs.ErrNoJob) {
+				return nil, 0, f.fsys.toErrno(err) // the job is gone: ENOENT
+			}
+			// A read that fails fails (a training script must not save
+			// an empty state), with the reason in errors.
+			return nil, 0, f.fsys.ctlReadError(ctx, f.spec.name, err)
 		}
 		h.data = b
 	}
@@ -360,8 +375,18 @@ func (fsys *FS) ctlError(ctx context.Context, file string, err error) syscall.Er
 
 // ctlErrorAs is ctlError for a request of user uid.
 func (fsys *FS) ctlErrorAs(uid uint32, file string, err error) syscall.Errno {
+	return fsys.ctlRecord(uid, file, "ctl write rejected", err)
+}
+
+// ctlReadError records a ctl file that could not be read (its open fails
+// with the errno of err: EIO for a failure of what it reports on).
+func (fsys *FS) ctlReadError(ctx context.Context, file string, err error) syscall.Errno {
+	return fsys.ctlRecord(callerUID(ctx), file, "ctl read failed", err)
+}
+
+func (fsys *FS) ctlRecord(uid uint32, file, what string, err error) syscall.Errno {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fsys.log.Warn("ctl write rejected", zap.String("file", file), zap.String("reason", msg), zap.Uint32("uid", uid))
+	fsys.log.Warn(what, zap.String("file", file), zap.String("reason", msg), zap.Uint32("uid", uid))
 	fsys.errs.add(uid, file+": "+msg)
 	// errors grew: the kernel's attributes of it (its size) are stale,
 	// even within the tick its attribute timeout lasts. Attributes only:

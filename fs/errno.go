@@ -22,6 +22,11 @@ import (
 // errInvalid marks a rejected ctl write; it becomes EINVAL.
 var errInvalid = errors.New("invalid argument")
 
+// errCtlRead marks a ctl file that could not be rendered (a cluster job's
+// state while the cluster is unreachable): EIO, whatever the cause's own
+// errno.
+var errCtlRead = errors.New("cannot be read now")
+
 // invalidError is a rejected ctl write with its reason.
 type invalidError struct{ msg string }
 
@@ -51,6 +56,7 @@ var errnos = []struct {
 	// The request was interrupted (fs/ctx.go), also when the wait it
 	// ended was on the source.
 	{errs: []error{context.Canceled, context.DeadlineExceeded}, errno: syscall.EINTR},
+	{errs: []error{errCtlRead}, errno: syscall.EIO},
 	{errs: []error{errInvalid, jobs.ErrInvalid, views.ErrInvalid, ctlpath.ErrBadQuote}, errno: syscall.EINVAL},
 	{errs: []error{jobs.ErrExists}, errno: syscall.EEXIST},
 	{errs: []error{jobs.ErrNoJob}, errno: syscall.ENOENT},

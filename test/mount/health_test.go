@@ -1,11 +1,17 @@
 package mount
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/test/faultfs"
+	"github.com/epochfs/epochfs/test/rediscluster"
 )
 
 // TestStatusNeverWaitsOnAHungSource: while the source hangs, in every
@@ -43,5 +49,35 @@ func TestStatusNeverWaitsOnAHungSource(t *testing.T) {
 			f.Resume()
 			waitFor(t, func() bool { return e.status()["source_state"] == "available" })
 		})
+	}
+}
+
+// TestACtlReadThatFailsFails: a cluster job's state while the cluster is
+// unreachable cannot be made; reading it fails (EIO) with the reason in
+// errors, never an empty file a training script would save as its
+// checkpoint.
+func TestACtlReadThatFailsFails(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, _ := makeSamples(t, 12, 2000)
+	e := clusterNode(t, rc, src)
+	dir := filepath.Join(e.mnt, ".epochfs/jobs/c")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=2\ncluster=true\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "state")); err != nil || len(b) == 0 {
+		t.Fatalf("state with the cluster up: %v %q", err, b)
+	}
+	for i := range 3 {
+		rc.Kill(i)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("state with the cluster down: %v (%d bytes), want EIO", err, len(b))
+	}
+	if errs := e.errorsFile(); !strings.Contains(errs, "jobs/c/state") {
+		t.Fatalf("errors does not say why: %q", errs)
 	}
 }
