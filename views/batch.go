@@ -33,9 +33,14 @@ type Batch struct {
 
 // Carry is what a rank drew and has not been handed yet: samples set
 // aside while slow, and the draws taken to complete a batch. The rank's
-// batch read holds it (Lock) from its first draw to its Pick.
+// batch read holds it (Lock) from its first draw to its Pick, which may
+// include a wait for the slowest rank; what it holds is guarded apart
+// (data), so that the job's state (Carried) never waits for a batch read.
+//
+// Lock order: mu, then data.
 type Carry struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // one batch read of the rank at a time
+	data    sync.Mutex // samples and ended
 	samples []int
 	ended   bool // the sampler ended the epoch; the carry drains first
 }
@@ -56,7 +61,11 @@ func (s *Set) Carry(name string, rank int) *Carry {
 
 // Carried returns the samples the carries of job name's ranks 0..ranks-1
 // hold: handed out by the sampler, not yet put in a batch (a job's state
-// gives them back). It waits for a batch read in progress.
+// gives them back). It does not wait for a batch read in progress (which
+// may be waiting for the slowest rank): taken after the sampler's
+// snapshot, it holds every sample the snapshot counts as handed and no
+// batch holds yet (a sample handed since is given back too, harmlessly: the
+// state does not count it).
 func (s *Set) Carried(name string, ranks int) []int {
 	var out []int
 	for r := range ranks {
@@ -66,9 +75,9 @@ func (s *Set) Carried(name string, ranks int) []int {
 		if c == nil {
 			continue
 		}
-		c.mu.Lock()
+		c.data.Lock()
 		out = append(out, c.samples...)
-		c.mu.Unlock()
+		c.data.Unlock()
 	}
 	return out
 }
@@ -89,6 +98,8 @@ func (j *Job) CheckBatches() error {
 // Wants reports whether the carry needs more draws for a batch of size:
 // the epoch has not ended and fewer than size samples are ready.
 func (c *Carry) Wants(j *Job, size int) bool {
+	c.data.Lock()
+	defer c.data.Unlock()
 	if c.ended {
 		return false
 	}
@@ -104,6 +115,8 @@ func (c *Carry) Wants(j *Job, size int) bool {
 // Add adds a draw of the sampler's (end: the epoch ended instead); an
 // augmented job's production of each sample is asked for at once.
 func (c *Carry) Add(j *Job, idx []int, end bool) {
+	c.data.Lock()
+	defer c.data.Unlock()
 	if end {
 		c.ended = true
 		return
@@ -119,6 +132,8 @@ func (c *Carry) Add(j *Job, idx []int, end bool) {
 // Pick chooses the batch's samples from the carry after the draws Wants
 // asked for; nil means the end of the epoch.
 func (c *Carry) Pick(j *Job, size int) []int {
+	c.data.Lock()
+	defer c.data.Unlock()
 	if len(c.samples) == 0 {
 		c.ended = false // the end, once; the next read starts the next epoch
 		return nil
