@@ -223,6 +223,13 @@ func (p *Placer) runScrubs() {
 		s.mu.Unlock()
 
 		p.scrubOne(req, run)
+		// What the pass changed is reported only once the catalog has
+		// it: a crash of the daemon after "removed 1" must not list the
+		// file again, nor lose the files it added.
+		if err := p.cat.Sync(p.ctx); err != nil && p.ctx.Err() == nil {
+			run.errs.Add(1)
+			p.log.Error(req.Kind.String()+": its changes are not all in the catalog on disk yet", zap.Error(err))
+		}
 		took := time.Since(run.started)
 		p.log.Info(req.Kind.String()+" finished", zap.Int("paths", len(req.Paths)), zap.Duration("took", took),
 			zap.Int64("checked", run.checked.Load()), zap.Int64("changed", run.changed.Load()),

@@ -38,7 +38,7 @@ func (c *Catalog) openDB(o Options) error {
 	c.w = catalogWriter{
 		stateDir: o.StateDir, dir: filepath.Join(o.StateDir, "catalog"), source: o.Source,
 		minFree: DefaultCatalogMinFree, statfs: o.Statfs, interval: o.RetryInterval,
-		pending: map[string]*Entry{}, kick: make(chan struct{}, 1),
+		pending: map[string]*Entry{}, kick: make(chan struct{}, 1), syncs: make(chan chan error),
 	}
 	if o.MinFree > 0 {
 		c.w.minFree = uint64(o.MinFree)

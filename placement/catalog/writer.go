@@ -104,7 +104,9 @@ package catalog
 // while a batch is being written.
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -150,7 +152,9 @@ type catalogWriter struct {
 	stop     chan struct{}
 	done     chan struct{}
 	kick     chan struct{} // an update is pending (buffered, one slot)
-	batches  atomic.Int64  // batches of updates written
+	syncs    chan chan error // Sync's requests: write everything pending now
+	started  atomic.Bool     // the writer runs (after the first walk's store)
+	batches  atomic.Int64    // batches of updates written
 
 	// Guarded by Catalog.mu.
 	writable bool // db is open read-write; when false the catalog is degraded
@@ -309,6 +313,7 @@ const catalogBatchGap = 250 * time.Millisecond
 // watches the floor and catches up.
 func (c *Catalog) startWriter() {
 	c.w.stop, c.w.done = make(chan struct{}), make(chan struct{})
+	c.w.started.Store(true)
 	go func() {
 		defer close(c.w.done)
 		t := time.NewTicker(c.w.interval)
@@ -319,6 +324,11 @@ func (c *Catalog) startWriter() {
 			select {
 			case <-c.w.stop:
 				return
+			case reply := <-c.w.syncs:
+				last = time.Now()
+				c.flush()
+				reply <- c.synced()
+				continue
 			case <-c.w.kick:
 				if wait := catalogBatchGap - time.Since(last); wait > 0 {
 					select {
@@ -348,6 +358,40 @@ func (c *Catalog) startWriter() {
 			}
 		}
 	}()
+}
+
+// Sync writes every update made before it was called, now rather than
+// at the writer's next batch: what a caller reports done (a refresh's
+// additions and removals) must survive a crash of the daemon after it.
+// It fails when the catalog cannot write (degraded: the updates wait for
+// room) or ctx ends first.
+func (c *Catalog) Sync(ctx context.Context) error {
+	if !c.w.started.Load() {
+		return nil // a walk still stores the tree: nothing is written before it
+	}
+	reply := make(chan error, 1)
+	select {
+	case c.w.syncs <- reply:
+	case <-c.w.done:
+		return errors.New("catalog: closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// synced is Sync's answer once the writer flushed.
+func (c *Catalog) synced() error {
+	if n := c.pendingCount(); n > 0 {
+		state, _ := c.Health()
+		return fmt.Errorf("catalog: %d updates not written (%s): they are written once the state directory has room", n, state)
+	}
+	return nil
 }
 
 // flush writes the pending updates in checked batches until none is left;

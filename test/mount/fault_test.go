@@ -105,7 +105,10 @@ func TestResidentFilesReadCorrectlyWhileTheSourceIsDown(t *testing.T) {
 				t.Errorf("a failing source changed the dataset: %v", st)
 			}
 			if !tc.kill {
+				// Once the source answers and the mount has seen it
+				// (its prober, at most a few seconds), it reads again.
 				f.Up()
+				waitFor(t, func() bool { return e.status()["source_state"] == "available" })
 				checkAll(t, e.src, e.mnt, []string{"big.bin"})
 			}
 		})

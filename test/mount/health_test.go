@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,4 +81,38 @@ func TestACtlReadThatFailsFails(t *testing.T) {
 	if errs := e.errorsFile(); !strings.Contains(errs, "jobs/c/state") {
 		t.Fatalf("errors does not say why: %q", errs)
 	}
+}
+
+// TestARefreshSurvivesACrash: what a refresh reported (a file removed,
+// files added and renamed) is in the catalog on disk when the refresh
+// returns: the daemon SIGKILLed right after, the next mount lists what
+// the refresh found, not what was there before it.
+func TestARefreshSurvivesACrash(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	state := filepath.Join(base, "state")
+	cfg := filepath.Join(base, "c.toml")
+	os.WriteFile(cfg, []byte("[placement]\nvalidate = \"open\"\n"), 0o644)
+	tierFlag := "--tier=mem=" + filepath.Join(base, "tier") + ":1GiB"
+	binMount(t, src, mnt, state, "--config", cfg, tierFlag)
+	checkAll(t, src, mnt, paths)
+	os.Remove(filepath.Join(src, "a/small.txt"))
+	os.WriteFile(filepath.Join(src, "a/added.txt"), []byte("added"), 0o644)
+	os.Rename(filepath.Join(src, "empty"), filepath.Join(src, "renamed"))
+	code, out := cli(t, "refresh", "--allow-drop", mnt)
+	if code != 0 || !strings.Contains(out, "2 added, 2 removed") {
+		t.Fatalf("refresh: exit %d: %s", code, out)
+	}
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, func() bool { return !processAlive(pid) })
+	if code, out := cli(t, "unmount", "--lazy", mnt); code != 0 {
+		t.Fatalf("unmount of the dead mount: %d %s", code, out)
+	}
+	binMount(t, src, mnt, state, "--config", cfg, tierFlag)
+	for _, p := range []string{"a/small.txt", "empty"} {
+		if _, err := os.Stat(filepath.Join(mnt, p)); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("%s, removed by the refresh before the crash: %v", p, err)
+		}
+	}
+	checkAll(t, src, mnt, []string{"a/added.txt", "renamed"})
 }
