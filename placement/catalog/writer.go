@@ -151,7 +151,7 @@ type catalogWriter struct {
 	interval time.Duration
 	stop     chan struct{}
 	done     chan struct{}
-	kick     chan struct{} // an update is pending (buffered, one slot)
+	kick     chan struct{}   // an update is pending (buffered, one slot)
 	syncs    chan chan error // Sync's requests: write everything pending now
 	started  atomic.Bool     // the writer runs (after the first walk's store)
 	batches  atomic.Int64    // batches of updates written
