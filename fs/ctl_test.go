@@ -464,3 +464,34 @@ func TestOneUsersDocumentsShareABudgetAndGiveItBack(t *testing.T) {
 		t.Fatalf("%d bytes charged after every document ended", got)
 	}
 }
+
+// TestAConfigChecksEachSubsetPrefixOnce: a document that repeats a subset
+// line, written a line per write, checks that prefix against the dataset
+// once and applies the config once per close: its cost is its lines, not
+// its lines times the dataset.
+func TestAConfigChecksEachSubsetPrefixOnce(t *testing.T) {
+	f := &fakeConfig{cfg: "batch_size=32\n"}
+	sink := f.sink().(*configDoc)
+	checks := 0
+	inner := sink.subset
+	sink.subset = func(prefix string) (int, error) { checks++; return inner(prefix) }
+	d := newDocument(sink, maxConfigDoc)
+	for i := range 10000 {
+		line := "subset=a\n"
+		if i%2 == 1 {
+			line = "# a comment\n"
+		}
+		if err := d.write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.close(); err != nil {
+		t.Fatal(err)
+	}
+	if checks != 1 || f.applies != 1 {
+		t.Fatalf("10,000 lines of one prefix: %d checks of it, %d applies; want 1 and 1", checks, f.applies)
+	}
+	if c, _ := jobs.ParseConfig([]byte(f.cfg)); len(c.Subset) != 1 {
+		t.Fatalf("the applied config has %d subset prefixes, want 1: %q", len(c.Subset), f.cfg)
+	}
+}

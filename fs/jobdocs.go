@@ -23,11 +23,12 @@ type configDoc struct {
 	apply   func(cfg jobs.Config) error
 	current func() ([]byte, error) // the job's config document
 	restore func(doc []byte) error
-	files   int    // files the subset lines name, added up
-	size    int    // bytes of the subset prefixes held
-	checked bool   // the lines so far were checked whole
-	dirty   bool   // lines since the last apply
-	before  []byte // the job's config before the document's first apply; nil: none yet
+	files   int             // files the subset lines name, added up
+	seen    map[string]bool // the subset prefixes checked (each once)
+	size    int             // bytes of the subset prefixes held
+	checked bool            // the lines so far were checked whole
+	dirty   bool            // lines since the last apply
+	before  []byte          // the job's config before the document's first apply; nil: none yet
 }
 
 func newConfigDoc(m *jobs.Manager, ref jobRef) *configDoc {
@@ -47,7 +48,11 @@ func (d *configDoc) line(l []byte) error {
 	if err != nil {
 		return err
 	}
-	if prefix != "" {
+	if prefix != "" && !d.seen[prefix] {
+		if d.seen == nil {
+			d.seen = map[string]bool{}
+		}
+		d.seen[prefix] = true
 		n, err := d.subset(prefix)
 		if err != nil {
 			return err

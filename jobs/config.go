@@ -352,7 +352,14 @@ func (p *ConfigParser) Keys() int { return p.keys }
 // Config is the document's config so far.
 func (p *ConfigParser) Config() Config {
 	c := p.c
-	c.Subset = slices.Clone(c.Subset)
+	// A prefix given twice is one prefix (each is resolved against the
+	// dataset once).
+	seen := make(map[string]bool, len(c.Subset))
+	c.Subset = slices.DeleteFunc(slices.Clone(c.Subset), func(pre string) bool {
+		dup := seen[pre]
+		seen[pre] = true
+		return dup
+	})
 	c.Augment = slices.Clone(c.Augment)
 	// subset=all, anywhere, is every file.
 	if slices.Contains(c.Subset, subsetAll) {
