@@ -314,26 +314,37 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// Available reports whether the source root has its identity of the mount
-// (checking it if the last check is older than RecheckInterval), and
-// since when it has not.
-func (s *Source) Available(ctx context.Context) (ok bool, since time.Time) {
-	if time.Now().UnixNano()-s.lastCheck.Load() > int64(s.o.RecheckInterval) {
-		s.checkIdentity(ctx)
-	}
-	if t := s.unavailableSince.Load(); t != 0 {
-		return false, time.Unix(0, t)
-	}
-	return true, time.Time{}
-}
-
 // checkIdentity compares the root path's identity and the held
 // descriptor's with the mount's, reopens a dead descriptor when the path is
 // back, and records the outcome. It reports whether the source is
-// available. One check runs at a time; the others wait for its answer.
+// available. One check runs at a time; a caller that finds one running, or
+// one still stuck in the source, takes the state as it is.
 func (s *Source) checkIdentity(ctx context.Context) bool {
+	// A check still stuck in the source (a hung PFS), or one running now
+	// (the prober's), answers for this one: no caller waits on another's
+	// check, and a hung source holds one stuck check, not one per caller.
+	if s.checkStarted.Load() != 0 || !s.checkMu.TryLock() {
+		return s.unavailableSince.Load() == 0
+	}
+	defer s.checkMu.Unlock()
+	return s.checkIdentityLocked(ctx)
+}
+
+// confirmIdentity is checkIdentity for a decision that needs a fresh
+// answer ("does not exist" is believed only on one): it waits for a
+// check running now, and a source with a check stuck in it is not
+// available.
+func (s *Source) confirmIdentity(ctx context.Context) bool {
+	if s.checkStarted.Load() != 0 {
+		return false
+	}
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
+	return s.checkIdentityLocked(ctx)
+}
+
+// checkIdentityLocked is the check itself (checkMu held).
+func (s *Source) checkIdentityLocked(ctx context.Context) bool {
 	want := s.id // written only under checkMu; the call may outlive its wait
 	var pathOK, fdOK bool
 	var perr error
@@ -432,7 +443,7 @@ func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
 		}
 		return err
 	}
-	if !s.checkIdentity(ctx) {
+	if !s.confirmIdentity(ctx) {
 		return &SourceError{Op: op, Path: rel, Err: errRootChanged}
 	}
 	if dir, _ := splitRel(rel); rel != "" && dir != "" {

@@ -108,3 +108,16 @@ func (s *Source) Mounts() (n int64, last time.Time) {
 	}
 	return n, last
 }
+
+// Available reports whether the source root has its identity of the mount
+// (checking it if the last check is older than RecheckInterval), and
+// since when it has not.
+func (s *Source) Available(ctx context.Context) (ok bool, since time.Time) {
+	if time.Now().UnixNano()-s.lastCheck.Load() > int64(s.o.RecheckInterval) {
+		s.checkIdentity(ctx)
+	}
+	if t := s.unavailableSince.Load(); t != 0 {
+		return false, time.Unix(0, t)
+	}
+	return true, time.Time{}
+}

@@ -200,6 +200,9 @@ func TestSSHFSSourceDownThenHung(t *testing.T) {
 		t.Fatalf("non-resident read with sshd killed: %v, want EIO", err)
 	}
 	f.Up()
+	// Once the mount has seen the source back (its prober, a few seconds
+	// at most), it reads again.
+	waitFor(t, func() bool { return e.status()["source_state"] == "available" })
 	checkAll(t, e.src, e.mnt, []string{"big.bin"})
 	f.Hang()
 	t.Cleanup(f.Resume)
