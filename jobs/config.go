@@ -299,15 +299,16 @@ func ParseConfig(doc []byte) (Config, error) {
 // once, as ParseConfig reads a whole one: a document written in many
 // writes is parsed once, not once per write.
 type ConfigParser struct {
-	c    Config
-	seen map[string]bool
-	n    int // lines so far
-	keys int // key=value lines so far
+	c       Config
+	subsets map[string]bool // the subset prefixes given (parsed)
+	seen    map[string]bool
+	n       int // lines so far
+	keys    int // key=value lines so far
 }
 
 // NewConfigParser starts a document.
 func NewConfigParser() *ConfigParser {
-	return &ConfigParser{c: DefaultConfig(), seen: map[string]bool{}}
+	return &ConfigParser{c: DefaultConfig(), seen: map[string]bool{}, subsets: map[string]bool{}}
 }
 
 // Line takes the document's next line (without its newline). It returns
@@ -333,6 +334,14 @@ func (p *ConfigParser) Line(raw []byte) (subset string, err error) {
 	}
 	p.seen[name] = true
 	before := len(p.c.Subset)
+	if name == "subset" {
+		// A prefix given twice is one prefix (each is resolved against
+		// the dataset once), kept in the order first given.
+		var one Config
+		if err := parseSubset(&one, val); err == nil && p.subsets[one.Subset[0]] {
+			return "", nil // changes nothing
+		}
+	}
 	if err := k.parse(&p.c, val); err != nil {
 		if err == errBadValue {
 			return "", fmt.Errorf("%w: line %d: %s=%q: want %s", ErrInvalid, p.n, name, clip(val), k.want)
@@ -340,26 +349,24 @@ func (p *ConfigParser) Line(raw []byte) (subset string, err error) {
 		return "", fmt.Errorf("%w: line %d: %s=%q: %w", ErrInvalid, p.n, name, clip(val), err)
 	}
 	p.keys++
-	if len(p.c.Subset) > before && p.c.Subset[before] != subsetAll {
-		return p.c.Subset[before], nil
+	if len(p.c.Subset) > before {
+		pre := p.c.Subset[before]
+		p.subsets[pre] = true
+		if pre != subsetAll {
+			return pre, nil
+		}
 	}
 	return "", nil
 }
 
-// Keys is the number of key=value lines so far.
+// Keys is the number of key=value lines so far that changed the config
+// (a subset prefix given again does not).
 func (p *ConfigParser) Keys() int { return p.keys }
 
 // Config is the document's config so far.
 func (p *ConfigParser) Config() Config {
 	c := p.c
-	// A prefix given twice is one prefix (each is resolved against the
-	// dataset once).
-	seen := make(map[string]bool, len(c.Subset))
-	c.Subset = slices.DeleteFunc(slices.Clone(c.Subset), func(pre string) bool {
-		dup := seen[pre]
-		seen[pre] = true
-		return dup
-	})
+	c.Subset = slices.Clone(c.Subset)
 	c.Augment = slices.Clone(c.Augment)
 	// subset=all, anywhere, is every file.
 	if slices.Contains(c.Subset, subsetAll) {
