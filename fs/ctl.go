@@ -33,7 +33,8 @@ type ctlSpec struct {
 	readAs func(who *catalog.Cred) []byte
 	// doc starts a document for a writer (fs/ctldoc.go); nil: read-only.
 	doc func(who *catalog.Cred) docSink
-	// max bounds a document; 0 means maxPathDoc.
+	// max bounds a document; 0 means maxPathDoc. A document of paths
+	// (wholeTree) takes lines of maxPathLine bytes at most.
 	max int
 	// wholeTree: a write names dataset paths, or "all": its open waits
 	// until the catalog's walk has ended.
@@ -56,6 +57,9 @@ const (
 	maxPathDoc   = 64 << 20
 	maxConfigDoc = 1 << 20
 	maxStateDoc  = 16 << 20
+	// maxPathLine bounds a line of paths: a path quoted by ctlpath (up
+	// to four bytes a byte of PATH_MAX) and then some.
+	maxPathLine = 64 << 10
 )
 
 func (fsys *FS) ctlSpecs() []ctlSpec {
@@ -280,6 +284,9 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 			max = maxPathDoc
 		}
 		h.doc = newBudgetedDocument(f.spec.doc(callerCred(ctx)), max, &f.fsys.docs, callerUID(ctx))
+		if f.spec.wholeTree {
+			h.doc.lineMax = maxPathLine
+		}
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }

@@ -495,3 +495,34 @@ func TestAConfigChecksEachSubsetPrefixOnce(t *testing.T) {
 		t.Fatalf("the applied config has %d subset prefixes, want 1: %q", len(c.Subset), f.cfg)
 	}
 }
+
+// TestALineThatNamesManyFilesIsChargedAtOnce: a path line naming a large
+// directory makes the document hold a pointer per file; one write of many
+// such lines is refused at the line that crosses the budget, not after it
+// allocated them all; a path line longer than 64 KiB is refused.
+func TestALineThatNamesManyFilesIsChargedAtOnce(t *testing.T) {
+	many := make([]*catalog.Entry, 10000)
+	for i := range many {
+		many[i] = &catalog.Entry{Path: "d/f"}
+	}
+	lines := 0
+	target := pathTarget{
+		resolve: func(p string) ([]*catalog.Entry, error) { lines++; return many, nil },
+		hold:    func(req pathRequest) (heldRequest, error) { return heldRequest{release: func() error { return nil }, cancel: func() {}}, nil },
+	}
+	b := &docBudget{max: 1 << 20}
+	d := newBudgetedDocument(&pathDoc{t: target}, maxPathDoc, b, 7)
+	err := d.write(bytes.Repeat([]byte("d\n"), 100))
+	if !errors.Is(err, errDocBudget) || lines > 14 {
+		t.Fatalf("100 lines of 10,000 files each in a budget of 1 MiB: %v after %d lines, want errDocBudget by the 14th", err, lines)
+	}
+	d.release()
+	if b.total() != 0 {
+		t.Fatalf("%d bytes still charged", b.total())
+	}
+	d = newBudgetedDocument(&pathDoc{t: target}, maxPathDoc, b, 7)
+	d.lineMax = maxPathLine
+	if err := d.write(bytes.Repeat([]byte("x"), maxPathLine+1)); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "a line longer than") {
+		t.Fatalf("a line of %d bytes: %v", maxPathLine+1, err)
+	}
+}

@@ -71,6 +71,7 @@ type document struct {
 	uid     uint32
 	charged int
 	max     int    // bytes a document may hold
+	lineMax int    // bytes a line may hold (0: max)
 	tail    []byte // the incomplete last line
 	size    int    // bytes written so far
 	dirty   bool   // written since the last commit
@@ -100,15 +101,29 @@ func (d *document) write(data []byte) error {
 	if len(data) > d.max-d.size {
 		return d.fail(invalid("document larger than %s: write it in several opens", sizeText(d.max)))
 	}
+	if d.budget != nil {
+		// The write's bytes are charged before they are kept: a user at
+		// the budget makes the daemon allocate nothing more.
+		if err := d.budget.take(d.uid, len(data)); err != nil {
+			return d.fail(err)
+		}
+		d.charged += len(data)
+	}
 	d.size += len(data)
 	d.dirty = d.dirty || len(data) > 0
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
+			if len(d.tail)+len(data) > d.maxLine() {
+				return d.fail(invalid("a line longer than %s", sizeText(d.maxLine())))
+			}
 			d.tail = append(d.tail, data...)
 			break
 		}
 		l := data[:i]
+		if len(d.tail)+len(l) > d.maxLine() {
+			return d.fail(invalid("a line longer than %s", sizeText(d.maxLine())))
+		}
 		if len(d.tail) > 0 {
 			d.tail = append(d.tail, l...)
 			l = d.tail
@@ -118,12 +133,41 @@ func (d *document) write(data []byte) error {
 		if err != nil {
 			return d.fail(err)
 		}
+		// What the line made the sink hold (a directory's files) is
+		// charged at once, not after the write's other lines.
+		if err := d.grew(); err != nil {
+			return err
+		}
 		data = data[i+1:]
 	}
 	if err := d.sink.written(); err != nil {
 		return d.fail(err)
 	}
 	return d.settle()
+}
+
+// maxLine bounds one line (and an unfinished one): a path line is a path,
+// not a store of bytes.
+func (d *document) maxLine() int {
+	if d.lineMax > 0 {
+		return d.lineMax
+	}
+	return d.max
+}
+
+// grew charges what the document holds beyond what it was charged: past
+// the budget it is rejected.
+func (d *document) grew() error {
+	if d.budget == nil {
+		return nil
+	}
+	if now := cap(d.tail) + d.sink.held(); now > d.charged {
+		if err := d.budget.take(d.uid, now-d.charged); err != nil {
+			return d.fail(err)
+		}
+		d.charged = now
+	}
+	return nil
 }
 
 // settle charges the writer's budget what the document holds now (or

@@ -200,8 +200,15 @@ func TestOneUsersOpenDocumentsAreBoundedTogether(t *testing.T) {
 	e.opts.docBudget = 24 << 20
 	openTempDirs(t, src, e.mnt)
 	e.mount()
-	warmup := filepath.Join(e.mnt, ".epochfs/warmup")
-	out, err := exec.Command("runuser", "-u", u.names[0], "--", "/usr/bin/python3", "-c", heldDocuments, warmup, "4", fmt.Sprint(10<<20)).CombinedOutput()
+	// A job's resume (a state document: long lines, up to 16 MiB) held
+	// open four times; warmup's lines are paths, refused past 64 KiB.
+	for i := range 2 {
+		if out, err := u.as(i, "mkdir "+filepath.Join(e.mnt, ".epochfs/jobs/j"+strconv.Itoa(i))); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	resume := func(i int) string { return filepath.Join(e.mnt, ".epochfs/jobs/j"+strconv.Itoa(i), "resume") }
+	out, err := exec.Command("runuser", "-u", u.names[0], "--", "/usr/bin/python3", "-c", heldDocuments, resume(0), "4", fmt.Sprint(10<<20)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -217,15 +224,21 @@ func TestOneUsersOpenDocumentsAreBoundedTogether(t *testing.T) {
 	// Everything was given back: the same user, and another, write again.
 	waitUntil(t, 10*time.Second, func() bool { return e.fsys.DocBytes() == 0 })
 	for i := range 2 {
-		out, err := exec.Command("runuser", "-u", u.names[i], "--", "/usr/bin/python3", "-c", heldDocuments, warmup, "2", fmt.Sprint(10<<20)).CombinedOutput()
+		out, err := exec.Command("runuser", "-u", u.names[i], "--", "/usr/bin/python3", "-c", heldDocuments, resume(i), "2", fmt.Sprint(10<<20)).CombinedOutput()
 		if err != nil || strings.Count(string(out), "OK") != 2 {
 			t.Fatalf("user %d after the documents were closed: %v: %q", i, err, out)
 		}
 	}
 	// Root's documents are not counted.
-	cmd := exec.Command("/usr/bin/python3", "-c", heldDocuments, warmup, "4", fmt.Sprint(10<<20))
+	cmd := exec.Command("/usr/bin/python3", "-c", heldDocuments, resume(0), "4", fmt.Sprint(10<<20))
 	if out, err := cmd.CombinedOutput(); err != nil || strings.Count(string(out), "OK") != 4 {
 		t.Fatalf("root: %v: %q", err, out)
+	}
+	// A warmup line is a path: one of 1 MiB is refused at 64 KiB.
+	out, _ = exec.Command("runuser", "-u", u.names[0], "--", "/usr/bin/python3", "-c", heldDocuments,
+		filepath.Join(e.mnt, ".epochfs/warmup"), "1", fmt.Sprint(1<<20)).CombinedOutput()
+	if !strings.Contains(string(out), "0: Invalid argument") {
+		t.Fatalf("a warmup line of 1 MiB: %q, want EINVAL", out)
 	}
 }
 
