@@ -508,7 +508,9 @@ func TestALineThatNamesManyFilesIsChargedAtOnce(t *testing.T) {
 	lines := 0
 	target := pathTarget{
 		resolve: func(p string) ([]*catalog.Entry, error) { lines++; return many, nil },
-		hold:    func(req pathRequest) (heldRequest, error) { return heldRequest{release: func() error { return nil }, cancel: func() {}}, nil },
+		hold: func(req pathRequest) (heldRequest, error) {
+			return heldRequest{release: func() error { return nil }, cancel: func() {}}, nil
+		},
 	}
 	b := &docBudget{max: 1 << 20}
 	d := newBudgetedDocument(&pathDoc{t: target}, maxPathDoc, b, 7)
