@@ -47,7 +47,6 @@ import "C"
 import (
 	"bytes"
 	"fmt"
-	"strings"
 	"sync"
 	"unsafe"
 )
@@ -197,11 +196,13 @@ func (p *turboPool) decode(data []byte, d *Decoder, scale ScaleFunc) (img *Image
 		warned = true
 		// Like PIL: a truncated file is an error, other libjpeg warnings
 		// ("extraneous bytes before marker", seen in ImageNet) are not.
-		// Truncation is told from the bytes, not only from the message:
-		// the image's last scan must be followed by its end marker.
-		if rc < 0 || strings.Contains(msg, "Premature end") || !endsScans(data) {
+		// Truncation is told from the bytes: the image's last scan must be
+		// followed by its end marker.
+		// The warning's message is not relied on: a reused handle's may be
+		// an older decode's.
+		if rc < 0 || !endsScans(data) {
 			d.bufs.put(buf)
-			if rc > 0 && !strings.Contains(msg, "Premature end") {
+			if rc > 0 {
 				msg = "Premature end of JPEG file (no end marker after the last scan)"
 			}
 			return nil, denom, fmt.Errorf("preprocess: jpeg decode: %s: %w", msg, ErrCorrupt)
