@@ -129,6 +129,10 @@ type Options struct {
 	// (cluster.go): a cluster tier between the local tiers and the source.
 	// A cluster that cannot be used fails New with ErrConfig.
 	Cluster *cluster.Options
+	// SourcePatience is how long New waits for the root of a source an
+	// earlier mount knew before it mounts without it (tier's
+	// DefaultPatience if 0).
+	SourcePatience time.Duration
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -205,25 +209,38 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	// The source first: the walk reads through its root descriptor, and
 	// the model measures the pipeline on a few of its files.
-	m.src, err = tier.OpenSource(tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth,
-		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain, ProbeInterval: sourceProbe})
+	// A source an earlier mount knew may be sick now: the mount serves
+	// what that mount left and finds the source in the background.
+	sopts := tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth,
+		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain, ProbeInterval: sourceProbe}
+	if id, ok := LastSourceID(o.StateDir, o.Source); ok {
+		sopts.Expect, sopts.Patience = &id, o.SourcePatience
+	}
+	m.src, err = tier.OpenSource(sopts)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("daemon: %w", err)}
 	}
 	m.steps = append(m.steps, step{what: "the source's root", close: m.src.Close, always: true})
+	id, found := m.src.Identity()
+	if found {
+		if err := saveSourceID(o.StateDir, o.Source, id); err != nil {
+			m.log.Warn("the source's identity is not kept: a later mount whose source does not answer cannot start", zap.Error(err))
+		}
+	}
 	// The catalog next: the model splits the memory by its counts, and
 	// a tier's quota may be the model's share.
 	copts := catalog.Options{
 		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
 		Background: !o.WaitWalk && (o.ModelSettings == nil || o.ModelSettings.MemoryBudget == nil),
+		Offline:    !found,
 	}
 	if m.cl != nil {
 		copts.Shared = m.sharedWalk
 	}
 	m.cat, err = catalog.Open(ctx, copts)
 	if err != nil {
-		if errors.Is(err, catalog.ErrOtherSource) {
+		if errors.Is(err, catalog.ErrOtherSource) || errors.Is(err, catalog.ErrNoCatalog) {
 			return nil, &configError{fmt.Errorf("daemon: %w", err)}
 		}
 		return nil, fmt.Errorf("daemon: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
 )
 
@@ -29,6 +30,11 @@ import (
 //     caller's thread is polled for a pending SIGKILL (the kernel turns
 //     every fatal signal into one), so a killed reader dies within
 //     fatalPoll, while the source deadline still bounds every other wait.
+//   - a request that needs the source has one budget, the source timeout,
+//     however many source operations and waits it takes (reqCtx's
+//     deadline): past it the request fails with EIO (errBudget), and the
+//     source operation still running is left behind (tier.Source counts
+//     it as stuck).
 //   - waitCtx, for the waits of the job ctl files (a rank waiting for the
 //     others, a batch not made yet), which have no deadline of their own:
 //     any signal ends them with EINTR once interruptGrace has passed, so a
@@ -48,17 +54,35 @@ type graceCtx struct {
 	// the grace rule applies).
 	fatalOnly bool
 	tid       uint32
-	once      sync.Once
-	done      chan struct{}
-	stop      chan struct{}
-	mu        sync.Mutex
-	err       error
+	// deadline, if set, ends the request with errBudget.
+	deadline time.Time
+	once     sync.Once
+	done     chan struct{}
+	stop     chan struct{}
+	mu       sync.Mutex
+	err      error
+}
+
+// errBudget ends a request that needed the source past its budget (the
+// source timeout): EIO, never EINTR (errno.go).
+var errBudget = &budgetError{}
+
+type budgetError struct{}
+
+func (*budgetError) Error() string { return "no answer from the source within source_timeout" }
+func (*budgetError) Is(target error) bool {
+	return target == tier.ErrSourceTimeout || target == context.DeadlineExceeded
 }
 
 // reqCtx wraps the context of a request that waits on the source: only a
-// fatal signal of the caller ends it. Call release when the request ends.
-func reqCtx(ctx context.Context) (context.Context, func()) {
+// fatal signal of the caller ends it, or its budget (budget > 0: the
+// source timeout, for the request as a whole). Call release when the
+// request ends.
+func reqCtx(ctx context.Context, budget time.Duration) (context.Context, func()) {
 	c := newGraceCtx(ctx)
+	if budget > 0 {
+		c.deadline = time.Now().Add(budget)
+	}
 	caller, ok := fuse.FromContext(c.parent)
 	if !ok {
 		return c, c.release
@@ -85,14 +109,14 @@ func newGraceCtx(ctx context.Context) *graceCtx {
 	return &graceCtx{parent: ctx}
 }
 
-func (c *graceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *graceCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
 func (c *graceCtx) Value(key any) any           { return c.parent.Value(key) }
 
 func (c *graceCtx) Done() <-chan struct{} {
 	c.once.Do(func() {
 		c.done, c.stop = make(chan struct{}), make(chan struct{})
 		pd := c.parent.Done()
-		if pd == nil {
+		if pd == nil && c.deadline.IsZero() {
 			return
 		}
 		go c.watch(pd)
@@ -100,10 +124,20 @@ func (c *graceCtx) Done() <-chan struct{} {
 	return c.done
 }
 
-// watch waits for the interrupt, then for the rule to end the request.
+// watch waits for the interrupt, then for the rule to end the request;
+// the budget's end ends it at any point.
 func (c *graceCtx) watch(interrupted <-chan struct{}) {
+	var budget <-chan time.Time
+	if !c.deadline.IsZero() {
+		t := time.NewTimer(time.Until(c.deadline))
+		defer t.Stop()
+		budget = t.C
+	}
 	select {
 	case <-interrupted:
+	case <-budget:
+		c.end(errBudget)
+		return
 	case <-c.stop:
 		return
 	}
@@ -113,6 +147,9 @@ func (c *graceCtx) watch(interrupted <-chan struct{}) {
 		for !fatalPending(c.tid) {
 			select {
 			case <-t.C:
+			case <-budget:
+				c.end(errBudget)
+				return
 			case <-c.stop:
 				return
 			}
@@ -122,12 +159,20 @@ func (c *graceCtx) watch(interrupted <-chan struct{}) {
 		defer t.Stop()
 		select {
 		case <-t.C:
+		case <-budget:
+			c.end(errBudget)
+			return
 		case <-c.stop:
 			return
 		}
 	}
+	c.end(context.Canceled)
+}
+
+// end ends the request with err.
+func (c *graceCtx) end(err error) {
 	c.mu.Lock()
-	c.err = context.Canceled
+	c.err = err
 	c.mu.Unlock()
 	close(c.done)
 }
@@ -175,4 +220,19 @@ func fatalInStatus(status []byte) bool {
 		}
 	}
 	return false
+}
+
+// budget is the time a request that needs the source may take in all:
+// the source timeout.
+func (fsys *FS) budget() time.Duration { return fsys.p.Source().Timeout() }
+
+// listed lists directory e from the source if the walk has not (a
+// background walk): the wait has the source budget of a request.
+func (fsys *FS) listed(ctx context.Context, e *catalog.Entry) error {
+	if e.Listed() {
+		return nil
+	}
+	rctx, release := reqCtx(ctx, fsys.budget())
+	defer release()
+	return fsys.p.Catalog().List(rctx, e)
 }

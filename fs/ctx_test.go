@@ -1,9 +1,17 @@
 package fs
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/epochfs/epochfs/tier"
+	"go.uber.org/zap"
 )
 
 func TestFatalInStatusSeesSIGKILLInTheThreadsOrTheProcesssPendingSet(t *testing.T) {
@@ -35,5 +43,37 @@ func TestFatalPendingIsFalseForALiveThreadAndTrueForAGoneOne(t *testing.T) {
 	}
 	if !fatalPending(uint32(c.Process.Pid)) {
 		t.Errorf("reaped process %d does not count as gone", c.Process.Pid)
+	}
+}
+
+// A request's budget ends it with an error that is EIO (a source that did
+// not answer), never the EINTR of an interrupt, whether it ended a wait on
+// the source or any other wait of the request; a request with no budget
+// has no deadline.
+func TestARequestsBudgetEndsItWithEIO(t *testing.T) {
+	ctx, release := reqCtx(context.Background(), 50*time.Millisecond)
+	defer release()
+	if _, ok := ctx.Deadline(); !ok {
+		t.Fatal("a request with a budget has no deadline")
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the budget did not end the request")
+	}
+	fsys := &FS{log: zap.NewNop()}
+	for _, err := range []error{ctx.Err(), fmt.Errorf("placement: wait: %w", ctx.Err()),
+		&tier.SourceError{Op: "open", Path: "x", Err: ctx.Err()}} {
+		if got := fsys.toErrno(err); got != syscall.EIO {
+			t.Errorf("%v: %v, want EIO", err, got)
+		}
+	}
+	if !errors.Is(ctx.Err(), tier.ErrSourceTimeout) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Errorf("the budget's error %v is neither a source timeout nor a deadline", ctx.Err())
+	}
+	free, release2 := reqCtx(context.Background(), 0)
+	defer release2()
+	if _, ok := free.Deadline(); ok || free.Done() != nil && free.Err() != nil {
+		t.Error("a request without a budget has a deadline")
 	}
 }

@@ -53,6 +53,9 @@ var errnos = []struct {
 	// level only.
 	quiet bool
 }{
+	// A request past its source budget (fs/ctx.go) fails as the source
+	// did: before the interrupts, whose DeadlineExceeded it matches.
+	{errs: []error{errBudget}, errno: syscall.EIO},
 	// The request was interrupted (fs/ctx.go), also when the wait it
 	// ended was on the source.
 	{errs: []error{context.Canceled, context.DeadlineExceeded}, errno: syscall.EINTR},
@@ -112,6 +115,17 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 	}
 	fsys.logOnce(err)
 	return syscall.EIO
+}
+
+// ioError is toErrno for a file's open or read: a failure of the source
+// (or of the request's budget) is kept for .epochfs/errors, the caller's
+// and root's, so that an EIO says why.
+func (fsys *FS) ioError(ctx context.Context, path string, err error) syscall.Errno {
+	if errors.Is(err, tier.ErrSource) || errors.Is(err, errBudget) {
+		fsys.errs.add(callerUID(ctx), path+": "+strings.ReplaceAll(err.Error(), "\n", " "))
+		fsys.server.InodeNotify(inoErrors, -1, 0)
+	}
+	return fsys.toErrno(err)
 }
 
 // logOnce logs an unexpected error the first time its kind is seen: the

@@ -20,6 +20,7 @@ var unmapped = map[string]string{
 	"catalog.ErrBadRecord":     "catalog load, at mount",
 	"placement.ErrBufferFull":  "the shared buffer refuses a fetch; the read goes to the source",
 	"catalog.ErrOtherSource":   "the state directory is another source's, at mount",
+	"catalog.ErrNoCatalog":     "a mount of a source that does not answer with no earlier catalog fails at mount",
 	"placement.ErrPlaced":      "a copy already placed; placement's own",
 	"tier.ErrBadPath":          "catalog paths are clean relative paths; one that is not is a bug (EIO, logged)",
 	"tier.ErrNoSpace":          "a full tier: placement skips the copy, the read is served",

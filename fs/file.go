@@ -57,7 +57,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if n.e.Kind != catalog.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
-	rctx, release := reqCtx(ctx)
+	rctx, release := reqCtx(ctx, n.fsys.budget())
 	r, err := n.fsys.p.Open(rctx, n.e)
 	if errors.Is(err, placement.ErrAccessChanged) && callerCred(ctx).MayRead(n.e.Attr()) {
 		// The kernel checked old attributes, and the new ones let the
@@ -66,7 +66,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	}
 	release()
 	if err != nil {
-		return nil, 0, n.fsys.toErrno(err)
+		return nil, 0, n.fsys.ioError(ctx, n.e.Path, err)
 	}
 	if !mayRead(ctx, r.Attr()) {
 		// The kernel checked attributes older than those the reader
@@ -146,11 +146,11 @@ var (
 
 // Read is used only if the kernel does not pass the read through.
 func (h *ptHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	rctx, release := reqCtx(ctx)
+	rctx, release := reqCtx(ctx, h.n.fsys.budget())
 	n, err := h.r.ReadAt(rctx, dest, off)
 	release()
 	if err != nil {
-		return nil, h.n.fsys.toErrno(err)
+		return nil, h.n.fsys.ioError(ctx, h.n.e.Path, err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
@@ -180,11 +180,11 @@ func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 		// Zero-copy: go-fuse splices from the tier file.
 		return fuse.ReadResultFd(uintptr(fd), off, len(dest)), 0
 	}
-	rctx, release := reqCtx(ctx)
+	rctx, release := reqCtx(ctx, h.n.fsys.budget())
 	n, err := h.r.ReadAt(rctx, dest, off)
 	release()
 	if err != nil {
-		return nil, h.n.fsys.toErrno(err)
+		return nil, h.n.fsys.ioError(ctx, h.n.e.Path, err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -102,7 +102,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	if n.e.Path == "" && name == ctlName {
 		return n.fsys.ctlLookup(ctx, &n.Inode, out)
 	}
-	if err := n.fsys.p.Catalog().List(ctx, n.e); err != nil {
+	if err := n.fsys.listed(ctx, n.e); err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
 	c := n.e.Lookup(name)
@@ -117,7 +117,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 }
 
 func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	if err := n.fsys.p.Catalog().List(ctx, n.e); err != nil {
+	if err := n.fsys.listed(ctx, n.e); err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
 	kids := n.e.Children()
@@ -159,7 +159,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	case attr == xattrTier || !strings.HasPrefix(attr, tier.UserXattrPrefix):
 		return 0, absentXattr(attr)
 	default:
-		rctx, release := reqCtx(ctx)
+		rctx, release := reqCtx(ctx, n.fsys.budget())
 		val, ok, err := n.fsys.p.Source().Xattr(rctx, n.e.Path, attr)
 		release()
 		if err != nil {
@@ -197,7 +197,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	if n.e.Kind == catalog.KindSymlink {
 		return 0, 0
 	}
-	rctx, release := reqCtx(ctx)
+	rctx, release := reqCtx(ctx, n.fsys.budget())
 	names, err := n.fsys.p.Source().XattrNames(rctx, n.e.Path)
 	release()
 	if err != nil {

@@ -229,7 +229,7 @@ func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	if !n.tree.live() {
 		return nil, 0, syscall.ENOENT
 	}
-	rctx, release := reqCtx(ctx)
+	rctx, release := reqCtx(ctx, 0)
 	defer release()
 	data, err := n.tree.open(rctx, n.e)
 	if err != nil {

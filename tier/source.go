@@ -123,6 +123,14 @@ type SourceOptions struct {
 	// (mounted again, or its client died and came back): the files it has
 	// may differ from the old mount's.
 	OnNewMount func()
+	// Expect, if set, is the root's identity at an earlier mount: a
+	// root that does not answer within Patience (default DefaultPatience),
+	// fails, or is another file system, starts the source unavailable
+	// instead of failing OpenSource (resident copies are served; the
+	// source is found again when its root answers as that file system).
+	// Without it OpenSource waits up to Timeout and fails.
+	Expect   *RootIdentity
+	Patience time.Duration
 	// Logger logs the source going unavailable and coming back (once
 	// each); nil logs nothing.
 	Logger *zap.Logger
@@ -131,49 +139,6 @@ type SourceOptions struct {
 	// testHook, if set, runs in every call before the operation; an error
 	// fails the call (tests: a source that hangs or fails).
 	testHook func(op, rel string) error
-}
-
-// rootID is what identifies the source root's file system.
-type rootID struct {
-	dev, ino uint64
-	fstype   int64
-	// mnt is the mount's ID (statx STATX_MNT_ID; 0 where the kernel has
-	// none): a file system mounted again at the root's path, even of
-	// the same type and root inode, is another mount.
-	mnt uint64
-}
-
-func idOf(st *unix.Stat_t, sf *unix.Statfs_t, mnt uint64) rootID {
-	return rootID{dev: st.Dev, ino: st.Ino, fstype: int64(sf.Type), mnt: mnt}
-}
-
-// mountID is the ID of the mount of fd (path "" and AT_EMPTY_PATH) or of
-// path; 0 if the kernel cannot say.
-func mountID(fd int, path string) uint64 {
-	var stx unix.Statx_t
-	flags := unix.AT_STATX_SYNC_AS_STAT
-	if path == "" {
-		flags |= unix.AT_EMPTY_PATH
-	}
-	if err := unix.Statx(fd, path, flags, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
-		return 0
-	}
-	return stx.Mnt_id
-}
-
-// sameMount reports whether a and b are one mount (as far as the kernel
-// tells).
-func (a rootID) sameMount(b rootID) bool { return a.mnt == 0 || b.mnt == 0 || a.mnt == b.mnt }
-
-// same reports whether a is the root that b was: the same source, perhaps
-// mounted again (sameMount tells). Network and FUSE file systems get a new
-// anonymous device number (major 0) when they are mounted again, so
-// between two such devices only the type and the root inode must agree.
-func (a rootID) same(b rootID) bool {
-	if a.fstype != b.fstype || a.ino != b.ino {
-		return false
-	}
-	return a.dev == b.dev || unix.Major(a.dev) == 0 && unix.Major(b.dev) == 0
 }
 
 // DefaultSourceTimeout is placement.source_timeout's default.
@@ -192,6 +157,9 @@ type Source struct {
 	// still hold one).
 	root atomic.Pointer[beneath]
 	id   rootID // the mount's identity; checkMu
+	// found: the root answered at OpenSource (id is the one it had then;
+	// otherwise the earlier mount's, SourceOptions.Expect).
+	found bool
 	// mounts counts the new mounts of the source found since OpenSource,
 	// mountedAt (unix nanos) the last.
 	mounts, mountedAt atomic.Int64
@@ -212,6 +180,7 @@ type Source struct {
 	opens, reads, bytes, stats  atomic.Int64
 	errs, timeouts, stuck, slow atomic.Int64
 	stuckBy                     *xsync.MapOf[uint32, *atomic.Int64] // per user but root
+	stuckPaths                  *xsync.MapOf[string, int32]         // abandoned calls still running, per file
 	lastFail, lastOK            atomic.Int64                        // unix nanos of the last failed and succeeded calls
 	bufs                        sync.Pool                           // read buffers (see ReadAt)
 }
@@ -240,63 +209,47 @@ func OpenSource(o SourceOptions) (*Source, error) {
 	if o.HungAfter <= 0 {
 		o.HungAfter = min(o.Timeout, 5*time.Second)
 	}
-	s := &Source{o: o, log: o.Logger, limit: NewLimiter(o.Bandwidth), stuckBy: xsync.NewMapOf[uint32, *atomic.Int64]()}
+	s := &Source{o: o, log: o.Logger, limit: NewLimiter(o.Bandwidth), stuckBy: xsync.NewMapOf[uint32, *atomic.Int64](), stuckPaths: xsync.NewMapOf[string, int32]()}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
-	b, id, err := openRoot(o.Root, o.noOpenat2)
-	if err != nil {
-		return nil, fmt.Errorf("tier: source %s: %w", o.Root, err)
+	wait := o.Timeout
+	if o.Expect != nil {
+		wait = min(wait, o.Patience)
+		if wait <= 0 {
+			wait = min(o.Timeout, DefaultPatience)
+		}
 	}
-	s.root.Store(b)
-	s.id = id
-	s.lastCheck.Store(time.Now().UnixNano())
-	s.lastAnswer.Store(time.Now().UnixNano())
+	b, id, err := openRootWithin(o.Root, o.noOpenat2, wait)
+	now := time.Now().UnixNano()
+	s.lastCheck.Store(now)
+	switch {
+	case err == nil && (o.Expect == nil || id.same(o.Expect.id())):
+		s.root.Store(b)
+		s.id, s.found = id, true
+		s.lastAnswer.Store(now)
+	case o.Expect == nil:
+		return nil, fmt.Errorf("tier: source %s: %w", o.Root, err)
+	default:
+		// An earlier mount knew the source: serve what it left
+		// (resident copies, the catalog) and find the source when it
+		// answers as the file system it was (checkIdentity).
+		why := "the root is another file system than at the last mount (its client is not mounted?)"
+		if err != nil {
+			why = err.Error()
+		} else {
+			unix.Close(b.fd)
+			s.lastAnswer.Store(now)
+		}
+		s.id = o.Expect.id()
+		s.unavailableSince.Store(now)
+		s.log.Error("the source is unavailable at mount: serving resident copies, failing other reads with EIO, dropping nothing",
+			zap.String("source", o.Root), zap.String("why", why))
+	}
 	if o.ProbeInterval > 0 {
 		s.startProber()
 	}
 	return s, nil
-}
-
-// openRoot opens the directory root (following symlinks: the path is the
-// admin's) and reads its identity.
-func openRoot(root string, noOpenat2 bool) (*beneath, rootID, error) {
-	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, rootID{}, err
-	}
-	id, err := fdID(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, rootID{}, err
-	}
-	b := &beneath{fd: fd}
-	b.noOpenat2.Store(noOpenat2)
-	return b, id, nil
-}
-
-func fdID(fd int) (rootID, error) {
-	var st unix.Stat_t
-	var sf unix.Statfs_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return rootID{}, err
-	}
-	if err := unix.Fstatfs(fd, &sf); err != nil {
-		return rootID{}, err
-	}
-	return idOf(&st, &sf, mountID(fd, "")), nil
-}
-
-func pathID(p string) (rootID, error) {
-	var st unix.Stat_t
-	var sf unix.Statfs_t
-	if err := unix.Stat(p, &st); err != nil {
-		return rootID{}, err
-	}
-	if err := unix.Statfs(p, &sf); err != nil {
-		return rootID{}, err
-	}
-	return idOf(&st, &sf, mountID(unix.AT_FDCWD, p)), nil
 }
 
 // Close closes the root descriptors. Calls still running may fail.
@@ -540,8 +493,22 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 			return inner()
 		}
 	}
+	if rel != "" && op != "close" {
+		// An operation of the file still stuck from an earlier request
+		// (a hung source): do not start another one behind it.
+		if n, ok := s.stuckPaths.Load(rel); ok && n > 0 {
+			s.errs.Add(1)
+			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w: an earlier operation on this file has not returned", ErrSourceStuck)}, false
+		}
+	}
 	go func() { done <- fn() }()
-	t := time.NewTimer(s.o.Timeout)
+	// One budget per request: a caller's deadline (fs gives each request
+	// the timeout as a whole) shortens the operation's own.
+	timeout := s.o.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(dl), 0))
+	}
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case err = <-done:
@@ -563,16 +530,30 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		err = ErrSourceTimeout
 	case <-ctx.Done():
 		err = ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The request's budget ended: a timeout like the operation's.
+			s.timeouts.Add(1)
+			s.errs.Add(1)
+			s.lastFail.Store(time.Now().UnixNano())
+			err = ErrSourceTimeout
+		}
 	}
 	s.stuck.Add(1)
 	if mine != nil {
 		mine.Add(1)
+	}
+	tracked := rel != "" && op != "close"
+	if tracked {
+		s.stuckPaths.Compute(rel, func(n int32, _ bool) (int32, bool) { return n + 1, false })
 	}
 	go func() {
 		<-done
 		s.stuck.Add(-1)
 		if mine != nil {
 			mine.Add(-1)
+		}
+		if tracked {
+			s.stuckPaths.Compute(rel, func(n int32, _ bool) (int32, bool) { return n - 1, n <= 1 })
 		}
 		if late != nil {
 			late()

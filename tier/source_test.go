@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -438,8 +439,9 @@ func openTestSource(t *testing.T, o SourceOptions) *Source {
 	return s
 }
 
-// hanging is a source whose operations on the path "hang" block until
-// release: a source call that never returns, without FUSE.
+// hanging is a source whose operations on the paths "hang" and "hang0" to
+// "hang9" block until release: a source call that never returns, without
+// FUSE.
 type hanging struct {
 	once    sync.Once
 	release chan struct{}
@@ -448,14 +450,16 @@ type hanging struct {
 func hangingSource(t *testing.T, timeout time.Duration, maxStuck int) (*Source, *hanging) {
 	t.Helper()
 	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "hang"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"hang", "hang0", "hang1", "hang2", "hang3", "hang4", "hang5", "hang6", "hang7", "hang8", "hang9"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h := &hanging{release: make(chan struct{})}
 	t.Cleanup(func() { h.once.Do(func() { close(h.release) }) })
 	s := openTestSource(t, SourceOptions{Root: root, Timeout: timeout, MaxStuck: maxStuck,
 		testHook: func(op, rel string) error {
-			if rel == "hang" {
+			if strings.HasPrefix(rel, "hang") {
 				<-h.release
 			}
 			return nil
@@ -493,7 +497,7 @@ func TestSourceCallThatHangsFailsAtTheTimeoutAndIsCountedStuck(t *testing.T) {
 func TestSourceFailsFastOnceMaxStuckCallsAreBlocked(t *testing.T) {
 	src, root := hangingSource(t, 50*time.Millisecond, 2)
 	for i := 0; i < 2; i++ {
-		if _, err := src.Open(context.Background(), "hang"); !errors.Is(err, ErrSourceTimeout) {
+		if _, err := src.Open(context.Background(), fmt.Sprintf("hang%d", i)); !errors.Is(err, ErrSourceTimeout) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
@@ -608,19 +612,20 @@ func TestOneUserCannotTakeTheWholeStuckBudget(t *testing.T) {
 	src, root := hangingSource(t, 50*time.Millisecond, 8) // per user: 2
 	bob := WithUser(context.Background(), 1000)
 	for i := 0; i < 2; i++ {
-		if _, err := src.Open(bob, "hang"); !errors.Is(err, ErrSourceTimeout) {
+		if _, err := src.Open(bob, fmt.Sprintf("hang%d", i)); !errors.Is(err, ErrSourceTimeout) {
 			t.Fatalf("bob's open %d: %v, want a timeout", i, err)
 		}
 	}
-	if _, err := src.Open(bob, "hang"); !errors.Is(err, ErrSourceStuck) {
+	if _, err := src.Open(bob, "hang2"); !errors.Is(err, ErrSourceStuck) {
 		t.Fatalf("bob's third open with two of his calls stuck: %v, want ErrSourceStuck", err)
 	}
 	alice := WithUser(context.Background(), 1001)
 	for _, c := range []struct {
-		who string
-		ctx context.Context
-	}{{"alice", alice}, {"root", WithUser(context.Background(), 0)}, {"the daemon", context.Background()}} {
-		if _, err := src.Open(c.ctx, "hang"); !errors.Is(err, ErrSourceTimeout) {
+		who  string
+		ctx  context.Context
+		file string
+	}{{"alice", alice, "hang3"}, {"root", WithUser(context.Background(), 0), "hang4"}, {"the daemon", context.Background(), "hang5"}} {
+		if _, err := src.Open(c.ctx, c.file); !errors.Is(err, ErrSourceTimeout) {
 			t.Errorf("%s's open while bob has his share stuck: %v, want it tried (a timeout)", c.who, err)
 		}
 	}
@@ -631,5 +636,61 @@ func TestOneUserCannotTakeTheWholeStuckBudget(t *testing.T) {
 	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
 	if _, err := src.Stat(bob, "hang"); err != nil {
 		t.Fatalf("bob after his calls returned: %v", err)
+	}
+}
+
+// A caller's deadline is its whole budget: an operation started with part
+// of it used gets only the rest (a request that needs two operations of
+// a hung source fails within one timeout); it counts as a timeout.
+func TestACallersDeadlineShortensTheTimeout(t *testing.T) {
+	src, root := hangingSource(t, time.Minute, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := src.Open(ctx, "hang")
+	took := time.Since(start)
+	if !errors.Is(err, ErrSourceTimeout) || !errors.Is(err, ErrSource) {
+		t.Fatalf("open past the caller's deadline: %v, want ErrSourceTimeout", err)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("the open waited %v: the source's own timeout, not the caller's deadline", took)
+	}
+	if st := src.Stats(); st.Timeouts != 1 || st.Stuck != 1 {
+		t.Fatalf("after the deadline: %+v, want one timeout and one stuck call", st)
+	}
+	releaseFIFO(t, root)
+	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
+}
+
+// No operation on a file starts while an earlier one on it is still
+// stuck: it fails at once (ErrSourceStuck), other files still go to the
+// source, and once the stuck call returns the file is tried again.
+func TestNoCallStartsBehindAStuckCallOnItsFile(t *testing.T) {
+	src, root := hangingSource(t, 50*time.Millisecond, 8)
+	if _, err := src.Open(context.Background(), "hang"); !errors.Is(err, ErrSourceTimeout) {
+		t.Fatalf("first open: %v, want a timeout", err)
+	}
+	for _, op := range []func() error{
+		func() error { _, err := src.Open(context.Background(), "hang"); return err },
+		func() error { _, err := src.Stat(context.Background(), "hang"); return err },
+	} {
+		start := time.Now()
+		if err := op(); !errors.Is(err, ErrSourceStuck) || !strings.Contains(err.Error(), "earlier operation") {
+			t.Fatalf("a call behind a stuck one: %v, want ErrSourceStuck naming the earlier operation", err)
+		}
+		if time.Since(start) >= 50*time.Millisecond {
+			t.Fatalf("a call behind a stuck one waited %v", time.Since(start))
+		}
+	}
+	if _, err := src.Open(context.Background(), "hang1"); !errors.Is(err, ErrSourceTimeout) {
+		t.Fatalf("another file: %v, want it tried (a timeout)", err)
+	}
+	if st := src.Stats(); st.Stuck != 2 {
+		t.Fatalf("stuck %d, want 2", st.Stuck)
+	}
+	releaseFIFO(t, root)
+	waitUntil(t, func() bool { return src.Stats().Stuck == 0 })
+	if _, err := src.Stat(context.Background(), "hang"); err != nil {
+		t.Fatalf("after the stuck call returned: %v", err)
 	}
 }

@@ -477,6 +477,13 @@ func CheckPaths(src, dir string) error {
 	if err != nil {
 		s = filepath.Clean(src)
 	}
+	return CheckPathsResolved(s, dir, src)
+}
+
+// CheckPathsResolved is CheckPaths for a source whose symlinks are
+// resolved already (s; src is its name for errors): it never looks at the
+// source, which may hang.
+func CheckPathsResolved(s, dir, src string) error {
 	d := filepath.Clean(dir)
 	if r, err := filepath.EvalSymlinks(existingPrefix(d)); err == nil {
 		d = filepath.Join(r, strings.TrimPrefix(d, existingPrefix(d)))

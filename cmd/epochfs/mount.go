@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -29,6 +30,10 @@ type mountArgs struct {
 	// shutdownTimeout bounds the daemon's closes on its way out
 	// (daemon/shutdown.go).
 	shutdownTimeout time.Duration
+	// sourcePatience is how long the daemon waits for a source an
+	// earlier mount knew before it mounts without it (internal: the
+	// command that found the source sick passes a short one).
+	sourcePatience time.Duration
 	// userRef is the user (a job) this mount is for (users.go); keep
 	// marks the mount as never unmounted by a user's unmount.
 	userRef string
@@ -50,6 +55,7 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	noPT := f.Bool("no-passthrough", false, "serve resident files through the daemon instead of FUSE passthrough")
 	ready := f.Int("ready-fd", -1, "internal: report readiness on this descriptor")
 	shutdownTimeout := f.Duration("shutdown-timeout", daemon.DefaultShutdownTimeout, "internal: how long the daemon waits for its closes before it exits anyway")
+	patience := f.Duration("source-patience", sourcePatience, "internal: how long the daemon waits for a source an earlier mount knew before it mounts without it")
 	userRef := f.String("user-ref", "", "count ID (e.g. a Slurm job id) as a user of the mount; 'epochfs unmount --user-ref ID' unmounts after the last")
 	keep := f.Bool("keep", false, "never unmount on 'epochfs unmount --user-ref' (only a plain 'epochfs unmount' does)")
 	pos, err := parseFlags(f, args)
@@ -93,7 +99,7 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 		return nil, err
 	}
 	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, waitWalk: *waitWalk, noPassthrough: *noPT, readyFD: *ready,
-		shutdownTimeout: *shutdownTimeout, userRef: *userRef, keep: *keep, configID: configID(cfg)}, nil
+		shutdownTimeout: *shutdownTimeout, sourcePatience: *patience, userRef: *userRef, keep: *keep, configID: configID(cfg)}, nil
 }
 
 // resolvePaths makes the config's paths absolute and fills in the default
@@ -111,16 +117,73 @@ func resolvePaths(cfg *config.Config) {
 	}
 }
 
-// checkPaths reports bad input before anything is created or mounted.
-func checkPaths(c *config.Config) error {
-	st, err := os.Stat(c.Source)
+// checkPaths reports bad input before anything is created or mounted;
+// sick, if set, is why the source cannot be checked now (it hangs or
+// fails, and an earlier mount with this state directory knew it: the
+// mount serves what that mount left).
+func checkPaths(c *config.Config) (sick error, err error) {
+	src, sick, err := checkSource(c)
 	if err != nil {
-		return usageErr("source %s: %v", c.Source, errors.Unwrap(err))
+		return nil, err
+	}
+	return sick, checkOtherPaths(c, src)
+}
+
+// sourcePatience is how long a mount waits for the source's first answer
+// before it mounts from an earlier mount's catalog.
+const sourcePatience = time.Second
+
+// checkSource checks that the source is a readable directory and returns
+// its path with symlinks resolved. A source that fails or does not answer
+// within sourcePatience, when an earlier mount with this state directory
+// knew it, is sick (not an error); otherwise its failure is the error,
+// and a source that does not answer within source_timeout fails the
+// mount (nothing of it hangs past that).
+func checkSource(c *config.Config) (resolved string, sick, err error) {
+	type answer struct {
+		resolved string
+		err      error
+	}
+	ch := make(chan answer, 1) // the goroutine of an unanswered check is left behind
+	go func() {
+		r, err := lookAtSource(c.Source)
+		ch <- answer{r, err}
+	}()
+	_, known := daemon.LastSourceID(c.StateDir, c.Source)
+	wait := c.Placement.SourceTimeoutDuration()
+	if known {
+		wait = min(wait, sourcePatience)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case a := <-ch:
+		if a.err == nil {
+			return a.resolved, nil, nil
+		}
+		if known {
+			return filepath.Clean(c.Source), a.err, nil
+		}
+		return "", nil, a.err
+	case <-t.C:
+		if known {
+			return filepath.Clean(c.Source), fmt.Errorf("source %s: no answer within %v", c.Source, wait), nil
+		}
+		return "", nil, runtimeErr("source %s: no answer within source_timeout (%v): its file system hangs? nothing is mounted", c.Source, wait)
+	}
+}
+
+// lookAtSource checks that src is a readable directory; it returns src
+// with its symlinks resolved.
+func lookAtSource(src string) (string, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", usageErr("source %s: %v", src, errors.Unwrap(err))
 	}
 	if !st.IsDir() {
-		return usageErr("source %s: not a directory", c.Source)
+		return "", usageErr("source %s: not a directory", src)
 	}
-	d, err := os.Open(c.Source)
+	d, err := os.Open(src)
 	if err == nil {
 		_, err = d.Readdirnames(1)
 		d.Close()
@@ -129,9 +192,20 @@ func checkPaths(c *config.Config) error {
 		}
 	}
 	if err != nil {
-		return usageErr("source %s: not readable: %v", c.Source, err)
+		return "", usageErr("source %s: not readable: %v", src, err)
 	}
-	st, err = os.Stat(c.Mountpoint)
+	r, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		r = filepath.Clean(src)
+	}
+	return r, nil
+}
+
+// checkOtherPaths checks the mount point, the tiers and the state
+// directory, and that none lies in the source (src, resolved) or the
+// source in them.
+func checkOtherPaths(c *config.Config, src string) error {
+	st, err := os.Stat(c.Mountpoint)
 	if err != nil {
 		return usageErr("mount point %s: %v", c.Mountpoint, errors.Unwrap(err))
 	}
@@ -146,7 +220,7 @@ func checkPaths(c *config.Config) error {
 	} else if len(names) > 0 {
 		return usageErr("mount point %s: not empty", c.Mountpoint)
 	}
-	if err := tier.CheckPaths(c.Source, c.Mountpoint); err != nil {
+	if err := tier.CheckPathsResolved(src, c.Mountpoint, c.Source); err != nil {
 		return usageErr("mount point: %v", err)
 	}
 	if os.Geteuid() != 0 {
@@ -155,7 +229,7 @@ func checkPaths(c *config.Config) error {
 		}
 	}
 	for _, t := range c.Tiers {
-		if err := tier.CheckPaths(c.Source, t.Path); err != nil {
+		if err := tier.CheckPathsResolved(src, t.Path, c.Source); err != nil {
 			return usageErr("tier %q: %v", t.Name, err)
 		}
 		if err := tier.CheckPaths(c.Mountpoint, t.Path); err != nil {
@@ -169,7 +243,7 @@ func checkPaths(c *config.Config) error {
 			}
 		}
 	}
-	if err := tier.CheckPaths(c.Source, c.StateDir); err != nil {
+	if err := tier.CheckPathsResolved(src, c.StateDir, c.Source); err != nil {
 		return usageErr("state directory: %v", err)
 	}
 	return nil

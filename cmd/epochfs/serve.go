@@ -80,8 +80,15 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if mountedAlready {
 		return addUser(mnt, ma.userRef, ma.keep)
 	}
-	if err := checkPaths(&ma.cfg); err != nil {
+	sick, err := checkPaths(&ma.cfg)
+	if err != nil {
 		return err
+	}
+	if sick != nil {
+		// The daemon need not wait for the source again.
+		ma.sourcePatience = 100 * time.Millisecond
+		args = append([]string{"--source-patience=100ms"}, args...)
+		fmt.Fprintf(stderr, "epochfs: warning: %v; mounting what the last mount left: resident files are served, others fail with EIO until the source answers (status: source_state)\n", strings.ReplaceAll(sick.Error(), "\n", " "))
 	}
 	if err := os.MkdirAll(ma.cfg.StateDir, 0o700); err != nil {
 		return usageErr("state directory %s: %v", ma.cfg.StateDir, err)
@@ -390,6 +397,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		MetricsPprof:    cfg.Metrics.Pprof,
 		Cluster:         clusterOptions(cfg),
 		ShutdownTimeout: ma.shutdownTimeout,
+		SourcePatience:  ma.sourcePatience,
 		RuntimeDir:      daemon.RuntimeDir(), ConfigID: ma.configID,
 		Logger: log,
 	})

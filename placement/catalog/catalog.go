@@ -168,6 +168,10 @@ func (e *Entry) Children() []*Entry {
 	return nil
 }
 
+// Listed reports whether e's entries are known (or e is no directory):
+// a background walk lists the others on demand (Catalog.List).
+func (e *Entry) Listed() bool { return e.Kind != KindDir || e.kids.Load() != nil }
+
 func (e *Entry) setChildren(c []*Entry) { e.kids.Store(&c) }
 
 // Gone reports that the entry was removed from the dataset.
@@ -217,6 +221,10 @@ type Options struct {
 	// A rescan and a Shared walk still walk before it returns. Needs
 	// Walker.
 	Background bool
+	// Offline: the source does not answer now; only a complete catalog
+	// from an earlier mount is loaded (a rescan waits for a later
+	// mount), and without one Open fails with ErrNoCatalog.
+	Offline bool
 }
 
 // StaleCopy is a tier copy a rescan found out of date; the caller removes it.
@@ -257,6 +265,10 @@ type Catalog struct {
 	walkErr   error
 	startWalk func()
 }
+
+// ErrNoCatalog means the source cannot be walked now and the state
+// directory holds no complete catalog of it.
+var ErrNoCatalog = errors.New("catalog: the source does not answer and no earlier mount left a complete catalog of it")
 
 // ErrOtherSource means the state directory belongs to another source.
 var ErrOtherSource = errors.New("catalog: state directory holds the catalog of another source")
@@ -318,7 +330,13 @@ func (c *Catalog) init(ctx context.Context, o Options) error {
 	if src != nil && string(src) != o.Source {
 		return fmt.Errorf("%w: %s (use another state directory)", ErrOtherSource, src)
 	}
-	if complete != nil && !o.Rescan && rescanning == nil {
+	if o.Offline && (complete == nil || rescanning != nil) {
+		return ErrNoCatalog
+	}
+	if complete != nil && (!o.Rescan || o.Offline) && rescanning == nil {
+		if o.Rescan {
+			c.log.Warn("the source does not answer: the rescan waits for a mount that finds it; loading the last catalog")
+		}
 		start := time.Now()
 		root, err := c.load()
 		if err != nil {

@@ -116,3 +116,43 @@ func TestARefreshSurvivesACrash(t *testing.T) {
 	}
 	checkAll(t, src, mnt, []string{"a/added.txt", "renamed"})
 }
+
+// TestOneSourceBudgetPerRequest: while the source hangs, in every
+// validation mode, an open-and-read of a file that is not resident fails
+// with EIO within source_timeout (and a second of slack), however many
+// source operations it takes (an identity check, a stat, an open, a
+// read); a second read of it while the first's operation is still stuck
+// fails at once, and says why in errors.
+func TestOneSourceBudgetPerRequest(t *testing.T) {
+	for _, mode := range []placement.Validate{placement.ValidateOnce, placement.ValidateOpen, placement.ValidateNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			const timeout = 2 * time.Second
+			e, f, resident := faultEnv(t, faultfs.Start, mode, timeout)
+			big := filepath.Join(e.mnt, "big.bin")
+			f.Hang()
+			t.Cleanup(f.Resume)
+			for i := range 2 {
+				start := time.Now()
+				_, err := os.ReadFile(big)
+				took := time.Since(start)
+				t.Logf("read %d of a non-resident file during the hang: %v after %v", i, err, took.Round(time.Millisecond))
+				if !errors.Is(err, syscall.EIO) {
+					t.Fatalf("read %d: %v, want EIO", i, err)
+				}
+				if took > timeout+time.Second {
+					t.Fatalf("read %d took %v: past source_timeout (%v) + 1 s", i, took.Round(time.Millisecond), timeout)
+				}
+				if i == 1 && took > timeout/2 {
+					t.Fatalf("the second read took %v: it started a source operation behind the first's, still stuck", took.Round(time.Millisecond))
+				}
+			}
+			if errs := e.errorsFile(); !strings.Contains(errs, "big.bin") {
+				t.Errorf("errors does not say why big.bin failed: %q", errs)
+			}
+			checkAll(t, e.src, e.mnt, resident)
+			f.Resume()
+			waitFor(t, func() bool { return e.num("source_stuck") == 0 && e.status()["source_state"] == "available" })
+			checkAll(t, e.src, e.mnt, []string{"big.bin"})
+		})
+	}
+}
