@@ -44,6 +44,12 @@ test-io-uring: build
 test-go-fuse:
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/test-go-fuse.sh
 
+# The tests the race detector changes (allocation counts: files built with
+# !race), without it.
+.PHONY: test-norace
+test-norace:
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -count=1 -run 'Allocat' ./preprocess
+
 # The CI suite: vet, a tidy go.mod, every test under the race detector, real
 # FUSE mounts (over /dev/fuse, then the mount suite over io_uring), go-fuse's
 # own tests, then the Slurm prolog and epilog under a real Slurm.
@@ -53,6 +59,7 @@ lint:
 
 ci: deps build vet lint tidy-check
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh dev $(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) test-norace
 	$(MAKE) test-io-uring
 	$(MAKE) test-go-fuse
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs

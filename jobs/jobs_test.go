@@ -14,6 +14,8 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/placement/catalog"
 	"github.com/epochfs/epochfs/tier"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // newManager builds a source of n small files under two classes, a
@@ -359,7 +361,7 @@ func TestAJobSeesOnlyWhatItsOwnerMayOpen(t *testing.T) {
 		os.Chmod(filepath.Join(src, "pub/mine"), 0o600)
 	})
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown")
+		testenv.Skip(t, "needs root to chown")
 	}
 	who := &catalog.Cred{UID: uid, GID: gid}
 	if _, err := m.Register("u", who); err != nil {

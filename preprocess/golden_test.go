@@ -4,15 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/epochfs/epochfs/config"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // The golden set (testdata/golden): small inputs (RGB, grayscale and CMYK
@@ -34,7 +33,7 @@ type goldenCase struct {
 func goldenCases(t *testing.T) ([]goldenCase, map[string]string) {
 	t.Helper()
 	if !haveTurbo {
-		t.Skip("the saved digests are of libjpeg-turbo's decodes; this build decodes with Go's image/jpeg")
+		testenv.Skip(t, "the saved digests are of libjpeg-turbo's decodes; this build decodes with Go's image/jpeg")
 	}
 	dir := filepath.Join("testdata", "golden")
 	b, err := os.ReadFile(filepath.Join(dir, "SHA256SUMS"))
@@ -161,72 +160,5 @@ func TestGoldenOutputsThroughThePoolMatchSavedDigests(t *testing.T) {
 			}
 			r.State.Out.Release()
 		}
-	}
-}
-
-// In a steady state, the pool path (LoadFile, the training pipeline,
-// NPY, Release) allocates no tensor-sized buffer per sample: the encoded
-// input, the decoded region, the resize buffers and the 600 KB output
-// tensor all come back from the buffer pool. (Before the pool took them
-// all, a sample allocated about 1.5 MB.)
-func TestPoolPathAllocatesNoTensorSizedBufferPerSample(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops a random share of what it is given under the race detector")
-	}
-	if !haveTurbo {
-		t.Skip("Go's image/jpeg (the build without cgo) allocates its own images")
-	}
-	dir := t.TempDir()
-	paths := writeJPEGs(t, dir, 6)
-	p, err := New(Options{Augment: []string{"random_resized_crop:224", "hflip:0.5"}, Output: "float32_chw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	pool, err := NewPool(PoolOptions{Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	ctx := context.Background()
-	load := func(_ context.Context, s *State) error { return p.LoadFile(s, s.Key) }
-	steps := append([]Step{load}, p.EncodedSteps()...)
-	keys := make([]string, 500)
-	for i := range keys {
-		keys[i] = fmt.Sprint(i)
-	}
-	run := func(from, to int) {
-		go func() {
-			for i := from; i < to; i++ {
-				st := &State{Key: paths[i%len(paths)], RNG: SampleRNG(1, keys[i])}
-				if err := pool.Submit(ctx, Task{Key: keys[i], State: st, Steps: steps}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-		for range to - from {
-			r, err := pool.Next(ctx)
-			if err != nil || r.Err != nil {
-				t.Fatal(err, r.Err)
-			}
-			if err := WriteNPY(io.Discard, r.State.Out); err != nil {
-				t.Fatal(err)
-			}
-			r.State.Out.Release()
-		}
-	}
-	// No collection, so nothing empties the buffer pool under the test.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	run(0, 200) // warm up: every buffer, and most size classes of decoded regions
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	const n = 300
-	run(200, 200+n)
-	runtime.ReadMemStats(&after)
-	perSample := (after.TotalAlloc - before.TotalAlloc) / n
-	t.Logf("%d B and %.1f allocations per sample", perSample, float64(after.Mallocs-before.Mallocs)/n)
-	if perSample > 64<<10 {
-		t.Errorf("%d bytes allocated per sample, want < 64 KiB (the output tensor alone is 588 KiB)", perSample)
 	}
 }

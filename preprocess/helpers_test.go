@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // photos are real photographs from Debian's mate-backgrounds
@@ -33,7 +35,7 @@ func photoAt(t testing.TB, i, denom int) *Image {
 	t.Helper()
 	data, err := os.ReadFile(photos[i%len(photos)])
 	if err != nil {
-		t.Skipf("mate-backgrounds not installed (run scripts/install-deps.sh): %v", err)
+		testenv.Skip(t, "mate-backgrounds not installed (run scripts/install-deps.sh): %v", err)
 	}
 	d, err := NewDecoder(DecoderOptions{})
 	if err != nil {
@@ -105,7 +107,7 @@ func writeJPEGs(t testing.TB, dir string, n int) []string {
 
 const pythonPath = "/usr/bin/python3"
 
-// needTorch skips (or fails when EPOCHFS_REQUIRE_PYTHON=1) unless
+// needTorch skips (or fails when EPOCHFS_REQUIRE_FUSE=1: testenv) unless
 // /usr/bin/python3 imports torch, torchvision, numpy and PIL.
 func needTorch(t testing.TB) {
 	t.Helper()
@@ -115,10 +117,7 @@ func needTorch(t testing.TB) {
 	}
 	msg := fmt.Sprintf("%s cannot import torch, torchvision, numpy and PIL (install python3-torch python3-torchvision python3-numpy python3-pil): %v %s",
 		pythonPath, err, strings.TrimSpace(string(out)))
-	if os.Getenv("EPOCHFS_REQUIRE_PYTHON") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Skip(t, "%s", msg)
 }
 
 // runPython runs a script from testdata with args and returns stdout.

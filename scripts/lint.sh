@@ -28,6 +28,8 @@ install deadcode "$DEADCODE"
 
 echo "lint: staticcheck"
 "$tools/staticcheck" ./...
+echo "lint: skips"
+bash scripts/check-skips.sh
 echo "lint: sizecheck"
 go run ./scripts/sizecheck
 echo "lint: deadcode"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // otherUID is a uid that is not the test's (the tests run as root in CI).
@@ -26,7 +28,7 @@ func sharedDir(t *testing.T) string {
 
 func TestSecureDirRefusesWhatAnotherUserCouldHavePrepared(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown")
+		testenv.Skip(t, "needs root to chown")
 	}
 	shm := sharedDir(t)
 	target := t.TempDir() // root's

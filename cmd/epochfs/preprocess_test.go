@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/epochfs/epochfs/preprocess"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // writeTestJPEG writes a w×h JPEG with a pattern that makes crops and
@@ -213,7 +215,7 @@ func TestPreprocessOutputMatchesSavedDigests(t *testing.T) {
 		t.Fatalf("golden set incomplete: %d configs, %d images", len(configs), len(images))
 	}
 	if d, err := preprocess.NewDecoder(preprocess.DecoderOptions{}); err != nil || !d.UsesTurbo() {
-		t.Skip("the saved digests are of libjpeg-turbo's decodes; this build decodes with Go's image/jpeg")
+		testenv.Skip(t, "the saved digests are of libjpeg-turbo's decodes; this build decodes with Go's image/jpeg")
 	}
 	update := os.Getenv("EPOCHFS_UPDATE_GOLDEN") == "1"
 	var want map[string]string

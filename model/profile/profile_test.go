@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // makeDataset writes an ImageFolder-like tree: classes × perClass files of
@@ -149,7 +151,7 @@ func TestTierBandwidthProbesAndCleansUp(t *testing.T) {
 
 func TestIsMemoryFS(t *testing.T) {
 	if _, err := os.Stat("/dev/shm"); err != nil {
-		t.Skip("no /dev/shm")
+		testenv.Skip(t, "no /dev/shm")
 	}
 	memFS, dir, err := IsMemoryFS("/dev/shm/epochfs-profile-test/sub")
 	if err != nil {

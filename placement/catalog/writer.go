@@ -155,6 +155,7 @@ type catalogWriter struct {
 	syncs    chan chan error // Sync's requests: write everything pending now
 	started  atomic.Bool     // the writer runs (after the first walk's store)
 	batches  atomic.Int64    // batches of updates written
+	held     atomic.Int64    // batches held back for catalogBatchGap (a busy catalog)
 
 	// Guarded by Catalog.mu.
 	writable bool // db is open read-write; when false the catalog is degraded
@@ -331,6 +332,7 @@ func (c *Catalog) startWriter() {
 				continue
 			case <-c.w.kick:
 				if wait := catalogBatchGap - time.Since(last); wait > 0 {
+					c.w.held.Add(1)
 					select {
 					case <-c.w.stop:
 						return // Close writes what is left

@@ -646,19 +646,18 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	c.Root().Files(func(e *Entry) bool { files = append(files, e); return true })
 	time.Sleep(catalogBatchGap) // the catalog is idle
 
-	// Idle: written at once, long before a gap has passed.
-	batches := c.w.batches.Load()
-	start := time.Now()
+	// Idle: written at once, never held back for the gap.
+	batches, held := c.w.batches.Load(), c.w.held.Load()
 	files[0].tier.Store(1)
 	c.Persist(files[0])
 	waitFor(t, "the idle update written", func() bool { return c.w.batches.Load() > batches })
-	if took := time.Since(start); took >= catalogBatchGap {
-		t.Errorf("an update to an idle catalog waited %v (the gap is %v)", took, catalogBatchGap)
+	if n := c.w.held.Load() - held; n != 0 {
+		t.Errorf("an update to an idle catalog was held back for the gap (%d times)", n)
 	}
 
 	// Busy: an update every millisecond for 4 gaps.
-	batches = c.w.batches.Load()
-	start = time.Now()
+	batches, held = c.w.batches.Load(), c.w.held.Load()
+	start := time.Now()
 	for i := 1; i < n && time.Since(start) < 4*catalogBatchGap; i++ {
 		files[i].tier.Store(1)
 		c.Persist(files[i])
@@ -674,6 +673,9 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	}
 	if written == 0 {
 		t.Error("no batch written during a busy stream of updates")
+	}
+	if c.w.held.Load() == held {
+		t.Error("no batch held back for the gap during a busy stream of updates")
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

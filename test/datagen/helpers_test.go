@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // Tests render from the few mate-backgrounds photographs with the fewest
@@ -60,10 +62,7 @@ func requirePhotos(t testing.TB) (*Photos, string) {
 		testSet.photos, testSet.err = LoadPhotos(context.Background(), []string{dir})
 	})
 	if testSet.err != nil {
-		if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-			t.Fatalf("photos required (EPOCHFS_REQUIRE_FUSE=1): %v", testSet.err)
-		}
-		t.Skip(testSet.err)
+		testenv.Skip(t, "photos: %v", testSet.err)
 	}
 	return testSet.photos, testSet.dir
 }

@@ -1,3 +1,5 @@
+//go:build measure
+
 package e2e
 
 import (
@@ -19,14 +21,11 @@ import (
 // and tier, empty buffer), reps times. The ranks of all jobs start their
 // first epoch together (EPOCHFS_MEASURE_SKEW=1: as torchrun starts them). Every read drops its page cache, as
 // a dataset larger than RAM would. The ratio is source bytes per epoch ÷
-// (1 − f) × dataset bytes. Only with EPOCHFS_MEASURE=1 (a few minutes);
+// (1 − f) × dataset bytes. Built only with -tags measure (a few minutes);
 // EPOCHFS_MEASURE_REPS (default 3), EPOCHFS_MEASURE_FILES (default 400),
 // EPOCHFS_MEASURE_BATCH (default 8: the ranks' lookahead windows, 2 batches
 // each, must fit the buffer's slots with room to spare).
 func TestMeasureDDPSourceBytes(t *testing.T) {
-	if os.Getenv("EPOCHFS_MEASURE") == "" {
-		t.Skip("a measurement: EPOCHFS_MEASURE=1 (docs/sampling.md, \"Ranks\")")
-	}
 	requireFUSE(t)
 	requireTorch(t)
 	load, _ := os.ReadFile("/proc/loadavg")

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/test/datagen"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 const (
@@ -38,10 +40,7 @@ const (
 // skipOrFail skips, or fails when CI demands real mounts.
 func skipOrFail(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf(format+" (EPOCHFS_REQUIRE_FUSE=1)", args...)
-	}
-	t.Skipf(format, args...)
+	testenv.Skip(t, format, args...)
 }
 
 func requireFUSE(t *testing.T) {

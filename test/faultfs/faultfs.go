@@ -65,6 +65,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // Liveness bounds: how long a step may take before the harness gives up.
@@ -295,10 +297,7 @@ func requireFUSE(t testing.TB, tools ...string) {
 	if len(missing) == 0 {
 		return
 	}
-	if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("faultfs: missing %s and EPOCHFS_REQUIRE_FUSE=1", strings.Join(missing, ", "))
-	}
-	t.Skipf("faultfs: missing %s", strings.Join(missing, ", "))
+	testenv.Skip(t, "faultfs: missing %s", strings.Join(missing, ", "))
 }
 
 // The faultfs binary, built once per test process.

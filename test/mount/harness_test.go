@@ -26,11 +26,21 @@ import (
 	"github.com/epochfs/epochfs/tier"
 	"github.com/epochfs/epochfs/views"
 	"go.uber.org/zap"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 var binPath string // the epochfs binary, built by TestMain
 
 func TestMain(m *testing.M) {
+	if file := os.Getenv("EPOCHFS_MMAP_FILE"); file != "" {
+		// TestMmapOfDatasetFiles's child.
+		if err := mmapChild(file, os.Getenv("EPOCHFS_MMAP_WANT")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "epochfs-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -103,16 +113,10 @@ func mounted(dir string) bool {
 func requireFUSE(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-			t.Fatalf("/dev/fuse is missing and EPOCHFS_REQUIRE_FUSE=1: %v", err)
-		}
-		t.Skipf("no /dev/fuse: %v", err)
+		testenv.Skip(t, "no /dev/fuse: %v", err)
 	}
 	if os.Geteuid() != 0 {
-		if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-			t.Fatal("mount tests need root and EPOCHFS_REQUIRE_FUSE=1")
-		}
-		t.Skip("mount tests need root")
+		testenv.Skip(t, "mount tests need root")
 	}
 }
 
@@ -121,10 +125,7 @@ func requireFUSE(t *testing.T) {
 // test must run.
 func skipUnlessAllowed(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("%s, and EPOCHFS_REQUIRE_FUSE=1", why)
-	}
-	t.Skip(why)
+	testenv.Skip(t, "%s", why)
 }
 
 // requirePassthrough skips (or fails, see skipUnlessAllowed) a test of a

@@ -19,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // A fake systemd: a datagram socket at NOTIFY_SOCKET, as sd_notify(3)
@@ -247,7 +249,7 @@ func TestMetricsEndpointExportsEveryStatusCounterTiersJobsAndReadLatencies(t *te
 func TestSystemdUnitVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("no systemd-analyze")
+		testenv.Skip(t, "no systemd-analyze (apt-get install systemd)")
 	}
 	unit, err := os.ReadFile("../../contrib/systemd/epochfs-imagenet.service")
 	if err != nil {

@@ -26,6 +26,8 @@ import (
 	"github.com/epochfs/epochfs/placement"
 	"github.com/epochfs/epochfs/views"
 	"golang.org/x/sys/unix"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // testUsers are unprivileged users of one test, in one shared group.
@@ -39,7 +41,7 @@ type testUsers struct {
 func newUsers(t *testing.T, n int) *testUsers {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
+		testenv.Skip(t, "needs root to create users")
 	}
 	tag := fmt.Sprintf("%05d", os.Getpid()%100000)
 	u := &testUsers{group: "efsg" + tag}

@@ -4,8 +4,8 @@
 // started by the test, stopped by its PID at cleanup, and keeps its files
 // in the test's temporary directory.
 //
-// A test skips when redis-server is missing, unless EPOCHFS_REQUIRE_REDIS=1
-// or EPOCHFS_REQUIRE_FUSE=1 (CI) is set: then it fails.
+// A test skips when redis-server is missing, unless EPOCHFS_REQUIRE_FUSE=1
+// (CI) is set: then it fails (internal/testenv).
 package rediscluster
 
 import (
@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/testenv"
 )
 
 // Options configure Start.
@@ -54,10 +56,7 @@ func Require(t testing.TB) {
 	if Available() {
 		return
 	}
-	if os.Getenv("EPOCHFS_REQUIRE_REDIS") == "1" || os.Getenv("EPOCHFS_REQUIRE_FUSE") == "1" {
-		t.Fatal("redis-server and redis-cli are required (apt-get install redis-server redis-tools)")
-	}
-	t.Skip("redis-server or redis-cli not installed")
+	testenv.Skip(t, "redis-server or redis-cli not installed (apt-get install redis-server redis-tools)")
 }
 
 // Start starts the cluster and waits until its state is ok.

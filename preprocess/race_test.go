@@ -1,5 +1,0 @@
-//go:build race
-
-package preprocess
-
-const raceEnabled = true
