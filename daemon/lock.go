@@ -59,9 +59,34 @@ func tryLockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockName)
 	f, err := tryLock(path, false)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil, &StateInUseError{Dir: dir, PID: LockPID(dir)}
+		pid := LockPID(dir)
+		if pid > 0 && ProcExitingStuck(pid, ProcStart(pid)) {
+			return takeOver(dir)
+		}
+		return nil, &StateInUseError{Dir: dir, PID: pid}
 	}
 	if err != nil {
+		return nil, fmt.Errorf("daemon: state directory %s: lock: %w", dir, err)
+	}
+	return f, nil
+}
+
+// takeOver takes the lock of dir from a holder that has exited but cannot
+// finish (ProcExitingStuck): its exit is stuck closing a file of a source
+// that does not answer, and the kernel releases a flock only at the end of
+// that exit. A new lock file, locked, replaces the old one: the holder
+// runs no more code, and the mount command serializes mounts of a state
+// directory (its mount.lock), so no two take over at once.
+func takeOver(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockName)
+	tmp := path + ".new"
+	os.Remove(tmp)
+	f, err := tryLock(tmp, false)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: state directory %s: lock: %w", dir, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("daemon: state directory %s: lock: %w", dir, err)
 	}
 	return f, nil

@@ -234,10 +234,13 @@ func ProcStart(pid int) uint64 {
 }
 
 // ProcRunning reports whether process pid, started at start, still runs:
-// some thread of it is not a zombie. A thread blocked in a request the
-// source never answers (a hung FUSE or NFS source) outlives the exit of
-// the others and keeps the process's descriptors, and so its locks: the
-// whole thread group is checked, not only its leader.
+// some thread of it is not a zombie and not exiting. A thread blocked in a
+// request the source never answers (a hung FUSE or NFS source) outlives
+// the exit of the others: the whole thread group is checked, not only its
+// leader. A process whose threads left are all exiting (one blocked closing
+// a file of a hung source on its way out) runs no more code:
+// ProcExitingStuck tells it apart, and its state directory's lock may be
+// taken over (lock.go).
 func ProcRunning(pid int, start uint64) bool {
 	if start == 0 || ProcStart(pid) != start {
 		return false
@@ -248,7 +251,58 @@ func ProcRunning(pid int, start uint64) bool {
 	}
 	for _, t := range tasks {
 		f := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
-		if len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+		if len(f) > 0 && f[0] != "Z" && f[0] != "X" && !exiting(f) && !killed(pid, t.Name()) {
+			return true
+		}
+	}
+	return false
+}
+
+// pfExiting is the kernel's PF_EXITING task flag.
+const pfExiting = 0x4
+
+// exiting reports whether the task of stat fields f is on its way out
+// (PF_EXITING): it runs no more code of its own; one blocked in the exit
+// (closing a file of a source that does not answer) serves nothing.
+func exiting(f []string) bool {
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
+}
+
+// killed reports whether task tid of pid has SIGKILL pending: it is
+// doomed, and runs no more code of its own (one blocked in a request a
+// stopped FUSE server has taken cannot be woken even by SIGKILL).
+func killed(pid int, tid string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, tid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&(1<<(9-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ProcExitingStuck reports whether process pid, started at start, has
+// exited but is not gone: no thread of it runs (each is a zombie, exiting,
+// or killed), and one is blocked in the kernel (in a request a source that
+// does not answer has taken, or closing a file of it on its way out).
+func ProcExitingStuck(pid int, start uint64) bool {
+	if start == 0 || ProcStart(pid) != start || ProcRunning(pid, start) {
+		return false
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		if f := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name())); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
 			return true
 		}
 	}

@@ -27,11 +27,21 @@ var errStatusTimeout = fmt.Errorf("no answer within %s", statusTimeout)
 func findDaemon(mnt string) daemon.Record {
 	entry, mounted := daemon.FindMount(mnt)
 	dev := entry.Dev
-	if r, ok := daemon.ReadRecord(mnt); ok && r.Running() && (!mounted || r.Dev == dev) {
+	r, ok := daemon.ReadRecord(mnt)
+	if ok && r.Running() && (!mounted || r.Dev == dev) {
 		return r
 	}
 	if !mounted {
 		return daemon.Record{}
+	}
+	if ok && r.Dev == dev && os.Geteuid() == 0 {
+		// Its daemon died (or is stuck on its way out, on a source that
+		// does not answer): nobody answers the mount. Abort it before
+		// anything touches it, so that no caller, this one included,
+		// waits forever on a request handed to the dead daemon.
+		if err := daemon.AbortConnection(dev); err != nil {
+			fmt.Fprintf(os.Stderr, "epochfs: warning: the mount's daemon (pid %d) is gone, and its connection cannot be aborted: %v\n", r.PID, err)
+		}
 	}
 	st, err := statusWithin(mnt, statusTimeout)
 	if err != nil {
@@ -43,7 +53,7 @@ func findDaemon(mnt string) daemon.Record {
 	if pid <= 0 {
 		return daemon.Record{}
 	}
-	r := daemon.Record{PID: pid, Start: daemon.ProcStart(pid), Mountpoint: mnt, Source: st["source"]}
+	r = daemon.Record{PID: pid, Start: daemon.ProcStart(pid), Mountpoint: mnt, Source: st["source"]}
 	uid := max(entry.UserID, 0)
 	if u, ok := daemon.ProcUID(pid); !r.Running() || !ok || int(u) != uid || !daemon.SameExecutable(pid) {
 		return daemon.Record{} // not a daemon of this executable run by the mount's user

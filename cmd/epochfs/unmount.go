@@ -158,6 +158,9 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	if err := saveUsers(mnt, mountUsers{}); err != nil {
 		fmt.Fprintf(stderr, "epochfs unmount: warning: users of %s: %v\n", mnt, err)
 	}
+	if d.PID > 0 && daemon.ProcExitingStuck(d.PID, d.Start) {
+		fmt.Fprintf(stderr, "epochfs unmount: note: its daemon (pid %d) has exited, but the kernel holds it until the source answers: it was closing a file of the source, which does not answer; the next mount of its state directory takes its lock over\n", d.PID)
+	}
 	fmt.Fprintf(stdout, "epochfs: unmounted %s\n", mnt)
 	return nil
 }

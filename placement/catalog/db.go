@@ -29,7 +29,12 @@ func catalogOptions(dir string, readOnly bool) badger.Options {
 		WithNumCompactors(2).
 		WithCompactL0OnClose(false).
 		WithSyncWrites(false).
-		WithReadOnly(readOnly)
+		WithReadOnly(readOnly).
+		// One daemon per state directory: its lock (daemon/lock.go)
+		// guards the catalog. badger's own lock of the directory would
+		// outlive a daemon killed while its source hangs (its exit
+		// stuck closing a source file) and refuse the next mount.
+		WithBypassLockGuard(true)
 }
 
 // openDB opens badger read-write when the state directory is above the

@@ -243,3 +243,53 @@ func TestUnmountWhileTheSourceHangs(t *testing.T) {
 		t.Fatalf("unmount said %q and the daemon (pid %d) still runs", out, pid)
 	}
 }
+
+// TestADaemonKilledWhileTheSourceHangsLetsTheNextMountIn: a daemon killed
+// while a thread of it waits on a hung source cannot finish dying (the
+// kernel cannot end a request a stopped FUSE server has taken, nor the
+// close of a file of it on the way out), and keeps its descriptors. Its
+// mount is aborted rather than waited on, `unmount --lazy` returns at once
+// (exit 0, saying what holds the daemon), and the next mount of the same
+// state directory takes the state's lock over and serves what is
+// resident, the source still hung. Found by make chaos.
+func TestADaemonKilledWhileTheSourceHangsLetsTheNextMountIn(t *testing.T) {
+	requireFUSE(t)
+	src, paths := makeTree(t, 1<<20)
+	f := faultfs.Start(t, src)
+	base := t.TempDir()
+	mnt, state := filepath.Join(base, "mnt"), filepath.Join(base, "state")
+	os.Mkdir(mnt, 0o755)
+	args := []string{"--tier=mem=" + filepath.Join(base, "tier") + ":64MiB"}
+	binMount(t, f.Mnt(), mnt, state, args...)
+	t.Cleanup(f.Close)
+	resident := paths[:3]
+	checkAll(t, src, mnt, resident)
+	waitFor(t, func() bool {
+		for _, p := range resident {
+			if tierOf(t, filepath.Join(mnt, p)) == "source" {
+				return false
+			}
+		}
+		return true
+	})
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	f.Hang()
+	// A thread of the daemon waits on the source, for a reader that is
+	// gone by the time the daemon dies.
+	reader := exec.Command("cat", filepath.Join(mnt, paths[len(paths)-1]))
+	reader.Start()
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGKILL)
+	reader.Process.Kill()
+	reader.Wait()
+	start := time.Now()
+	code, out := cli(t, "unmount", "--lazy", "--timeout", "5s", mnt)
+	t.Logf("unmount --lazy of the killed daemon: exit %d after %v: %s", code, time.Since(start).Round(time.Millisecond), out)
+	if code != 0 || time.Since(start) > 8*time.Second {
+		t.Fatalf("unmount --lazy of a daemon killed while its source hangs: exit %d after %v: %s", code, time.Since(start), out)
+	}
+	start = time.Now()
+	binMountNoWalk(t, f.Mnt(), mnt, state, args...)
+	t.Logf("the next mount, the source still hung: ready after %v", time.Since(start).Round(time.Millisecond))
+	checkAll(t, src, mnt, resident)
+}
