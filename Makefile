@@ -4,7 +4,7 @@ PATH    := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build test ci vet lint tidy-check test-slurm demo bench bench-quick bench-deps fuzz deps clean
+.PHONY: build test ci vet lint tidy-check test-slurm demo bench bench-quick bench-deps fuzz deps clean chaos soak
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/epochfs ./cmd/epochfs
@@ -60,9 +60,24 @@ lint:
 ci: deps build vet lint tidy-check
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh dev $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-norace
+	bash scripts/with-transport.sh dev $(MAKE) chaos DURATION=$${CHAOS_DURATION:-5m}
+	bash scripts/with-transport.sh io_uring $(MAKE) chaos DURATION=$${CHAOS_DURATION:-5m}
 	$(MAKE) test-io-uring
 	$(MAKE) test-go-fuse
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
+
+# The differential fault harness (test/chaos, docs/benchmarks.md "Chaos"):
+# random steps over a mount, its source and its tiers, checked against a
+# model of the docs. SEED=N replays a run (a random one when empty: printed
+# first); DURATION bounds it. soak: the same, longer, one seed after another.
+SEED     ?=
+DURATION ?= 2m
+chaos:
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -count=1 -timeout 0 -v -run '^TestChaos$$' ./test/chaos \
+	  -chaos.duration=$(DURATION) $(if $(SEED),-chaos.seed=$(SEED))
+
+soak:
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/soak.sh $(DURATION)
 
 # Mount a generated sample dataset, train two epochs over it, show the status.
 demo: deps build

@@ -189,7 +189,7 @@ func (e *Entry) Lookup(name string) *Entry {
 
 // Options configure Open.
 type Options struct {
-	StateDir string // badger lives in StateDir/catalog
+	StateDir string // badger lives in StateDir/catalog; one process at a time (the daemon's lock: daemon/lock.go)
 	Source   string // absolute source root
 	// Walker, if set, is the source the walk reads through (the mount's);
 	// nil opens one over Source for the walk.

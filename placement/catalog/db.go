@@ -77,9 +77,6 @@ func (c *Catalog) openDB(o Options) error {
 	if _, err := os.Stat(filepath.Join(c.w.dir, "MANIFEST")); err != nil {
 		return nil // nothing to read: the walk builds the tree
 	}
-	if err := lockedByOther(c.w.dir); err != nil {
-		return err
-	}
 	db, err := badger.Open(catalogOptions(c.w.dir, true))
 	if err != nil {
 		// A read-only open refuses a WAL that needs replaying (after a
@@ -89,21 +86,6 @@ func (c *Catalog) openDB(o Options) error {
 	}
 	c.db = db
 	return nil
-}
-
-// lockedByOther fails if another process has the catalog open (badger
-// flocks its directory): a read-only open would fail for that reason too,
-// and must not be mistaken for an unreadable catalog.
-func lockedByOther(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("catalog: %w", err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("catalog: %s is in use by another process: %w", dir, err)
-	}
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
 // reopen replaces a read-only or missing database with a read-write one;

@@ -102,7 +102,8 @@ func TestChaos(t *testing.T) {
 		t.Log("a step hung: not minimising (a replay could hang as well)")
 		return
 	}
-	if min := minimize(t, seed, validate, r.ops, *minimizeFlag); min != nil {
+	fails := func(ops []op) bool { return replay(t, seed, validate, ops) }
+	if min := minimize(r.ops, *minimizeFlag, fails); min != nil {
 		t.Logf("a shorter sequence that fails (%d steps):\n%s", len(min), lastSteps(min, len(min)))
 	}
 }
@@ -148,17 +149,18 @@ func replay(t testing.TB, seed uint64, validate string, ops []op) (failed bool) 
 	return r.finalCheck() != nil
 }
 
-// minimize looks for a shorter sequence that still fails: it removes
-// chunks of the steps, halving their size (delta debugging), within the
-// time given. nil when none was found.
-func minimize(t testing.TB, seed uint64, validate string, ops []op, budget time.Duration) []op {
+// minimize looks for a shorter sequence that still fails (fails replays
+// one): it removes chunks of the steps, halving their size (delta
+// debugging), keeping the failing step last, within the time given. nil
+// when none was found.
+func minimize(ops []op, budget time.Duration, fails func([]op) bool) []op {
 	deadline := time.Now().Add(budget)
 	cur := ops
 	found := false
 	for chunk := len(cur) / 2; chunk >= 1 && time.Now().Before(deadline); chunk /= 2 {
 		for i := 0; i+chunk <= len(cur) && time.Now().Before(deadline); {
 			try := append(append([]op(nil), cur[:i]...), cur[i+chunk:]...)
-			if len(try) > 0 && try[len(try)-1] == cur[len(cur)-1] && replay(t, seed, validate, try) {
+			if len(try) > 0 && try[len(try)-1] == cur[len(cur)-1] && fails(try) {
 				cur, found = try, true
 				continue
 			}

@@ -2,8 +2,8 @@ package chaos
 
 import (
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -83,6 +83,12 @@ func newRunner(t testing.TB, seed uint64, validate string) *runner {
 		r.close()
 		t.Fatalf("mount: exit %d: %s", code, out)
 	}
+	if want := os.Getenv("EPOCHFS_TEST_TRANSPORT"); want != "" {
+		if got := r.status()["transport"]; got != want {
+			r.close()
+			t.Fatalf("the mount's transport is %q, and this run is for %q", got, want)
+		}
+	}
 	// The first walk: the model's files are the catalog's.
 	deadline := time.Now().Add(60 * time.Second)
 	for r.status()["catalog"] == "walking" && time.Now().Before(deadline) {
