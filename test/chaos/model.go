@@ -201,6 +201,9 @@ func (m *model) checkOne(p string, off int64, n int, a answer, strict bool) erro
 
 // allowedErr says whether a read of f may fail with err.
 func (m *model) allowedErr(f *file, err error) error {
+	if f == nil {
+		return fmt.Errorf("a path the source never had: %v", err)
+	}
 	s := err.Error()
 	switch {
 	case strings.Contains(s, "no such file"):

@@ -211,8 +211,8 @@ func (r *runner) mutate(o op) error {
 // never followed), those under the new name are new.
 func (r *runner) swapDir(o op) error {
 	full := filepath.Join(r.src, o.Path)
-	if st, err := os.Lstat(full); err != nil || !st.IsDir() {
-		return nil
+	if st, err := os.Lstat(full); err != nil || !st.IsDir() || r.underSymlink(o.Path) || r.underSymlink(o.To) {
+		return nil // (through a symlink it would move another directory)
 	}
 	if err := os.Rename(full, filepath.Join(r.src, o.To)); err != nil {
 		return err

@@ -167,8 +167,10 @@ func (r *runner) close() {
 		h.f.Close()
 	}
 	r.held = nil
-	r.f.Close() // first: a hung source must not hold the unmount
+	// The source well first: a hung one must not hold the unmount.
+	r.fault(op{Kind: "heal"})
 	r.cli(60*time.Second, "unmount", "--lazy", r.mnt)
+	r.f.Close()
 	os.RemoveAll(r.base)
 }
 
