@@ -311,6 +311,11 @@ func (m *Manager) Register(name string, who *catalog.Cred) (Info, error) {
 		return Info{}, ErrNotReady
 	}
 	cfg := DefaultConfig()
+	// Over every file refreshes added so far (a refresh may have
+	// replaced every file the mount started with), as configure does.
+	m.grow()
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
 	sc, err := m.samplerConfig(name, cfg, who)
 	if err != nil {
 		return Info{}, err

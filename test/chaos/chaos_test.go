@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,12 @@ func TestChaos(t *testing.T) {
 		return
 	}
 	hung := r.hangedOp != ""
+	if !hung {
+		if st := r.status(); st != nil {
+			t.Logf("status at the failure: files_total=%s catalog=%s source_state=%s source_stuck=%s files_removed=%s",
+				st["files_total"], st["catalog"], st["source_state"], st["source_stuck"], st["files_removed"])
+		}
+	}
 	r.close()
 	t.Errorf("chaos: seed %d, validate %q: step %d (%s): %v", seed, validate, r.step, r.ops[len(r.ops)-1], failure)
 	t.Logf("the last steps:\n%s", lastSteps(r.ops, 30))
@@ -102,7 +109,11 @@ func TestChaos(t *testing.T) {
 		t.Log("a step hung: not minimising (a replay could hang as well)")
 		return
 	}
-	fails := func(ops []op) bool { return replay(t, seed, validate, ops) }
+	want := signature(failure)
+	fails := func(ops []op) bool {
+		err := replay(t, seed, validate, ops)
+		return err != nil && signature(err) == want
+	}
 	if min := minimize(r.ops, *minimizeFlag, fails); min != nil {
 		t.Logf("a shorter sequence that fails (%d steps):\n%s", len(min), lastSteps(min, len(min)))
 	}
@@ -135,19 +146,27 @@ func lastSteps(ops []op, n int) string {
 	return b.String()
 }
 
-// replay runs ops on a fresh run and reports whether it fails.
-func replay(t testing.TB, seed uint64, validate string, ops []op) (failed bool) {
+// replay runs ops on a fresh run and returns its failure, if any.
+func replay(t testing.TB, seed uint64, validate string, ops []op) error {
 	r := newRunner(t, seed, validate)
 	defer r.close()
 	for _, o := range ops {
 		r.step++
 		if err := r.do(o); err != nil {
-			return true
+			return err
 		}
 	}
 	r.fault(op{Kind: "heal"})
-	return r.finalCheck() != nil
+	return r.finalCheck()
 }
+
+// signature is a failure without its numbers and paths: a shorter
+// sequence must fail the same way, not any way.
+func signature(err error) string {
+	return sigStrip.ReplaceAllString(err.Error(), "#")
+}
+
+var sigStrip = regexp.MustCompile(`[0-9a-f]{6,}…?|[0-9]+|/[^ :"]*|[a-z0-9]+/[^ :"]*`)
 
 // minimize looks for a shorter sequence that still fails (fails replays
 // one): it removes chunks of the steps, halving their size (delta

@@ -196,7 +196,13 @@ func (m *model) checkOne(p string, off int64, n int, a answer, strict bool) erro
 	if a.size >= 0 {
 		return fmt.Errorf("size %d is no version's (sizes@steps %s)", a.size, sizes(vs))
 	}
-	return fmt.Errorf("%d bytes (%s) at %d are no version's (sizes@steps %s)", len(a.data), digest(a.data), off, sizes(vs))
+	why := ""
+	for _, v := range f.versions {
+		if len(a.data) > 0 && len(a.data) < len(v.data) && bytes.HasPrefix(v.data, a.data) {
+			why = fmt.Sprintf("; they begin the version of step %d (%d bytes)", v.at, len(v.data))
+		}
+	}
+	return fmt.Errorf("%d bytes (%s) at %d are no version's (sizes@steps %s)%s", len(a.data), digest(a.data), off, sizes(vs), why)
 }
 
 // allowedErr says whether a read of f may fail with err.

@@ -156,3 +156,50 @@ func TestOneSourceBudgetPerRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestANewJobSeesTheFilesARefreshAdded: a refresh that replaced every file
+// the mount started with (all renamed on the source) leaves a dataset a
+// new job can train on: its mkdir succeeds and its batches name the new
+// files only. (A new job was refused with "the dataset has no file left":
+// found by make chaos.)
+func TestANewJobSeesTheFilesARefreshAdded(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":1GiB")
+	renamed := map[string]bool{}
+	for _, p := range paths {
+		to := filepath.Join(filepath.Dir(p), "new-"+filepath.Base(p))
+		if err := os.Rename(filepath.Join(src, p), filepath.Join(src, to)); err != nil {
+			t.Fatal(err)
+		}
+		renamed[to] = true
+	}
+	if code, out := cli(t, "refresh", "--allow-drop", mnt); code != 0 {
+		t.Fatalf("refresh: exit %d: %s", code, out)
+	}
+	dir := filepath.Join(mnt, ".epochfs/jobs/after")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("a new job after a refresh replaced every file: %v (errors: %s)", err, statusOfErrors(t, mnt))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=100\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != len(paths) {
+		t.Fatalf("the first batch names %d files, the dataset has %d: %q", len(lines), len(paths), lines)
+	}
+	for _, l := range lines {
+		if !renamed[l] {
+			t.Errorf("the batch names %q, not a file the refresh added", l)
+		}
+	}
+}
+
+// statusOfErrors is the mount's .epochfs/errors.
+func statusOfErrors(t *testing.T, mnt string) string {
+	b, _ := os.ReadFile(filepath.Join(mnt, ".epochfs/errors"))
+	return strings.TrimSpace(string(b))
+}
