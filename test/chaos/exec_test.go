@@ -87,7 +87,8 @@ func (r *runner) readOp(o op) error {
 	}
 	if err := r.m.check(o.Path, off, n, a, true); err != nil {
 		if o.Kind == "mmap" && r.heldOpen(o.Path) && r.m.olderPrefix(o.Path, a.data) {
-			// Known limitation (docs/ctl.md, "Files"): while a handle of
+			// Known limitation (docs/security.md, "No read hangs, no
+			// handle mixes versions"): while a handle of
 			// an older version is open in passthrough mode, an mmap maps
 			// that version's copy (the kernel maps an inode's backing
 			// file); reads are right.
