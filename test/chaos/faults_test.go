@@ -56,7 +56,16 @@ func (r *runner) jobOp(o op) error {
 		if syscallErr(err) == syscall.EAGAIN {
 			return nil
 		}
-		return fmt.Errorf("%s: %v (errors: %q)", o, err, r.lastError())
+		reason := r.lastError()
+		if syscallErr(err) == syscall.EINVAL && strings.Contains(reason, "the dataset has no file left") && len(r.m.present()) > 0 {
+			// Found by this harness, not fixed yet (docs/benchmarks.md,
+			// "Chaos"): after a crash and a remount a new job was once
+			// refused so; counted, so that a run goes on.
+			delete(r.jobs, o.Arg)
+			r.counts["job-no-file-left"]++
+			return nil
+		}
+		return fmt.Errorf("%s: %v (errors: %q)", o, err, reason)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(string(batch)), "\n") {
 		if l != "" && r.m.files[l] == nil {
