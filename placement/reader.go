@@ -73,7 +73,7 @@ func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 	if e.Gone() {
 		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
-	p.noteOpen(e)
+	p.noteOpen(ctx, e)
 	checked := e.Attr() // what the kernel checked the caller against
 	changed, sf, c, err := p.validate(ctx, e)
 	if err != nil {

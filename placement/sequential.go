@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"sync/atomic"
 
 	"github.com/epochfs/epochfs/placement/catalog"
@@ -33,8 +34,9 @@ type seqDetector struct {
 	ahead atomic.Int32 // the highest Index read ahead so far
 }
 
-// noteOpen records an open of e and reads ahead when it continues a run.
-func (p *Placer) noteOpen(e *catalog.Entry) {
+// noteOpen records an open of e and reads ahead when it continues a run:
+// only the files the opener (ctx's caller) could open, as a fill does.
+func (p *Placer) noteOpen(ctx context.Context, e *catalog.Entry) {
 	i := e.Index
 	if i < 0 || p.cat.Walking() {
 		return
@@ -54,12 +56,13 @@ func (p *Placer) noteOpen(e *catalog.Entry) {
 		return
 	}
 	s.ahead.Store(to)
+	who := callerOf(ctx)
 	for j := from; j <= to; j++ {
 		f := p.cat.ByIndex(int(j))
 		if f == nil {
 			return // past the last file
 		}
-		if f.Gone() || f.Tier() >= 0 || f.NoSpace() {
+		if f.Gone() || f.Tier() >= 0 || f.NoSpace() || !who.May(f.Attr(), catalog.PermRead) || !p.ReachableAs(who, f) {
 			continue
 		}
 		if !p.copyAhead(f) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -46,5 +48,40 @@ func TestAReaderInPathOrderIsReadAhead(t *testing.T) {
 				t.Errorf("%d source opens and %d bytes, want one open and one read per file (%d, %d)", ss.Opens, ss.Bytes, len(d), d.Bytes())
 			}
 		})
+	}
+}
+
+// A user's reader in path order is read ahead only over the files that
+// user could open: a root-only file among the next ones stays uncopied (a
+// fill has the same rule: fill_test.go). Found by make ci: a shuffled
+// user's reads, then a fill, in path order, read a root-only file ahead.
+func TestReadingAheadCopiesOnlyWhatTheReaderMayOpen(t *testing.T) {
+	d := seqDataset(40)
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	secret := []string{"d/005", "d/009"}
+	e.close()
+	for _, p := range secret {
+		if err := os.Chmod(filepath.Join(e.src, p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.open(true)
+	ctx := WithCaller(context.Background(), 4321, 4321)
+	for _, p := range []string{"d/000", "d/001", "d/002", "d/003"} {
+		if _, err := e.p.ReadFile(ctx, e.entry(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	if e.p.Stats().ReadAhead == 0 {
+		t.Fatal("no copy read ahead of a reader in path order")
+	}
+	for _, p := range secret {
+		if e.entry(p).Tier() >= 0 {
+			t.Errorf("%s (mode 0600, root's) copied ahead of uid 4321", p)
+		}
+	}
+	if e.entry("d/006").Tier() < 0 {
+		t.Error("d/006, readable, not read ahead")
 	}
 }
