@@ -340,10 +340,14 @@ no_drain
 
 say "4: a job whose mount fails, EPOCHFS_ON_FAILURE=deny"
 ON_FAILURE=deny settings "$W/imagenet.toml"
-mv "$SRC" "$W/src-away"
+# The tier is a file, not a directory: the mount fails. (A source that is
+# missing no longer fails it: the mount serves what the last one left.)
+mv "$W/tier" "$W/tier-away"
+touch "$W/tier"
 jf=$(submit nomount --constraint=imagenet --wrap "ls $MNT")
 wait_done "$jf"
-mv "$W/src-away" "$SRC"
+rm "$W/tier"
+mv "$W/tier-away" "$W/tier"
 [ "$(job_state "$jf")" = FAILED ] || die "the job without its mount is $(job_state "$jf"), want FAILED"
 grep -q "Permission denied" "$W/jobs/nomount.out" || die "the job without its mount: $(cat "$W/jobs/nomount.out"), want Permission denied"
 mounted && die "something is mounted"
@@ -378,10 +382,12 @@ wait_for "node idle again" node_idle
 no_drain
 
 say "7: a job whose mount fails, EPOCHFS_ON_FAILURE=drain (the default)"
-mv "$SRC" "$W/src-away"
+mv "$W/tier" "$W/tier-away" # (as in 4: the mount fails)
+touch "$W/tier"
 jh=$(submit faildrain --constraint=imagenet --wrap "ls $MNT")
 wait_for "the node drained by the failed mount" drained
-mv "$W/src-away" "$SRC"
+rm "$W/tier"
+mv "$W/tier-away" "$W/tier"
 grep -q "prolog job $jh: FATAL: the mount failed (EPOCHFS_ON_FAILURE=drain)" "$W/log/epochfs-slurm.log" ||
 	die "the prolog did not say why it drained: $(tail -3 "$W/log/epochfs-slurm.log")"
 [ -e "$W/jobs/faildrain.out" ] && grep -q . "$W/jobs/faildrain.out" && die "the job ran: $(cat "$W/jobs/faildrain.out")"
