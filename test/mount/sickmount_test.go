@@ -122,7 +122,7 @@ func remountSick(t *testing.T, sick sickSource, mode placement.Validate) {
 	st := statusOf(t, mnt)
 	waitFor(t, func() bool {
 		st = statusOf(t, mnt)
-		return contains(sick.states, st["source_state"])
+		return slices.Contains(sick.states, st["source_state"])
 	})
 	if st["source_unavailable_since"] == "" || st["files_total"] != strconv.Itoa(len(paths)) {
 		t.Errorf("status of the mount with a %s source: %v", sick.name, st)
@@ -168,8 +168,6 @@ func binMountNoWalk(t *testing.T, src, mnt, state string, extra ...string) {
 		}
 	})
 }
-
-func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // tail is the last n bytes of b.
 func tail(b []byte, n int) []byte {
