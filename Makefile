@@ -75,7 +75,7 @@ SEED     ?=
 DURATION ?= 2m
 chaos:
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -count=1 -timeout 0 -v -run '^TestChaos$$' ./test/chaos \
-	  -chaos.duration=$(DURATION) $(if $(SEED),-chaos.seed=$(SEED))
+	  -chaos.duration=$(DURATION) -chaos.seed=$(if $(SEED),$(SEED),0)
 
 soak:
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/soak.sh $(DURATION)

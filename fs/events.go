@@ -28,6 +28,16 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 	switch ev.Kind {
 	case placement.EntryChanged:
 		if in := fsys.inodeOf(ev.Entry.Path); in != nil {
+			if n, ok := in.Operations().(*node); ok && n.stale() {
+				// A new content is a new inode (ino.go): the kernel
+				// drops the path's entry and looks it up again; the old
+				// inode keeps its content's attributes and pages for
+				// the handles still open on it. An open of it answers
+				// ESTALE (file.go), and the kernel looks the path up
+				// again at once.
+				fsys.dropEntry(ev.Entry.Path)
+				return
+			}
 			if ev.Sync {
 				in.NotifyContent(0, 0)
 			} else {
@@ -40,21 +50,30 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 				go in.NotifyContent(0, 0)
 			}
 		}
-	case placement.EntryRemoved, placement.EntryAdded:
+	case placement.EntryRemoved:
 		dir, name := splitPath(ev.Entry.Path)
 		parent := fsys.inodeOf(dir)
 		if parent == nil {
 			return // the kernel has nothing of it cached
 		}
 		go func() {
-			if ev.Kind == placement.EntryRemoved {
-				if child := parent.GetChild(name); child != nil {
-					parent.NotifyDelete(name, child)
-				}
-				parent.RmChild(name)
+			if child := parent.GetChild(name); child != nil {
+				parent.NotifyDelete(name, child)
 			}
+			parent.RmChild(name)
 			parent.NotifyEntry(name)
 		}()
+	case placement.EntryAdded:
+		fsys.dropEntry(ev.Entry.Path)
+	}
+}
+
+// dropEntry tells the kernel, from a goroutine, to forget its entry of
+// path p (and any answer that it has no such entry).
+func (fsys *FS) dropEntry(p string) {
+	dir, name := splitPath(p)
+	if parent := fsys.inodeOf(dir); parent != nil {
+		go parent.NotifyEntry(name)
 	}
 }
 

@@ -74,6 +74,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 		r.Close()
 		return nil, 0, syscall.EACCES
 	}
+	if a := r.Attr(); a.Size != n.size || a.Mtime != n.mtime {
+		// The source has another content than this inode's, and its
+		// path leads to another inode now (ino.go: fileIno). ESTALE
+		// makes the kernel look the path up again and open the new
+		// inode (once); this inode's handles serve its own content.
+		r.Close()
+		return nil, 0, syscall.ESTALE
+	}
 	// A change found outside an open (a copy, a read, a refresh) is told
 	// to the kernel from a goroutine: it may not have arrived yet. Tell
 	// it now, before this open can use the old pages or size.
@@ -93,7 +101,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 			return &ptHandle{n: n, r: r}, fuse.FOPEN_PASSTHROUGH | noflush, 0
 		}
 		if m.pt == 0 {
-			if b := n.fsys.backingOf(n, res); b != nil && res.Hold() {
+			// A copy registered under another inode (a prewarm that
+			// raced with a change of the file) opens in cached mode.
+			if b := n.fsys.backingOf(n, res); b != nil && b.Ino == n.StableAttr().Ino && res.Hold() {
 				m.pt, m.ptRes = 1, res
 				n.fsys.backings.Store(b.Ino, b)
 				n.fsys.ptHandles.Add(1)

@@ -129,7 +129,9 @@ func Mount(o Options) (*FS, error) {
 	}
 	fsys := &FS{o: o, p: o.Placer, log: o.Logger, start: time.Now(), docs: docBudget{max: o.DocBudget}, backings: xsync.NewMapOf[uint64, *backing]()}
 	fsys.ptTiers = make([]atomic.Bool, len(o.Placer.Tiers()))
-	fsys.root = &node{fsys: fsys, e: o.Placer.Catalog().Root()}
+	root := o.Placer.Catalog().Root()
+	ra, rv := root.Snapshot()
+	fsys.root = newNode(fsys, root, ra, rv)
 	neg := o.Timeout
 	fo := &fusefs.Options{
 		EntryTimeout:    &o.Timeout,

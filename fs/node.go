@@ -24,6 +24,14 @@ type node struct {
 	fsys *FS
 	e    *catalog.Entry
 
+	// The content the inode shows (ino.go: fileIno): the entry's version
+	// when the kernel looked it up, and that content's size, mtime and
+	// blocks, which the inode keeps once the source has another.
+	ver    uint32
+	size   int64
+	mtime  int64
+	blocks int64
+
 	io ioMode // the inode's open handles by I/O mode (file.go)
 	// untold: the entry changed and the kernel is being told from a
 	// goroutine (events.go); the next open tells it first.
@@ -62,9 +70,33 @@ func modeType(k catalog.Kind) uint32 {
 	}
 }
 
+// newNode is the node of e's content a, version ver (Entry.Snapshot).
+func newNode(fsys *FS, e *catalog.Entry, a catalog.Attr, ver uint32) *node {
+	return &node{fsys: fsys, e: e, ver: ver, size: a.Size, mtime: a.Mtime, blocks: a.Blocks}
+}
+
+// attr is what the inode shows: the entry's attributes, with the size,
+// mtime and blocks of the node's content if the source has another now.
+func (n *node) attr() catalog.Attr {
+	a, v := n.e.Snapshot()
+	if v != n.ver {
+		a.Size, a.Mtime, a.Blocks = n.size, n.mtime, n.blocks
+	}
+	return a
+}
+
+// stale reports whether the source has another content of the file than
+// the node's (its path now leads to another inode).
+func (n *node) stale() bool { return n.e.Version() != n.ver }
+
 func fillAttr(e *catalog.Entry, out *fuse.Attr) {
-	a := e.Attr()
+	fillFrom(e.Kind, e.Attr(), out)
 	out.Ino = e.ID
+}
+
+// fillFrom fills out from a of an entry of kind k (the inode number is
+// the caller's: go-fuse answers the node's own).
+func fillFrom(k catalog.Kind, a catalog.Attr, out *fuse.Attr) {
 	out.Mode = a.Mode
 	out.Size = uint64(a.Size)
 	out.Blksize = 4096
@@ -84,7 +116,7 @@ func fillAttr(e *catalog.Entry, out *fuse.Attr) {
 	out.Ctime, out.Ctimensec = out.Mtime, out.Mtimensec
 	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
 	out.Nlink = 1
-	if e.Kind == catalog.KindDir {
+	if k == catalog.KindDir {
 		out.Nlink = 2
 	}
 }
@@ -109,11 +141,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	if c == nil {
 		return nil, syscall.ENOENT
 	}
-	fillAttr(c, &out.Attr)
+	a, ver := c.Snapshot()
+	fillFrom(c.Kind, a, &out.Attr)
 	out.SetEntryTimeout(n.fsys.o.Timeout)
 	out.SetAttrTimeout(n.fsys.o.Timeout)
-	ch := &node{fsys: n.fsys, e: c}
-	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: c.ID}), 0
+	ch := newNode(n.fsys, c, a, ver)
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: fileIno(c.ID, ver)}), 0
 }
 
 func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
@@ -123,13 +156,13 @@ func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
 	kids := n.e.Children()
 	list := make([]fuse.DirEntry, len(kids))
 	for i, c := range kids {
-		list[i] = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: c.ID}
+		list[i] = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID, c.Version())}
 	}
 	return fusefs.NewListDirStream(list), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fillAttr(n.e, &out.Attr)
+	fillFrom(n.e.Kind, n.attr(), &out.Attr)
 	out.SetTimeout(n.fsys.o.Timeout)
 	return 0
 }

@@ -468,7 +468,12 @@ func (p *Placer) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (changed b
 		e.SetNoSpace(false)
 		p.cat.AddBytes(a.Size - old.Size)
 	}
-	e.SetAttr(a)
+	if changed && e.Kind == catalog.KindFile {
+		// A new content: a new inode of the mount (fs/ino.go).
+		e.SetContent(a)
+	} else {
+		e.SetAttr(a)
+	}
 	if err := p.cat.Persist(e); err != nil {
 		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
 	}

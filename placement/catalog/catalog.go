@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -85,6 +86,10 @@ type Entry struct {
 	slot    unsafe.Pointer // the placer's kept copy (placement.Resident): Slot
 	copyGen atomic.Uint64  // bumped at every drop of a copy (placement/resident.go)
 	a0      Attr
+	// ver counts the entry's content changes this mount, twice each: odd
+	// while attr is being replaced by a new content's (SetContent), so
+	// that Snapshot reads attributes and version as one (a seqlock).
+	ver atomic.Uint32
 
 	// Index numbers the regular files 0..Files()-1 in path order (the
 	// order of Files); -1 for directories and symlinks. The sampler's
@@ -156,6 +161,27 @@ func (e *Entry) Name() string { return e.Path[strings.LastIndexByte(e.Path, '/')
 
 // Attr returns the entry's attributes.
 func (e *Entry) Attr() Attr { return *e.attr.Load() }
+
+// Version is the entry's content version: 0 at mount, one more at every
+// change of the file's size or mtime this mount (SetContent). A mount
+// shows each version as an inode of its own (fs/ino.go).
+func (e *Entry) Version() uint32 { return e.ver.Load() / 2 }
+
+// Snapshot returns the entry's attributes and the content version they
+// belong to, read as one.
+func (e *Entry) Snapshot() (Attr, uint32) {
+	for {
+		v := e.ver.Load()
+		if v&1 != 0 {
+			runtime.Gosched() // a SetContent is between its two stores
+			continue
+		}
+		a := *e.attr.Load()
+		if e.ver.Load() == v {
+			return a, v / 2
+		}
+	}
+}
 
 // Tier is the index of the tier that holds the entry's copy, or -1.
 func (e *Entry) Tier() int { return int(e.tier.Load()) }

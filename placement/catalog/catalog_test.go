@@ -661,3 +661,36 @@ func TestCatalogParallelWalkOfAWideTree(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotReadsAttributesAndVersionAsOne: a reader never gets one
+// content's attributes with another content's version, while contents
+// change as fast as they can (the k-th content has size k).
+func TestSnapshotReadsAttributesAndVersionAsOne(t *testing.T) {
+	e := &Entry{Kind: KindFile}
+	e.initAttr(Attr{})
+	const n = 20000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := 1; k <= n; k++ {
+			e.SetContent(Attr{Size: int64(k), Mode: 0o644})
+			if k%3 == 0 {
+				e.SetAttr(Attr{Size: int64(k), Mode: 0o600}) // the same content
+			}
+		}
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		a, v := e.Snapshot()
+		if a.Size != int64(v) {
+			t.Fatalf("a snapshot of version %d has content %d's attributes", v, a.Size)
+		}
+	}
+	if a, v := e.Snapshot(); v != n || a.Size != n || e.Version() != n {
+		t.Fatalf("after %d contents: version %d, size %d", n, v, a.Size)
+	}
+}

@@ -43,8 +43,18 @@ func (e *Entry) Checked() int64 { return e.checked.Load() }
 // SetChecked records a check at t and returns the one before.
 func (e *Entry) SetChecked(t int64) (old int64) { return e.checked.Swap(t) }
 
-// SetAttr records new attributes of the source's file.
+// SetAttr records new attributes of the source's file, of the same
+// content (its size and mtime unchanged: SetContent otherwise).
 func (e *Entry) SetAttr(a Attr) { e.attr.Store(&a) }
+
+// SetContent records the attributes of a new content of the source's
+// file and starts a new content version (Version). Callers are
+// serialised (the placer's refreshMu).
+func (e *Entry) SetContent(a Attr) {
+	e.ver.Add(1)
+	e.attr.Store(&a)
+	e.ver.Add(1)
+}
 
 // CopyGen is the entry's copy generation, bumped at every drop of a copy.
 func (e *Entry) CopyGen() uint64 { return e.copyGen.Load() }

@@ -86,30 +86,9 @@ func (r *runner) readOp(o op) error {
 		return r.checkTier(o.Path, a)
 	}
 	if err := r.m.check(o.Path, off, n, a, true); err != nil {
-		if o.Kind == "mmap" && r.heldOpen(o.Path) && r.m.olderPrefix(o.Path, a.data) {
-			// Known limitation (docs/security.md, "No read hangs, no
-			// handle mixes versions"): while a handle of
-			// an older version is open in passthrough mode, an mmap maps
-			// that version's copy (the kernel maps an inode's backing
-			// file); reads are right.
-			r.counts["mmap-old-copy"]++
-			return nil
-		}
 		return fmt.Errorf("%s: %w", o, err)
 	}
 	return nil
-}
-
-// heldOpen reports whether the run holds p (or a path it reads as) open.
-func (r *runner) heldOpen(p string) bool {
-	for _, h := range r.held {
-		for _, a := range r.m.aliases(p) {
-			if h.path == a {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // checkTier checks a tier attribute: a tier or "source", and a copy seen
@@ -237,13 +216,6 @@ func (r *runner) holdOp(o op) error {
 		return fmt.Errorf("%s %s: no answer within %v", o, h.path, readLimit())
 	}
 	if err := r.m.check(h.path, -1, 0, a, false); err != nil {
-		if r.m.olderPrefix(h.path, a.data) {
-			// The same limit as an mmap's (docs/security.md): a handle of
-			// an older version open in passthrough mode reads its copy
-			// cut to the size the kernel learnt of the new version.
-			r.counts["held-old-cut"]++
-			return nil
-		}
 		return fmt.Errorf("%s %s: %w", o, h.path, err)
 	}
 	return nil

@@ -254,20 +254,3 @@ func dirOf(p string) string {
 	}
 	return d
 }
-
-// olderPrefix reports whether data is the beginning of a version of p (or
-// a path it reads as) other than the current one.
-func (m *model) olderPrefix(p string, data []byte) bool {
-	for _, q := range m.aliases(p) {
-		f := m.files[q]
-		if f == nil {
-			continue
-		}
-		for _, v := range f.versions[:len(f.versions)-1] {
-			if len(data) <= len(v.data) && bytes.Equal(v.data[:len(data)], data) {
-				return true
-			}
-		}
-	}
-	return false
-}

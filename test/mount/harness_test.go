@@ -35,6 +35,10 @@ var binPath string // the epochfs binary, built by TestMain
 func TestMain(m *testing.M) {
 	if file := os.Getenv("EPOCHFS_MMAP_FILE"); file != "" {
 		// TestMmapOfDatasetFiles's child.
+		if file == "fd" {
+			// The parent's descriptor (cmd.ExtraFiles[0]).
+			file = "/proc/self/fd/3"
+		}
 		if err := mmapChild(file, os.Getenv("EPOCHFS_MMAP_WANT")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -221,8 +221,11 @@ func mmapChild(file, wantPath string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(file)
-	if err != nil {
+	var f *os.File
+	if file == "/proc/self/fd/3" {
+		// Not reopened: the parent's open file itself.
+		f = os.NewFile(3, "parent's")
+	} else if f, err = os.Open(file); err != nil {
 		return err
 	}
 	defer f.Close()
