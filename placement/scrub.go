@@ -108,6 +108,36 @@ type scrubRun struct {
 	lastErr                                         string
 	guard                                           *dropGuard
 	heldOnce                                        sync.Once
+	// missing: entries a listing of their directory no longer had. A
+	// refresh removes them once it has added what is new (removeMissing),
+	// so that a directory renamed on the source is never, for the
+	// length of the run, a dataset with none of its files.
+	missingMu sync.Mutex
+	missing   []*catalog.Entry
+}
+
+// removeLater records e for removal at the end of the run.
+func (r *scrubRun) removeLater(e *catalog.Entry) {
+	r.missingMu.Lock()
+	r.missing = append(r.missing, e)
+	r.missingMu.Unlock()
+}
+
+// removeMissing removes the entries the run found missing (removeLater),
+// after its additions.
+func (p *Placer) removeMissing(run *scrubRun) {
+	run.missingMu.Lock()
+	missing := run.missing
+	run.missing = nil
+	run.missingMu.Unlock()
+	for _, e := range missing {
+		if p.ctx.Err() != nil {
+			return // unmounting: the next mount's refresh removes them
+		}
+		if !e.Gone() { // (under a directory removed before it)
+			p.remove(e, run, nil)
+		}
+	}
 }
 
 // remove drops e (a file or a directory with all under it) within the
@@ -292,6 +322,7 @@ func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
 		})
 	}
 	pool.wait()
+	p.removeMissing(run)
 }
 
 // op waits for the scrub's rate limit.
@@ -410,7 +441,7 @@ func (p *Placer) refreshDir(pool *pool, d *catalog.Entry, run *scrubRun) {
 	}
 	for _, c := range d.Children() {
 		if !seen[c.Name()] {
-			p.remove(c, run, nil)
+			run.removeLater(c)
 		}
 	}
 	for _, de := range des {

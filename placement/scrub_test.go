@@ -234,3 +234,43 @@ func TestVerifyDropsCopiesThatDifferFromTheSourceAndPlacesThemAgain(t *testing.T
 		t.Error("verify of a path not in the dataset was accepted")
 	}
 }
+
+// TestARefreshAddsBeforeItRemoves: a directory renamed on the source is,
+// for a refresh, a directory removed and one added; the dataset never
+// has none of its files in between (a job made then was refused, "the
+// dataset has no file left").
+func TestARefreshAddsBeforeItRemoves(t *testing.T) {
+	d := dataset{}
+	for _, n := range []string{"1", "2", "3", "4"} {
+		d["only/sub/f"+n] = content(n, 100)
+	}
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	if err := os.Rename(filepath.Join(e.src, "only"), filepath.Join(e.src, "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var fewest int64 = -1
+	var events []string
+	e.p.SetNotify(func(ev Event) {
+		var n int64
+		e.cat.Root().Files(func(*catalog.Entry) bool { n++; return true })
+		mu.Lock()
+		if fewest < 0 || n < fewest {
+			fewest = n
+		}
+		events = append(events, ev.Entry.Path)
+		mu.Unlock()
+	})
+	s := e.scrub(ScrubRequest{Kind: ScrubRefresh})
+	if s.Errors != 0 || s.Added != 4 || s.Removed != 4 {
+		t.Fatalf("refresh: %+v; want 4 added, 4 removed, no error", s)
+	}
+	if got, want := treePaths(e.cat), sourcePaths(t, e.src); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("tree after refresh:\n%v\nsource:\n%v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fewest < 4 {
+		t.Fatalf("the dataset had %d files at one point of the refresh (events %v); the source always had 4", fewest, events)
+	}
+}
