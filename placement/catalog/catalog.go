@@ -253,7 +253,8 @@ type Options struct {
 	Offline bool
 }
 
-// StaleCopy is a tier copy a rescan found out of date; the caller removes it.
+// StaleCopy is a tier copy a rescan found out of date, or one a record
+// dropped at load named; the caller removes it.
 type StaleCopy struct {
 	Tier string
 	Path string

@@ -583,13 +583,12 @@ func TestCatalogInterruptedWalkIsRedone(t *testing.T) {
 	})
 }
 
+// (A record without its directory is dropped, not refused:
+// TestARemovedEntryIsNeverWrittenAgain.)
 func TestCatalogRejectsCorruptRecords(t *testing.T) {
 	src := catalogTree(t)
 	for name, mut := range map[string]func(txn *badger.Txn) error{
 		"bad record": func(txn *badger.Txn) error { return txn.Set(fileKey("top.txt"), []byte{9, 9}) },
-		"orphan": func(txn *badger.Txn) error {
-			return txn.Set(fileKey("no/parent"), (&record{Kind: KindFile}).encode(nil))
-		},
 		"file root": func(txn *badger.Txn) error { return txn.Set(fileKey(""), (&record{Kind: KindFile}).encode(nil)) },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -692,5 +691,65 @@ func TestSnapshotReadsAttributesAndVersionAsOne(t *testing.T) {
 	}
 	if a, v := e.Snapshot(); v != n || a.Size != n || e.Version() != n {
 		t.Fatalf("after %d contents: version %d, size %d", n, v, a.Size)
+	}
+}
+
+// TestARemovedEntryIsNeverWrittenAgain: an update of an entry after its
+// removal (a copy that finished late) does not bring its record back; a
+// record left without its directory by an older daemon is dropped at
+// load, with a warning, instead of failing the mount ("has no parent").
+func TestARemovedEntryIsNeverWrittenAgain(t *testing.T) {
+	src := catalogTree(t)
+	state := t.TempDir()
+	log, logs := observed()
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}, Logger: log})
+	dir := c.Find("a/b")
+	file := c.Find("a/b/c/deep.bin")
+	if dir == nil || file == nil {
+		t.Fatal("a/b or a/b/c/deep.bin not in the catalog")
+	}
+	if _, ok := c.Remove(dir); !ok {
+		t.Fatal("Remove(a/b) did nothing")
+	}
+	file.SetTier(0)
+	if err := c.Persist(file); err != nil { // late: after the removal
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}, Logger: log})
+	if c.Find("a/b") != nil || c.Find("a/b/c/deep.bin") != nil {
+		t.Fatal("the removed tree came back")
+	}
+	if _, ok := stored(t, c, "a/b/c/deep.bin"); ok {
+		t.Fatal("the removed file's record was written again")
+	}
+	if n := len(warnings(logs, "catalog: dropping records whose directory the catalog does not have")); n != 0 {
+		t.Fatalf("%d orphan warnings: nothing should have been left behind", n)
+	}
+
+	// An orphan, as an older daemon could leave one.
+	rec := c.recordOf(c.Find("top.txt"))
+	rec.Tier = "mem"
+	if err := c.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(fileKey("a/b/c/orphan"), rec.encode(nil))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}, Logger: log})
+	defer c.Close()
+	if c.Find("a/b/c/orphan") != nil || c.Find("top.txt") == nil {
+		t.Fatal("the orphan was loaded, or the rest was not")
+	}
+	if n := len(warnings(logs, "catalog: dropping records whose directory the catalog does not have")); n != 1 {
+		t.Fatalf("%d warnings about the orphan, want 1", n)
+	}
+	if _, ok := stored(t, c, "a/b/c/orphan"); ok {
+		t.Fatal("the orphan's record is still stored")
+	}
+	if st := c.Stale(); len(st) != 1 || st[0].Path != "a/b/c/orphan" || st[0].Tier != "mem" {
+		t.Fatalf("stale copies %+v: want the orphan's, for the placer to remove", st)
 	}
 }

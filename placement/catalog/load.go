@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
 )
 
 func getValue(txn *badger.Txn, key []byte) []byte {
@@ -58,6 +59,7 @@ func (c *Catalog) load() (*Entry, error) {
 	dirs := map[string]*Entry{}
 	kids := map[*Entry][]*Entry{}
 	var root *Entry
+	var orphans []string
 	err := c.eachRecord(func(p string, rec record) error {
 		e := c.newEntry(p, rec)
 		if p == "" {
@@ -74,7 +76,14 @@ func (c *Catalog) load() (*Entry, error) {
 		}
 		parent := dirs[parentPath]
 		if parent == nil {
-			return fmt.Errorf("%w: %q has no parent", ErrBadRecord, p)
+			// The record of an entry whose directory was removed (or
+			// replaced by a file or a symlink), written again by a crash's
+			// timing: the source no longer has it under this path.
+			orphans = append(orphans, p)
+			if rec.Kind == KindFile && rec.Tier != "" {
+				c.stale = append(c.stale, StaleCopy{Tier: rec.Tier, Path: p, Size: rec.Size})
+			}
+			return nil
 		}
 		kids[parent] = append(kids[parent], e)
 		if e.Kind == KindDir {
@@ -88,10 +97,34 @@ func (c *Catalog) load() (*Entry, error) {
 	if root == nil {
 		return nil, fmt.Errorf("%w: no root", ErrBadRecord)
 	}
+	if len(orphans) > 0 {
+		c.dropOrphans(orphans)
+	}
 	for _, d := range dirs {
 		d.setChildren(kids[d])
 	}
 	return root, nil
+}
+
+// dropOrphans deletes the records of entries whose directory the catalog
+// does not have: they are not part of the dataset (a refresh adds them
+// back if the source has them); a copy one names is stale (Stale: the
+// placer removes it).
+func (c *Catalog) dropOrphans(paths []string) {
+	c.log.Warn("catalog: dropping records whose directory the catalog does not have",
+		zap.Int("records", len(paths)), zap.String("first", paths[0]))
+	err := c.db.Update(func(txn *badger.Txn) error {
+		for _, p := range paths {
+			if err := txn.Delete(fileKey(p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Skipped again at the next load.
+		c.log.Warn("catalog: cannot delete the records", zap.Error(err))
+	}
 }
 
 func (c *Catalog) newEntry(p string, rec record) *Entry {

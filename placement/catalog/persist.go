@@ -233,7 +233,9 @@ func (tw *treeWriter) complete() {
 func (c *Catalog) PersistAll(es []*Entry) {
 	snap := make(map[string]*Entry, len(es))
 	for _, e := range es {
-		snap[e.Path] = e
+		if !e.gone.Load() { // (its record is deleted: write)
+			snap[e.Path] = e
+		}
 	}
 	c.mu.Lock()
 	degraded := c.w.degraded

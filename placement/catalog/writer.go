@@ -255,6 +255,14 @@ func (c *Catalog) degrade(free, floor uint64, err error) {
 // the catch-up when the catalog cannot be written now.
 func (c *Catalog) write(p string, e *Entry) {
 	c.pendMu.Lock()
+	if e != nil && e.gone.Load() {
+		// Removed: its record is deleted (forget), never written again
+		// by a late update (a copy that finished after the removal).
+		// Remove marks an entry gone before it forgets it, and both
+		// take pendMu, so the deletion is always the last word.
+		c.pendMu.Unlock()
+		return
+	}
 	c.w.pending[p] = e
 	c.pendMu.Unlock()
 	select {
