@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -22,6 +23,8 @@ func (r *runner) do(o op) error {
 		return r.readdir(o)
 	case "hold", "readheld":
 		return r.holdOp(o)
+	case "userread":
+		return r.userRead(o)
 	case "status":
 		if r.status() == nil {
 			return fmt.Errorf("status does not answer within %v", slack)
@@ -270,4 +273,55 @@ func (r *runner) refresh() error {
 		return fmt.Errorf("after a refresh with the source well: files_total=%s, the source has %s files", st["files_total"], want)
 	}
 	return nil
+}
+
+// otherUID is the second user: nobody, whom only modes with read for
+// others let in.
+const otherUID = 65534
+
+// userRead reads a file whole as the second user (cat, as that user, at
+// the same time as the run's own reads of the mount as root).
+func (r *runner) userRead(o op) error {
+	if o.Path == "" {
+		return nil
+	}
+	var a answer
+	a.size = -1
+	var out, errOut strings.Builder
+	cmd := exec.Command("/bin/cat", filepath.Join(r.mnt, o.Path))
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: otherUID, Gid: otherUID}}
+	var err error
+	if !r.within(readLimit(), o.String(), func() { err = cmd.Run() }) {
+		cmd.Process.Kill()
+		return fmt.Errorf("%s: no answer within %v", o, readLimit())
+	}
+	if err != nil {
+		a.err = catErr(errOut.String())
+	} else {
+		a.data = []byte(out.String())
+	}
+	// What the source lets others do now: with validate = "open" the
+	// mount must refuse them once it is so.
+	openNow := true
+	if st, err := os.Stat(filepath.Join(r.src, o.Path)); err == nil {
+		openNow = st.Mode().Perm()&0o004 != 0
+	}
+	if errors.Is(a.err, syscall.EACCES) {
+		r.counts["userread-eacces"]++ // (how often the refusal was tried)
+	}
+	if err := r.m.otherRead(o.Path, a, openNow); err != nil {
+		return fmt.Errorf("%s (as uid %d): %w", o, otherUID, err)
+	}
+	return nil
+}
+
+// catErr is the errno cat's message names.
+func catErr(msg string) error {
+	for _, e := range []syscall.Errno{syscall.EACCES, syscall.EIO, syscall.ENOENT, syscall.ENOTDIR, syscall.ELOOP, syscall.ESTALE} {
+		if strings.Contains(msg, e.Error()) || strings.Contains(strings.ToLower(msg), e.Error()) {
+			return e
+		}
+	}
+	return fmt.Errorf("cat: %s", strings.TrimSpace(msg))
 }

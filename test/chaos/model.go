@@ -7,11 +7,13 @@ package chaos
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +37,10 @@ type file struct {
 	// resident: a getxattr saw a tier copy, and nothing since may have
 	// removed it (a drop, a tier fault, a source change, a crash).
 	resident bool
+	// closedToOthers: a mode without read for others was on the source
+	// at some step (the mount may still show it: EACCES allowed for a
+	// second user from then on).
+	closedToOthers bool
 }
 
 // model is what the source holds and what the mount may answer.
@@ -79,6 +85,41 @@ func (m *model) write(p string, data []byte, step int) {
 	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
 		m.dirs[d] = true
 	}
+}
+
+// moved carries what the model knows of from's modes to to (a rename
+// keeps the file's mode).
+func (m *model) moved(from, to string) {
+	if f, g := m.files[from], m.files[to]; f != nil && g != nil && f.closedToOthers {
+		g.closedToOthers = true
+	}
+}
+
+// otherRead says whether a second user's whole read of p may answer a;
+// openNow reports whether the source's mode of p (now) lets others read.
+// A second user gets the bytes a fresh open may read, but with validate =
+// "open" and the source well never while the source's mode shuts them
+// out; EACCES only if a mode since the first mount did.
+func (m *model) otherRead(p string, a answer, openNow bool) error {
+	f := m.files[p]
+	if f == nil {
+		return fmt.Errorf("%s: a path the source never had", p)
+	}
+	if errors.Is(a.err, syscall.EACCES) {
+		if !openNow {
+			return nil
+		}
+		for _, q := range m.aliases(p) {
+			if g := m.files[q]; g != nil && g.closedToOthers {
+				return nil
+			}
+		}
+		return fmt.Errorf("EACCES for a second user, and the file was never closed to others")
+	}
+	if a.err == nil && !openNow && m.validate == "open" && !m.sick() && f.present && !f.unlisted {
+		return fmt.Errorf("a second user read %d bytes of a file the source closed to others (validate = \"open\")", len(a.data))
+	}
+	return m.check(p, -1, 0, a, true)
 }
 
 // remove records p gone from the source.

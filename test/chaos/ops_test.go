@@ -41,7 +41,7 @@ var weights = []struct {
 	w    int
 }{
 	{"read", 30}, {"pread", 12}, {"mmap", 4}, {"stat", 8}, {"readdir", 5}, {"xattr", 8},
-	{"hold", 3}, {"readheld", 4}, {"status", 3},
+	{"hold", 3}, {"readheld", 4}, {"status", 3}, {"userread", 4},
 	{"warmup", 2}, {"refresh", 2}, {"drop", 1}, {"job", 2}, {"endjob", 1},
 	{"add", 3}, {"remove", 2}, {"rewrite", 3}, {"rename", 1}, {"swapdir", 1}, {"chmod", 1},
 	{"hang", 1}, {"down", 1}, {"slow", 1}, {"heal", 4}, {"crash", 1},
@@ -74,7 +74,7 @@ func (r *runner) gen() op {
 	}
 	o := op{Kind: kind}
 	switch kind {
-	case "read", "mmap", "stat", "xattr", "hold":
+	case "read", "mmap", "stat", "xattr", "hold", "userread":
 		o.Path = pick(known)
 	case "pread":
 		o.Path = pick(known)
@@ -186,6 +186,9 @@ func (r *runner) mutate(o op) error {
 		if f == nil || !f.present {
 			return nil
 		}
+		if o.Arg&0o004 == 0 {
+			f.closedToOthers = true
+		}
 		return os.Chmod(full, os.FileMode(o.Arg))
 	case "rename":
 		if f == nil || !f.present || r.m.files[o.To] != nil || r.underSymlink(o.To) {
@@ -200,6 +203,7 @@ func (r *runner) mutate(o op) error {
 		}
 		r.m.remove(o.Path)
 		r.m.write(o.To, data, r.step)
+		r.m.moved(o.Path, o.To)
 	case "swapdir":
 		return r.swapDir(o)
 	}
@@ -225,6 +229,7 @@ func (r *runner) swapDir(o op) error {
 			data := f.versions[len(f.versions)-1].data
 			r.m.remove(p)
 			r.m.write(o.To+strings.TrimPrefix(p, o.Path), data, r.step)
+			r.m.moved(p, o.To+strings.TrimPrefix(p, o.Path))
 		}
 	}
 	// New files under the old name land in the new directory; the name

@@ -63,6 +63,8 @@ func newRunner(t testing.TB, seed uint64, validate string) *runner {
 	r := &runner{t: t, rng: rand.New(rand.NewPCG(seed, 0xc4a05)), base: base, src: filepath.Join(base, "src"),
 		mnt: filepath.Join(base, "mnt"), tierDir: filepath.Join(base, "tier"), jobs: map[int64]bool{},
 		m: newModel(validate, 3*time.Second+2*sourceTimeout), epoch: time.Unix(1.7e9, 0), counts: map[string]int{}}
+	// The second user (exec_test.go: userRead) reaches the mount.
+	os.Chmod(base, 0o755)
 	os.MkdirAll(r.mnt, 0o755)
 	for _, d := range baseDirs {
 		os.MkdirAll(filepath.Join(r.src, d), 0o755)
