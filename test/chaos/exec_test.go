@@ -42,7 +42,7 @@ func (r *runner) do(o op) error {
 			}
 		}
 		return r.mutate(o)
-	case "hang", "down", "slow", "heal":
+	case "hang", "down", "slow", "fill", "heal":
 		r.fault(o)
 	case "crash":
 		return r.crash(o)

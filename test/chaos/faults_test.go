@@ -81,10 +81,16 @@ func (r *runner) fault(o op) {
 	case o.Kind == "slow" && !r.slowOn:
 		r.f.Delay("read", time.Duration(o.Arg)*time.Millisecond)
 		r.slowOn = true
+	case o.Kind == "fill" && !r.filled:
+		r.fill()
 	case o.Kind == "heal":
 		if r.slowOn {
 			r.f.Delay("read", 0)
 			r.slowOn = false
+		}
+		if r.filled {
+			os.Remove(filepath.Join(r.tierFS, "fill"))
+			r.filled = false
 		}
 		switch r.m.fault {
 		case "hang":
@@ -103,6 +109,30 @@ func (r *runner) fault(o op) {
 		}
 		r.m.fault, r.m.faultSince = o.Kind, r.step
 	}
+}
+
+// fill fills the tier's file system (a file beside the tier, written
+// until ENOSPC): copies fail, reads must not (docs: a full disk never
+// fails a training read); heal frees it.
+func (r *runner) fill() {
+	f, err := os.OpenFile(filepath.Join(r.tierFS, "fill"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		r.t.Fatalf("fill: %v", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for i := range buf {
+		buf[i] = byte(i) | 1 // (tmpfs stores zeros too: any bytes fill it)
+	}
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				r.t.Fatalf("fill: %v", err)
+			}
+			break
+		}
+	}
+	r.filled = true
 }
 
 // crash SIGKILLs the daemon, detaches its mount, perhaps damages the

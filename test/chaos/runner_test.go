@@ -37,6 +37,8 @@ type runner struct {
 	f        *faultfs.FS
 	mnt      string
 	tierDir  string
+	tierFS   string // a small tmpfs holding tierDir, which fill fills
+	filled   bool
 	args     []string // the mount command
 	epoch    time.Time
 	step     int
@@ -61,11 +63,18 @@ func newRunner(t testing.TB, seed uint64, validate string) *runner {
 		t.Fatal(err)
 	}
 	r := &runner{t: t, rng: rand.New(rand.NewPCG(seed, 0xc4a05)), base: base, src: filepath.Join(base, "src"),
-		mnt: filepath.Join(base, "mnt"), tierDir: filepath.Join(base, "tier"), jobs: map[int64]bool{},
+		mnt: filepath.Join(base, "mnt"), tierFS: filepath.Join(base, "tierfs"), jobs: map[int64]bool{},
 		m: newModel(validate, 3*time.Second+2*sourceTimeout), epoch: time.Unix(1.7e9, 0), counts: map[string]int{}}
 	// The second user (exec_test.go: userRead) reaches the mount.
 	os.Chmod(base, 0o755)
 	os.MkdirAll(r.mnt, 0o755)
+	// The tier's own file system, small enough to fill (faults_test.go).
+	r.tierDir = filepath.Join(r.tierFS, "tier")
+	os.Mkdir(r.tierFS, 0o700)
+	if err := syscall.Mount("tmpfs", r.tierFS, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size=4m,mode=0700"); err != nil {
+		os.RemoveAll(base)
+		t.Fatalf("a tmpfs for the tier: %v", err)
+	}
 	for _, d := range baseDirs {
 		os.MkdirAll(filepath.Join(r.src, d), 0o755)
 	}
@@ -173,6 +182,9 @@ func (r *runner) close() {
 	r.fault(op{Kind: "heal"})
 	r.cli(60*time.Second, "unmount", "--lazy", r.mnt)
 	r.f.Close()
+	if err := syscall.Unmount(r.tierFS, syscall.MNT_DETACH); err != nil {
+		r.t.Errorf("unmount the tier's tmpfs: %v", err)
+	}
 	os.RemoveAll(r.base)
 }
 
