@@ -146,7 +146,7 @@ func (m *Manager) Resume(ref Ref, doc []byte) error {
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
 	var later []uint64
 	vanished := 0
-	if len(order) != d.Samples || hash != d.Hash {
+	if n := len(order); n != d.Samples || hash != d.Hash {
 		// On the mount that saved it, a refresh may have removed and added
 		// files since: the saved samples are then those numbered before it.
 		var ok bool
@@ -155,7 +155,7 @@ func (m *Manager) Resume(ref Ref, doc []byte) error {
 		}
 		if !ok {
 			return stateError("of %d samples (hash %016x); job %q has %d (hash %016x): another dataset or subset, or files were added or removed since it was saved on another mount",
-				d.Samples, d.Hash, name, len(order), hash)
+				d.Samples, d.Hash, name, n, hash)
 		}
 	}
 	unread, err := m.unreadLocals(d.Unread, sn)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +165,8 @@ func TestABadStateIsRefusedAndChangesNothing(t *testing.T) {
 	configure(t, b, "x", "batch_size=4\nseed=3\nsubset=c0\n")
 	if err := b.Resume(jr(b, "x"), state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {
 		t.Errorf("another subset: Resume = %v, want ErrInvalid", err)
+	} else if !regexp.MustCompile(`job "x" has [1-9][0-9]* \(`).MatchString(err.Error()) {
+		t.Errorf("another subset: %v: the message does not give the job's own count of samples", err)
 	}
 	configure(t, other, "x", "batch_size=4\nseed=3\n")
 	if err := other.Resume(jr(other, "x"), state); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another dataset or subset") {

@@ -35,6 +35,8 @@ func (r *runner) do(o op) error {
 		return r.refresh()
 	case "job", "endjob":
 		return r.jobOp(o)
+	case "state", "resume":
+		return r.stateOp(o)
 	case "add", "remove", "rewrite", "rename", "swapdir", "chmod":
 		if o.Kind == "chmod" {
 			if f := r.m.files[o.Path]; f != nil {

@@ -75,6 +75,57 @@ func (r *runner) jobOp(o op) error {
 	return nil
 }
 
+// stateOp reads a live job's state, which must be a whole document
+// (never an empty file a script would save as its checkpoint); resume
+// then starts the job over from it: the new job takes it, or refuses it
+// with EINVAL and a reason in errors, and its batches are the dataset's.
+func (r *runner) stateOp(o op) error {
+	if !r.jobs[o.Arg] {
+		return nil
+	}
+	dir := filepath.Join(r.mnt, ".epochfs/jobs", "j"+itoa(o.Arg))
+	var doc []byte
+	var err error
+	if !r.within(slack, o.String(), func() { doc, err = os.ReadFile(filepath.Join(dir, "state")) }) {
+		return fmt.Errorf("%s: no answer within %v", o, slack)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: read state: %v (errors: %q)", o, err, r.lastError())
+	}
+	if !strings.Contains(string(doc), "\ncheck ") {
+		return fmt.Errorf("%s: the state is not a whole document (%d bytes): %q", o, len(doc), firstLines(string(doc), 2))
+	}
+	if o.Kind != "resume" {
+		return nil
+	}
+	delete(r.jobs, o.Arg)
+	if !r.within(slack, o.String(), func() {
+		if err = os.Remove(dir); err != nil {
+			return
+		}
+		if err = os.Mkdir(dir, 0o755); err != nil {
+			return
+		}
+		if err = os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed="+itoa(o.Arg)+"\n"), 0); err != nil {
+			return
+		}
+		err = os.WriteFile(filepath.Join(dir, "resume"), doc, 0)
+	}) {
+		return fmt.Errorf("%s: no answer within %v", o, slack)
+	}
+	r.jobs[o.Arg] = true
+	if err != nil {
+		if reason := r.lastError(); syscallErr(err) == syscall.EINVAL && reason != "" {
+			if r.counts["resume-refused"]++; r.counts["resume-refused"] == 1 {
+				r.t.Logf("step %d: the first resume refused: %s", r.step, reason)
+			}
+			return nil
+		}
+		return fmt.Errorf("%s: %v (errors: %q)", o, err, r.lastError())
+	}
+	return r.jobOp(op{Kind: "job", Arg: o.Arg})
+}
+
 // fault makes the source sick (one fault at a time) or well.
 func (r *runner) fault(o op) {
 	switch {

@@ -42,7 +42,7 @@ var weights = []struct {
 }{
 	{"read", 30}, {"pread", 12}, {"mmap", 4}, {"stat", 8}, {"readdir", 5}, {"xattr", 8},
 	{"hold", 3}, {"readheld", 4}, {"status", 3}, {"userread", 4},
-	{"warmup", 2}, {"refresh", 2}, {"drop", 1}, {"job", 2}, {"endjob", 1},
+	{"warmup", 2}, {"refresh", 2}, {"drop", 1}, {"job", 2}, {"endjob", 1}, {"state", 1}, {"resume", 1},
 	{"add", 3}, {"remove", 2}, {"rewrite", 3}, {"rename", 1}, {"swapdir", 1}, {"chmod", 1},
 	{"hang", 1}, {"down", 1}, {"slow", 1}, {"fill", 1}, {"heal", 4}, {"crash", 1},
 }
@@ -87,7 +87,7 @@ func (r *runner) gen() op {
 		o.Path = pick(sortStrings(dirs))
 	case "readheld":
 		o.Arg = int64(r.rng.IntN(8))
-	case "job", "endjob":
+	case "job", "endjob", "state", "resume":
 		o.Arg = int64(r.rng.IntN(3))
 	case "add":
 		o.Path = fmt.Sprintf("%s/n%d.bin", pick(sortStrings(baseDirs)), r.rng.IntN(1<<20))
