@@ -239,6 +239,21 @@ func (r *runner) ctlWrite(name string) error {
 		for _, f := range r.m.files {
 			f.resident = false
 		}
+		// The copies go when the kernel releases the document's last
+		// descriptor, after close returns: wait for that, as epochfs
+		// drop does (a copy seen before it would count as lost after).
+		deadline := time.Now().Add(slack)
+		for {
+			var b []byte
+			r.within(slack, "drop", func() { b, err = os.ReadFile(filepath.Join(r.mnt, ".epochfs", "drop")) })
+			if err == nil && strings.Contains(string(b), "pending=0\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("drop: pending not 0 within %v (%v): %q", slack, err, b)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	return nil
 }
