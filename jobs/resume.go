@@ -154,8 +154,13 @@ func (m *Manager) Resume(ref Ref, doc []byte) error {
 			order, later, ok = m.sameMount(d, j.cfg.Subset, sn)
 		}
 		if !ok {
-			return stateError("of %d samples (hash %016x); job %q has %d (hash %016x): another dataset or subset, or files were added or removed since it was saved on another mount",
-				d.Samples, d.Hash, name, n, hash)
+			why := "another dataset or subset, or files were added or removed since it was saved on another mount"
+			if d.Numbered == 0 {
+				// (stateDoc.Numbered)
+				why += ", or on this one after files of the job were removed before it was saved"
+			}
+			return stateError("of %d samples (hash %016x); job %q has %d (hash %016x): %s",
+				d.Samples, d.Hash, name, n, hash, why)
 		}
 	}
 	unread, err := m.unreadLocals(d.Unread, sn)

@@ -44,7 +44,7 @@ func (r *runner) do(o op) error {
 			}
 		}
 		return r.mutate(o)
-	case "hang", "down", "slow", "fill", "heal":
+	case "hang", "down", "die", "slow", "fill", "heal":
 		r.fault(o)
 	case "crash":
 		return r.crash(o)

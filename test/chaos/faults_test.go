@@ -126,19 +126,16 @@ func (r *runner) stateOp(o op) error {
 	return r.jobOp(op{Kind: "job", Arg: o.Arg})
 }
 
-// fault makes the source sick (one fault at a time) or well.
+// fault makes the source sick (one fault at a time: hung, failing with
+// EIO, dead) or well, or fills the tier's file system.
 func (r *runner) fault(o op) {
 	switch {
-	case o.Kind == "slow" && !r.slowOn:
+	case o.Kind == "slow" && !r.slowOn && r.m.fault != "die":
 		r.f.Delay("read", time.Duration(o.Arg)*time.Millisecond)
 		r.slowOn = true
 	case o.Kind == "fill" && !r.filled:
 		r.fill()
 	case o.Kind == "heal":
-		if r.slowOn {
-			r.f.Delay("read", 0)
-			r.slowOn = false
-		}
 		if r.filled {
 			os.Remove(filepath.Join(r.tierFS, "fill"))
 			r.filled = false
@@ -148,15 +145,25 @@ func (r *runner) fault(o op) {
 			r.f.Resume()
 		case "down":
 			r.f.Up()
+		case "die":
+			r.f.Restart() // a client mounted again: a new mount
+			r.slowOn = false // (a new process: no delay)
+		}
+		if r.slowOn {
+			r.f.Delay("read", 0)
+			r.slowOn = false
 		}
 		if r.m.fault != "" {
 			r.m.fault, r.m.faultSince, r.m.calmAt = "", -1, time.Now()
 		}
-	case (o.Kind == "hang" || o.Kind == "down") && r.m.fault == "":
-		if o.Kind == "hang" {
+	case (o.Kind == "hang" || o.Kind == "down" || o.Kind == "die") && r.m.fault == "":
+		switch o.Kind {
+		case "hang":
 			r.f.Hang()
-		} else {
+		case "down":
 			r.f.Down()
+		case "die":
+			r.f.Kill() // its mount answers ENOTCONN until heal
 		}
 		r.m.fault, r.m.faultSince = o.Kind, r.step
 	}

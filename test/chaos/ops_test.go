@@ -44,7 +44,7 @@ var weights = []struct {
 	{"hold", 3}, {"readheld", 4}, {"status", 3}, {"userread", 4},
 	{"warmup", 2}, {"refresh", 2}, {"drop", 1}, {"job", 2}, {"endjob", 1}, {"state", 1}, {"resume", 1},
 	{"add", 3}, {"remove", 2}, {"rewrite", 3}, {"rename", 1}, {"swapdir", 1}, {"chmod", 1},
-	{"hang", 1}, {"down", 1}, {"slow", 1}, {"fill", 1}, {"heal", 4}, {"crash", 1},
+	{"hang", 1}, {"down", 1}, {"die", 1}, {"slow", 1}, {"fill", 1}, {"heal", 4}, {"crash", 1},
 }
 
 // gen draws the next step.

@@ -136,6 +136,38 @@ func (f *FS) Resume() { f.do("resume", f.src.resume) }
 // every operation on it fails with ENOTCONN, until the cleanup detaches it.
 func (f *FS) Kill() { f.do("kill", f.src.kill) }
 
+// Restart brings a killed faultfs back at its mount point, as a PFS
+// client that died and was mounted again: the dead mount is detached and
+// a new process mounts the directory there (another mount to its users;
+// the kernel may give it the dead one's device number). faultfs only,
+// after Kill.
+func (f *FS) Restart() {
+	f.t.Helper()
+	p, ok := f.src.(*loopSource)
+	if !ok || !isClosed(p.exited) {
+		f.t.Fatalf("faultfs: Restart of a %s source that was not killed", f.kind)
+	}
+	p.ctl.Close()
+	if err := syscall.Unmount(f.mnt, syscall.MNT_DETACH); err != nil && isMounted(f.mnt) {
+		f.t.Fatalf("faultfs: detach the dead mount %s: %v", f.mnt, err)
+	}
+	bin, err := binary()
+	if err != nil {
+		f.t.Fatalf("faultfs: %v", err)
+	}
+	np, err := startLoop(bin, f.dir, f.mnt, filepath.Join(f.base, "faultfs.log"))
+	if err != nil {
+		f.t.Fatalf("faultfs: restart: %v", err)
+	}
+	f.src = np
+	if err := np.waitReady(); err != nil {
+		f.t.Fatalf("faultfs: restart: %v", err)
+	}
+	if !isMounted(f.mnt) {
+		f.t.Fatalf("faultfs: restarted, but %s is not in /proc/mounts", f.mnt)
+	}
+}
+
 // Close runs the cleanup now instead of at the end of the test: it
 // continues, stops and unmounts the source whatever its state. Cleanups run
 // in reverse order, so a daemon mounted over this source is stopped before

@@ -394,6 +394,43 @@ func TestKillLeavesADeadMount(t *testing.T) {
 	}
 }
 
+// TestRestartAfterKillMountsTheDirectoryAgain: a killed faultfs comes
+// back at its mount point as another process's file system, serving the
+// directory, changes made while it was dead included.
+func TestRestartAfterKillMountsTheDirectoryAgain(t *testing.T) {
+	dir, files := makeDir(t)
+	f := faultfs.Start(t, dir)
+	pid := f.PID()
+	f.Kill()
+	if _, err := os.Stat(f.Mnt()); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("stat after Kill: %v, want ENOTCONN", err)
+	}
+	files["while-dead.txt"] = []byte("written while the source was dead\n")
+	if err := os.WriteFile(filepath.Join(dir, "while-dead.txt"), files["while-dead.txt"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.Restart()
+	checkFiles(t, f.Mnt(), files)
+	if f.PID() == pid {
+		t.Errorf("the restarted source is the dead process %d", pid)
+	}
+	mounts, _ := os.ReadFile("/proc/mounts")
+	n := 0
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if fs := strings.Fields(l); len(fs) > 1 && fs[1] == f.Mnt() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d mounts at %s after the restart, want 1 (the dead one detached)", n, f.Mnt())
+	}
+	f.Down() // the new process takes commands
+	if _, err := os.ReadFile(filepath.Join(f.Mnt(), "while-dead.txt")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read after Down: %v, want EIO", err)
+	}
+	f.Up()
+}
+
 // The cleanup undoes whatever state a test leaves the source in, including
 // a file still open on the mount.
 func TestCleanupUndoesEveryState(t *testing.T) {

@@ -1,10 +1,12 @@
 package mount
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -224,5 +226,51 @@ func resumeAfterARefresh(t *testing.T, subset string) {
 		if !next[p] {
 			t.Errorf("the epoch after the resumed one lacks %s, added by the refresh", p)
 		}
+	}
+}
+
+// TestAStateSavedAfterARemovalIsRefusedWithItsReason: a refresh removed
+// a file before the job started; the job saves its state, a refresh adds
+// a file, and a new job on the same mount cannot resume from the state
+// (a documented limit, docs/ctl.md "resume": the state does not say which
+// files were gone when it was saved): EINVAL, and errors says why.
+func TestAStateSavedAfterARemovalIsRefusedWithItsReason(t *testing.T) {
+	src, paths := makeSamples(t, 40, 300)
+	e := newEnv(t, src, 1<<20)
+	e.mount()
+	if err := os.Remove(filepath.Join(src, paths[7])); err != nil {
+		t.Fatal(err)
+	}
+	refresh(t, e.mnt, "all")
+	jobs := filepath.Join(e.mnt, ".epochfs", "jobs")
+	old := filepath.Join(jobs, "old")
+	if err := os.Mkdir(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "config"), []byte("batch_size=4\nseed=5\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, filepath.Join(old, "next"))
+	state := mustRead(t, filepath.Join(old, "state"))
+	if err := os.WriteFile(filepath.Join(src, "class0/added.jpg"), []byte("added"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refresh(t, e.mnt, "all")
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(jobs, "new")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed=5\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	err := os.WriteFile(filepath.Join(dir, "resume"), state, 0)
+	if !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("resume: %v, want EINVAL", err)
+	}
+	if why := e.errorsFile(); !strings.Contains(why, "after files of the job were removed before it was saved") {
+		t.Fatalf("errors does not say why: %s", why)
 	}
 }
