@@ -59,9 +59,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	}
 	rctx, release := reqCtx(ctx, n.fsys.budget())
 	r, err := n.fsys.p.Open(rctx, n.e)
-	if errors.Is(err, placement.ErrAccessChanged) && callerCred(ctx).MayRead(n.e.Attr()) {
+	for try := 0; try < 3 && errors.Is(err, placement.ErrAccessChanged) && callerCred(ctx).MayRead(n.e.Attr()); try++ {
 		// The kernel checked old attributes, and the new ones let the
-		// caller read too.
+		// caller read too. (A copy in flight when the change was found
+		// fails the same way once more: each failure records what the
+		// source has now.)
 		r, err = n.fsys.p.Open(rctx, n.e)
 	}
 	release()
