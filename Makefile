@@ -70,15 +70,17 @@ ci: deps build vet lint tidy-check
 # make ci runs fixed seeds, so that a red run replays: make chaos explores):
 # random steps over a mount, its source and its tiers, checked against a
 # model of the docs. SEED=N replays a run (a random one when empty: printed
-# first); DURATION bounds it. soak: the same, longer, one seed after another.
+# first); DURATION bounds it. soak: the same, longer, one seed after another,
+# in JOBS runs side by side.
 SEED     ?=
+JOBS     ?= 1
 DURATION ?= 2m
 chaos:
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -count=1 -timeout 0 -v -run '^TestChaos$$' ./test/chaos \
 	  -chaos.duration=$(DURATION) -chaos.seed=$(if $(SEED),$(SEED),0)
 
 soak:
-	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/soak.sh $(DURATION)
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/soak.sh $(DURATION) $(JOBS)
 
 # Mount a generated sample dataset, train two epochs over it, show the status.
 demo: deps build

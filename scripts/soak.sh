@@ -1,32 +1,81 @@
 #!/usr/bin/env bash
-# soak.sh DURATION: the chaos harness (test/chaos) one seed after another
-# until DURATION (a Go duration: 30m, 2h) is spent, each seed a 10-minute
-# budget (less at the end); stops at the first seed that fails. Prints
-# each run's summary and the steps in all. make soak DURATION=... runs it.
+# soak.sh DURATION [JOBS]: the chaos harness (test/chaos) one seed after
+# another until DURATION (a Go duration: 30m, 2h) is spent, each seed a
+# 10-minute budget (less at the end), in JOBS runs side by side (default
+# 1: most steps wait on timeouts, so a 2-core machine runs 3 at about 3
+# times the steps). A run stops at its first seed that fails; the others go
+# on. Prints each seed's summary, a failing seed's whole output, and the
+# steps in all; exits 1 if a seed failed. make soak DURATION=... JOBS=...
+# runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 total=${1:-1h}
+jobs=${2:-1}
+case $jobs in
+'' | *[!0-9]* | 0)
+	echo "soak: JOBS must be a positive number, not \"$jobs\"" >&2
+	exit 2
+	;;
+esac
 secs=$(go run ./scripts/durs "$total")
 end=$((SECONDS + secs))
+# Built once: every run and seed uses this binary.
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go test -c -o "$bin/chaos.test" ./test/chaos
+
+# worker N: seeds until the end or a failure; its last line is
+# "steps RUNS STEPS" or "failed SEED RUNS STEPS".
+worker() {
+	local steps=0 runs=0 left budget seed out n
+	while [ $SECONDS -lt $end ]; do
+		left=$((end - SECONDS))
+		budget=$((left < 600 ? left : 600))
+		seed=$(((RANDOM << 30) ^ (RANDOM << 15) ^ RANDOM ^ $(date +%s%N) ^ ($1 << 20)))
+		seed=${seed#-}
+		out=$(mktemp)
+		if ! (cd test/chaos && "$bin/chaos.test" -test.count=1 -test.timeout=0 -test.v -test.run '^TestChaos$' \
+			-chaos.seed="$seed" -chaos.duration="${budget}s") >"$out" 2>&1; then
+			cat "$out"
+			rm -f "$out"
+			echo "failed $seed $runs $steps"
+			return
+		fi
+		n=$(sed -n 's/.*chaos: \([0-9]*\) steps in.*/\1/p' "$out" | head -1)
+		grep -E 'chaos: (seed|[0-9]+ steps)' "$out" || true
+		rm -f "$out"
+		steps=$((steps + ${n:-0}))
+		runs=$((runs + 1))
+	done
+	echo "steps $runs $steps"
+}
+
+logs=()
+for i in $(seq 1 "$jobs"); do
+	log="$bin/run$i.log"
+	logs+=("$log")
+	worker "$i" >"$log" 2>&1 &
+done
+wait
 steps=0
 runs=0
-while [ $SECONDS -lt $end ]; do
-	left=$((end - SECONDS))
-	budget=$((left < 600 ? left : 600))
-	seed=$(( (RANDOM << 30) ^ (RANDOM << 15) ^ RANDOM ^ $(date +%s%N) ))
-	seed=${seed#-}
-	out=$(mktemp)
-	if ! go test -count=1 -timeout 0 -v -run '^TestChaos$' ./test/chaos -chaos.seed="$seed" -chaos.duration="${budget}s" >"$out" 2>&1; then
-		cat "$out"
-		echo "soak: seed $seed failed after $runs passing runs ($steps steps)" >&2
-		rm -f "$out"
-		exit 1
+failed=0
+for log in "${logs[@]}"; do
+	sed '$d' "$log"
+	read -r what a b c < <(tail -1 "$log")
+	if [ "$what" = failed ]; then
+		echo "soak: seed $a failed after $b passing runs of its worker ($c steps)" >&2
+		failed=1
+		runs=$((runs + b))
+		steps=$((steps + c))
+	else
+		runs=$((runs + a))
+		steps=$((steps + b))
 	fi
-	n=$(sed -n 's/.*chaos: \([0-9]*\) steps in.*/\1/p' "$out" | head -1)
-	grep -E 'chaos: (seed|[0-9]+ steps)' "$out" || true
-	rm -f "$out"
-	steps=$((steps + ${n:-0}))
-	runs=$((runs + 1))
 done
+if [ $failed = 1 ]; then
+	echo "soak: $runs runs passed, $steps steps, before the failure above"
+	exit 1
+fi
 echo "soak: $runs runs, $steps steps, no divergence, no hang past a deadline, no lost copy"
