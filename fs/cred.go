@@ -52,6 +52,18 @@ func mayRead(ctx context.Context, a catalog.Attr) bool {
 	return callerCred(ctx).MayRead(a)
 }
 
+// opener is mayRead for the caller of ctx, kept past the request's end
+// (placement.Reader.SetOpener): the caller's ids are copied, since the
+// request's context is used again for later requests.
+func opener(ctx context.Context) func(catalog.Attr) bool {
+	c, ok := ctx.(*fuse.Context)
+	if !ok || c.Uid == 0 {
+		return func(catalog.Attr) bool { return true } // the daemon's own calls; root
+	}
+	cc := &fuse.Context{Caller: c.Caller}
+	return func(a catalog.Attr) bool { return mayRead(cc, a) }
+}
+
 // procGroups reads the supplementary groups of process pid, if its fs uid
 // and gid are uid and gid.
 func procGroups(pid, uid, gid uint32) []uint32 {

@@ -70,6 +70,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if err != nil {
 		return nil, 0, n.fsys.ioError(ctx, n.e.Path, err)
 	}
+	r.SetOpener(opener(ctx)) // (a chmod on the source before its first read)
 	if !mayRead(ctx, r.Attr()) {
 		// The kernel checked attributes older than those the reader
 		// serves (a copy found the source's owner or mode changed).

@@ -1,8 +1,12 @@
 package placement
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,5 +220,53 @@ func TestQueuedNeverCountsAFileTwiceOrNotAtAll(t *testing.T) {
 	close(stop)
 	if msg, ok := <-errs; ok {
 		t.Fatal(msg)
+	}
+}
+
+// TestAReaderKeepsReadingAfterAChmodIfItsOpenerMayStill: a file's mode
+// changes on the source between a reader's open and its first read of
+// the source; the read goes on for an opener the new mode still lets in
+// (access is checked at open: root got EACCES), and fails with
+// ErrAccessChanged for one it shuts out, or when no opener was told.
+func TestAReaderKeepsReadingAfterAChmodIfItsOpenerMayStill(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, nil, Options{Validate: ValidateNever})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, path string
+		may        func(catalog.Attr) bool
+		wantErr    bool
+	}{
+		{"the opener may still read", "train/b/img-2.jpg", func(catalog.Attr) bool { return true }, false},
+		{"the new mode shuts the opener out", "train/b/img-110k.jpg", func(a catalog.Attr) bool { return a.Mode&0o004 != 0 }, true},
+		{"no opener told", "train/a/page", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := e.p.Open(ctx, e.entry(tc.path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if tc.may != nil {
+				r.SetOpener(tc.may)
+			}
+			if err := os.Chmod(filepath.Join(e.src, tc.path), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, len(d[tc.path]))
+			n, err := r.ReadAt(ctx, buf, 0)
+			if tc.wantErr {
+				if !errors.Is(err, ErrAccessChanged) {
+					t.Fatalf("read after the chmod: %d bytes, %v; want ErrAccessChanged", n, err)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(buf[:n], d[tc.path]) {
+				t.Fatalf("read after the chmod: %d bytes, %v; want the file's %d", n, err, len(d[tc.path]))
+			}
+			if m := e.entry(tc.path).Attr().Mode & 0o777; m != 0o600 {
+				t.Errorf("the catalog has mode %o, want the source's 0600", m)
+			}
+		})
 	}
 }

@@ -44,7 +44,19 @@ type Reader struct {
 	// would go to the source (remAsked), dropped after an error.
 	rem      RemoteFile
 	remAsked bool
+	// may (SetOpener) says whether the reader's opener may read under
+	// attributes the source has now.
+	may func(catalog.Attr) bool
 }
+
+// SetOpener tells the reader who opened it, before its first read: may
+// says whether that opener may read under given attributes. A change of
+// the file's owner or mode found when the reader first opens the source
+// then refuses only an opener the new attributes shut out: access is
+// checked at open, as a file system checks it, and an opener they still
+// let in (root, the owner) keeps reading its handle. Without it every
+// such change is refused.
+func (r *Reader) SetOpener(may func(catalog.Attr) bool) { r.may = may }
 
 // Open opens e for reading. It validates e against the source when the
 // mode asks for it (validate.go); a resident file is then opened on its
@@ -439,8 +451,13 @@ func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
 	// opened): the version the open saw, and the access the kernel
 	// checked, or nothing is read.
 	if err := r.p.opened(r.e, sf, r.attr); err != nil {
-		sf.Close()
-		return nil, fmt.Errorf("placement: read since it was opened: %w", err)
+		if !errors.Is(err, ErrAccessChanged) || r.may == nil || !r.may(catalog.AttrFromInfo(sf.Info())) {
+			sf.Close()
+			return nil, fmt.Errorf("placement: read since it was opened: %w", err)
+		}
+		// The same version (opened checks that first), and the opener
+		// may read it under its new access too.
+		sf.Expect(r.attr.Size, r.attr.Mtime)
 	}
 	return sf, nil
 }

@@ -589,7 +589,7 @@ func TestCatalogRejectsCorruptRecords(t *testing.T) {
 	src := catalogTree(t)
 	for name, mut := range map[string]func(txn *badger.Txn) error{
 		"bad record": func(txn *badger.Txn) error { return txn.Set(fileKey("top.txt"), []byte{9, 9}) },
-		"file root": func(txn *badger.Txn) error { return txn.Set(fileKey(""), (&record{Kind: KindFile}).encode(nil)) },
+		"file root":  func(txn *badger.Txn) error { return txn.Set(fileKey(""), (&record{Kind: KindFile}).encode(nil)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			state := fastDir(t)
