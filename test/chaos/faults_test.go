@@ -146,7 +146,7 @@ func (r *runner) fault(o op) {
 		case "down":
 			r.f.Up()
 		case "die":
-			r.f.Restart() // a client mounted again: a new mount
+			r.f.Restart()    // a client mounted again: a new mount
 			r.slowOn = false // (a new process: no delay)
 		}
 		if r.slowOn {
