@@ -10,8 +10,12 @@ import (
 )
 
 // fusectlDir is where the kernel's fusectl file system lists the FUSE
-// connections (systemd mounts it; AbortConnection does when it is not).
+// connections (systemd mounts it; AbortConnection does, for the abort
+// only, when it is not).
 const fusectlDir = "/sys/fs/fuse/connections"
+
+// fusectlMagic is fusectl's statfs type (FUSE_CTL_SUPER_MAGIC).
+const fusectlMagic = 0x65735543
 
 // AbortConnection aborts the FUSE connection of the mount of device dev
 // ("MAJOR:MINOR", as mountinfo gives it): every request waiting on it, and
@@ -28,11 +32,14 @@ func AbortConnection(dev string) error {
 	}
 	id := ma<<20 | mi // the kernel's dev_t, as fusectl names it
 	abort := filepath.Join(fusectlDir, strconv.FormatUint(id, 10), "abort")
-	if _, err := os.Stat(abort); err != nil {
-		// fusectl not mounted (a container, a system without systemd).
-		if err := syscall.Mount("fusectl", fusectlDir, "fusectl", 0, ""); err != nil && err != syscall.EBUSY {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(fusectlDir, &st); err != nil || st.Type != fusectlMagic {
+		// fusectl not mounted (a container, a system without systemd):
+		// mounted for this abort only, and taken down after it.
+		if err := syscall.Mount("fusectl", fusectlDir, "fusectl", 0, ""); err != nil {
 			return fmt.Errorf("daemon: mount fusectl at %s: %w", fusectlDir, err)
 		}
+		defer syscall.Unmount(fusectlDir, syscall.MNT_DETACH)
 	}
 	if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
 		return fmt.Errorf("daemon: abort fuse connection %d: %w", id, err)

@@ -90,13 +90,15 @@ func openFDs() []string {
 	return out
 }
 
-// ourMounts lists epochfs mounts in /proc/mounts.
+// ourMounts lists epochfs mounts (and fusectl's) in /proc/mounts.
 func ourMounts() []string {
 	data, _ := os.ReadFile("/proc/mounts")
 	var out []string
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
-		if len(f) > 2 && strings.HasPrefix(f[2], "fuse") && strings.Contains(l, "epochfs") {
+		// fusectl too: the unmount of a dead daemon's mount may mount it
+		// (daemon.AbortConnection), and must take it down again.
+		if len(f) > 2 && (strings.HasPrefix(f[2], "fuse") && strings.Contains(l, "epochfs") || f[2] == "fusectl") {
 			out = append(out, f[1])
 		}
 	}
