@@ -130,12 +130,7 @@ func resumeAfterARefresh(t *testing.T, subset string) {
 	e.mount()
 	jobs := filepath.Join(e.mnt, ".epochfs", "jobs")
 	old := filepath.Join(jobs, "old")
-	if err := os.Mkdir(old, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(old, "config"), []byte("batch_size=5\nseed=9\n"+subset), 0); err != nil {
-		t.Fatal(err)
-	}
+	makeJob(t, old, "batch_size=5\nseed=9\n"+subset)
 	var seen []string
 	for range 4 {
 		b := mustRead(t, filepath.Join(old, "next"))
@@ -170,12 +165,7 @@ func resumeAfterARefresh(t *testing.T, subset string) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(jobs, "new")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed=9\nworld_size=2\n"+subset), 0); err != nil {
-		t.Fatal(err)
-	}
+	makeJob(t, dir, "batch_size=4\nseed=9\nworld_size=2\n"+subset)
 	if err := os.WriteFile(filepath.Join(dir, "resume"), state, 0); err != nil {
 		t.Fatalf("resume after the refresh: %v\n%s", err, e.errorsFile())
 	}
@@ -244,12 +234,7 @@ func TestAStateSavedAfterARemovalIsRefusedWithItsReason(t *testing.T) {
 	refresh(t, e.mnt, "all")
 	jobs := filepath.Join(e.mnt, ".epochfs", "jobs")
 	old := filepath.Join(jobs, "old")
-	if err := os.Mkdir(old, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(old, "config"), []byte("batch_size=4\nseed=5\n"), 0); err != nil {
-		t.Fatal(err)
-	}
+	makeJob(t, old, "batch_size=4\nseed=5\n")
 	mustRead(t, filepath.Join(old, "next"))
 	state := mustRead(t, filepath.Join(old, "state"))
 	if err := os.WriteFile(filepath.Join(src, "class0/added.jpg"), []byte("added"), 0o644); err != nil {
@@ -260,17 +245,23 @@ func TestAStateSavedAfterARemovalIsRefusedWithItsReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(jobs, "new")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("batch_size=4\nseed=5\n"), 0); err != nil {
-		t.Fatal(err)
-	}
+	makeJob(t, dir, "batch_size=4\nseed=5\n")
 	err := os.WriteFile(filepath.Join(dir, "resume"), state, 0)
 	if !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("resume: %v, want EINVAL", err)
 	}
 	if why := e.errorsFile(); !strings.Contains(why, "after files of the job were removed before it was saved") {
 		t.Fatalf("errors does not say why: %s", why)
+	}
+}
+
+// makeJob makes the job directory dir and writes its config.
+func makeJob(t *testing.T, dir, config string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0); err != nil {
+		t.Fatal(err)
 	}
 }
