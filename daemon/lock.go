@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // LockName is the daemon's lock file in the state directory.
@@ -53,22 +54,39 @@ func tryLock(path string, wait bool) (*os.File, error) {
 	return nil, err
 }
 
-// tryLockState takes dir's lock without waiting. It fails with a
-// *StateInUseError when another live process holds it.
+// exitGrace is how long tryLockState waits for a holder that no longer
+// runs (killed, exiting, or gone a moment after the refusal) to release
+// the lock: the kernel drops a flock only when the holder's exit closes
+// its files, which a loaded machine may take a while to schedule.
+const exitGrace = 2 * time.Second
+
+// tryLockState takes dir's lock without waiting on a live holder. It fails
+// with a *StateInUseError when another running process holds it; a holder
+// that no longer runs gets exitGrace to let go, and one stuck in its exit
+// (ProcExitingStuck) has the lock taken over.
 func tryLockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockName)
-	f, err := tryLock(path, false)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
+	deadline := time.Now().Add(exitGrace)
+	for {
+		f, err := tryLock(path, false)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("daemon: state directory %s: lock: %w", dir, err)
+		}
 		pid := LockPID(dir)
-		if pid > 0 && ProcExitingStuck(pid, ProcStart(pid)) {
+		start := ProcStart(pid)
+		if pid > 0 && ProcExitingStuck(pid, start) {
 			return takeOver(dir)
 		}
-		return nil, &StateInUseError{Dir: dir, PID: pid}
+		if pid > 0 && ProcRunning(pid, start) || time.Now().After(deadline) {
+			return nil, &StateInUseError{Dir: dir, PID: pid}
+		}
+		// Gone, a zombie, or a new holder that has not written its pid
+		// yet: ask again.
+		time.Sleep(20 * time.Millisecond)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("daemon: state directory %s: lock: %w", dir, err)
-	}
-	return f, nil
 }
 
 // takeOver takes the lock of dir from a holder that has exited but cannot

@@ -3,7 +3,9 @@ package daemon
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +133,44 @@ func TestAFileLockRemovedByItsHolderIsNotTakenOnTheOldFile(t *testing.T) {
 		t.Fatalf("lock while the waiter holds it: %v, want ErrLocked", err)
 	}
 	b.Release()
+}
+
+// TestALockOfAHolderThatNoLongerRunsIsWaitedFor: the pid in the lock file
+// names a process that is gone, and the flock is let go a moment later (a
+// killed daemon whose exit the kernel has not finished): the next daemon
+// waits for it instead of refusing the state directory.
+func TestALockOfAHolderThatNoLongerRunsIsWaitedFor(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, LockName)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("flock", path, "sleep", "0.5")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Wait()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		f, err := tryLock(path, false)
+		if err != nil {
+			break // flock(1) holds it
+		}
+		f.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("flock(1) did not take the lock within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(gone.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lockState(dir)
+	if err != nil {
+		t.Fatalf("lock of a state directory whose holder is gone: %v", err)
+	}
+	defer l.release()
+	if got := LockPID(dir); got != os.Getpid() {
+		t.Fatalf("lock file names pid %d, want %d", got, os.Getpid())
+	}
 }

@@ -4,9 +4,11 @@
 # 10-minute budget (less at the end), in JOBS runs side by side (default
 # 1: most steps wait on timeouts, so a 2-core machine runs 3 at about 3
 # times the steps). A run stops at its first seed that fails; the others go
-# on. Prints each seed's summary, a failing seed's whole output, and the
-# steps in all; exits 1 if a seed failed. make soak DURATION=... JOBS=...
-# runs it.
+# on. Each seed runs in a mount namespace of its own (unshare -m): its
+# mounts are out of sight of the machine's other tests, and a mount it
+# leaves behind fails it. Prints each seed's summary, a failing seed's
+# whole output, and the steps in all; exits 1 if a seed failed.
+# make soak DURATION=... JOBS=... runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -24,6 +26,23 @@ end=$((SECONDS + secs))
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go test -c -o "$bin/chaos.test" ./test/chaos
+# run-seed TEST SEED SECONDS, inside the namespace: the seed, then a check
+# that it left no mount of its own behind (those of the machine's other
+# tests, copied into the namespace when it was made, are not its own).
+cat >"$bin/run-seed" <<'RUN'
+#!/usr/bin/env bash
+fuse() { grep -E ' fuse(\.[a-z]+)? |fusectl' /proc/self/mounts | sort; }
+before=$(fuse)
+rc=0
+"$1" -test.count=1 -test.timeout=0 -test.v -test.run '^TestChaos$' -chaos.seed="$2" -chaos.duration="$3s" || rc=$?
+if left=$(comm -13 <(echo "$before") <(fuse) | grep .); then
+	echo "soak: mounts left behind by seed $2:"
+	echo "$left"
+	rc=1
+fi
+exit $rc
+RUN
+chmod +x "$bin/run-seed"
 
 # worker N: seeds until the end or a failure; its last line is
 # "steps RUNS STEPS" or "failed SEED RUNS STEPS".
@@ -35,8 +54,7 @@ worker() {
 		seed=$(((RANDOM << 30) ^ (RANDOM << 15) ^ RANDOM ^ $(date +%s%N) ^ ($1 << 20)))
 		seed=${seed#-}
 		out=$(mktemp)
-		if ! (cd test/chaos && "$bin/chaos.test" -test.count=1 -test.timeout=0 -test.v -test.run '^TestChaos$' \
-			-chaos.seed="$seed" -chaos.duration="${budget}s") >"$out" 2>&1; then
+		if ! (cd test/chaos && unshare -m --propagation private "$bin/run-seed" "$bin/chaos.test" "$seed" "$budget") >"$out" 2>&1; then
 			cat "$out"
 			rm -f "$out"
 			echo "failed $seed $runs $steps"

@@ -101,8 +101,10 @@ func TestChaos(t *testing.T) {
 				st["files_total"], st["catalog"], st["source_state"], st["source_stuck"], st["files_removed"])
 		}
 	}
+	logTail := r.daemonLog(40)
 	r.close()
 	t.Errorf("chaos: seed %d, validate %q: step %d (%s): %v", seed, validate, r.step, r.ops[len(r.ops)-1], failure)
+	t.Logf("the daemon's last warnings and errors (epochfs.log):\n%s", logTail)
 	t.Logf("the last steps:\n%s", lastSteps(r.ops, 30))
 	if dump := filepath.Join(os.TempDir(), fmt.Sprintf("epochfs-chaos-%d.steps", seed)); os.WriteFile(dump, []byte(lastSteps(r.ops, len(r.ops))), 0o644) == nil {
 		t.Logf("every step: %s", dump)

@@ -90,7 +90,7 @@ func (r *runner) gen() op {
 	case "job", "endjob", "state", "resume":
 		o.Arg = int64(r.rng.IntN(3))
 	case "add":
-		o.Path = fmt.Sprintf("%s/n%d.bin", pick(sortStrings(baseDirs)), r.rng.IntN(1<<20))
+		o.Path = fmt.Sprintf("%s/n%d.bin", r.realDir(pick(sortStrings(baseDirs))), r.rng.IntN(1<<20))
 		o.Arg = fileSize(r.rng)
 		o.To = fmt.Sprint(r.rng.Int64())
 	case "remove", "chmod":
@@ -249,6 +249,21 @@ func (r *runner) swapDir(o op) error {
 	}
 	r.m.links[o.Path] = o.To
 	return nil
+}
+
+// realDir is where dir is on the source now: a directory swapped for a
+// symlink (swapDir) is followed to the one it moved to, so that adds go on
+// growing the dataset after every base directory was swapped.
+func (r *runner) realDir(dir string) string {
+	real, err := filepath.EvalSymlinks(filepath.Join(r.src, dir))
+	if err != nil {
+		return dir
+	}
+	rel, err := filepath.Rel(r.src, real)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return dir
+	}
+	return rel
 }
 
 // underSymlink reports whether a directory on rel's path is a symlink

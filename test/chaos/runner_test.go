@@ -108,6 +108,26 @@ func newRunner(t testing.TB, seed uint64, validate string) *runner {
 	return r
 }
 
+// daemonLog returns the last n lines of the daemon's log that warn, fail,
+// or tell of a mount, a refresh or a removal (the mounts since the run
+// began: crashes append to it), for the report of a failure.
+func (r *runner) daemonLog(n int) string {
+	data, err := os.ReadFile(filepath.Join(r.base, "state", "epochfs.log"))
+	if err != nil {
+		return err.Error()
+	}
+	var keep []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) ||
+			strings.Contains(line, "\tWARN\t") || strings.Contains(line, "\tERROR\t") ||
+			strings.Contains(line, "refresh") || strings.Contains(line, "remov") || strings.Contains(line, "mount") {
+			keep = append(keep, line)
+		}
+	}
+	keep = keep[max(0, len(keep)-n):]
+	return strings.Join(keep, "\n")
+}
+
 // cli runs the epochfs binary, bounded by limit.
 func (r *runner) cli(limit time.Duration, args ...string) (int, string) {
 	cmd := exec.Command(binPath, args...)
