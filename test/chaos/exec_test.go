@@ -39,9 +39,7 @@ func (r *runner) do(o op) error {
 		return r.stateOp(o)
 	case "add", "remove", "rewrite", "rename", "swapdir", "chmod":
 		if o.Kind == "chmod" {
-			if f := r.m.files[o.Path]; f != nil {
-				f.resident = false // a copy of another mode is made again
-			}
+			r.m.changed(o.Path) // a copy of another mode is made again
 		}
 		return r.mutate(o)
 	case "hang", "down", "die", "slow", "fill", "heal":
@@ -113,7 +111,9 @@ func (r *runner) checkTier(p string, a answer) error {
 			return fmt.Errorf("xattr %s: a resident copy was lost (nothing dropped, wiped or changed it)", p)
 		}
 	case v == "mem":
-		f.resident = true
+		// A copy of a content the mount has not yet learned was
+		// replaced is dropped when it does: not one to keep.
+		f.resident = !r.m.mayBeOld(p)
 	default:
 		return fmt.Errorf("xattr %s: tier %q", p, v)
 	}
@@ -279,7 +279,7 @@ func (r *runner) refresh() error {
 	}
 	for _, f := range r.m.files {
 		if f.present {
-			f.unlisted = false
+			f.unlisted, f.behind = false, false
 		}
 	}
 	st := r.status()

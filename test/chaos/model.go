@@ -37,6 +37,10 @@ type file struct {
 	// resident: a getxattr saw a tier copy, and nothing since may have
 	// removed it (a drop, a tier fault, a source change, a crash).
 	resident bool
+	// behind: the source changed the path and no refresh has finished
+	// since: a copy the mount shows may be of an older content, which it
+	// drops when it learns of the change (not counted as resident).
+	behind bool
 	// closedToOthers: a mode without read for others was on the source
 	// at some step (the mount may still show it: EACCES allowed for a
 	// second user from then on).
@@ -81,7 +85,8 @@ func (m *model) write(p string, data []byte, step int) {
 	}
 	f.versions = append(f.versions, version{data: append([]byte(nil), data...), at: step})
 	f.present = true
-	f.resident = false
+	f.behind = step > 0
+	m.changed(p)
 	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
 		m.dirs[d] = true
 	}
@@ -125,8 +130,31 @@ func (m *model) otherRead(p string, a answer, openNow bool) error {
 // remove records p gone from the source.
 func (m *model) remove(p string) {
 	if f := m.files[p]; f != nil {
-		f.present, f.everAbsent, f.resident = false, true, false
+		f.present, f.everAbsent = false, true
 	}
+	m.changed(p)
+}
+
+// changed forgets the copies seen of p and of every path that reads as p
+// (through a symlink swapped in for a directory: aliases): the source
+// changed p, and the mount drops its copy when it learns of it.
+func (m *model) changed(p string) {
+	for q, f := range m.files {
+		if f.resident && (q == p || slices.Contains(m.aliases(q), p)) {
+			f.resident = false
+		}
+	}
+}
+
+// mayBeOld reports whether a copy shown at p may be of a content the
+// source has since replaced (p, or a path p reads as, is behind).
+func (m *model) mayBeOld(p string) bool {
+	for _, q := range m.aliases(p) {
+		if f := m.files[q]; f != nil && f.behind {
+			return true
+		}
+	}
+	return false
 }
 
 // sick reports whether a fault is on, or ended less than the grace ago.
