@@ -82,15 +82,22 @@ failed=0
 for log in "${logs[@]}"; do
 	sed '$d' "$log"
 	read -r what a b c < <(tail -1 "$log")
-	if [ "$what" = failed ]; then
+	case $what in
+	failed)
 		echo "soak: seed $a failed after $b passing runs of its worker ($c steps)" >&2
 		failed=1
 		runs=$((runs + b))
 		steps=$((steps + c))
-	else
+		;;
+	steps)
 		runs=$((runs + a))
 		steps=$((steps + b))
-	fi
+		;;
+	*)
+		echo "soak: a worker ended before its last line (killed?): its steps are not counted" >&2
+		failed=1
+		;;
+	esac
 done
 if [ $failed = 1 ]; then
 	echo "soak: $runs runs passed, $steps steps, before the failure above"

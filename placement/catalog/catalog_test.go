@@ -753,3 +753,30 @@ func TestARemovedEntryIsNeverWrittenAgain(t *testing.T) {
 		t.Fatalf("stale copies %+v: want the orphan's, for the placer to remove", st)
 	}
 }
+
+// A daemon killed right after badger created a log file, before it wrote
+// the file's header, leaves an empty *.mem (or *.vlog): the next open
+// removes it and loads the catalog, instead of failing with badger's
+// "Create a new file" (dgraph-io/badger#2207).
+func TestACatalogOpensAfterACrashLeftAnEmptyLog(t *testing.T) {
+	src := catalogTree(t)
+	state := fastDir(t)
+	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}})
+	before := dump(c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"00075.mem", "00009.vlog"} {
+		if err := os.WriteFile(filepath.Join(state, "catalog", name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem"}})
+	defer c.Close()
+	if c.Walked() {
+		t.Error("the catalog was walked again instead of loaded")
+	}
+	if after := dump(c); !reflect.DeepEqual(before, after) {
+		t.Fatalf("reloaded %d entries, want the %d before", len(after), len(before))
+	}
+}

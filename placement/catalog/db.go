@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -66,6 +67,7 @@ func (c *Catalog) openDB(o Options) error {
 		if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
 			return fmt.Errorf("catalog: %w", err)
 		}
+		c.removeEmptyLogs()
 		db, err := badger.Open(catalogOptions(c.w.dir, false))
 		if err != nil {
 			return fmt.Errorf("catalog: open %s: %w", c.w.dir, err)
@@ -88,6 +90,33 @@ func (c *Catalog) openDB(o Options) error {
 	return nil
 }
 
+// removeEmptyLogs removes the empty write-ahead and value logs (*.mem,
+// *.vlog of 0 bytes) of the catalog's directory before badger opens it
+// read-write. A daemon killed between creating such a file and writing its
+// header leaves one, and badger refuses to open a directory that has one
+// ("while opening fid: N err: Create a new file", dgraph-io/badger#2207);
+// the file holds nothing, so removing it loses nothing.
+func (c *Catalog) removeEmptyLogs() {
+	ents, err := os.ReadDir(c.w.dir)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		name := de.Name()
+		if !de.Type().IsRegular() || !strings.HasSuffix(name, ".mem") && !strings.HasSuffix(name, ".vlog") {
+			continue
+		}
+		if fi, err := de.Info(); err != nil || fi.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(c.w.dir, name)); err != nil {
+			c.log.Warn("cannot remove an empty catalog log a crash left", zap.String("file", name), zap.Error(err))
+			continue
+		}
+		c.log.Info("removed an empty catalog log a crash left", zap.String("file", name))
+	}
+}
+
 // reopen replaces a read-only or missing database with a read-write one;
 // guarded runs it. A store left without knowing the old catalog's state
 // learns it here.
@@ -101,6 +130,7 @@ func (c *Catalog) reopen() error {
 	if err := os.MkdirAll(c.w.dir, 0o700); err != nil {
 		return err
 	}
+	c.removeEmptyLogs()
 	db, err := badger.Open(catalogOptions(c.w.dir, false))
 	if err != nil {
 		return err
