@@ -54,19 +54,20 @@ func tryLock(path string, wait bool) (*os.File, error) {
 	return nil, err
 }
 
-// exitGrace is how long tryLockState waits for a holder that no longer
-// runs (killed, exiting, or gone a moment after the refusal) to release
-// the lock: the kernel drops a flock only when the holder's exit closes
-// its files, which a loaded machine may take a while to schedule.
-const exitGrace = 2 * time.Second
+// ExitGrace is how long a process that no longer runs (killed, exiting)
+// gets to finish its exit: the kernel closes its files, and drops its
+// flocks, only then, which a loaded machine may take a while to schedule.
+// tryLockState waits that long for such a holder of the lock, and the
+// unmount command for its daemon.
+const ExitGrace = 2 * time.Second
 
 // tryLockState takes dir's lock without waiting on a live holder. It fails
 // with a *StateInUseError when another running process holds it; a holder
-// that no longer runs gets exitGrace to let go, and one stuck in its exit
+// that no longer runs gets ExitGrace to let go, and one stuck in its exit
 // (ProcExitingStuck) has the lock taken over.
 func tryLockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockName)
-	deadline := time.Now().Add(exitGrace)
+	deadline := time.Now().Add(ExitGrace)
 	for {
 		f, err := tryLock(path, false)
 		if err == nil {

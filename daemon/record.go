@@ -309,6 +309,22 @@ func ProcExitingStuck(pid int, start uint64) bool {
 	return false
 }
 
+// ProcGone reports whether process pid, started at start, is gone or a
+// zombie: its exit has finished, its files (and the locks on them) are
+// closed.
+func ProcGone(pid int, start uint64) bool {
+	if start == 0 || ProcStart(pid) != start {
+		return true
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		if f := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name())); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			return false
+		}
+	}
+	return true
+}
+
 // procStat returns the fields of a /proc stat file after the command name
 // (the first is the state, field 3), nil if it cannot be read.
 func procStat(path string) []string {

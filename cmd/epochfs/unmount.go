@@ -208,7 +208,11 @@ func unmount(mnt string, lazy bool) error {
 }
 
 // waitExit waits up to timeout for the daemon to exit and reports whether
-// it did.
+// it did. Once the daemon runs no more code it waits up to
+// daemon.ExitGrace for the exit to finish (its files closed, its state
+// directory's lock let go: the next mount then finds it free); an exit
+// stuck closing a file of a source that does not answer never finishes,
+// and the daemon counts as exited anyway (daemon.ProcExitingStuck).
 func waitExit(d daemon.Record, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for d.Running() {
@@ -216,6 +220,9 @@ func waitExit(d daemon.Record, timeout time.Duration) bool {
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	for end := time.Now().Add(daemon.ExitGrace); !daemon.ProcGone(d.PID, d.Start) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
 	}
 	return true
 }

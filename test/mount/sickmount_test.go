@@ -270,6 +270,9 @@ func TestADaemonKilledWhileTheSourceHangsLetsTheNextMountIn(t *testing.T) {
 		}
 		return true
 	})
+	// Their records written: the kill loses placements the catalog has
+	// not written yet (they are copied again), and the source will hang.
+	waitFor(t, func() bool { return statusOf(t, mnt)["catalog_pending"] == "0" })
 	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
 	f.Hang()
 	// A thread of the daemon waits on the source, for a reader that is
