@@ -166,13 +166,7 @@ func (r *runner) readdir(o op) error {
 		return fmt.Errorf("%s: %v", o, err)
 	}
 	for _, n := range names {
-		ok := o.Path == "" && n == ".epochfs"
-		for _, d := range r.m.aliases(strings.TrimPrefix(o.Path+"/x", "/")) {
-			full := strings.TrimPrefix(dirOf(d)+"/"+n, "/")
-			_, link := r.m.links[full]
-			ok = ok || r.m.files[full] != nil || r.m.dirs[full] || link
-		}
-		if !ok {
+		if !r.m.mayList(o.Path, n) {
 			return fmt.Errorf("%s: lists %q, which the source never had", o, n)
 		}
 	}

@@ -127,6 +127,27 @@ func (m *model) otherRead(p string, a answer, openNow bool) error {
 	return m.check(p, -1, 0, a, true)
 }
 
+// mayList says whether a listing of directory dir may show name: a path
+// the source had under dir (or under a directory dir reads as), or the
+// temporary name an add or a rewrite wrote it under first (NAME.tmp,
+// renamed into place: a refresh running meanwhile lists it, and removes it
+// at its next pass).
+func (m *model) mayList(dir, name string) bool {
+	if dir == "" && name == ".epochfs" {
+		return true
+	}
+	for _, d := range m.aliases(strings.TrimPrefix(dir+"/x", "/")) {
+		full := strings.TrimPrefix(dirOf(d)+"/"+name, "/")
+		if _, link := m.links[full]; link || m.files[full] != nil || m.dirs[full] {
+			return true
+		}
+		if base, ok := strings.CutSuffix(full, ".tmp"); ok && m.files[base] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // remove records p gone from the source.
 func (m *model) remove(p string) {
 	if f := m.files[p]; f != nil {

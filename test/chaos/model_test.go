@@ -36,3 +36,33 @@ func TestTheModelKeepsOnlyCopiesNothingMayDrop(t *testing.T) {
 		t.Fatalf("the mount dropping a copy of a replaced content: %v", err)
 	}
 }
+
+// A listing shows what the source had: its files, directories and
+// symlinks, under the directory or one it reads as, and the temporary
+// name an add wrote a file under before renaming it (a refresh running
+// meanwhile lists it: seed 1795817817344831585), never another name.
+func TestTheModelListsWhatTheSourceHadAndNothingElse(t *testing.T) {
+	m := newModel("never", time.Minute)
+	m.write("d1/n1.bin", []byte("x"), 3)
+	m.links["d2"] = "d2.old"
+	m.write("d2.old/f.bin", []byte("y"), 4)
+	for _, c := range []struct {
+		dir, name string
+		want      bool
+	}{
+		{"", ".epochfs", true},
+		{"d1", ".epochfs", false},
+		{"d1", "n1.bin", true},
+		{"d1", "n1.bin.tmp", true},
+		{"d1", "n2.bin.tmp", false},
+		{"d1", "n1.bin.old", false},
+		{"", "d1", true},
+		{"", "d2", true},
+		{"d2", "f.bin", true},
+		{"d2", "g.bin", false},
+	} {
+		if got := m.mayList(c.dir, c.name); got != c.want {
+			t.Errorf("listing %q shows %q: allowed %v, want %v", c.dir, c.name, got, c.want)
+		}
+	}
+}
