@@ -300,13 +300,7 @@ func ProcExitingStuck(pid int, start uint64) bool {
 	if start == 0 || ProcStart(pid) != start || ProcRunning(pid, start) {
 		return false
 	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	for _, t := range tasks {
-		if f := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name())); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
-			return true
-		}
-	}
-	return false
+	return !ProcGone(pid, start)
 }
 
 // ProcGone reports whether process pid, started at start, is gone or a
