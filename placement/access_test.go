@@ -16,8 +16,23 @@ import (
 	"github.com/epochfs/epochfs/placement/catalog"
 )
 
-// setAttr gives a catalog entry the owner and mode a test needs.
-func setAttr(e *catalog.Entry, mode, uid, gid uint32) {
+// setAttr gives a catalog entry, and its source file, the owner and mode a
+// test needs: a copy records the source's attributes (placement/validate.go),
+// so a source that disagreed would undo them while a warmup runs.
+func (e *env) setAttr(p string, mode, uid, gid uint32) {
+	e.t.Helper()
+	src := filepath.Join(e.src, p)
+	if err := os.Chown(src, int(uid), int(gid)); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Chmod(src, os.FileMode(mode&0o777)); err != nil {
+		e.t.Fatal(err)
+	}
+	setEntryAttr(e.entry(p), mode, uid, gid)
+}
+
+// setEntryAttr gives a catalog entry the owner and mode a test needs.
+func setEntryAttr(e *catalog.Entry, mode, uid, gid uint32) {
 	a := e.Attr()
 	a.Mode = a.Mode&^0o7777 | mode
 	a.UID, a.GID = uid, gid
@@ -49,12 +64,12 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	const uid, gid, other = 1000, 1000, 2000
-	setAttr(e.entry("secret"), 0o700, 0, 0)
-	setAttr(e.entry("pub/own"), 0o600, uid, other)
-	setAttr(e.entry("pub/grp"), 0o640, 0, 77)
-	setAttr(e.entry("pub/a"), 0o244, uid, gid) // owner bits win: the owner may not read it
-	setAttr(e.entry("noread"), 0o711, 0, 0)    // searchable, not listable
-	setAttr(e.entry("pub/hidden"), 0o700, 0, 0)
+	e.setAttr("secret", 0o700, 0, 0)
+	e.setAttr("pub/own", 0o600, uid, other)
+	e.setAttr("pub/grp", 0o640, 0, 77)
+	e.setAttr("pub/a", 0o244, uid, gid) // owner bits win: the owner may not read it
+	e.setAttr("noread", 0o711, 0, 0)    // searchable, not listable
+	e.setAttr("pub/hidden", 0o700, 0, 0)
 	user := &catalog.Cred{UID: uid, GID: gid}
 	member := &catalog.Cred{UID: 3000, GID: 3000, Groups: []uint32{5, 77}}
 
