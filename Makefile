@@ -17,7 +17,7 @@ test: build
 
 vet:
 	$(GO) vet ./...
-	bash scripts/check-go-fuse-patch.sh
+	bash scripts/go-fuse-series.sh check
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
@@ -38,6 +38,13 @@ test-io-uring: build
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh io_uring sh -c '\
 	  $(GO) test -race -count=1 -timeout 30m ./test/mount ./fs && \
 	  cd third_party/go-fuse && $(GO) test -race -count=1 -run IoUring ./fuse ./fs'
+
+# go-fuse's tests after each patch of the series (third_party/go-fuse/patches):
+# over /dev/fuse after each, and over io_uring too after the last. Needs root;
+# about 5 minutes a tree.
+.PHONY: test-go-fuse-series
+test-go-fuse-series:
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/test-go-fuse.sh --series
 
 # go-fuse's own tests in the patched copy, on both transports. Needs root.
 .PHONY: test-go-fuse

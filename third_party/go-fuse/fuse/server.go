@@ -545,7 +545,6 @@ func (ms *Server) handleRequest(req *requestAlloc) Status {
 // processRequest parses req and calls the file system; the reply is left
 // in req.
 func (ms *Server) processRequest(req *requestAlloc) {
-
 	h, inSize, outSize, outPayloadSize, code := parseRequest(req.inputBuf, &ms.kernelSettings, ms.negotiatedFlags)
 	req.request.status = code
 	if !code.Ok() && code != ENOSYS {

@@ -77,12 +77,9 @@ const (
 	fuseIoUringCmdRegister       = 1
 	fuseIoUringCmdCommitAndFetch = 2
 
-	// struct fuse_uring_req_header: in_out[128], op_in[128],
-	// struct fuse_uring_ent_in_out (32 bytes).
-	ringInOutSize   = 128
-	ringOpInSize    = 128
-	ringEntInOutOff = ringInOutSize + ringOpInSize
-	ringHeaderSize  = ringEntInOutOff + 32
+	// struct fuse_uring_req_header's in_out and op_in.
+	ringInOutSize = 128
+	ringOpInSize  = 128
 
 	// user_data of a queue's eventfd poll.
 	ringStopToken = ^uint64(0)
@@ -129,17 +126,70 @@ type ringEntInOut struct {
 	Reserved  uint64
 }
 
+// ringReqHeader is struct fuse_uring_req_header: the request's in header
+// (and then the reply's out header), the opcode's struct, and the entry's
+// in_out.
+type ringReqHeader struct {
+	InOut    [ringInOutSize]byte
+	OpIn     [ringOpInSize]byte
+	EntInOut ringEntInOut
+}
+
+// ringSQE is struct io_uring_sqe at the 128 bytes of IORING_SETUP_SQE128,
+// its unions named for the two operations submitted here:
+// IORING_OP_POLL_ADD and IORING_OP_URING_CMD.
+type ringSQE struct {
+	Opcode uint8
+	Flags  uint8
+	Ioprio uint16
+	Fd     int32
+	// CmdOp is the command of IORING_OP_URING_CMD (the union with off).
+	CmdOp uint32
+	_     uint32
+	Addr  uint64
+	Len   uint32
+	// OpFlags is the union of per-operation flags: poll32_events for
+	// IORING_OP_POLL_ADD.
+	OpFlags     uint32
+	UserData    uint64
+	BufIndex    uint16
+	Personality uint16
+	SpliceFdIn  int32
+	// Cmd is the command's area (the union with addr3), 80 bytes with
+	// SQE128: struct fuse_uring_cmd_req for FUSE's commands.
+	Cmd ringCmdReq
+}
+
+// ringCmdReq is struct fuse_uring_cmd_req, padded to the 80 bytes of an
+// SQE128's command area.
+type ringCmdReq struct {
+	Flags    uint64
+	CommitID uint64
+	Qid      uint16
+	_        [6]uint8
+	_        [56]byte
+}
+
+// Neither struct may differ in size from the kernel's: a compile error
+// (a constant index out of range, or an overflow) if one does.
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(ringSQE{})-sqe128Size]
+	_ = [1]struct{}{}[unsafe.Sizeof(ringReqHeader{})-(ringInOutSize+ringOpInSize+32)]
+	_ = [1]struct{}{}[unsafe.Sizeof(ringCQE{})-cqeSize]
+)
+
 // uring is one io_uring instance: its descriptor and its mapped rings.
 type uring struct {
 	fd             int
 	sqMap, cqMap   []byte
-	sqes           []byte
+	sqeMap         []byte
+	sqes           []ringSQE // sqeMap as SQEs
 	sqHead, sqTail *uint32
 	sqMask         uint32
 	sqEntries      uint32
 	cqHead, cqTail *uint32
 	cqMask         uint32
-	cqes           unsafe.Pointer
+	cqes           []ringCQE
 	pendingSubmit  uint32 // SQEs written but not yet passed to io_uring_enter
 }
 
@@ -169,9 +219,10 @@ func newUring(entries uint32) (*uring, error) {
 	} else if r.cqMap, err = unix.Mmap(r.fd, ioringOffCQRing, cqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
 		return fail("mmap cq", err)
 	}
-	if r.sqes, err = unix.Mmap(r.fd, ioringOffSQEs, int(p.SqEntries)*sqe128Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+	if r.sqeMap, err = unix.Mmap(r.fd, ioringOffSQEs, int(p.SqEntries)*sqe128Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
 		return fail("mmap sqes", err)
 	}
+	r.sqes = unsafe.Slice((*ringSQE)(unsafe.Pointer(&r.sqeMap[0])), p.SqEntries)
 	u32 := func(m []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&m[off])) }
 	r.sqHead, r.sqTail = u32(r.sqMap, p.SqOff.Head), u32(r.sqMap, p.SqOff.Tail)
 	r.sqMask, r.sqEntries = *u32(r.sqMap, p.SqOff.RingMask), p.SqEntries
@@ -181,7 +232,7 @@ func newUring(entries uint32) (*uring, error) {
 	}
 	r.cqHead, r.cqTail = u32(r.cqMap, p.CqOff.Head), u32(r.cqMap, p.CqOff.Tail)
 	r.cqMask = *u32(r.cqMap, p.CqOff.RingMask)
-	r.cqes = unsafe.Pointer(&r.cqMap[p.CqOff.Cqes])
+	r.cqes = unsafe.Slice((*ringCQE)(unsafe.Pointer(&r.cqMap[p.CqOff.Cqes])), p.CqEntries)
 	return r, nil
 }
 
@@ -189,12 +240,12 @@ func (r *uring) close() {
 	if r.cqMap != nil && (r.sqMap == nil || &r.cqMap[0] != &r.sqMap[0]) {
 		unix.Munmap(r.cqMap)
 	}
-	for _, m := range [][]byte{r.sqes, r.sqMap} {
+	for _, m := range [][]byte{r.sqeMap, r.sqMap} {
 		if m != nil {
 			unix.Munmap(m)
 		}
 	}
-	r.sqes, r.cqMap, r.sqMap = nil, nil, nil
+	r.sqes, r.sqeMap, r.cqMap, r.sqMap = nil, nil, nil, nil
 	if r.fd >= 0 {
 		syscall.Close(r.fd)
 		r.fd = -1
@@ -202,15 +253,14 @@ func (r *uring) close() {
 }
 
 // sqe returns the next free SQE, zeroed. The caller holds the queue's lock.
-func (r *uring) sqe() []byte {
+func (r *uring) sqe() *ringSQE {
 	tail := *r.sqTail
 	if tail-atomic.LoadUint32(r.sqHead) >= r.sqEntries {
 		// Not reached: a queue has one SQE per entry, plus the poll.
 		panic("fuse: io_uring submission queue full")
 	}
-	i := tail & r.sqMask
-	s := r.sqes[i*sqe128Size : (i+1)*sqe128Size]
-	clear(s)
+	s := &r.sqes[tail&r.sqMask]
+	*s = ringSQE{}
 	atomic.StoreUint32(r.sqTail, tail+1)
 	r.pendingSubmit++
 	return s
@@ -251,7 +301,7 @@ type ringCQE struct {
 type ringEntry struct {
 	idx      int
 	iov      [2]unix.Iovec
-	hdr      []byte
+	hdr      *ringReqHeader
 	payload  []byte
 	commitID uint64
 	// in holds the in header and the opcode's struct contiguously, as
@@ -430,11 +480,13 @@ func (q *ringQueue) setup() error {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	q.evfd = fd
-	hdrs, err := unix.Mmap(-1, 0, q.depth*ringHeaderSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	const hdrSize = int(unsafe.Sizeof(ringReqHeader{}))
+	hm, err := unix.Mmap(-1, 0, q.depth*hdrSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("map headers: %w", err)
 	}
-	q.bufs = append(q.bufs, hdrs)
+	q.bufs = append(q.bufs, hm)
+	hdrs := unsafe.Slice((*ringReqHeader)(unsafe.Pointer(&hm[0])), q.depth)
 	pl, err := unix.Mmap(-1, 0, q.depth*p.maxPayload, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("map payloads: %w", err)
@@ -444,9 +496,9 @@ func (q *ringQueue) setup() error {
 	for i := range q.entries {
 		e := &q.entries[i]
 		e.idx = i
-		e.hdr = hdrs[i*ringHeaderSize : (i+1)*ringHeaderSize : (i+1)*ringHeaderSize]
+		e.hdr = &hdrs[i]
 		e.payload = pl[i*p.maxPayload : (i+1)*p.maxPayload : (i+1)*p.maxPayload]
-		e.iov[0].Base, e.iov[0].Len = &e.hdr[0], uint64(len(e.hdr))
+		e.iov[0].Base, e.iov[0].Len = &e.hdr.InOut[0], uint64(hdrSize)
 		e.iov[1].Base, e.iov[1].Len = &e.payload[0], uint64(len(e.payload))
 		e.req.cancel = make(chan struct{})
 	}
@@ -510,10 +562,10 @@ func (q *ringQueue) first(errs chan<- error) {
 		q.prepRegister(&q.entries[i])
 	}
 	s := q.ring.sqe()
-	s[0] = ioringOpPollAdd
-	*(*int32)(unsafe.Pointer(&s[4])) = int32(q.evfd)
-	*(*uint32)(unsafe.Pointer(&s[28])) = unix.POLLIN
-	*(*uint64)(unsafe.Pointer(&s[32])) = ringStopToken
+	s.Opcode = ioringOpPollAdd
+	s.Fd = int32(q.evfd)
+	s.OpFlags = unix.POLLIN
+	s.UserData = ringStopToken
 	q.poller = me
 	q.mu.Unlock()
 	q.serve(me)
@@ -525,25 +577,23 @@ func (q *ringQueue) first(errs chan<- error) {
 func (q *ringQueue) prepRegister(e *ringEntry) {
 	s := q.ring.sqe()
 	q.prepCmd(s, e, fuseIoUringCmdRegister)
-	*(*uint64)(unsafe.Pointer(&s[16])) = uint64(uintptr(unsafe.Pointer(&e.iov[0])))
-	*(*uint32)(unsafe.Pointer(&s[24])) = 2
+	s.Addr = uint64(uintptr(unsafe.Pointer(&e.iov[0])))
+	s.Len = uint32(len(e.iov))
 }
 
 // prepCommit queues the COMMIT_AND_FETCH command of e.
 func (q *ringQueue) prepCommit(e *ringEntry) {
 	s := q.ring.sqe()
 	q.prepCmd(s, e, fuseIoUringCmdCommitAndFetch)
-	*(*uint64)(unsafe.Pointer(&s[48+8])) = e.commitID
+	s.Cmd.CommitID = e.commitID
 }
 
-func (q *ringQueue) prepCmd(s []byte, e *ringEntry, cmd uint32) {
-	s[0] = ioringOpUringCmd
-	*(*int32)(unsafe.Pointer(&s[4])) = int32(q.pool.ms.fuseFD.fd)
-	*(*uint32)(unsafe.Pointer(&s[8])) = cmd // cmd_op
-	*(*uint64)(unsafe.Pointer(&s[32])) = uint64(e.idx)
-	// struct fuse_uring_cmd_req at sqe->cmd (offset 48): flags,
-	// commit_id, qid.
-	*(*uint16)(unsafe.Pointer(&s[48+16])) = uint16(q.qid)
+func (q *ringQueue) prepCmd(s *ringSQE, e *ringEntry, cmd uint32) {
+	s.Opcode = ioringOpUringCmd
+	s.Fd = int32(q.pool.ms.fuseFD.fd)
+	s.CmdOp = cmd
+	s.UserData = uint64(e.idx)
+	s.Cmd.Qid = uint16(q.qid)
 }
 
 // serve runs on a queue thread until the queue stops. The thread that
@@ -643,7 +693,7 @@ func (q *ringQueue) reap() (e *ringEntry, stop bool) {
 		if head == atomic.LoadUint32(r.cqTail) {
 			return nil, false
 		}
-		c := *(*ringCQE)(unsafe.Add(r.cqes, uintptr(head&r.cqMask)*cqeSize))
+		c := r.cqes[head&r.cqMask]
 		atomic.StoreUint32(r.cqHead, head+1)
 		if c.UserData == ringStopToken {
 			return nil, true
@@ -707,15 +757,15 @@ func (q *ringQueue) handle(e *ringEntry) {
 		defer ms.requestProcessingMu.Unlock()
 	}
 	const inHeaderSize = int(unsafe.Sizeof(InHeader{}))
-	ino := (*ringEntInOut)(unsafe.Pointer(&e.hdr[ringEntInOutOff]))
+	ino := &e.hdr.EntInOut
 	e.commitID = ino.CommitID
-	hdr := (*InHeader)(unsafe.Pointer(&e.hdr[0]))
+	hdr := (*InHeader)(unsafe.Pointer(&e.hdr.InOut[0]))
 	psz := int(min(ino.PayloadSz, uint32(len(e.payload))))
 	// in_args[0], the opcode's struct, is in op_in; the other arguments
 	// (names, data, extensions) are the payload.
 	opsz := max(0, min(int(hdr.Length)-inHeaderSize-psz, ringOpInSize))
-	copy(e.in[:], e.hdr[:inHeaderSize])
-	copy(e.in[inHeaderSize:], e.hdr[ringInOutSize:ringInOutSize+opsz])
+	copy(e.in[:], e.hdr.InOut[:inHeaderSize])
+	copy(e.in[inHeaderSize:], e.hdr.OpIn[:opsz])
 	clear(e.in[inHeaderSize+opsz:])
 
 	req := &e.req
@@ -793,7 +843,7 @@ func (q *ringQueue) handle(e *ringEntry) {
 	if !req.status.Ok() {
 		sz = 0
 	}
-	copy(e.hdr[:ringInOutSize], req.outHeaderBuf)
+	copy(e.hdr.InOut[:], req.outHeaderBuf)
 	ino.PayloadSz = uint32(sz)
 }
 
@@ -1002,18 +1052,6 @@ func (ms *Server) stopRings() {
 		ms.uring.stop()
 		ms.uring.done.Wait()
 	}
-}
-
-// IoUringStats describes the io_uring transport of a server.
-type IoUringStats struct {
-	// On: requests come through FUSE over io_uring.
-	On bool
-	// Queues is the number of queues (one per possible CPU), Depth the
-	// entries of each queue whose CPU is online.
-	Queues, Depth int
-	// Requests answered through the rings, and helper threads started
-	// for queues whose thread was held up by a slow handler.
-	Requests, Helpers int64
 }
 
 // IoUring reports whether requests come through FUSE over io_uring (see

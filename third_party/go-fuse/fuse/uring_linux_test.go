@@ -17,9 +17,49 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// The structs shared with the kernel have its layout: the offsets of
+// include/uapi/linux/io_uring.h and include/uapi/linux/fuse.h.
+func TestIoUringStructsHaveTheKernelsLayout(t *testing.T) {
+	var sqe ringSQE
+	var hdr ringReqHeader
+	var cqe ringCQE
+	for _, c := range []struct {
+		field     string
+		got, want uintptr
+	}{
+		{"io_uring_sqe.opcode", unsafe.Offsetof(sqe.Opcode), 0},
+		{"io_uring_sqe.fd", unsafe.Offsetof(sqe.Fd), 4},
+		{"io_uring_sqe.cmd_op", unsafe.Offsetof(sqe.CmdOp), 8},
+		{"io_uring_sqe.addr", unsafe.Offsetof(sqe.Addr), 16},
+		{"io_uring_sqe.len", unsafe.Offsetof(sqe.Len), 24},
+		{"io_uring_sqe.poll32_events", unsafe.Offsetof(sqe.OpFlags), 28},
+		{"io_uring_sqe.user_data", unsafe.Offsetof(sqe.UserData), 32},
+		{"io_uring_sqe.buf_index", unsafe.Offsetof(sqe.BufIndex), 40},
+		{"io_uring_sqe.personality", unsafe.Offsetof(sqe.Personality), 42},
+		{"io_uring_sqe.splice_fd_in", unsafe.Offsetof(sqe.SpliceFdIn), 44},
+		{"io_uring_sqe.cmd", unsafe.Offsetof(sqe.Cmd), 48},
+		{"io_uring_sqe (SQE128)", unsafe.Sizeof(sqe), 128},
+		{"fuse_uring_cmd_req.commit_id", unsafe.Offsetof(sqe.Cmd.CommitID), 8},
+		{"fuse_uring_cmd_req.qid", unsafe.Offsetof(sqe.Cmd.Qid), 16},
+		{"fuse_uring_req_header.op_in", unsafe.Offsetof(hdr.OpIn), 128},
+		{"fuse_uring_req_header.ring_ent_in_out", unsafe.Offsetof(hdr.EntInOut), 256},
+		{"fuse_uring_req_header", unsafe.Sizeof(hdr), 288},
+		{"fuse_uring_ent_in_out.commit_id", unsafe.Offsetof(hdr.EntInOut.CommitID), 8},
+		{"fuse_uring_ent_in_out.payload_sz", unsafe.Offsetof(hdr.EntInOut.PayloadSz), 16},
+		{"io_uring_cqe.res", unsafe.Offsetof(cqe.Res), 8},
+		{"io_uring_cqe.flags", unsafe.Offsetof(cqe.Flags), 12},
+		{"io_uring_cqe", unsafe.Sizeof(cqe), 16},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s at %d, the kernel's at %d", c.field, c.got, c.want)
+		}
+	}
+}
 
 // kernelOffersIoUring reports whether new mounts can use FUSE over
 // io_uring (the fuse module's enable_uring).

@@ -15,4 +15,4 @@ func (ms *Server) stopRings()                   {}
 
 // IoUring reports whether requests come through FUSE over io_uring: never
 // on this system.
-func (ms *Server) IoUring() (on bool, queues int) { return false, 0 }
+func (ms *Server) IoUring() IoUringStats { return IoUringStats{} }
