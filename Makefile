@@ -36,7 +36,7 @@ test-slurm: build
 .PHONY: test-io-uring
 test-io-uring: build
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh io_uring sh -c '\
-	  $(GO) test -race -count=1 -timeout 30m ./test/mount ./fs && \
+	  $(GO) test -race -count=1 -timeout 30m ./test/mount ./internal/fs && \
 	  cd third_party/go-fuse && $(GO) test -race -count=1 -run IoUring ./fuse ./fs'
 
 # go-fuse's tests after each patch of the series (third_party/go-fuse/patches):
@@ -55,7 +55,7 @@ test-go-fuse:
 # !race), without it.
 .PHONY: test-norace
 test-norace:
-	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -count=1 -run 'Allocat' ./preprocess
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} $(GO) test -count=1 -run 'Allocat' ./internal/preprocess
 
 # The CI suite: vet, a tidy go.mod, every test under the race detector, real
 # FUSE mounts (over /dev/fuse, then the mount suite over io_uring), go-fuse's

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/internal/config"
 )
 
 const configSynopsis = "config --config FILE [source|mountpoint|state_dir]"

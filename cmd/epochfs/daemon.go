@@ -1,7 +1,7 @@
 package main
 
 // Finding the daemon of a mount point without asking it (it may be hung or
-// dead): from the runtime record its mount wrote (daemon/record.go),
+// dead): from the runtime record its mount wrote (internal/daemon/record.go),
 // checked against the process table and the mount's device number, and
 // only failing that (a mount made without a record) from .epochfs/status
 // with a short timeout.
@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/internal/daemon"
 )
 
 // statusTimeout bounds the read of .epochfs/status that finds or checks
@@ -83,7 +83,7 @@ func statusWithin(mnt string, timeout time.Duration) (map[string]string, error) 
 
 // daemonByCmdline finds a daemon of mnt in the process table: a process
 // of this executable started as "epochfs mount --foreground ... MNT" by
-// the user uid who made the mount (daemon/trust.go). Another user's
+// the user uid who made the mount (internal/daemon/trust.go). Another user's
 // process of that name and arguments, or another program's, is not it.
 func daemonByCmdline(mnt string, uid int) daemon.Record {
 	if uid < 0 {

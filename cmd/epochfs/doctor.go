@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/config"
-	"github.com/epochfs/epochfs/daemon"
-	"github.com/epochfs/epochfs/tier"
+	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/tier"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,6 +1,6 @@
 package main
 
-// `epochfs drop` removes tier copies on purpose (placement/drop.go): the
+// `epochfs drop` removes tier copies on purpose (internal/placement/drop.go): the
 // .epochfs/drop control file, written as a path document, then waited for
 // (the copies go when the document's last descriptor is released).
 
@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/internal/config"
 )
 
 const dropSynopsis = "drop [--all] MOUNTPOINT [PATH...]"

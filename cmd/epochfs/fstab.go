@@ -19,7 +19,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/internal/config"
 )
 
 // helperName is the name mount(8) runs this binary under.

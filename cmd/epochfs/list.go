@@ -2,7 +2,7 @@ package main
 
 // `epochfs list` names every epochfs mount of the node: from the mount
 // table (fuse.epochfs) joined with the daemons' runtime records
-// (daemon/record.go), so that a mount whose daemon died and a daemon still
+// (internal/daemon/record.go), so that a mount whose daemon died and a daemon still
 // draining a detached mount show too.
 
 import (
@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/internal/daemon"
 )
 
 const listSynopsis = "list [--json]"

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/internal/daemon"
 )
 
 // list joins the mount table's epochfs mounts with the daemons' records:

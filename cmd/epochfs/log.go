@@ -6,7 +6,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/internal/config"
 )
 
 // newLogger builds the one logger of the process from [log].

@@ -10,10 +10,10 @@ import (
 	"sort"
 	"syscall"
 
-	"github.com/epochfs/epochfs/config"
-	"github.com/epochfs/epochfs/model"
-	"github.com/epochfs/epochfs/model/profile"
-	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/model"
+	"github.com/epochfs/epochfs/internal/model/profile"
+	"github.com/epochfs/epochfs/internal/preprocess"
 )
 
 func runModel(args []string, stdout, stderr io.Writer) error {

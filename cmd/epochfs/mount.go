@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/config"
-	"github.com/epochfs/epochfs/daemon"
-	"github.com/epochfs/epochfs/tier"
+	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/tier"
 )
 
 const mountSynopsis = "mount [--config FILE] [--tier NAME=PATH:QUOTA]... [--state DIR] [--user-ref ID] [--keep] [--foreground] [--rescan] [--wait-walk] [--no-passthrough] SOURCE MOUNTPOINT"
@@ -28,7 +28,7 @@ type mountArgs struct {
 	noPassthrough bool
 	readyFD       int
 	// shutdownTimeout bounds the daemon's closes on its way out
-	// (daemon/shutdown.go).
+	// (internal/daemon/shutdown.go).
 	shutdownTimeout time.Duration
 	// sourcePatience is how long the daemon waits for a source an
 	// earlier mount knew before it mounts without it (internal: the

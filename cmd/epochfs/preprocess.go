@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/epochfs/epochfs/config"
-	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/preprocess"
 )
 
 // runPreprocess runs the configured pipeline (static then augment steps)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/epochfs/epochfs/preprocess"
+	"github.com/epochfs/epochfs/internal/preprocess"
 
 	"github.com/epochfs/epochfs/internal/testenv"
 )
@@ -185,8 +185,8 @@ func TestPreprocessUsageErrors(t *testing.T) {
 }
 
 // goldenDir holds the inputs, configs and output digests that pin the
-// bytes epochfs preprocess writes (see preprocess/testdata/golden).
-const goldenDir = "../../preprocess/testdata/golden"
+// bytes epochfs preprocess writes (see internal/preprocess/testdata/golden).
+const goldenDir = "../../internal/preprocess/testdata/golden"
 
 // loadGoldenSums reads SHA256SUMS: "<sha256>  <config>/<image>.npy".
 func loadGoldenSums(t *testing.T) map[string]string {

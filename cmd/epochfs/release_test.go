@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/internal/placement"
 )
 
 func TestMemoryIsReleasedWhenABurstOfCopiesEnds(t *testing.T) {

@@ -18,7 +18,7 @@ package main
 //   - --user-ref ID counts ID as a user of the mount (users.go).
 //
 // Lock order: RUNTIME/KEY.lock, then STATE/mount.lock; the daemon then
-// takes STATE/daemon.lock for its life (daemon/lock.go). An unmount takes
+// takes STATE/daemon.lock for its life (internal/daemon/lock.go). An unmount takes
 // KEY.lock only.
 //
 // The daemon itself is assembled by the daemon package; serve runs it in
@@ -47,14 +47,14 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
-	"github.com/epochfs/epochfs/cluster"
-	"github.com/epochfs/epochfs/config"
-	"github.com/epochfs/epochfs/daemon"
-	"github.com/epochfs/epochfs/fs"
-	"github.com/epochfs/epochfs/placement"
-	"github.com/epochfs/epochfs/preprocess"
-	"github.com/epochfs/epochfs/tier"
-	"github.com/epochfs/epochfs/views"
+	"github.com/epochfs/epochfs/internal/cluster"
+	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/fs"
+	"github.com/epochfs/epochfs/internal/placement"
+	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/views"
 )
 
 func runMount(args []string, stdout, stderr io.Writer) error {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/epochfs/epochfs/config"
+	"github.com/epochfs/epochfs/internal/config"
 )
 
 const statusSynopsis = "status [--raw | --json] MOUNTPOINT"

@@ -3,7 +3,7 @@ package main
 import (
 	"runtime"
 
-	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/internal/fs"
 )
 
 // transportProcs raises GOMAXPROCS by the threads of the FUSE transport

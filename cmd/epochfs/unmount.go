@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/internal/daemon"
 )
 
 const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] [--user-ref ID] [--strict] {MOUNTPOINT | --config FILE}"

@@ -11,7 +11,7 @@ package main
 // unmounts whatever the users, and forgets them.
 //
 // The users live in RUNTIME/KEY.users (JSON, RUNTIME and KEY as for the
-// runtime record: daemon/record.go). They belong to the mount point, not to
+// runtime record: internal/daemon/record.go). They belong to the mount point, not to
 // one daemon: a daemon that died and was mounted again by the next job
 // keeps the users of the jobs still running, whose epilogs come later. They
 // live under /run, so a reboot forgets them together with the mounts.
@@ -30,7 +30,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/internal/daemon"
 )
 
 // maxUserRef bounds a user id.

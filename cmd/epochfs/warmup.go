@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/config"
-	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
 const warmupSynopsis = "warmup [--wait PCT] [--timeout DURATION] [--dry-run] [-f LIST [-z]] MOUNTPOINT [PATH...]"

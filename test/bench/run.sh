@@ -276,13 +276,13 @@ if [ -z "$QUICK" ] && [ "$ONLY" != epochs ]; then
     bash "$ROOT/test/bench/readpath.sh" || log "readpath.sh failed"
   fi
   if [ -f "$ROOT/preprocess/bench/run.sh" ]; then
-    log "preprocessing benchmark: preprocess/bench/run.sh"
+    log "preprocessing benchmark: internal/preprocess/bench/run.sh"
     # all: the in-process pipeline and the end-to-end `epochfs preprocess`.
     if bash "$ROOT/preprocess/bench/run.sh" all >"$WORK/preprocess.md"; then
       [ "$OUT" = - ] || $PY "$HERE/report.py" --section preprocess --section-file "$WORK/preprocess.md" --out "$OUT" \
-        --command "make bench (= bash preprocess/bench/run.sh all)"
+        --command "make bench (= bash internal/preprocess/bench/run.sh all)"
     else
-      log "preprocess/bench/run.sh failed"
+      log "internal/preprocess/bench/run.sh failed"
     fi
   fi
 fi

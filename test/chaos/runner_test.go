@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/daemon"
+	"github.com/epochfs/epochfs/internal/daemon"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
 // The epochfs Python package (python/): its unit tests with Debian's

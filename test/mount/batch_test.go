@@ -20,8 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/epochfs/epochfs/ctlpath"
-	"github.com/epochfs/epochfs/views"
+	"github.com/epochfs/epochfs/internal/ctlpath"
+	"github.com/epochfs/epochfs/internal/views"
 )
 
 // npzArray is one member of a batch file.
@@ -435,7 +435,7 @@ func TestEachOpenOfABatchFileTakesOneBatch(t *testing.T) {
 }
 
 // A batch a reader has mapped keeps its bytes while later batches are
-// assembled: memory files are never reused (views/memfile.go).
+// assembled: memory files are never reused (internal/views/memfile.go).
 func TestAMappedBatchKeepsItsBytes(t *testing.T) {
 	requireFUSE(t)
 	src := filepath.Join(t.TempDir(), "src")

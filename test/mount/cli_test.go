@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	epochd "github.com/epochfs/epochfs/daemon"
+	epochd "github.com/epochfs/epochfs/internal/daemon"
 )
 
 // cli runs the epochfs binary and returns its exit code and output.

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/cluster"
+	"github.com/epochfs/epochfs/internal/cluster"
 	"github.com/epochfs/epochfs/test/rediscluster"
 )
 

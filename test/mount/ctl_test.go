@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/epochfs/epochfs/ctlpath"
+	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
 // The ctl files' contract as shell scripts and programs drive it: bash

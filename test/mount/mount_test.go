@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/internal/placement"
 )
 
 func TestEveryFileReadsIdenticalThroughTheMount(t *testing.T) {

@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
-	epochd "github.com/epochfs/epochfs/daemon"
-	"github.com/epochfs/epochfs/placement"
-	"github.com/epochfs/epochfs/views"
+	epochd "github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/placement"
+	"github.com/epochfs/epochfs/internal/views"
 	"golang.org/x/sys/unix"
 
 	"github.com/epochfs/epochfs/internal/testenv"

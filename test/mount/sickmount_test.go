@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 

@@ -284,7 +284,7 @@ func TestUnmountWithAFullStateDirExitsCleanlyAndKeepsWhatWasWritten(t *testing.T
 	d := startDaemon(t, src, mnt, state, tierDir, noFill(t))
 	before, after := paths[:len(paths)/2], paths[len(paths)/2:]
 	// In reverse path order: a reader in path order would be read ahead
-	// into the other half (placement/sequential.go).
+	// into the other half (internal/placement/sequential.go).
 	rev := slices.Clone(before)
 	slices.Sort(rev)
 	slices.Reverse(rev)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/epochfs/epochfs/fs"
+	"github.com/epochfs/epochfs/internal/fs"
 )
 
 // The transport follows fuse.io_uring and the kernel: "auto" takes io_uring

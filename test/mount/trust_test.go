@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	epochd "github.com/epochfs/epochfs/daemon"
-	"github.com/epochfs/epochfs/views"
+	epochd "github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/views"
 )
 
 // heldJobFiles is run as the attacker: it makes jobs/NAME, keeps O_PATH

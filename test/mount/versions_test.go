@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/placement"
+	"github.com/epochfs/epochfs/internal/placement"
 )
 
 // TestANewContentIsANewInode: a handle open (in passthrough or cached mode) on a

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/epochfs/epochfs/model"
-	"github.com/epochfs/epochfs/preprocess"
-	"github.com/epochfs/epochfs/views"
+	"github.com/epochfs/epochfs/internal/model"
+	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/views"
 )
 
 // makeJPEGs writes n small JPEGs of varied sizes under src/class{0,1}/

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/placement/catalog"
+	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 

@@ -21,7 +21,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/epochfs/epochfs/sampler"
+	"github.com/epochfs/epochfs/internal/sampler"
 )
 
 // Policy is how jobs sample and what is cached.

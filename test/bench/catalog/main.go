@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/epochfs/epochfs/placement/catalog"
+	"github.com/epochfs/epochfs/internal/placement/catalog"
 )
 
 func main() {

@@ -1,0 +1,241 @@
+package catalog
+
+// Serving while walking. A first mount of a large tree on a PFS walks it
+// for minutes; the mount does not wait for that. Open with
+// Options.Background reads the root directory (a source that cannot
+// be read still fails the mount), returns, and walks the rest in the
+// background. Until the walk ends:
+//
+//   - a directory the walk has not reached is read from the source when
+//     someone asks for it (List: a lookup or a listing through the mount),
+//     once, whoever asks first, the walk or a reader; the walk then skips
+//     it and goes on below it;
+//   - every entry gets its ID (the inode number) when its directory is
+//     read; file indices (Entry.Index, the sampler's numbering in path
+//     order) come with the finished tree, so the callers that number files
+//     (jobs, warmup "all", scrubs) wait for WalkDone;
+//   - nothing is written to the catalog: the tree is stored whole when the
+//     walk ends, with its "complete" marker last, as a blocking walk's is,
+//     and the writer starts then. A mount stopped before that walks again
+//     next time.
+//
+// Rescans (the records may name tier copies) and cluster walks (another
+// node's tree) stay blocking.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/puzpuzpuz/xsync/v3"
+	"go.uber.org/zap"
+)
+
+// ErrWalkStopped means the catalog was closed before its background walk
+// ended.
+var ErrWalkStopped = errors.New("catalog: the walk of the source was stopped")
+
+// bgWalk is a walk in progress in the background.
+type bgWalk struct {
+	src      *tier.Source
+	log      *zap.Logger
+	workers  int
+	progress func(int64)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	start    time.Time
+	entries  atomic.Int64 // entries read so far, the root's own excluded
+	pending  atomic.Int64 // directories known and not yet read
+	demanded atomic.Int64 // directories read because someone asked first
+	listing  *xsync.MapOf[*Entry, chan struct{}]
+	progMu   sync.Mutex
+}
+
+// startBackground prepares the background walk of o's source: the root
+// is read now, the rest by run (Open starts it).
+func (c *Catalog) startBackground(ctx context.Context, o Options) error {
+	src := o.Walker
+	if src == nil {
+		return errors.New("catalog: a background walk needs the mount's source")
+	}
+	st, err := os.Stat(src.Root())
+	if err != nil {
+		return fmt.Errorf("catalog: walk: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
+	}
+	root := entryFromInfo("", st)
+	root.ID, root.Index = c.newID(root), -1
+	wctx, cancel := context.WithCancel(context.Background())
+	bg := &bgWalk{src: src, log: c.log, workers: o.Workers, progress: o.Progress, ctx: wctx, cancel: cancel,
+		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
+	bg.pending.Store(1)
+	c.root, c.walked = root, true
+	c.bg.Store(bg)
+	if err := bg.list(ctx, c, root, false); err != nil {
+		cancel()
+		c.bg.Store(nil)
+		return err
+	}
+	c.startWalk = func() { bg.run(c, o.Source, root) }
+	return nil
+}
+
+// Walking reports that the background walk has not ended.
+func (c *Catalog) Walking() bool { return c.bg.Load() != nil }
+
+// WalkDone is closed once the tree is whole: at once unless a background
+// walk runs, otherwise when it ends (finished or stopped).
+func (c *Catalog) WalkDone() <-chan struct{} { return c.walkDone }
+
+// WaitWalk waits until the tree is whole. It fails with ctx's error, or
+// ErrWalkStopped when the catalog was closed first.
+func (c *Catalog) WaitWalk(ctx context.Context) error {
+	select {
+	case <-c.walkDone:
+		return c.walkErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WalkProgress reports the entries a background walk has read and the
+// directories it knows and has not read yet (0, 0 when none runs).
+func (c *Catalog) WalkProgress() (entries, dirsPending int64) {
+	if bg := c.bg.Load(); bg != nil {
+		return bg.entries.Load() + 1, bg.pending.Load()
+	}
+	return 0, 0
+}
+
+// List makes sure the directory d's entries are read: during a background
+// walk a directory it has not reached is read now (once, whoever asks
+// first). A directory that cannot be read looks empty (logged), as in a
+// walk. It waits at most until ctx ends.
+func (c *Catalog) List(ctx context.Context, d *Entry) error {
+	if d.Kind != KindDir || d.kids.Load() != nil {
+		return nil
+	}
+	bg := c.bg.Load()
+	if bg == nil {
+		return nil
+	}
+	return bg.list(ctx, c, d, true)
+}
+
+// list reads d's entries unless someone did; a reader waiting for another
+// one's read of d waits at most until ctx ends. Only the root's read
+// error is returned.
+func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) error {
+	if d.kids.Load() != nil {
+		return nil
+	}
+	ch := make(chan struct{})
+	if prev, loaded := bg.listing.LoadOrStore(d, ch); loaded {
+		select {
+		case <-prev:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer func() {
+		bg.listing.Delete(d)
+		close(ch)
+	}()
+	if d.kids.Load() != nil {
+		return nil // read between the two looks
+	}
+	kids, err := readKids(bg.ctx, bg.src, d, bg.log)
+	if err != nil {
+		if d.Path == "" {
+			return fmt.Errorf("catalog: walk %s: %w", bg.src.Root(), err)
+		}
+		if bg.ctx.Err() != nil {
+			return nil // stopped: the tree is not stored
+		}
+		bg.log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
+	}
+	var files, bytes, dirs int64
+	for _, k := range kids {
+		k.ID, k.Index = c.newID(k), -1
+		switch k.Kind {
+		case KindFile:
+			files++
+			bytes += k.Attr().Size
+		case KindDir:
+			dirs++
+		}
+	}
+	c.treeMu.Lock()
+	d.setChildren(kids)
+	c.treeMu.Unlock()
+	c.files.Add(files)
+	c.bytes.Add(bytes)
+	bg.pending.Add(dirs - 1)
+	if demand {
+		bg.demanded.Add(1)
+	}
+	bg.progMu.Lock()
+	if n := bg.entries.Add(int64(len(kids))); bg.progress != nil {
+		bg.progress(n)
+	}
+	bg.progMu.Unlock()
+	return nil
+}
+
+// run walks the tree below root, skipping what was read on demand, then
+// stores it whole and starts the catalog's writer.
+func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
+	sem := make(chan struct{}, max(bg.workers, 1))
+	var wg sync.WaitGroup
+	var visit func(d *Entry)
+	visit = func(d *Entry) {
+		defer wg.Done()
+		if bg.ctx.Err() != nil {
+			return
+		}
+		sem <- struct{}{}
+		bg.list(bg.ctx, c, d, false)
+		<-sem
+		for _, k := range d.Children() {
+			if k.Kind == KindDir {
+				wg.Add(1)
+				go visit(k)
+			}
+		}
+	}
+	wg.Add(1)
+	visit(root)
+	wg.Wait()
+	if bg.ctx.Err() != nil {
+		c.walkErr = ErrWalkStopped
+		c.log.Info("walk of the source stopped before its end; the next mount walks again",
+			zap.Int64("entries", bg.entries.Load()+1))
+		close(c.walkDone)
+		return
+	}
+	c.store(root, source, false)
+	c.setRoot(root)
+	c.bg.Store(nil)
+	bg.cancel()
+	c.startWriter()
+	c.log.Info("source walked", zap.Bool("here", true), zap.Bool("background", true),
+		zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()),
+		zap.Int64("read_on_demand", bg.demanded.Load()), zap.Duration("took", time.Since(bg.start)))
+	close(c.walkDone)
+}
+
+// stopWalk stops a background walk and waits for it to end.
+func (c *Catalog) stopWalk() {
+	if bg := c.bg.Load(); bg != nil {
+		bg.cancel()
+		<-c.walkDone
+	}
+}

@@ -1,0 +1,185 @@
+package catalog
+
+// Walking the source into a tree (a first mount, or a rescan).
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/epochfs/epochfs/internal/tier"
+	"go.uber.org/zap"
+)
+
+// walkSource walks o's source: through o.Walker, or a source opened for
+// the walk (tests that build a catalog alone).
+func walkSource(ctx context.Context, o Options, log *zap.Logger) (*Entry, error) {
+	src := o.Walker
+	if src == nil {
+		s, err := tier.OpenSource(tier.SourceOptions{Root: o.Source, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: walk: %w", err)
+		}
+		defer s.Close()
+		src = s
+	}
+	return walk(ctx, src, o.Workers, log, o.Progress)
+}
+
+// walk reads the source tree in parallel, every path resolved beneath the
+// source root without following a symlink (internal/tier/beneath.go).
+func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
+	st, err := os.Stat(src.Root())
+	if err != nil {
+		return nil, fmt.Errorf("catalog: walk: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
+	}
+	root := entryFromInfo("", st)
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	var seen atomic.Int64
+	var progMu sync.Mutex
+	var firstErr error
+	var errMu sync.Mutex
+	var visit func(d *Entry)
+	visit = func(d *Entry) {
+		defer wg.Done()
+		if ctx.Err() != nil {
+			return
+		}
+		sem <- struct{}{}
+		kids, err := readKids(ctx, src, d, log)
+		<-sem
+		if err != nil {
+			if d.Path == "" {
+				errMu.Lock()
+				firstErr = fmt.Errorf("catalog: walk %s: %w", src.Root(), err)
+				errMu.Unlock()
+				return
+			}
+			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
+		}
+		d.setChildren(kids)
+		// One call at a time, with a count that only grows: the callback
+		// need not be safe for concurrent use.
+		progMu.Lock()
+		if n := seen.Add(int64(len(kids))); progress != nil {
+			progress(n)
+		}
+		progMu.Unlock()
+		for _, k := range kids {
+			if k.Kind == KindDir {
+				wg.Add(1)
+				go visit(k)
+			}
+		}
+	}
+	wg.Add(1)
+	visit(root)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("catalog: walk: %w", err)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return root, nil
+}
+
+// readKids reads the entries of the source directory d: special files and
+// entries that cannot be read are skipped (logged), symlinks get their
+// targets. An error is the directory's own (it could not be read).
+func readKids(ctx context.Context, src *tier.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
+	des, err := src.WalkReadDir(ctx, d.Path)
+	var kids []*Entry
+	for _, de := range des {
+		p := de.Name()
+		if d.Path != "" {
+			p = d.Path + "/" + de.Name()
+		}
+		info, ierr := de.Info()
+		if ierr != nil {
+			log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
+			continue
+		}
+		e := entryFromInfo(p, info)
+		if e == nil {
+			log.Debug("walk: skipping special file", zap.String("path", p))
+			continue
+		}
+		if e.Kind == KindSymlink {
+			t, lerr := src.WalkReadlink(ctx, p)
+			if lerr != nil {
+				log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
+				continue
+			}
+			e.setTarget(t)
+		}
+		kids = append(kids, e)
+	}
+	return kids, err
+}
+
+// NewEntry is a new entry for the source's path p (a refresh found it),
+// of a fresh stat of it; target is a symlink's. It is not in the tree
+// until Catalog.Add. nil for a special file (not part of the dataset).
+func NewEntry(p string, info fs.FileInfo, target string) *Entry {
+	e := entryFromInfo(p, info)
+	if e == nil {
+		return nil
+	}
+	e.setTarget(target)
+	if e.Kind == KindDir {
+		e.setChildren(nil)
+	}
+	return e
+}
+
+// entryFromInfo is the entry of a walk's stat of p.
+func entryFromInfo(p string, info fs.FileInfo) *Entry {
+	e := &Entry{Path: p}
+	switch {
+	case info.Mode().IsRegular():
+		e.Kind = KindFile
+	case info.IsDir():
+		e.Kind = KindDir
+	case info.Mode()&fs.ModeSymlink != 0:
+		e.Kind = KindSymlink
+	default:
+		return nil
+	}
+	e.initAttr(AttrFromInfo(info))
+	e.setLink(linkOf(e.Kind, info))
+	e.tier.Store(-1)
+	e.checked.Store(time.Now().Unix()) // what was just read is the check
+	return e
+}
+
+// AttrFromInfo converts a fresh stat of a source file.
+func AttrFromInfo(info fs.FileInfo) Attr {
+	a := Attr{Size: info.Size(), Mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.Mode, a.UID, a.GID = st.Mode, st.Uid, st.Gid
+		a.Nlink = uint32(min(st.Nlink, 1<<32-1))
+		a.Blocks = st.Blocks
+		a.Atime = st.Atim.Nano()
+		a.Ctime = st.Ctim.Nano()
+	}
+	return a
+}
+
+// linkOf is the link key of a regular file with more than one link.
+func linkOf(k Kind, info fs.FileInfo) *linkKey {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if k != KindFile || !ok || st.Nlink < 2 {
+		return nil
+	}
+	return &linkKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+}

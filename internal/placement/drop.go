@@ -1,0 +1,43 @@
+package placement
+
+import (
+	"sync/atomic"
+
+	"github.com/epochfs/epochfs/internal/placement/catalog"
+)
+
+// Dropping copies on purpose. Nothing is ever evicted on its own; an
+// administrator who wants tier space back (for another dataset, or a part
+// of this one that no job reads any more) drops copies by path. A dropped
+// file is served from the source, and copied again when it is next read
+// (or warmed), as any file without a copy. Readers that have the copy open
+// keep reading it: its name is removed, its bytes go when they close.
+
+// dropStats counts what DropCopies removed since the mount.
+type dropStats struct {
+	files, bytes atomic.Int64
+}
+
+// DropCopies removes the tier copies of files and reports how many it removed
+// and their bytes (files without a copy are passed over).
+func (p *Placer) DropCopies(files []*catalog.Entry) (n, bytes int64) {
+	for _, e := range files {
+		i := e.Tier()
+		if i < 0 || e.Kind != catalog.KindFile {
+			continue
+		}
+		size := e.Attr().Size
+		if p.dropCopy(e, i) {
+			n++
+			bytes += size
+		}
+	}
+	p.drops.files.Add(n)
+	p.drops.bytes.Add(bytes)
+	return n, bytes
+}
+
+// Dropped is what DropCopies removed since the mount: copies and bytes.
+func (p *Placer) Dropped() (files, bytes int64) {
+	return p.drops.files.Load(), p.drops.bytes.Load()
+}

@@ -1,0 +1,75 @@
+package placement
+
+import (
+	"context"
+	"io"
+
+	"github.com/epochfs/epochfs/internal/placement/catalog"
+)
+
+// RemoteKey names one version of a dataset file for a Remote.
+type RemoteKey struct {
+	Path  string
+	Size  int64
+	Mtime int64 // nanoseconds since the epoch
+}
+
+// SourceCopy reads the source file whole into w, checking that it is the
+// version asked for, and calls progress (if set) with the bytes written so
+// far. The placer hands one to Remote.Copy.
+type SourceCopy func(w io.Writer, progress func(int64)) (int64, error)
+
+// Remote is a store of whole files shared with other nodes (the cluster
+// tier; the daemon adapts package cluster to it). A whole-file copy (into a
+// tier or the shared buffer) asks it before the source: a file it holds is
+// not read from the source on this node at all, and a file it does not hold
+// is read from the source through it, so that it keeps the bytes for the
+// other nodes. The order is: local tiers, the remote, the source.
+type Remote interface {
+	// Copy writes version k of the file to w, from its first byte to its
+	// last, and returns the bytes written (k.Size on success). It reads
+	// the stored copy when there is one and otherwise calls source
+	// (at most once per call, possibly after waiting a bounded time for
+	// another node that reads it). The remote's own failures are never
+	// returned: it falls back to source. source's errors are returned.
+	// progress (if set) is called with the bytes written to w so far.
+	Copy(ctx context.Context, k RemoteKey, w io.Writer, progress func(int64), source SourceCopy) (int64, error)
+}
+
+// RangeRemote is a Remote that also reads parts of the files it holds: a
+// read with no local copy to follow (a file that fits no tier, a read that
+// found every copy slot taken, a copy that failed) takes its bytes from
+// the remote's stored copy before the source. It never fills the remote:
+// only whole-file copies do.
+type RangeRemote interface {
+	Remote
+	// Stored returns the stored copy of version k, or false when the
+	// remote does not hold it or fails.
+	Stored(ctx context.Context, k RemoteKey) (RemoteFile, bool)
+}
+
+// RemoteFile is a stored copy of one file version, read in parts.
+type RemoteFile interface {
+	// ReadAt fills buf from off, fewer bytes only at the end of the file.
+	// After an error the reader reads the source instead.
+	ReadAt(ctx context.Context, buf []byte, off int64) (int, error)
+}
+
+// remoteKey is e's key in version a.
+func remoteKey(e *catalog.Entry, a catalog.Attr) RemoteKey {
+	return RemoteKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime}
+}
+
+// sliceWriter writes into a preallocated slice, in order.
+type sliceWriter struct {
+	b []byte
+	n int
+}
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	if len(p) > len(w.b)-w.n {
+		return 0, io.ErrShortWrite
+	}
+	w.n += copy(w.b[w.n:], p)
+	return len(p), nil
+}

@@ -1,0 +1,575 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+)
+
+// Scrubs: work on demand that compares the catalog and the tier copies with
+// the source, in the background, a few files in parallel and within
+// Options.RefreshRate source metadata operations per second (the PFS's
+// metadata server is shared).
+//
+//   - Refresh revalidates paths (or the whole tree): a changed file's copy
+//     is dropped, files and directories added to the source appear in the
+//     mount and removed ones disappear, without a remount. Every file it
+//     checks counts as validated for ValidateOnce.
+//   - Verify checks every tier copy under the paths: the copy exists with
+//     the recorded size, and the source still has the recorded size and
+//     mtime; with Content, the copy's bytes equal the source's (read within
+//     the source bandwidth cap). A bad copy is dropped and queued to be
+//     copied again: the answer to a copy corrupted in place, which opens do
+//     not notice.
+//
+// Requests run one at a time, in the order they came.
+
+// ScrubKind is what a scrub does.
+type ScrubKind int
+
+// Scrub kinds.
+const (
+	ScrubRefresh ScrubKind = iota + 1
+	ScrubVerify
+	ScrubVerifyContent
+	// ScrubRevalidate checks the resident files a remount found checked
+	// longer ago than the TTL (validate.go: trustChecks).
+	ScrubRevalidate
+)
+
+func (k ScrubKind) String() string {
+	switch k {
+	case ScrubRefresh:
+		return "refresh"
+	case ScrubVerify:
+		return "verify"
+	case ScrubVerifyContent:
+		return "verify-content"
+	case ScrubRevalidate:
+		return "revalidate"
+	}
+	return "none"
+}
+
+// ScrubRequest asks for one scrub.
+type ScrubRequest struct {
+	Kind  ScrubKind
+	Paths []string // dataset-relative; none = the whole dataset
+	// AllowDrop removes whatever the source no longer has, past
+	// Options.MaxDrop (dropguard.go).
+	AllowDrop bool
+}
+
+// ScrubProgress reports the running (or last) scrub of a kind family.
+type ScrubProgress struct {
+	Running  bool
+	Pending  int   // requests waiting behind the running one
+	Finished int64 // requests finished since the mount
+	Kind     ScrubKind
+	Checked  int64 // files compared with the source
+	Changed  int64 // files whose source changed (copy dropped)
+	Added    int64 // files added to the dataset
+	Removed  int64 // files removed from the dataset
+	Dropped  int64 // tier copies dropped: bad ones (verify) and stale ones of changed files
+	Held     int64 // files gone from the source but kept (MaxDrop)
+	Errors   int64 // paths that could not be checked
+	LastErr  string
+	Started  time.Time
+	Took     time.Duration // of the last finished request
+}
+
+type scrubber struct {
+	mu       sync.Mutex
+	queue    []ScrubRequest
+	running  bool
+	finished int64
+	cur      *scrubRun
+	last     *scrubRun
+	lim      *rate.Limiter
+}
+
+type scrubRun struct {
+	kind                                            ScrubKind
+	started                                         time.Time
+	took                                            time.Duration
+	checked, changed, added, removed, dropped, errs atomic.Int64
+	errMu                                           sync.Mutex
+	lastErr                                         string
+	guard                                           *dropGuard
+	heldOnce                                        sync.Once
+	// missing: entries a listing of their directory no longer had. A
+	// refresh removes them once it has added what is new (removeMissing),
+	// so that a directory renamed on the source is never, for the
+	// length of the run, a dataset with none of its files.
+	missingMu sync.Mutex
+	missing   []*catalog.Entry
+}
+
+// removeLater records e for removal at the end of the run.
+func (r *scrubRun) removeLater(e *catalog.Entry) {
+	r.missingMu.Lock()
+	r.missing = append(r.missing, e)
+	r.missingMu.Unlock()
+}
+
+// removeMissing removes the entries the run found missing (removeLater),
+// after its additions.
+func (p *Placer) removeMissing(run *scrubRun) {
+	run.missingMu.Lock()
+	missing := run.missing
+	run.missing = nil
+	run.missingMu.Unlock()
+	for _, e := range missing {
+		if p.ctx.Err() != nil {
+			return // unmounting: the next mount's refresh removes them
+		}
+		if !e.Gone() { // (under a directory removed before it)
+			p.remove(e, run, nil)
+		}
+	}
+}
+
+// remove drops e (a file or a directory with all under it) within the
+// run's budget, counting what it removed or held.
+func (p *Placer) remove(e *catalog.Entry, run *scrubRun, cause error) bool {
+	files := countFiles(e)
+	if err := p.dropEntry(e, run.guard, cause); err != nil {
+		run.heldOnce.Do(func() { run.fail(err) })
+		return false
+	}
+	run.removed.Add(files)
+	return true
+}
+
+func (r *scrubRun) fail(err error) {
+	r.errs.Add(1)
+	r.errMu.Lock()
+	r.lastErr = strings.ReplaceAll(err.Error(), "\n", " ")
+	r.errMu.Unlock()
+}
+
+// Scrub queues a scrub; it runs in the background (ScrubStatus follows
+// it). Paths are cleaned; for a verify each must name a dataset entry.
+// NewSourceMount is told that the source is another mount than the one
+// the catalog was checked against (tier.SourceOptions.OnNewMount): its
+// files may differ. Every file is checked again at its next open (with
+// validate = "once" or "open"), and a refresh of the whole dataset learns what
+// the new mount holds (dropping copies of changed files, within MaxDrop).
+func (p *Placer) NewSourceMount() {
+	p.cat.Root().Files(func(e *catalog.Entry) bool {
+		e.SetValidated(false)
+		e.SetChecked(0)
+		return true
+	})
+	if err := p.Scrub(ScrubRequest{Kind: ScrubRefresh}); err != nil {
+		p.log.Warn("cannot queue the refresh of the source mounted again", zap.Error(err))
+	}
+}
+
+func (p *Placer) Scrub(req ScrubRequest) error {
+	for i, raw := range req.Paths {
+		rel := strings.Trim(path.Clean("/"+raw), "/")
+		if req.Kind != ScrubRefresh && p.cat.Find(rel) == nil {
+			return fmt.Errorf("%w: %q", ErrNoEntry, raw)
+		}
+		req.Paths[i] = rel
+	}
+	if p.ctx.Err() != nil {
+		return ErrClosed
+	}
+	s := &p.scrub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, req)
+	if !s.running {
+		s.running = true
+		p.wg.Add(1)
+		go p.runScrubs()
+	}
+	return nil
+}
+
+// ScrubStatus reports the scrub running now, or the last one.
+func (p *Placer) ScrubStatus() ScrubProgress {
+	s := &p.scrub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := ScrubProgress{Running: s.cur != nil, Pending: len(s.queue), Finished: s.finished}
+	r := s.cur
+	if r == nil {
+		r = s.last
+	}
+	if r == nil {
+		return pr
+	}
+	pr.Kind, pr.Started, pr.Took = r.kind, r.started, r.took
+	pr.Checked, pr.Changed, pr.Added = r.checked.Load(), r.changed.Load(), r.added.Load()
+	pr.Removed, pr.Dropped, pr.Errors = r.removed.Load(), r.dropped.Load(), r.errs.Load()
+	if r.guard != nil {
+		pr.Held = r.guard.held.Load()
+	}
+	r.errMu.Lock()
+	pr.LastErr = r.lastErr
+	r.errMu.Unlock()
+	return pr
+}
+
+func (p *Placer) runScrubs() {
+	defer p.wg.Done()
+	// A scrub works on the whole tree (and a refresh numbers what it
+	// adds after it): none runs before the walk has ended.
+	select {
+	case <-p.cat.WalkDone():
+	case <-p.ctx.Done():
+	}
+	s := &p.scrub
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 || p.ctx.Err() != nil {
+			s.running = false
+			s.queue = nil
+			s.mu.Unlock()
+			return
+		}
+		req := s.queue[0]
+		s.queue = s.queue[1:]
+		if s.lim == nil {
+			burst := max(int(p.o.RefreshRate/10), 1)
+			s.lim = rate.NewLimiter(rate.Limit(p.o.RefreshRate), burst)
+		}
+		run := &scrubRun{kind: req.Kind, started: time.Now(), guard: p.newDropGuard(req.AllowDrop)}
+		s.cur = run
+		s.mu.Unlock()
+
+		p.scrubOne(req, run)
+		// What the pass changed is reported only once the catalog has
+		// it: a crash of the daemon after "removed 1" must not list the
+		// file again, nor lose the files it added.
+		if err := p.cat.Sync(p.ctx); err != nil && p.ctx.Err() == nil {
+			run.errs.Add(1)
+			p.log.Error(req.Kind.String()+": its changes are not all in the catalog on disk yet", zap.Error(err))
+		}
+		took := time.Since(run.started)
+		p.log.Info(req.Kind.String()+" finished", zap.Int("paths", len(req.Paths)), zap.Duration("took", took),
+			zap.Int64("checked", run.checked.Load()), zap.Int64("changed", run.changed.Load()),
+			zap.Int64("added", run.added.Load()), zap.Int64("removed", run.removed.Load()),
+			zap.Int64("dropped", run.dropped.Load()), zap.Int64("held", run.guard.held.Load()), zap.Int64("errors", run.errs.Load()))
+		switch {
+		case run.guard.held.Load() > 0:
+			// The source lacks too much: the opens remove nothing
+			// either until a refresh that may.
+			p.opensGuard.Store(&dropGuard{})
+		case req.Kind == ScrubRefresh:
+			p.opensGuard.Store(nil) // the opens' budget starts again
+		}
+
+		s.mu.Lock()
+		run.took = took
+		s.cur, s.last = nil, run
+		s.finished++
+		s.mu.Unlock()
+	}
+}
+
+// scrubWorkers is how many directories or files a scrub works on at once.
+const scrubWorkers = 8
+
+func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
+	paths := req.Paths
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	pool := newPool(p.ctx, scrubWorkers)
+	if req.Kind == ScrubRevalidate {
+		p.cat.Root().Files(func(f *catalog.Entry) bool {
+			if !f.Recheck() {
+				return true
+			}
+			return pool.do(func() {
+				if f.Recheck() { // an open's check may have come first
+					p.refreshLeaf(f, run)
+				}
+			})
+		})
+		pool.wait()
+		return
+	}
+	for _, rel := range paths {
+		if req.Kind == ScrubRefresh {
+			p.refreshPath(pool, rel, run)
+			continue
+		}
+		e := p.cat.Find(rel)
+		if e == nil {
+			continue // removed meanwhile
+		}
+		e.Files(func(f *catalog.Entry) bool {
+			if f.Tier() < 0 {
+				return true
+			}
+			return pool.do(func() { p.verifyFile(f, req.Kind == ScrubVerifyContent, run) })
+		})
+	}
+	pool.wait()
+	p.removeMissing(run)
+}
+
+// op waits for the scrub's rate limit.
+func (p *Placer) op() error { return p.scrub.lim.Wait(p.ctx) }
+
+// refreshPath refreshes one dataset path: a directory with everything
+// under it, a file, or a path the catalog does not know (added on the
+// source: its missing parents are refreshed one level at a time).
+func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
+	e := p.cat.Find(rel)
+	if e == nil {
+		cur := p.cat.Root()
+		for _, name := range strings.Split(rel, "/") {
+			next := cur.Lookup(name)
+			if next == nil && cur.Kind == catalog.KindDir {
+				p.refreshDir(nil, cur, run) // one level: adds what is new
+				next = cur.Lookup(name)
+			}
+			if next == nil {
+				run.fail(fmt.Errorf("refresh %s: %w", rel, ErrNoEntry))
+				return
+			}
+			cur = next
+		}
+		e = cur
+		if e.Kind != catalog.KindDir {
+			return // just added: nothing more to check
+		}
+	}
+	if e.Kind == catalog.KindDir {
+		pool.do(func() { p.refreshDir(pool, e, run) })
+		return
+	}
+	pool.do(func() { p.refreshLeaf(e, run) })
+}
+
+// refreshLeaf revalidates a file or a symlink on its own.
+func (p *Placer) refreshLeaf(e *catalog.Entry, run *scrubRun) {
+	if p.op() != nil {
+		return
+	}
+	fi, err := p.src.Stat(p.ctx, e.Path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		run.fail(err)
+		return
+	}
+	if err == nil && kindOf(fi) == e.Kind {
+		p.refreshSame(e, fi, run)
+		return
+	}
+	if err == nil {
+		// Replaced by something else: no outage, not guarded.
+		run.removed.Add(countFiles(e))
+		p.removeEntry(e)
+	} else if !p.remove(e, run, err) {
+		return
+	}
+	if d := p.cat.ParentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
+		p.refreshDir(nil, d, run)
+	}
+}
+
+// refreshSame updates an entry whose source is still of the same kind.
+func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
+	switch e.Kind {
+	case catalog.KindFile:
+		run.checked.Add(1)
+		p.checkedNow(e)
+		resident := e.Tier() >= 0
+		if p.setAttr(e, catalog.AttrFromInfo(fi), false) {
+			run.changed.Add(1)
+			if resident {
+				run.dropped.Add(1) // setAttr dropped the stale copy
+			}
+			p.enqueueIfWarm(e)
+		}
+	case catalog.KindDir:
+		p.setAttr(e, catalog.AttrFromInfo(fi), false)
+	case catalog.KindSymlink:
+		if p.op() != nil {
+			return
+		}
+		target, err := p.src.Readlink(p.ctx, e.Path)
+		if err != nil {
+			run.fail(err)
+			return
+		}
+		if target != e.Target() {
+			p.removeEntry(e) // replaced at once: nothing leaves the dataset
+			p.addEntry(catalog.NewEntry(e.Path, fi, target), run)
+			return
+		}
+		p.setAttr(e, catalog.AttrFromInfo(fi), false)
+	}
+}
+
+// refreshDir compares directory d with the source: removes what the source
+// no longer has, adds what is new, updates the rest. With a pool it goes on
+// into the subdirectories (in parallel); without, it stays at one level.
+func (p *Placer) refreshDir(pool *pool, d *catalog.Entry, run *scrubRun) {
+	if p.op() != nil {
+		return
+	}
+	des, err := p.src.ReadDir(p.ctx, d.Path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && d.Path != "" {
+			p.remove(d, run, err)
+			return
+		}
+		run.fail(err)
+		return
+	}
+	seen := make(map[string]bool, len(des))
+	for _, de := range des {
+		seen[de.Name()] = true
+	}
+	for _, c := range d.Children() {
+		if !seen[c.Name()] {
+			run.removeLater(c)
+		}
+	}
+	for _, de := range des {
+		if p.ctx.Err() != nil || p.op() != nil {
+			return
+		}
+		rel := catalog.ChildPath(d.Path, de.Name())
+		fi, err := p.src.Stat(p.ctx, rel)
+		c := d.Lookup(de.Name())
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				run.fail(err)
+			} else if c != nil {
+				p.remove(c, run, err)
+			}
+			continue
+		}
+		k := kindOf(fi)
+		if c != nil && c.Kind != k {
+			// Replaced by something else: no outage, not guarded.
+			run.removed.Add(countFiles(c))
+			p.removeEntry(c)
+			c = nil
+		}
+		if c == nil {
+			if k == 0 {
+				continue // a special file: not part of the dataset
+			}
+			var target string
+			if k == catalog.KindSymlink {
+				if target, err = p.src.Readlink(p.ctx, rel); err != nil {
+					run.fail(err)
+					continue
+				}
+			}
+			n := catalog.NewEntry(rel, fi, target)
+			if !p.addEntry(n, run) {
+				continue
+			}
+			c = n
+			if k != catalog.KindDir {
+				continue
+			}
+		} else {
+			p.refreshSame(c, fi, run)
+		}
+		if c.Kind == catalog.KindDir && pool != nil {
+			sub := c
+			pool.do(func() { p.refreshDir(pool, sub, run) })
+		}
+	}
+}
+
+// addEntry adds a new entry found on the source.
+func (p *Placer) addEntry(e *catalog.Entry, run *scrubRun) bool {
+	if err := p.cat.Add(e); err != nil {
+		run.fail(err)
+		return false
+	}
+	if e.Kind == catalog.KindFile {
+		e.SetValidated(true)
+		run.added.Add(1)
+		p.enqueueIfWarm(e)
+	}
+	p.log.Info("added on the source; added to the dataset", zap.String("path", e.Path))
+	p.notify(EntryAdded, e, false)
+	return true
+}
+
+// enqueueIfWarm queues a new or changed file when the whole dataset was
+// asked to be warmed up.
+func (p *Placer) enqueueIfWarm(e *catalog.Entry) {
+	p.warm.mu.Lock()
+	all := p.warm.all
+	p.warm.mu.Unlock()
+	if all {
+		p.Enqueue(e)
+	}
+}
+
+func kindOf(fi os.FileInfo) catalog.Kind {
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		return catalog.KindFile
+	case m.IsDir():
+		return catalog.KindDir
+	case m&fs.ModeSymlink != 0:
+		return catalog.KindSymlink
+	}
+	return 0
+}
+
+func countFiles(e *catalog.Entry) int64 {
+	var n int64
+	e.Files(func(*catalog.Entry) bool { n++; return true })
+	return n
+}
+
+// pool runs at most n tasks at once; do blocks for a slot. Tasks may start
+// tasks (a directory its subdirectories) without deadlock: a task that
+// cannot get a slot runs in its caller.
+type pool struct {
+	ctx context.Context
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func newPool(ctx context.Context, n int) *pool {
+	return &pool{ctx: ctx, sem: make(chan struct{}, n)}
+}
+
+// do runs fn; it reports false once the pool's context has ended.
+func (pl *pool) do(fn func()) bool {
+	if pl.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case pl.sem <- struct{}{}:
+		pl.wg.Add(1)
+		go func() {
+			defer pl.wg.Done()
+			defer func() { <-pl.sem }()
+			fn()
+		}()
+	default:
+		fn()
+	}
+	return true
+}
+
+func (pl *pool) wait() { pl.wg.Wait() }

@@ -1,0 +1,372 @@
+package views
+
+// A batch of views: the samples drawn for a rank gathered (slow ones
+// deferred: Carry), produced or taken from the caches, and assembled into
+// one .npz in one buffer (npz.go). views.go has the design.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/epochfs/epochfs/internal/ctlpath"
+	"github.com/epochfs/epochfs/internal/placement"
+	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/tier"
+	"go.uber.org/zap"
+)
+
+// Batch is one batch of views.
+type Batch struct {
+	NPZ     []byte // in the buffer from the Batch call's alloc
+	mem     Buffer
+	Paths   []string // dataset-relative, in the batch's order
+	Corrupt []string // left out: could not be preprocessed
+}
+
+// Carry is what a rank drew and has not been handed yet: samples set
+// aside while slow, and the draws taken to complete a batch. The rank's
+// batch read holds it (Lock) from its first draw to its Pick, which may
+// include a wait for the slowest rank; what it holds is guarded apart
+// (data), so that the job's state (Carried) never waits for a batch read.
+//
+// Lock order: mu, then data.
+type Carry struct {
+	mu      sync.Mutex // one batch read of the rank at a time
+	data    sync.Mutex // samples and ended
+	samples []int
+	ended   bool // the sampler ended the epoch; the carry drains first
+}
+
+// Carry returns the carry of a rank of job name, made at its first batch
+// read; Install and Drop forget a job's.
+func (s *Set) Carry(name string, rank int) *Carry {
+	k := rankKey{name, rank}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.carries[k]
+	if c == nil {
+		c = &Carry{}
+		s.carries[k] = c
+	}
+	return c
+}
+
+// Carried returns the samples the carries of job name's ranks 0..ranks-1
+// hold: handed out by the sampler, not yet put in a batch (a job's state
+// gives them back). It does not wait for a batch read in progress (which
+// may be waiting for the slowest rank): taken after the sampler's
+// snapshot, it holds every sample the snapshot counts as handed and no
+// batch holds yet (a sample handed since is given back too, harmlessly: the
+// state does not count it).
+func (s *Set) Carried(name string, ranks int) []int {
+	var out []int
+	for r := range ranks {
+		s.mu.Lock()
+		c := s.carries[rankKey{name, r}]
+		s.mu.Unlock()
+		if c == nil {
+			continue
+		}
+		c.data.Lock()
+		out = append(out, c.samples...)
+		c.data.Unlock()
+	}
+	return out
+}
+
+// Lock and Unlock hold the carry for one batch read.
+func (c *Carry) Lock()   { c.mu.Lock() }
+func (c *Carry) Unlock() { c.mu.Unlock() }
+
+// CheckBatches refuses a batch of a job whose samples do not all have one
+// shape.
+func (j *Job) CheckBatches() error {
+	if (j.form == Augmented || j.form == Decoded) && !j.fixed {
+		return fmt.Errorf("%w: view=%s: the pipeline's samples do not all have one size (end it with a crop, or resize:HxW), so a batch cannot stack them; read next and the views one by one", ErrInvalid, j.form)
+	}
+	return nil
+}
+
+// Wants reports whether the carry needs more draws for a batch of size:
+// the epoch has not ended and fewer than size samples are ready.
+func (c *Carry) Wants(j *Job, size int) bool {
+	c.data.Lock()
+	defer c.data.Unlock()
+	if c.ended {
+		return false
+	}
+	n := 0
+	for _, s := range c.samples {
+		if j.form != Augmented || j.view.Status(j.consumer, s) != preprocess.StatusSlow {
+			n++
+		}
+	}
+	return n < size
+}
+
+// Add adds a draw of the sampler's (end: the epoch ended instead); an
+// augmented job's production of each sample is asked for at once.
+func (c *Carry) Add(j *Job, idx []int, end bool) {
+	c.data.Lock()
+	defer c.data.Unlock()
+	if end {
+		c.ended = true
+		return
+	}
+	c.samples = append(c.samples, idx...)
+	if j.form == Augmented {
+		for _, s := range idx {
+			j.view.Want(j.consumer, s)
+		}
+	}
+}
+
+// Pick chooses the batch's samples from the carry after the draws Wants
+// asked for; nil means the end of the epoch.
+func (c *Carry) Pick(j *Job, size int) []int {
+	c.data.Lock()
+	defer c.data.Unlock()
+	if len(c.samples) == 0 {
+		c.ended = false // the end, once; the next read starts the next epoch
+		return nil
+	}
+	// Ready and in-production samples first, in order; slow ones only when
+	// the epoch has nothing else left.
+	var pick, rest []int
+	for _, s := range c.samples {
+		slow := j.form == Augmented && j.view.Status(j.consumer, s) == preprocess.StatusSlow
+		if len(pick) < size && (!slow || c.ended) {
+			pick = append(pick, s)
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	if len(pick) == 0 { // every one is slow: take them anyway
+		n := min(size, len(rest))
+		pick, rest = rest[:n], rest[n:]
+	}
+	c.samples = append(c.samples[:0], rest...)
+	return pick
+}
+
+// batchWorkers bounds the samples of one batch made or read at once: a
+// batch of a million samples starts no more goroutines, and opens no more
+// files, than this.
+const batchWorkers = 32
+
+// readEncoded reads e whole into dst, which is its size in the catalog
+// when the batch was sized: a file of another size since fails the batch
+// (the source changed: the next batch has its new size).
+func (s *Set) readEncoded(ctx context.Context, e *catalog.Entry, dst []byte) error {
+	r, err := s.o.Placer.Open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.Size() != int64(len(dst)) {
+		return fmt.Errorf("%w: %d bytes, %d when the batch was sized", tier.ErrSourceChanged, r.Size(), len(dst))
+	}
+	return r.ReadFull(ctx, dst)
+}
+
+// Assemble produces (or takes) the samples' forms for job j and builds the
+// .npz in one buffer from alloc (npz.go): tensors are copied into it once,
+// files are read straight into their slots.
+//
+// Long: one pass lays out the archive, reads the files into place and writes the tensors once; split, its offsets would travel between functions.
+func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*Batch, error) {
+	type got struct {
+		e    *catalog.Entry
+		t    *preprocess.Tensor
+		r    *placement.Reader // view=encoded: the file, open
+		info preprocess.TakeInfo
+		err  error
+	}
+	res := make([]got, len(pick))
+	defer func() {
+		for i := range res {
+			if res[i].r != nil {
+				res[i].r.Close()
+			}
+		}
+	}()
+	cat := s.o.Placer.Catalog()
+	var g errgroup.Group
+	g.SetLimit(batchWorkers)
+	for i, smp := range pick {
+		r := &res[i]
+		if r.e = cat.ByIndex(smp); r.e == nil {
+			r.err = fmt.Errorf("views: sample %d: %w", smp, placement.ErrNoEntry)
+			continue
+		}
+		if jv.form == Encoded {
+			continue // opened once the batch's size is known (below)
+		}
+		g.Go(func() error {
+			switch jv.form {
+			case Augmented:
+				r.t, r.info, r.err = jv.view.Take(ctx, jv.consumer, smp)
+			case Decoded:
+				var img *preprocess.Image
+				if img, r.err = jv.view.Decoded(ctx, smp); r.err == nil {
+					r.t = ImageTensor(img)
+				}
+			}
+			return nil
+		})
+	}
+	g.Wait()
+
+	b := &Batch{}
+	var keep []int // indexes into res of the samples in the batch
+	var shape []int
+	dtype := preprocess.Uint8
+	total := 0
+	for i := range res {
+		r := &res[i]
+		if r.err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("views: batch: %w", ctx.Err())
+			}
+			if r.e != nil && errors.Is(r.err, preprocess.ErrBadSample) {
+				jv.corrupt.Add(1)
+				b.Corrupt = append(b.Corrupt, r.e.Path)
+				continue
+			}
+			path := "?"
+			if r.e != nil {
+				path = r.e.Path
+			}
+			return nil, fmt.Errorf("views: batch: %s: %w", path, r.err)
+		}
+		if r.t != nil {
+			if shape == nil {
+				shape, dtype = r.t.Shape, r.t.DType
+			} else if !slices.Equal(shape, r.t.Shape) {
+				return nil, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, r.e.Path, r.t.Shape, shape)
+			}
+			total += len(tensorBytes(r.t))
+			jv.count(r.info)
+		} else {
+			// A file's size as the catalog has it: the batch is sized,
+			// and refused when too large, before any file is opened.
+			total += int(r.e.Attr().Size)
+		}
+		keep = append(keep, i)
+		b.Paths = append(b.Paths, r.e.Path)
+	}
+	if max := s.maxBatchBytes(); int64(total) > max {
+		return nil, fmt.Errorf("%w: a batch of %d files is %d MiB, over the mount's %d MiB (views.max_batch_bytes): lower batch_size", ErrInvalid, len(keep), total>>20, max>>20)
+	}
+	quoted := make([]string, len(keep))
+	labels := make([]int64, len(keep))
+	for k, i := range keep {
+		quoted[k] = ctlpath.Quote(res[i].e.Path)
+		labels[k] = jv.label(res[i].e.Path)
+	}
+
+	x := npyMember{name: "x", descr: "|u1", shape: []int{total}, size: total}
+	members := []npyMember{x}
+	if jv.form == Encoded {
+		members = append(members, npyMember{name: "offsets", descr: "<i8", shape: []int{len(keep) + 1}, size: 8 * (len(keep) + 1)})
+	} else {
+		if dtype == preprocess.Float32 {
+			members[0].descr = "<f4"
+		}
+		members[0].shape = append([]int{len(keep)}, shape...)
+		if len(keep) == 0 {
+			// No sample made it (all corrupt): still the batch's shape.
+			members[0].shape = append([]int{0}, jv.shape...)
+			if jv.dtype == preprocess.Float32 {
+				members[0].descr = "<f4"
+			}
+		}
+	}
+	width := stringsWidth(quoted)
+	members = append(members,
+		npyMember{name: "y", descr: "<i8", shape: []int{len(keep)}, size: 8 * len(keep)},
+		npyMember{name: "paths", descr: "<U" + strconv.Itoa(width), shape: []int{len(keep)}, size: 4 * width * len(keep)})
+	f, err := newNPZ(members, alloc)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.mem.Free()
+		}
+	}()
+	data := f.Data(0)
+	offsets := make([]int64, 0, len(keep)+1)
+	off := 0
+	for _, i := range keep {
+		r := &res[i]
+		offsets = append(offsets, int64(off))
+		if r.t != nil {
+			off += copy(data[off:], tensorBytes(r.t))
+		} else {
+			off += int(r.e.Attr().Size)
+		}
+	}
+	offsets = append(offsets, int64(off))
+	if jv.form == Encoded {
+		// batchWorkers files at a time, each opened, read into its place
+		// and closed: a batch never holds more descriptors than that.
+		var g errgroup.Group
+		g.SetLimit(batchWorkers)
+		for k, i := range keep {
+			g.Go(func() error {
+				dst := data[offsets[k]:offsets[k+1]]
+				if err := s.readEncoded(ctx, res[i].e, dst); err != nil {
+					return fmt.Errorf("views: batch: %s: %w", b.Paths[k], err)
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		putInt64s(f.Data(1), offsets)
+	}
+	n := len(members)
+	putInt64s(f.Data(n-2), labels)
+	putStrings(f.Data(n-1), quoted, width)
+	b.NPZ, b.mem = f.Finish(), f.mem
+	ok = true
+	if len(b.Corrupt) > 0 {
+		s.log.Warn("batch: samples left out", zap.Strings("corrupt", b.Corrupt))
+	}
+	return b, nil
+}
+
+// Release frees the batch's buffer (the pool's: for later batches); b.NPZ
+// must not be used afterwards.
+func (b *Batch) Release() {
+	if b != nil && b.mem != nil {
+		b.mem.Free()
+		b.mem, b.NPZ = nil, nil
+	}
+}
+
+// Buffer is the memory b.NPZ is in (nil for the end of an epoch).
+func (b *Batch) Buffer() Buffer { return b.mem }
+
+// tensorBytes is t's data as bytes (little-endian: the platforms epochfs
+// runs on).
+func tensorBytes(t *preprocess.Tensor) []byte {
+	if t.DType != preprocess.Float32 {
+		return t.U8
+	}
+	if len(t.F32) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&t.F32[0])), 4*len(t.F32))
+}
