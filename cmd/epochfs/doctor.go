@@ -23,6 +23,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"golang.org/x/sys/unix"
 )
@@ -178,7 +179,7 @@ func freeBytes(p string) (uint64, string) {
 
 // source checks that the source is a readable directory and probes how
 // fast it opens and reads a few files. It reads the source as the daemon
-// does (tier.Source): every name resolved beneath the source's root
+// does (source.Source): every name resolved beneath the source's root
 // without following a symlink, only regular files opened, every call
 // bounded by the probe's time.
 func (d *doctor) source(src string) {
@@ -190,7 +191,7 @@ func (d *doctor) source(src string) {
 	var took, firstOpen time.Duration
 	go func() {
 		start := time.Now()
-		s, err := tier.OpenSource(tier.SourceOptions{Root: src, Timeout: probeTime})
+		s, err := source.Open(source.Options{Root: src, Timeout: probeTime})
 		if err != nil {
 			done <- err
 			return
@@ -258,7 +259,7 @@ func (d *doctor) source(src string) {
 }
 
 // probeRead reads f from its start until EOF or limit bytes.
-func probeRead(ctx context.Context, f *tier.SourceFile, buf []byte, limit int64) (int64, error) {
+func probeRead(ctx context.Context, f *source.File, buf []byte, limit int64) (int64, error) {
 	var off int64
 	for off < limit {
 		n, err := f.ReadAt(ctx, buf[:min(int64(len(buf)), limit-off)], off)

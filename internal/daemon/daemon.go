@@ -35,6 +35,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/epochfs/epochfs/internal/views"
 )
@@ -149,7 +150,7 @@ type Mount struct {
 	lock    *stateLock
 	steps   []step // closed by Close, last first
 	cat     *catalog.Catalog
-	src     *tier.Source
+	src     *source.Source
 	p       *placement.Placer
 	placer  atomic.Pointer[placement.Placer] // p, for the source's hook
 	jm      *jobs.Manager
@@ -211,12 +212,12 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	// the model measures the pipeline on a few of its files.
 	// A source an earlier mount knew may be sick now: the mount serves
 	// what that mount left and finds the source in the background.
-	sopts := tier.SourceOptions{Root: o.Source, Bandwidth: o.SourceBandwidth,
+	sopts := source.Options{Root: o.Source, Bandwidth: o.SourceBandwidth,
 		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain, ProbeInterval: sourceProbe}
 	if id, ok := LastSourceID(o.StateDir, o.Source); ok {
 		sopts.Expect, sopts.Patience = &id, o.SourcePatience
 	}
-	m.src, err = tier.OpenSource(sopts)
+	m.src, err = source.Open(sopts)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("daemon: %w", err)}
 	}
@@ -364,7 +365,7 @@ func (m *Mount) Placer() *placement.Placer { return m.p }
 func (m *Mount) Catalog() *catalog.Catalog { return m.cat }
 
 // Source is the mount's source.
-func (m *Mount) Source() *tier.Source { return m.src }
+func (m *Mount) Source() *source.Source { return m.src }
 
 // Jobs is the mount's jobs manager.
 func (m *Mount) Jobs() *jobs.Manager { return m.jm }

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // The source root's identity at the last mount is kept in the state
@@ -18,30 +18,30 @@ const sourceIDFile = "source-id"
 
 type sourceRecord struct {
 	Source string `json:"source"`
-	tier.RootIdentity
+	source.RootIdentity
 }
 
-// LastSourceID is the identity of source's root that the last mount with
-// state directory dir found, if any.
-func LastSourceID(dir, source string) (tier.RootIdentity, bool) {
+// LastSourceID is the identity of the source root at path root that the
+// last mount with state directory dir found, if any.
+func LastSourceID(dir, root string) (source.RootIdentity, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, sourceIDFile))
 	if err != nil {
-		return tier.RootIdentity{}, false
+		return source.RootIdentity{}, false
 	}
 	var r sourceRecord
-	if json.Unmarshal(b, &r) != nil || r.Source != source || r.FSType == 0 && r.Ino == 0 {
-		return tier.RootIdentity{}, false
+	if json.Unmarshal(b, &r) != nil || r.Source != root || r.FSType == 0 && r.Ino == 0 {
+		return source.RootIdentity{}, false
 	}
 	return r.RootIdentity, true
 }
 
-// saveSourceID records id as source's root identity (a new file renamed
-// over the old).
-func saveSourceID(dir, source string, id tier.RootIdentity) error {
-	if old, ok := LastSourceID(dir, source); ok && old == id {
+// saveSourceID records id as the identity of the source root (a new file
+// renamed over the old).
+func saveSourceID(dir, root string, id source.RootIdentity) error {
+	if old, ok := LastSourceID(dir, root); ok && old == id {
 		return nil
 	}
-	b, err := json.Marshal(sourceRecord{Source: source, RootIdentity: id})
+	b, err := json.Marshal(sourceRecord{Source: root, RootIdentity: id})
 	if err != nil {
 		return err
 	}

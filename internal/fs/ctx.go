@@ -13,7 +13,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // The kernel interrupts a FUSE request when the waiting process gets any
@@ -33,7 +33,7 @@ import (
 //   - a request that needs the source has one budget, the source timeout,
 //     however many source operations and waits it takes (reqCtx's
 //     deadline): past it the request fails with EIO (errBudget), and the
-//     source operation still running is left behind (tier.Source counts
+//     source operation still running is left behind (source.Source counts
 //     it as stuck).
 //   - waitCtx, for the waits of the job ctl files (a rank waiting for the
 //     others, a batch not made yet), which have no deadline of their own:
@@ -71,7 +71,7 @@ type budgetError struct{}
 
 func (*budgetError) Error() string { return "no answer from the source within source_timeout" }
 func (*budgetError) Is(target error) bool {
-	return target == tier.ErrSourceTimeout || target == context.DeadlineExceeded
+	return target == source.ErrTimeout || target == context.DeadlineExceeded
 }
 
 // reqCtx wraps the context of a request that waits on the source: only a
@@ -92,7 +92,7 @@ func reqCtx(ctx context.Context, budget time.Duration) (context.Context, func())
 	}
 	// The source bounds what one user may leave stuck in it; a fill
 	// queues only what the user may open (internal/placement/fill.go).
-	return placement.WithCaller(tier.WithUser(c, caller.Uid), caller.Uid, caller.Gid), c.release
+	return placement.WithCaller(source.WithUser(c, caller.Uid), caller.Uid, caller.Gid), c.release
 }
 
 // waitCtx wraps the context of a request that waits with no deadline of

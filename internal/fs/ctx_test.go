@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -63,12 +63,12 @@ func TestARequestsBudgetEndsItWithEIO(t *testing.T) {
 	}
 	fsys := &FS{log: zap.NewNop()}
 	for _, err := range []error{ctx.Err(), fmt.Errorf("placement: wait: %w", ctx.Err()),
-		&tier.SourceError{Op: "open", Path: "x", Err: ctx.Err()}} {
+		&source.Error{Op: "open", Path: "x", Err: ctx.Err()}} {
 		if got := fsys.toErrno(err); got != syscall.EIO {
 			t.Errorf("%v: %v, want EIO", err, got)
 		}
 	}
-	if !errors.Is(ctx.Err(), tier.ErrSourceTimeout) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if !errors.Is(ctx.Err(), source.ErrTimeout) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Errorf("the budget's error %v is neither a source timeout nor a deadline", ctx.Err())
 	}
 	free, release2 := reqCtx(context.Background(), 0)

@@ -14,7 +14,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/views"
 	"go.uber.org/zap"
 )
@@ -76,8 +76,8 @@ var errnos = []struct {
 	// Never the source's own errno: ENOTCONN from a dead network file
 	// system reads as "the epochfs daemon died". The reason is in the
 	// log (placement logs failing sources).
-	{errs: []error{tier.ErrSource, tier.ErrSourceChanged, tier.ErrSourceStuck, tier.ErrSourceTimeout,
-		tier.ErrSourceUnavailable}, errno: syscall.EIO, quiet: true},
+	{errs: []error{source.ErrSource, source.ErrChanged, source.ErrStuck, source.ErrTimeout,
+		source.ErrUnavailable}, errno: syscall.EIO, quiet: true},
 	{errs: []error{placement.ErrNotFile}, errno: syscall.EISDIR},
 	// The mount is going down.
 	{errs: []error{placement.ErrClosed, preprocess.ErrClosed, preprocess.ErrEngineClosed}, errno: syscall.EIO, quiet: true},
@@ -86,7 +86,7 @@ var errnos = []struct {
 	{errs: []error{preprocess.ErrBadSample, preprocess.ErrCorrupt, preprocess.ErrTooLarge, preprocess.ErrUnsupported}, errno: syscall.EIO, quiet: true},
 	// A directory on the file's source path became a symlink: the file
 	// is gone from the dataset.
-	{errs: []error{tier.ErrSymlinkInPath, os.ErrNotExist}, errno: syscall.ENOENT},
+	{errs: []error{source.ErrSymlinkInPath, os.ErrNotExist}, errno: syscall.ENOENT},
 	{errs: []error{os.ErrPermission}, errno: syscall.EACCES},
 }
 
@@ -121,7 +121,7 @@ func (fsys *FS) toErrno(err error) syscall.Errno {
 // (or of the request's budget) is kept for .epochfs/errors, the caller's
 // and root's, so that an EIO says why.
 func (fsys *FS) ioError(ctx context.Context, path string, err error) syscall.Errno {
-	if errors.Is(err, tier.ErrSource) || errors.Is(err, errBudget) {
+	if errors.Is(err, source.ErrSource) || errors.Is(err, errBudget) {
 		fsys.errs.add(callerUID(ctx), path+": "+strings.ReplaceAll(err.Error(), "\n", " "))
 		fsys.server.InodeNotify(inoErrors, -1, 0)
 	}

@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -175,7 +175,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 // Getxattr answers the tier attribute of a file, and the source's user.*
-// attributes (read from the source when asked: internal/tier/xattr.go). Every other
+// attributes (read from the source when asked: internal/source/xattr.go). Every other
 // name is absent: ENODATA in the user namespace, EOPNOTSUPP in the others
 // (the dataset carries no security labels and no POSIX ACLs). The kernel
 // caches no GETXATTR answer, so ls -l would send two per entry
@@ -189,7 +189,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	switch {
 	case attr == xattrTier && n.e.Kind == catalog.KindFile:
 		v = []byte(n.fsys.p.Catalog().TierName(n.e.Tier()))
-	case attr == xattrTier || !strings.HasPrefix(attr, tier.UserXattrPrefix):
+	case attr == xattrTier || !strings.HasPrefix(attr, source.UserXattrPrefix):
 		return 0, absentXattr(attr)
 	default:
 		rctx, release := reqCtx(ctx, n.fsys.budget())

@@ -13,6 +13,7 @@ import (
 	"github.com/epochfs/epochfs/internal/ctlpath"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 
 	"github.com/epochfs/epochfs/internal/testenv"
@@ -70,7 +71,7 @@ func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	source, err := tier.OpenSource(tier.SourceOptions{Root: src})
+	source, err := source.Open(source.Options{Root: src})
 	if err != nil {
 		t.Fatal(err)
 	}

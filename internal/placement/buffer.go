@@ -9,7 +9,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/sharedbuf"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -18,7 +18,7 @@ import (
 // sampler's lookahead, and demand reads of files that fit no tier. Its
 // bytes and their lifetime are the sharedbuf package's; this file decides
 // what goes in (Fetch, demandBuffer) and reads it whole, each file once,
-// through tier.Source, so every byte is counted and within the source
+// through source.Source, so every byte is counted and within the source
 // bandwidth cap.
 
 // ErrBufferFull means the buffer has no room for a file.
@@ -102,7 +102,7 @@ func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int
 	defer sf.Close()
 	a := e.Attr()
 	if a.Size != size {
-		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, tier.ErrSourceChanged)
+		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, source.ErrChanged)
 	}
 	if err := p.opened(e, sf, a); err != nil {
 		return nil, err

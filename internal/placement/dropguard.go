@@ -24,7 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // DefaultMaxDrop is the share of the catalog's files one pass may remove.
@@ -70,10 +70,10 @@ func (g *dropGuard) take(n int64) bool {
 // dropEntry removes e, which the source answered cause about (a "no such
 // file"), under g's budget: ErrDropHeld when it must stay (the first time a
 // pass's guard refuses, it says so in the log). Something else at e's path
-// (a symlink on the way, a FIFO or a device: tier.ErrNotRegular) is no
+// (a symlink on the way, a FIFO or a device: source.ErrNotRegular) is no
 // sign of an outage and is not guarded.
 func (p *Placer) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error {
-	if errors.Is(cause, tier.ErrNotRegular) || errors.Is(cause, tier.ErrSymlinkInPath) {
+	if errors.Is(cause, source.ErrNotRegular) || errors.Is(cause, source.ErrSymlinkInPath) {
 		p.removeEntry(e)
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"go.uber.org/zap"
 )
@@ -38,7 +39,7 @@ type flight struct {
 	size int64
 	// src is the source file the open that started the copy opened (of
 	// version attr, checked to be), or nil: the copy opens its own.
-	src *tier.SourceFile
+	src *source.File
 	// checked is closed once the copy's source open has checked the
 	// version (checkOK) or failed, or the copy ended without one: opens
 	// of the file wait for it instead of opening the source themselves
@@ -127,7 +128,7 @@ func (f *flight) finish(err error) {
 // read the source instead: the copy failed for a tier's reason, or the
 // range is far ahead of it. A copy that failed because of the source fails
 // the read too (the source would fail it again). A copy that makes no
-// progress for stall fails the read with tier.ErrSourceTimeout.
+// progress for stall fails the read with source.ErrTimeout.
 func (f *flight) readAt(ctx context.Context, buf []byte, off int64, stall time.Duration) (n int, ok bool, err error) {
 	want := off + int64(len(buf))
 	if want > f.size {
@@ -167,7 +168,7 @@ func (f *flight) readAt(ctx context.Context, buf []byte, off int64, stall time.D
 		case <-ctx.Done():
 			return 0, true, ctx.Err()
 		case <-t.C:
-			return 0, true, fmt.Errorf("placement: read %s: %w: %w", f.e.Path, tier.ErrSource, tier.ErrSourceTimeout)
+			return 0, true, fmt.Errorf("placement: read %s: %w: %w", f.e.Path, source.ErrSource, source.ErrTimeout)
 		}
 	}
 }
@@ -290,7 +291,7 @@ func (p *Placer) copy(f *flight) error {
 		tmp, err = t.Create(e.Path, res)
 	}
 	f.setTemp(tmp)
-	source := func(w io.Writer, progress func(int64)) (int64, error) {
+	fromSource := func(w io.Writer, progress func(int64)) (int64, error) {
 		if sf != nil {
 			return p.copyVersion(sf, f.attr, w, progress)
 		}
@@ -298,12 +299,12 @@ func (p *Placer) copy(f *flight) error {
 	}
 	var n int64
 	if p.o.Remote != nil {
-		n, err = p.o.Remote.Copy(p.ctx, remoteKey(e, f.attr), tmp, f.progress, source)
+		n, err = p.o.Remote.Copy(p.ctx, remoteKey(e, f.attr), tmp, f.progress, fromSource)
 	} else {
-		n, err = source(tmp, f.progress)
+		n, err = fromSource(tmp, f.progress)
 	}
 	if err == nil && n != f.size {
-		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, f.size)
+		err = fmt.Errorf("%w: read %d bytes, expected %d", source.ErrChanged, n, f.size)
 	}
 	if err == nil {
 		err = tmp.Install(f.size)
@@ -324,7 +325,7 @@ func (p *Placer) copy(f *flight) error {
 		if rerr := t.Remove(e.Path, f.size); rerr != nil {
 			p.log.Warn("drop outdated copy", zap.String("path", e.Path), zap.Error(rerr))
 		}
-		return fmt.Errorf("placement: copy %s: %w", e.Path, tier.ErrSourceChanged)
+		return fmt.Errorf("placement: copy %s: %w", e.Path, source.ErrChanged)
 	}
 	e.SetTier(idx)
 	p.refreshMu.Unlock()
@@ -353,7 +354,7 @@ func (p *Placer) copySource(e *catalog.Entry, a catalog.Attr, w io.Writer, progr
 }
 
 // openVersion opens e on the source and checks that it is version a.
-func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*tier.SourceFile, error) {
+func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, error) {
 	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -375,15 +376,15 @@ func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*tier.SourceFile
 // and grants the access a does: its size and mtime, and its owner, group
 // and mode, from the open descriptor. Every path that takes bytes from
 // the source for users (a copy, the shared buffer, a reader) checks this
-// one way. Another version (tier.ErrSourceChanged) or other access
+// one way. Another version (source.ErrChanged) or other access
 // (ErrAccessChanged) is recorded in the catalog (the kernel is told) and
 // refused: no byte of it is served under a's permissions. On success sf
 // expects version a at every read after.
-func (p *Placer) opened(e *catalog.Entry, sf *tier.SourceFile, a catalog.Attr) error {
+func (p *Placer) opened(e *catalog.Entry, sf *source.File, a catalog.Attr) error {
 	b := catalog.AttrFromInfo(sf.Info())
 	if b.Size != a.Size || b.Mtime != a.Mtime {
 		p.setAttr(e, b, false)
-		return fmt.Errorf("placement: %s: %w", e.Path, tier.ErrSourceChanged)
+		return fmt.Errorf("placement: %s: %w", e.Path, source.ErrChanged)
 	}
 	if !catalog.SameAccess(a, b) {
 		p.setAttr(e, b, false)
@@ -398,14 +399,14 @@ func (p *Placer) opened(e *catalog.Entry, sf *tier.SourceFile, a catalog.Attr) e
 // copyVersion copies sf, opened as version a of e with Expect set
 // (openVersion, or the open that started the copy), to w. Every read
 // checked the version after it read, the last one included: a file that
-// changed fails the copy with tier.ErrSourceChanged, and the next open
+// changed fails the copy with source.ErrChanged, and the next open
 // finds the new version.
-func (p *Placer) copyVersion(sf *tier.SourceFile, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
+func (p *Placer) copyVersion(sf *source.File, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
 	bp := p.bufs.Get().(*[]byte)
 	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
 	p.bufs.Put(bp)
 	if err == nil && n != a.Size {
-		err = fmt.Errorf("%w: read %d bytes, expected %d", tier.ErrSourceChanged, n, a.Size)
+		err = fmt.Errorf("%w: read %d bytes, expected %d", source.ErrChanged, n, a.Size)
 	}
 	return n, err
 }

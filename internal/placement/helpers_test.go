@@ -13,6 +13,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/placement/internal/fixture"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 )
 
@@ -65,22 +66,22 @@ type env struct {
 	data   dataset
 	topts  []tier.Options
 	cat    *catalog.Catalog
-	source *tier.Source
+	source *source.Source
 	tiers  []*tier.Tier
 	p      *Placer
 	popts  Options
-	sopts  tier.SourceOptions // Root is set by open
+	sopts  source.Options // Root is set by open
 }
 
 // newEnv writes data into a fresh source and opens everything over it.
 // Each tier option needs Name and Quota; Dir defaults to a temp dir.
 func newEnv(t testing.TB, data dataset, topts []tier.Options, popts Options) *env {
 	t.Helper()
-	return newEnvSource(t, data, topts, popts, tier.SourceOptions{})
+	return newEnvSource(t, data, topts, popts, source.Options{})
 }
 
 // newEnvSource is newEnv with source options (Root is filled in).
-func newEnvSource(t testing.TB, data dataset, topts []tier.Options, popts Options, sopts tier.SourceOptions) *env {
+func newEnvSource(t testing.TB, data dataset, topts []tier.Options, popts Options, sopts source.Options) *env {
 	t.Helper()
 	e := &env{t: t, src: t.TempDir(), state: fastDir(t), data: data, popts: popts, sopts: sopts}
 	writeDataset(t, e.src, data)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/sharedbuf"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
@@ -53,7 +54,7 @@ var (
 // Options configure a Placer.
 type Options struct {
 	Catalog *catalog.Catalog
-	Source  *tier.Source
+	Source  *source.Source
 	Tiers   []*tier.Tier // fastest first; same order as the catalog's names
 	Workers int          // background copy workers
 	// Validate is when an open checks the file's source attributes
@@ -141,7 +142,7 @@ type Stats struct {
 type Placer struct {
 	o    Options
 	cat  *catalog.Catalog
-	src  *tier.Source
+	src  *source.Source
 	log  *zap.Logger
 	ctx  context.Context
 	stop context.CancelFunc
@@ -332,7 +333,7 @@ func (p *Placer) Catalog() *catalog.Catalog { return p.cat }
 func (p *Placer) Tiers() []*tier.Tier { return p.o.Tiers }
 
 // Source returns the source.
-func (p *Placer) Source() *tier.Source { return p.src }
+func (p *Placer) Source() *source.Source { return p.src }
 
 // Stats returns the counters.
 func (p *Placer) Stats() Stats {

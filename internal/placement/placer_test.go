@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 )
 
@@ -570,7 +571,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	// MiB. The cap is paid after each read: the 1 MiB burst and one more
 	// read go at once, then the debt takes 16 s, and no copy can finish
 	// before all have started.
-	e.source = openSource(t, tier.SourceOptions{Root: e.src, Bandwidth: 64 << 10})
+	e.source = openSource(t, source.Options{Root: e.src, Bandwidth: 64 << 10})
 	e.p.src = e.source
 	ctx := context.Background()
 	var readers []*Reader

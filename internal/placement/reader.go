@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -38,7 +38,7 @@ type Reader struct {
 	tierBad atomic.Bool // a read of res failed: later reads skip it
 
 	mu     sync.Mutex // guards src, usesFD, rem and the fallback switches
-	src    *tier.SourceFile
+	src    *source.File
 	usesFD bool // tierFD is res's descriptor, used until Close
 	// rem is the remote's stored copy, asked for at the first read that
 	// would go to the source (remAsked), dropped after an error.
@@ -424,7 +424,7 @@ func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, er
 		err = nil
 		if off+int64(n) < r.attr.Size {
 			// Shorter than the open saw: the file changed since.
-			err = fmt.Errorf("%w: %s shrank while open", tier.ErrSourceChanged, r.e.Path)
+			err = fmt.Errorf("%w: %s shrank while open", source.ErrChanged, r.e.Path)
 		}
 	}
 	if err != nil {
@@ -436,7 +436,7 @@ func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, er
 // openSource opens the source file and checks it is the version the open
 // saw; a changed file is recorded (the next open reads the new version)
 // and refused.
-func (r *Reader) openSource(ctx context.Context) (*tier.SourceFile, error) {
+func (r *Reader) openSource(ctx context.Context) (*source.File, error) {
 	sf, err := r.p.src.Open(ctx, r.e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -560,7 +560,7 @@ func (r *Reader) ReadFull(ctx context.Context, buf []byte) error {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", r.e.Path, tier.ErrSourceChanged, off, len(buf))
+			return fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", r.e.Path, source.ErrChanged, off, len(buf))
 		}
 		off += n
 	}

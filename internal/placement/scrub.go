@@ -12,9 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
+
+	"github.com/epochfs/epochfs/internal/placement/catalog"
 )
 
 // Scrubs: work on demand that compares the catalog and the tier copies with
@@ -162,7 +163,7 @@ func (r *scrubRun) fail(err error) {
 // Scrub queues a scrub; it runs in the background (ScrubStatus follows
 // it). Paths are cleaned; for a verify each must name a dataset entry.
 // NewSourceMount is told that the source is another mount than the one
-// the catalog was checked against (tier.SourceOptions.OnNewMount): its
+// the catalog was checked against (source.Options.OnNewMount): its
 // files may differ. Every file is checked again at its next open (with
 // validate = "once" or "open"), and a refresh of the whole dataset learns what
 // the new mount holds (dropping copies of changed files, within MaxDrop).

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -58,7 +58,7 @@ import (
 // A resident file's open never waits long on the source: the stat gets
 // ValidateWait, after which the copy is served and the stat's answer is
 // applied when it comes; while the source fails or hangs
-// (tier.Source.Failing: a call stuck or slow, or one failed in the last
+// (source.Source.Failing: a call stuck or slow, or one failed in the last
 // 2 s with none succeeding since), resident opens do not stat at all.
 
 // Validate is when an open checks a file's source attributes.
@@ -168,7 +168,7 @@ type check struct {
 // the source file the check opened (see the file comment): the caller
 // owns it. c, when not nil, is the check this open leads: the caller ends
 // it (endCheck) once it has attached to the copy.
-func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
+func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, sf *source.File, c *check, err error) {
 	if !p.needsValidation(e) {
 		return false, nil, nil, nil
 	}
@@ -226,7 +226,7 @@ func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, 
 // found, joins it unchecked (unless validate = "open"): the copy's reads
 // check the version they read. Concurrent first opens of a file share one
 // check: one opens, the others wait for it and join the copy it starts.
-func (p *Placer) openChecked(ctx context.Context, e *catalog.Entry) (changed bool, sf *tier.SourceFile, c *check, err error) {
+func (p *Placer) openChecked(ctx context.Context, e *catalog.Entry) (changed bool, sf *source.File, c *check, err error) {
 	// joinable: a check of this mount found the version the copy under
 	// way copies, or the copy is installed already.
 	joinable := func() bool {
@@ -329,9 +329,9 @@ func (p *Placer) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync boo
 	case err == nil, errors.Is(err, fs.ErrNotExist):
 		// Gone, or no longer a regular file at that path: a symlink
 		// swapped in for it or for a directory above it is never
-		// followed (internal/tier/beneath.go); a refresh of the nearest directory
+		// followed (internal/source/beneath.go); a refresh of the nearest directory
 		// that still resolves records what replaced it.
-		if err == nil || errors.Is(err, tier.ErrSymlinkInPath) || errors.Is(err, tier.ErrNotRegular) {
+		if err == nil || errors.Is(err, source.ErrSymlinkInPath) || errors.Is(err, source.ErrNotRegular) {
 			// Something else is there: that is no outage, the mass-
 			// deletion guard has nothing to hold back.
 			p.removeEntry(e)
@@ -515,5 +515,5 @@ func (p *Placer) removeEntry(e *catalog.Entry) {
 // sourceSide reports whether err is the source's fault (so reading the
 // source again is no way out), not a tier's.
 func sourceSide(err error) bool {
-	return errors.Is(err, tier.ErrSource) || errors.Is(err, tier.ErrSourceChanged) || errors.Is(err, ErrVanished)
+	return errors.Is(err, source.ErrSource) || errors.Is(err, source.ErrChanged) || errors.Is(err, ErrVanished)
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // openRead opens p, reads it whole and compares it with want.
@@ -141,7 +141,7 @@ func TestStaleIfErrorServesResidentCopiesWhileTheSourceFails(t *testing.T) {
 	for _, p := range d.Paths() {
 		err := e.openRead(p, d[p])
 		if p == "late/not-resident" {
-			if !errors.Is(err, tier.ErrSource) || errors.Is(err, ErrVanished) {
+			if !errors.Is(err, source.ErrSource) || errors.Is(err, ErrVanished) {
 				t.Errorf("open of a non-resident file while the source fails: %v, want a source error", err)
 			}
 			continue
@@ -166,7 +166,7 @@ func TestStaleIfErrorServesResidentCopiesWhileTheSourceFails(t *testing.T) {
 func TestACopyIsRecordedOnlyForTheVersionItStartedFrom(t *testing.T) {
 	const size = 3 << 20
 	d := dataset{"f": content("old", size)}
-	e := newEnvSource(t, d, oneTier(1<<30), Options{Validate: ValidateOpen}, tier.SourceOptions{Bandwidth: 2 << 20})
+	e := newEnvSource(t, d, oneTier(1<<30), Options{Validate: ValidateOpen}, source.Options{Bandwidth: 2 << 20})
 	en := e.entry("f")
 	e.p.Enqueue(en)
 	waitFor(t, "the copy under way", func() bool {

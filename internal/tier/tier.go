@@ -1,6 +1,6 @@
-// Package tier holds the storage drivers of epochfs: a local tier (a
-// directory with a byte quota and a free-space floor, on tmpfs or a local
-// NVMe/SSD) and the read-only source.
+// Package tier is a local tier of epochfs: a directory with a byte quota
+// and a free-space floor, on tmpfs or a local NVMe/SSD, that holds whole
+// copies of dataset files. (The dataset's source is package source.)
 //
 // A tier file is installed atomically: it is written to a temp file under
 // DIR/.tmp and renamed to its name, so a partial copy never has a name a

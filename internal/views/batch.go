@@ -19,7 +19,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -172,7 +172,7 @@ func (s *Set) readEncoded(ctx context.Context, e *catalog.Entry, dst []byte) err
 	}
 	defer r.Close()
 	if r.Size() != int64(len(dst)) {
-		return fmt.Errorf("%w: %d bytes, %d when the batch was sized", tier.ErrSourceChanged, r.Size(), len(dst))
+		return fmt.Errorf("%w: %d bytes, %d when the batch was sized", source.ErrChanged, r.Size(), len(dst))
 	}
 	return r.ReadFull(ctx, dst)
 }

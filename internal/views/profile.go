@@ -13,7 +13,7 @@ import (
 	"github.com/epochfs/epochfs/internal/model/profile"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // profileFiles and profileTimeout bound what the mount measures for the
@@ -122,7 +122,7 @@ func profileViews(ctx context.Context, o SplitOptions, obs *model.Observed) {
 }
 
 // readSource reads e whole from the source.
-func readSource(ctx context.Context, src *tier.Source, e *catalog.Entry) ([]byte, error) {
+func readSource(ctx context.Context, src *source.Source, e *catalog.Entry) ([]byte, error) {
 	f, err := src.Open(ctx, e.Path)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/epochfs/epochfs/internal/model/profile"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 )
 
@@ -54,7 +55,7 @@ type Split struct {
 type SplitOptions struct {
 	Settings *model.Settings // the [model] section; no memory budget: no split
 	Catalog  *catalog.Catalog
-	Source   *tier.Source // read for the pipeline's profile
+	Source   *source.Source // read for the pipeline's profile
 	Tiers    []tier.Options
 	Views    *Config // nil: the mount serves no views
 	Logger   *zap.Logger

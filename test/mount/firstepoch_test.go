@@ -57,7 +57,7 @@ func TestFirstEpochOpensEachFileOnceAtTheSource(t *testing.T) {
 	}
 	t.Logf("per file at the source: %v → %v", before, after)
 	// Later epochs: nothing at all but the check of the source root's
-	// identity, at most once a second (tier.SourceOptions.IdentityInterval:
+	// identity, at most once a second (source.Options.IdentityInterval:
 	// a stat and a statfs of the root), which a slow pass meets.
 	before = f.Counts()
 	start := time.Now()

@@ -22,6 +22,7 @@ import (
 	"github.com/epochfs/epochfs/internal/model"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/epochfs/epochfs/internal/views"
 	"github.com/epochfs/epochfs/test/faultfs"
@@ -164,7 +165,7 @@ type env struct {
 	cat   *catalog.Catalog
 	p     *placement.Placer
 	fsys  *fs.FS
-	srcd  *tier.Source
+	srcd  *source.Source
 	jm    *jobs.Manager
 	opts  envOpts
 }
@@ -178,7 +179,7 @@ type tierSpec struct {
 type envOpts struct {
 	validate      placement.Validate
 	validateTTL   time.Duration // placement.validate_ttl (0: no earlier mount's check is trusted)
-	sourceTimeout time.Duration // default tier.DefaultSourceTimeout
+	sourceTimeout time.Duration // default source.DefaultTimeout
 	// sourceBandwidth caps source reads in bytes/s (0: none).
 	sourceBandwidth float64
 	noPassthrough   bool

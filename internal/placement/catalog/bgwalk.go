@@ -31,7 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 )
@@ -42,7 +42,7 @@ var ErrWalkStopped = errors.New("catalog: the walk of the source was stopped")
 
 // bgWalk is a walk in progress in the background.
 type bgWalk struct {
-	src      *tier.Source
+	src      *source.Source
 	log      *zap.Logger
 	workers  int
 	progress func(int64)

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // wideDataset is dirs directories of files files each, two levels deep.
@@ -48,7 +48,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 		return listing(c.Root())
 	}()
 	for round := 0; round < 5; round++ {
-		s := openSource(t, tier.SourceOptions{Root: src})
+		s := openSource(t, source.Options{Root: src})
 		state := t.TempDir()
 		c, err := Open(context.Background(), Options{StateDir: state, Source: src, Workers: 2, Walker: s, Background: true})
 		if err != nil {

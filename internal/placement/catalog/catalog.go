@@ -28,7 +28,7 @@ import (
 	"unsafe"
 
 	badger "github.com/dgraph-io/badger/v4"
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -219,7 +219,7 @@ type Options struct {
 	Source   string // absolute source root
 	// Walker, if set, is the source the walk reads through (the mount's);
 	// nil opens one over Source for the walk.
-	Walker  *tier.Source
+	Walker  *source.Source
 	Tiers   []string // tier names, fastest first; copies in other tiers are forgotten
 	Rescan  bool     // walk the source even when a complete catalog exists
 	Workers int      // parallel directory reads during a walk

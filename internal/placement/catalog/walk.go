@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
 
@@ -21,7 +21,7 @@ import (
 func walkSource(ctx context.Context, o Options, log *zap.Logger) (*Entry, error) {
 	src := o.Walker
 	if src == nil {
-		s, err := tier.OpenSource(tier.SourceOptions{Root: o.Source, Logger: log})
+		s, err := source.Open(source.Options{Root: o.Source, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("catalog: walk: %w", err)
 		}
@@ -32,8 +32,8 @@ func walkSource(ctx context.Context, o Options, log *zap.Logger) (*Entry, error)
 }
 
 // walk reads the source tree in parallel, every path resolved beneath the
-// source root without following a symlink (internal/tier/beneath.go).
-func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
+// source root without following a symlink (internal/source/beneath.go).
+func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger, progress func(int64)) (*Entry, error) {
 	st, err := os.Stat(src.Root())
 	if err != nil {
 		return nil, fmt.Errorf("catalog: walk: %w", err)
@@ -96,7 +96,7 @@ func walk(ctx context.Context, src *tier.Source, workers int, log *zap.Logger, p
 // readKids reads the entries of the source directory d: special files and
 // entries that cannot be read are skipped (logged), symlinks get their
 // targets. An error is the directory's own (it could not be read).
-func readKids(ctx context.Context, src *tier.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
+func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
 	des, err := src.WalkReadDir(ctx, d.Path)
 	var kids []*Entry
 	for _, de := range des {

@@ -1,4 +1,4 @@
-package tier
+package source
 
 // Metadata operations on the source: stat, readdir, readlink, each
 // resolved beneath the root and bounded by the deadline (call).

@@ -1,4 +1,4 @@
-package tier
+package source
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/tier"
 )
 
 func writeSource(t *testing.T, files map[string][]byte) string {
@@ -74,7 +76,7 @@ func TestSourceCopyToCountsExactly(t *testing.T) {
 			if n != int64(tc.size) || !bytes.Equal(out.Bytes(), data) {
 				t.Fatalf("CopyTo copied %d bytes (%d in the writer), want %d identical bytes", n, out.Len(), tc.size)
 			}
-			want := SourceStats{Opens: 1, Reads: tc.wantReads, Bytes: int64(tc.size)}
+			want := Stats{Opens: 1, Reads: tc.wantReads, Bytes: int64(tc.size)}
 			if got := src.Stats(); got != want {
 				t.Errorf("Stats() = %+v, want %+v", got, want)
 			}
@@ -117,7 +119,7 @@ func TestSourceCountersAccumulate(t *testing.T) {
 		t.Fatalf("Stat(missing) = %v, want ErrNotExist", err)
 	}
 	// a: 10 bytes in reads of 8 -> 2 reads; b: 20 bytes -> 3 reads.
-	want := SourceStats{Opens: 3, Reads: 2 + 3 + 2, Bytes: 10 + 20 + 10, Stats: 2}
+	want := Stats{Opens: 3, Reads: 2 + 3 + 2, Bytes: 10 + 20 + 10, Stats: 2}
 	if got := src.Stats(); got != want {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
@@ -139,7 +141,7 @@ func TestSourceReadAtCounts(t *testing.T) {
 	if n != 10 || err == nil {
 		t.Fatalf("ReadAt(30 @ 90) of a 100-byte file = %d, %v; want 10, io.EOF", n, err)
 	}
-	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 2, Bytes: 40}); got != want {
+	if got, want := src.Stats(), (Stats{Opens: 1, Reads: 2, Bytes: 40}); got != want {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
 	if st, err := sf.Stat(context.Background()); err != nil || st.Size() != 100 {
@@ -217,7 +219,10 @@ func TestSourceCopyToWriterError(t *testing.T) {
 func TestSourceCopyToWritesIntoTier(t *testing.T) {
 	data := pattern(10_000)
 	src := newTestSource(t, writeSource(t, map[string][]byte{"x/y.bin": data}), 0)
-	tr := openTier(t, Options{Quota: 1 << 20})
+	tr, err := tier.Open(tier.Options{Name: "test", Dir: filepath.Join(t.TempDir(), "tier"), Quota: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sf, err := src.Open(context.Background(), "x/y.bin")
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +251,7 @@ func TestSourceCopyToWritesIntoTier(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("tier copy: %d bytes, %v", len(got), err)
 	}
-	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 11, Bytes: 10_000}); got != want {
+	if got, want := src.Stats(), (Stats{Opens: 1, Reads: 11, Bytes: 10_000}); got != want {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
 }
@@ -279,7 +284,7 @@ func TestSourceBandwidthCapAppliesToCopies(t *testing.T) {
 	if n != 1<<20+64<<10 || !bytes.Equal(out.Bytes(), data[:n]) {
 		t.Errorf("capped CopyTo copied %d bytes, want the 1 MiB burst and the one read that spent it", n)
 	}
-	if got, want := src.Stats(), (SourceStats{Opens: 1, Reads: 17, Bytes: 1<<20 + 64<<10}); got != want {
+	if got, want := src.Stats(), (Stats{Opens: 1, Reads: 17, Bytes: 1<<20 + 64<<10}); got != want {
 		t.Errorf("Stats() = %+v, want %+v (a read that waits is not counted)", got, want)
 	}
 }
@@ -426,12 +431,12 @@ func TestLimiterConcurrentReadersShareTheCap(t *testing.T) {
 // end of the test.
 func newTestSource(t *testing.T, root string, bytesPerSec float64) *Source {
 	t.Helper()
-	return openTestSource(t, SourceOptions{Root: root, Bandwidth: bytesPerSec})
+	return openTestSource(t, Options{Root: root, Bandwidth: bytesPerSec})
 }
 
-func openTestSource(t *testing.T, o SourceOptions) *Source {
+func openTestSource(t *testing.T, o Options) *Source {
 	t.Helper()
-	s, err := OpenSource(o)
+	s, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +462,7 @@ func hangingSource(t *testing.T, timeout time.Duration, maxStuck int) (*Source, 
 	}
 	h := &hanging{release: make(chan struct{})}
 	t.Cleanup(func() { h.once.Do(func() { close(h.release) }) })
-	s := openTestSource(t, SourceOptions{Root: root, Timeout: timeout, MaxStuck: maxStuck,
+	s := openTestSource(t, Options{Root: root, Timeout: timeout, MaxStuck: maxStuck,
 		testHook: func(op, rel string) error {
 			if strings.HasPrefix(rel, "hang") {
 				<-h.release
@@ -478,8 +483,8 @@ func TestSourceCallThatHangsFailsAtTheTimeoutAndIsCountedStuck(t *testing.T) {
 	start := time.Now()
 	_, err := src.Open(context.Background(), "hang")
 	took := time.Since(start)
-	if !errors.Is(err, ErrSourceTimeout) || !errors.Is(err, ErrSource) {
-		t.Fatalf("open of a hanging file: %v, want ErrSourceTimeout and ErrSource", err)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrSource) {
+		t.Fatalf("open of a hanging file: %v, want ErrTimeout and ErrSource", err)
 	}
 	if took < 200*time.Millisecond {
 		t.Fatalf("gave up after %v, before the 200ms timeout", took)
@@ -497,14 +502,14 @@ func TestSourceCallThatHangsFailsAtTheTimeoutAndIsCountedStuck(t *testing.T) {
 func TestSourceFailsFastOnceMaxStuckCallsAreBlocked(t *testing.T) {
 	src, root := hangingSource(t, 50*time.Millisecond, 2)
 	for i := 0; i < 2; i++ {
-		if _, err := src.Open(context.Background(), fmt.Sprintf("hang%d", i)); !errors.Is(err, ErrSourceTimeout) {
+		if _, err := src.Open(context.Background(), fmt.Sprintf("hang%d", i)); !errors.Is(err, ErrTimeout) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
 	start := time.Now()
 	_, err := src.Stat(context.Background(), "hang")
-	if !errors.Is(err, ErrSourceStuck) || !errors.Is(err, ErrSource) {
-		t.Fatalf("with 2 calls stuck: %v, want ErrSourceStuck", err)
+	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrSource) {
+		t.Fatalf("with 2 calls stuck: %v, want ErrStuck", err)
 	}
 	if time.Since(start) > 40*time.Millisecond {
 		t.Errorf("a fail-fast call took %v", time.Since(start))
@@ -534,7 +539,7 @@ func TestSourceCallGivesUpWhenItsContextEnds(t *testing.T) {
 func TestSourceErrorsKeepTheUnderlyingErrorAndCountOnlyRealFailures(t *testing.T) {
 	src := newTestSource(t, writeSource(t, map[string][]byte{"f": {1}}), 0)
 	_, err := src.Stat(context.Background(), "missing")
-	var se *SourceError
+	var se *Error
 	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrSource) || !errors.As(err, &se) || se.Op != "stat" || se.Path != "missing" {
 		t.Fatalf("stat of a missing file: %#v", err)
 	}
@@ -570,7 +575,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 
 func TestSourceFailingLastsTheBackoffOrUntilACallSucceeds(t *testing.T) {
 	root := writeSource(t, map[string][]byte{"f": {1}})
-	src := openTestSource(t, SourceOptions{Root: root, ErrorBackoff: 200 * time.Millisecond,
+	src := openTestSource(t, Options{Root: root, ErrorBackoff: 200 * time.Millisecond,
 		testHook: func(op, rel string) error {
 			if rel == "eio" {
 				return syscall.EIO
@@ -612,12 +617,12 @@ func TestOneUserCannotTakeTheWholeStuckBudget(t *testing.T) {
 	src, root := hangingSource(t, 50*time.Millisecond, 8) // per user: 2
 	bob := WithUser(context.Background(), 1000)
 	for i := 0; i < 2; i++ {
-		if _, err := src.Open(bob, fmt.Sprintf("hang%d", i)); !errors.Is(err, ErrSourceTimeout) {
+		if _, err := src.Open(bob, fmt.Sprintf("hang%d", i)); !errors.Is(err, ErrTimeout) {
 			t.Fatalf("bob's open %d: %v, want a timeout", i, err)
 		}
 	}
-	if _, err := src.Open(bob, "hang2"); !errors.Is(err, ErrSourceStuck) {
-		t.Fatalf("bob's third open with two of his calls stuck: %v, want ErrSourceStuck", err)
+	if _, err := src.Open(bob, "hang2"); !errors.Is(err, ErrStuck) {
+		t.Fatalf("bob's third open with two of his calls stuck: %v, want ErrStuck", err)
 	}
 	alice := WithUser(context.Background(), 1001)
 	for _, c := range []struct {
@@ -625,7 +630,7 @@ func TestOneUserCannotTakeTheWholeStuckBudget(t *testing.T) {
 		ctx  context.Context
 		file string
 	}{{"alice", alice, "hang3"}, {"root", WithUser(context.Background(), 0), "hang4"}, {"the daemon", context.Background(), "hang5"}} {
-		if _, err := src.Open(c.ctx, c.file); !errors.Is(err, ErrSourceTimeout) {
+		if _, err := src.Open(c.ctx, c.file); !errors.Is(err, ErrTimeout) {
 			t.Errorf("%s's open while bob has his share stuck: %v, want it tried (a timeout)", c.who, err)
 		}
 	}
@@ -649,8 +654,8 @@ func TestACallersDeadlineShortensTheTimeout(t *testing.T) {
 	start := time.Now()
 	_, err := src.Open(ctx, "hang")
 	took := time.Since(start)
-	if !errors.Is(err, ErrSourceTimeout) || !errors.Is(err, ErrSource) {
-		t.Fatalf("open past the caller's deadline: %v, want ErrSourceTimeout", err)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrSource) {
+		t.Fatalf("open past the caller's deadline: %v, want ErrTimeout", err)
 	}
 	if took > 30*time.Second {
 		t.Fatalf("the open waited %v: the source's own timeout, not the caller's deadline", took)
@@ -663,11 +668,11 @@ func TestACallersDeadlineShortensTheTimeout(t *testing.T) {
 }
 
 // No operation on a file starts while an earlier one on it is still
-// stuck: it fails at once (ErrSourceStuck), other files still go to the
+// stuck: it fails at once (ErrStuck), other files still go to the
 // source, and once the stuck call returns the file is tried again.
 func TestNoCallStartsBehindAStuckCallOnItsFile(t *testing.T) {
 	src, root := hangingSource(t, 50*time.Millisecond, 8)
-	if _, err := src.Open(context.Background(), "hang"); !errors.Is(err, ErrSourceTimeout) {
+	if _, err := src.Open(context.Background(), "hang"); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("first open: %v, want a timeout", err)
 	}
 	for _, op := range []func() error{
@@ -675,14 +680,14 @@ func TestNoCallStartsBehindAStuckCallOnItsFile(t *testing.T) {
 		func() error { _, err := src.Stat(context.Background(), "hang"); return err },
 	} {
 		start := time.Now()
-		if err := op(); !errors.Is(err, ErrSourceStuck) || !strings.Contains(err.Error(), "earlier operation") {
-			t.Fatalf("a call behind a stuck one: %v, want ErrSourceStuck naming the earlier operation", err)
+		if err := op(); !errors.Is(err, ErrStuck) || !strings.Contains(err.Error(), "earlier operation") {
+			t.Fatalf("a call behind a stuck one: %v, want ErrStuck naming the earlier operation", err)
 		}
 		if time.Since(start) >= 50*time.Millisecond {
 			t.Fatalf("a call behind a stuck one waited %v", time.Since(start))
 		}
 	}
-	if _, err := src.Open(context.Background(), "hang1"); !errors.Is(err, ErrSourceTimeout) {
+	if _, err := src.Open(context.Background(), "hang1"); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("another file: %v, want it tried (a timeout)", err)
 	}
 	if st := src.Stats(); st.Stuck != 2 {

@@ -1,4 +1,4 @@
-package tier
+package source
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestSourceNeverFollowsADirectorySwappedForASymlink(t *testing.T) {
 	bothResolvers(t, func(t *testing.T, noOpenat2 bool) {
 		secret := secretDir(t)
 		root := writeSource(t, map[string][]byte{"d/secret.txt": []byte("public")})
-		src := openTestSource(t, SourceOptions{Root: root, noOpenat2: noOpenat2})
+		src := openTestSource(t, Options{Root: root, noOpenat2: noOpenat2})
 		ctx := context.Background()
 		if err := os.Rename(filepath.Join(root, "d"), filepath.Join(root, "d.old")); err != nil {
 			t.Fatal(err)
@@ -81,7 +81,7 @@ func TestSourceNeverFollowsAFileSwappedForASymlink(t *testing.T) {
 	bothResolvers(t, func(t *testing.T, noOpenat2 bool) {
 		secret := secretDir(t)
 		root := writeSource(t, map[string][]byte{"a/f.txt": []byte("public")})
-		src := openTestSource(t, SourceOptions{Root: root, noOpenat2: noOpenat2})
+		src := openTestSource(t, Options{Root: root, noOpenat2: noOpenat2})
 		name := filepath.Join(root, "a/f.txt")
 		os.Remove(name)
 		for _, target := range []string{filepath.Join(secret, "secret.txt"), "../../" + filepath.Base(secret) + "/secret.txt"} {
@@ -115,7 +115,7 @@ func TestSourceRefusesFIFOsDevicesAndSocketsWithoutOpeningThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	src := openTestSource(t, SourceOptions{Root: root, Timeout: 2 * time.Second})
+	src := openTestSource(t, Options{Root: root, Timeout: 2 * time.Second})
 	for _, name := range []string{"a/fifo", "a/null", "a/sock"} {
 		start := time.Now()
 		f, err := src.Open(context.Background(), name)
@@ -123,7 +123,7 @@ func TestSourceRefusesFIFOsDevicesAndSocketsWithoutOpeningThem(t *testing.T) {
 			f.Close()
 			t.Fatalf("%s opened", name)
 		}
-		if !errors.Is(err, ErrNotRegular) || errors.Is(err, ErrSourceTimeout) {
+		if !errors.Is(err, ErrNotRegular) || errors.Is(err, ErrTimeout) {
 			t.Fatalf("open %s: %v, want ErrNotRegular at once", name, err)
 		}
 		if took := time.Since(start); took > time.Second {
@@ -145,7 +145,7 @@ func TestSourceRefusesFIFOsDevicesAndSocketsWithoutOpeningThem(t *testing.T) {
 
 func TestSourceRefusesPathsThatAreNotCleanNames(t *testing.T) {
 	root := writeSource(t, map[string][]byte{"a/f": []byte("x")})
-	src := openTestSource(t, SourceOptions{Root: root})
+	src := openTestSource(t, Options{Root: root})
 	for _, rel := range []string{"/etc/passwd", "../x", "a/../a/f", "a//f", "a/./f", "a/", "./a"} {
 		if f, err := src.Open(context.Background(), rel); err == nil {
 			f.Close()
@@ -165,7 +165,7 @@ func TestSourceRootReplacedIsUnavailableNotEmptyAndComesBack(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "a/f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src := openTestSource(t, SourceOptions{Root: root, RecheckInterval: time.Nanosecond, IdentityInterval: time.Hour})
+	src := openTestSource(t, Options{Root: root, RecheckInterval: time.Nanosecond, IdentityInterval: time.Hour})
 	ctx := context.Background()
 	if ok, _ := src.Available(ctx); !ok {
 		t.Fatal("a new source is unavailable")
@@ -180,13 +180,13 @@ func TestSourceRootReplacedIsUnavailableNotEmptyAndComesBack(t *testing.T) {
 	// The held root still sees the file, but "missing" is not believed
 	// from a source whose root changed: the first ENOENT checks.
 	_, err := src.Stat(ctx, "a/missing")
-	if !errors.Is(err, ErrSourceUnavailable) || errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("stat of a missing file while the root is replaced: %v, want ErrSourceUnavailable", err)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat of a missing file while the root is replaced: %v, want ErrUnavailable", err)
 	}
 	if ok, since := src.Available(ctx); ok || since.IsZero() {
 		t.Fatalf("Available = %v, %v during the outage", ok, since)
 	}
-	if _, err := src.Open(ctx, "a/f"); !errors.Is(err, ErrSourceUnavailable) {
+	if _, err := src.Open(ctx, "a/f"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("open during the outage: %v", err)
 	}
 	// Back.
@@ -211,12 +211,12 @@ func TestSourceRootReplacedIsUnavailableNotEmptyAndComesBack(t *testing.T) {
 
 func TestSourceMissingParentIsNotADeletion(t *testing.T) {
 	root := writeSource(t, map[string][]byte{"a/b/f": []byte("x"), "top": []byte("y")})
-	src := openTestSource(t, SourceOptions{Root: root})
+	src := openTestSource(t, Options{Root: root})
 	if err := os.RemoveAll(filepath.Join(root, "a/b")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.Stat(context.Background(), "a/b/f"); !errors.Is(err, ErrSourceUnavailable) || errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("stat of a file whose directory vanished: %v, want ErrSourceUnavailable", err)
+	if _, err := src.Stat(context.Background(), "a/b/f"); !errors.Is(err, ErrUnavailable) || errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat of a file whose directory vanished: %v, want ErrUnavailable", err)
 	}
 	// The root is fine: the source as a whole stays available, and a file
 	// removed from an existing directory is gone.

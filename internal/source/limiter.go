@@ -1,4 +1,4 @@
-package tier
+package source
 
 // The bandwidth cap of source reads.
 

@@ -1,4 +1,41 @@
-package tier
+// Package source reads the dataset's source, read-only: the directory a
+// mount caches, on a shared parallel or network file system (Lustre, GPFS,
+// NFS). It is not a tier: nothing is written to it, and every call counts
+// (opens, reads, bytes) and shares one bandwidth cap (Limiter).
+//
+// The source may fail or hang. Every operation on it (stat, open, read,
+// close, directory read) runs under a deadline: a call that does not
+// return within Options.Timeout is abandoned and its caller gets
+// ErrTimeout. The goroutine stuck in the
+// system call is left behind (a syscall cannot be interrupted) and counted
+// as "stuck" until the call returns; whatever it returns then is cleaned up
+// (a late open is closed). At most MaxStuck calls may be stuck at once: past
+// that, new calls fail at once with ErrStuck instead of pinning more
+// threads on a dead server.
+//
+// Paths are resolved beneath a descriptor of the source root opened at
+// Open, never through a symlink (beneath.go).
+//
+// An outage is not a deletion. When a PFS client goes away under a live
+// mount (an admin remounts Lustre, autofs expires, sshfs dies), the source
+// path becomes an empty directory of another file system, or the held root
+// descriptor fails (ENOTCONN), and every file would look deleted. So the
+// source records its root's identity (device, inode, file system type) at
+// Open, and believes "does not exist" only while the root path still
+// has that identity and the file's parent directory still exists; otherwise
+// the source is unavailable: the operation fails with ErrUnavailable
+// (an I/O error, never "does not exist"), and so does every operation after
+// it, at once, until a check finds the identity back (at most one check per
+// RecheckInterval). The identity is also checked, lazily, once per
+// IdentityInterval by the next operation, and by Available. When it comes
+// back, a root descriptor that died with the old client is opened again,
+// and everything reads without a remount.
+//
+// Every error of a source operation is a *Error: it matches
+// ErrSource with errors.Is (the fs layer answers EIO, never the source's own
+// errno such as ENOTCONN, which users would take for a dead epochfs daemon)
+// and unwraps to the underlying error (os.ErrNotExist stays detectable).
+package source
 
 import (
 	"context"
@@ -17,72 +54,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The source is a shared network file system that may fail or hang. Every
-// operation on it (stat, open, read, close, directory read) runs under a
-// deadline: a call that does not return within SourceOptions.Timeout is
-// abandoned and its caller gets ErrSourceTimeout. The goroutine stuck in the
-// system call is left behind (a syscall cannot be interrupted) and counted
-// as "stuck" until the call returns; whatever it returns then is cleaned up
-// (a late open is closed). At most MaxStuck calls may be stuck at once: past
-// that, new calls fail at once with ErrSourceStuck instead of pinning more
-// threads on a dead server.
-//
-// Paths are resolved beneath a descriptor of the source root opened at
-// OpenSource, never through a symlink (beneath.go).
-//
-// An outage is not a deletion. When a PFS client goes away under a live
-// mount (an admin remounts Lustre, autofs expires, sshfs dies), the source
-// path becomes an empty directory of another file system, or the held root
-// descriptor fails (ENOTCONN), and every file would look deleted. So the
-// source records its root's identity (device, inode, file system type) at
-// OpenSource, and believes "does not exist" only while the root path still
-// has that identity and the file's parent directory still exists; otherwise
-// the source is unavailable: the operation fails with ErrSourceUnavailable
-// (an I/O error, never "does not exist"), and so does every operation after
-// it, at once, until a check finds the identity back (at most one check per
-// RecheckInterval). The identity is also checked, lazily, once per
-// IdentityInterval by the next operation, and by Available. When it comes
-// back, a root descriptor that died with the old client is opened again,
-// and everything reads without a remount.
-//
-// Every error of a source operation is a *SourceError: it matches
-// ErrSource with errors.Is (the fs layer answers EIO, never the source's own
-// errno such as ENOTCONN, which users would take for a dead epochfs daemon)
-// and unwraps to the underlying error (os.ErrNotExist stays detectable).
-
 // Errors of source operations.
 var (
 	// ErrSource matches every error of a source operation.
-	ErrSource = errors.New("tier: source")
-	// ErrSourceTimeout means the source did not answer within the timeout.
-	ErrSourceTimeout = errors.New("no answer within the source timeout")
-	// ErrSourceStuck means too many source calls are stuck already.
-	ErrSourceStuck = errors.New("too many source operations are stuck; failing fast")
-	// ErrSourceChanged means a source file's size or mtime differs from the
+	ErrSource = errors.New("source")
+	// ErrTimeout means the source did not answer within the timeout.
+	ErrTimeout = errors.New("no answer within the source timeout")
+	// ErrStuck means too many source calls are stuck already.
+	ErrStuck = errors.New("too many source operations are stuck; failing fast")
+	// ErrChanged means a source file's size or mtime differs from the
 	// catalog's record.
-	ErrSourceChanged = errors.New("tier: source file changed")
-	// ErrSourceUnavailable means the source root no longer has the
+	ErrChanged = errors.New("source: file changed")
+	// ErrUnavailable means the source root no longer has the
 	// identity it had at mount (its client went away): nothing it says
 	// about a file's absence is believed.
-	ErrSourceUnavailable = errors.New("the source is unavailable")
-	errRootChanged       = fmt.Errorf("%w (its root is not the file system it was at mount)", ErrSourceUnavailable)
+	ErrUnavailable = errors.New("the source is unavailable")
+	errRootChanged = fmt.Errorf("%w (its root is not the file system it was at mount)", ErrUnavailable)
 )
 
-// SourceError is a failed source operation.
-type SourceError struct {
+// Error is a failed source operation.
+type Error struct {
 	Op   string // stat, open, read, close, readdir
 	Path string // dataset-relative
 	Err  error
 }
 
-func (e *SourceError) Error() string {
-	return fmt.Sprintf("tier: source: %s %s: %v", e.Op, e.Path, e.Err)
+func (e *Error) Error() string {
+	return fmt.Sprintf("source: %s %s: %v", e.Op, e.Path, e.Err)
 }
-func (e *SourceError) Unwrap() error        { return e.Err }
-func (e *SourceError) Is(target error) bool { return target == ErrSource }
+func (e *Error) Unwrap() error        { return e.Err }
+func (e *Error) Is(target error) bool { return target == ErrSource }
 
-// SourceStats are the exact counts of what the daemon took from the source.
-type SourceStats struct {
+// Stats are the exact counts of what the daemon took from the source.
+type Stats struct {
 	Opens    int64 // files opened
 	Reads    int64 // read calls
 	Bytes    int64 // bytes read
@@ -92,11 +96,11 @@ type SourceStats struct {
 	Stuck    int64 // abandoned operations still blocked in the source now
 }
 
-// SourceOptions configure a Source.
-type SourceOptions struct {
+// Options configure a Source.
+type Options struct {
 	Root      string
 	Bandwidth float64 // bytes/s cap on reads; 0 = none
-	// Timeout bounds every operation (default DefaultSourceTimeout).
+	// Timeout bounds every operation (default DefaultTimeout).
 	Timeout time.Duration
 	// MaxStuck bounds the abandoned calls still blocked (default 256).
 	MaxStuck int
@@ -126,9 +130,9 @@ type SourceOptions struct {
 	// Expect, if set, is the root's identity at an earlier mount: a
 	// root that does not answer within Patience (default DefaultPatience),
 	// fails, or is another file system, starts the source unavailable
-	// instead of failing OpenSource (resident copies are served; the
+	// instead of failing Open (resident copies are served; the
 	// source is found again when its root answers as that file system).
-	// Without it OpenSource waits up to Timeout and fails.
+	// Without it Open waits up to Timeout and fails.
 	Expect   *RootIdentity
 	Patience time.Duration
 	// Logger logs the source going unavailable and coming back (once
@@ -141,14 +145,14 @@ type SourceOptions struct {
 	testHook func(op, rel string) error
 }
 
-// DefaultSourceTimeout is placement.source_timeout's default.
-const DefaultSourceTimeout = 30 * time.Second
+// DefaultTimeout is placement.source_timeout's default.
+const DefaultTimeout = 30 * time.Second
 
 // Source is the read-only dataset root on the shared file system. Every
 // open, read and byte taken from it is counted, reads share one bandwidth
 // cap, and every operation has a deadline.
 type Source struct {
-	o     SourceOptions
+	o     Options
 	log   *zap.Logger
 	limit *Limiter
 
@@ -157,10 +161,10 @@ type Source struct {
 	// still hold one).
 	root atomic.Pointer[beneath]
 	id   rootID // the mount's identity; checkMu
-	// found: the root answered at OpenSource (id is the one it had then;
-	// otherwise the earlier mount's, SourceOptions.Expect).
+	// found: the root answered at Open (id is the one it had then;
+	// otherwise the earlier mount's, Options.Expect).
 	found bool
-	// mounts counts the new mounts of the source found since OpenSource,
+	// mounts counts the new mounts of the source found since Open,
 	// mountedAt (unix nanos) the last.
 	mounts, mountedAt atomic.Int64
 	oldMu             sync.Mutex
@@ -185,11 +189,11 @@ type Source struct {
 	bufs                        sync.Pool                           // read buffers (see ReadAt)
 }
 
-// OpenSource opens the source described by o: a descriptor of its root
+// Open opens the source described by o: a descriptor of its root
 // directory, held until Close, and the root's identity.
-func OpenSource(o SourceOptions) (*Source, error) {
+func Open(o Options) (*Source, error) {
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultSourceTimeout
+		o.Timeout = DefaultTimeout
 	}
 	if o.MaxStuck <= 0 {
 		o.MaxStuck = 256
@@ -229,7 +233,7 @@ func OpenSource(o SourceOptions) (*Source, error) {
 		s.id, s.found = id, true
 		s.lastAnswer.Store(now)
 	case o.Expect == nil:
-		return nil, fmt.Errorf("tier: source %s: %w", o.Root, err)
+		return nil, fmt.Errorf("source %s: %w", o.Root, err)
 	default:
 		// An earlier mount knew the source: serve what it left
 		// (resident copies, the catalog) and find the source when it
@@ -367,13 +371,13 @@ func (s *Source) usable(ctx context.Context, op, rel string) error {
 	if s.unavailableSince.Load() != 0 {
 		if age < int64(s.o.RecheckInterval) || !s.checkIdentity(ctx) {
 			s.errs.Add(1)
-			return &SourceError{Op: op, Path: rel, Err: errRootChanged}
+			return &Error{Op: op, Path: rel, Err: errRootChanged}
 		}
 		return nil
 	}
 	if age > int64(s.o.IdentityInterval) && !s.checkIdentity(ctx) {
 		s.errs.Add(1)
-		return &SourceError{Op: op, Path: rel, Err: errRootChanged}
+		return &Error{Op: op, Path: rel, Err: errRootChanged}
 	}
 	return nil
 }
@@ -388,7 +392,7 @@ func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
 		return err
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		if errors.Is(err, ErrSourceStuck) || errors.Is(err, ErrSourceTimeout) || ctx.Err() != nil {
+		if errors.Is(err, ErrStuck) || errors.Is(err, ErrTimeout) || ctx.Err() != nil {
 			return err
 		}
 		if time.Now().UnixNano()-s.lastCheck.Load() > int64(s.o.RecheckInterval) {
@@ -397,13 +401,13 @@ func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
 		return err
 	}
 	if !s.confirmIdentity(ctx) {
-		return &SourceError{Op: op, Path: rel, Err: errRootChanged}
+		return &Error{Op: op, Path: rel, Err: errRootChanged}
 	}
 	if dir, _ := splitRel(rel); rel != "" && dir != "" {
 		perr, _ := s.call(ctx, op, rel, func() error {
 			b := s.root.Load()
 			if b == nil {
-				return ErrSourceUnavailable
+				return ErrUnavailable
 			}
 			fd, err := b.open(dir, unix.O_PATH|unix.O_DIRECTORY)
 			if err == nil {
@@ -415,7 +419,7 @@ func (s *Source) believe(ctx context.Context, op, rel string, err error) error {
 			// The parent is gone too (or cannot be checked): a whole
 			// directory vanishing is what a broken client looks like;
 			// only a listing of its own parent (a refresh) drops it.
-			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w here: the file's directory is missing too (a refresh of its parent removes it)", ErrSourceUnavailable)}
+			return &Error{Op: op, Path: rel, Err: fmt.Errorf("%w here: the file's directory is missing too (a refresh of its parent removes it)", ErrUnavailable)}
 		}
 	}
 	return err
@@ -426,7 +430,7 @@ func (s *Source) rootOf() (*beneath, error) {
 	if b := s.root.Load(); b != nil {
 		return b, nil
 	}
-	return nil, ErrSourceUnavailable
+	return nil, ErrUnavailable
 }
 
 // Root is the source directory.
@@ -439,8 +443,8 @@ func (s *Source) Timeout() time.Duration { return s.o.Timeout }
 func (s *Source) Path(rel string) string { return filepath.Join(s.o.Root, rel) }
 
 // Stats returns the counters.
-func (s *Source) Stats() SourceStats {
-	return SourceStats{Opens: s.opens.Load(), Reads: s.reads.Load(), Bytes: s.bytes.Load(), Stats: s.stats.Load(),
+func (s *Source) Stats() Stats {
+	return Stats{Opens: s.opens.Load(), Reads: s.reads.Load(), Bytes: s.bytes.Load(), Stats: s.stats.Load(),
 		Errors: s.errs.Load(), Timeouts: s.timeouts.Load(), Stuck: s.stuck.Load()}
 }
 
@@ -469,7 +473,7 @@ func (s *Source) Failing() bool {
 func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late func()) (err error, finished bool) {
 	if s.stuck.Load() >= int64(s.o.MaxStuck) {
 		s.errs.Add(1)
-		return &SourceError{Op: op, Path: rel, Err: ErrSourceStuck}, false
+		return &Error{Op: op, Path: rel, Err: ErrStuck}, false
 	}
 	uid, user := userOf(ctx)
 	var mine *atomic.Int64
@@ -477,11 +481,11 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		mine, _ = s.stuckBy.LoadOrCompute(uid, func() *atomic.Int64 { return new(atomic.Int64) })
 		if mine.Load() >= int64(s.o.MaxStuckPerUser) {
 			s.errs.Add(1)
-			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w (uid %d has %d)", ErrSourceStuck, uid, mine.Load())}, false
+			return &Error{Op: op, Path: rel, Err: fmt.Errorf("%w (uid %d has %d)", ErrStuck, uid, mine.Load())}, false
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return &SourceError{Op: op, Path: rel, Err: err}, false
+		return &Error{Op: op, Path: rel, Err: err}, false
 	}
 	done := make(chan error, 1)
 	if h := s.o.testHook; h != nil {
@@ -498,7 +502,7 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		// (a hung source): do not start another one behind it.
 		if n, ok := s.stuckPaths.Load(rel); ok && n > 0 {
 			s.errs.Add(1)
-			return &SourceError{Op: op, Path: rel, Err: fmt.Errorf("%w: an earlier operation on this file has not returned", ErrSourceStuck)}, false
+			return &Error{Op: op, Path: rel, Err: fmt.Errorf("%w: an earlier operation on this file has not returned", ErrStuck)}, false
 		}
 	}
 	go func() { done <- fn() }()
@@ -512,7 +516,7 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 	defer t.Stop()
 	select {
 	case err = <-done:
-		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrSourceChanged) {
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrChanged) {
 			// An answer, not a failure of the source.
 			s.lastOK.Store(time.Now().UnixNano())
 		} else {
@@ -522,12 +526,12 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 		if err == nil || errors.Is(err, io.EOF) {
 			return err, true
 		}
-		return &SourceError{Op: op, Path: rel, Err: err}, true
+		return &Error{Op: op, Path: rel, Err: err}, true
 	case <-t.C:
 		s.timeouts.Add(1)
 		s.errs.Add(1)
 		s.lastFail.Store(time.Now().UnixNano())
-		err = ErrSourceTimeout
+		err = ErrTimeout
 	case <-ctx.Done():
 		err = ctx.Err()
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -535,7 +539,7 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 			s.timeouts.Add(1)
 			s.errs.Add(1)
 			s.lastFail.Store(time.Now().UnixNano())
-			err = ErrSourceTimeout
+			err = ErrTimeout
 		}
 	}
 	s.stuck.Add(1)
@@ -559,7 +563,7 @@ func (s *Source) call(ctx context.Context, op, rel string, fn func() error, late
 			late()
 		}
 	}()
-	return &SourceError{Op: op, Path: rel, Err: err}, false
+	return &Error{Op: op, Path: rel, Err: err}, false
 }
 
 // Slow marks the source as not answering while a caller has stopped

@@ -1,4 +1,4 @@
-package tier
+package source
 
 import (
 	"context"
@@ -23,8 +23,8 @@ const (
 	SourceUnresponsive = "unresponsive" // a check has not answered for HungAfter
 )
 
-// SourceHealth is what the source's checks last learnt.
-type SourceHealth struct {
+// Health is what the source's checks last learnt.
+type Health struct {
 	State string
 	// Since is when the source became unavailable or unresponsive (zero
 	// while available).
@@ -34,8 +34,8 @@ type SourceHealth struct {
 }
 
 // Health reports the source's health from memory.
-func (s *Source) Health() SourceHealth {
-	h := SourceHealth{State: SourceAvailable}
+func (s *Source) Health() Health {
+	h := Health{State: SourceAvailable}
 	if t := s.lastAnswer.Load(); t != 0 {
 		h.LastAnswer = time.Unix(0, t)
 	}
@@ -101,7 +101,7 @@ func (s *Source) newMount(id rootID) {
 }
 
 // Mounts reports how many times the source was found mounted anew since
-// OpenSource, and when last.
+// Open, and when last.
 func (s *Source) Mounts() (n int64, last time.Time) {
 	if n = s.mounts.Load(); n > 0 {
 		last = time.Unix(0, s.mountedAt.Load())

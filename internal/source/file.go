@@ -1,4 +1,4 @@
-package tier
+package source
 
 // The read path of the source: a dataset file opened beneath the root,
 // read within its deadline and the bandwidth cap (limiter.go).
@@ -13,9 +13,9 @@ import (
 
 // Open opens the source file rel for reading: resolved beneath the root,
 // and only if it is a regular file (beneath.go; a FIFO, device or socket
-// is never opened). SourceFile.Info is what the open descriptor's fstat
+// is never opened). File.Info is what the open descriptor's fstat
 // said: callers compare its owner and mode with what the kernel was told.
-func (s *Source) Open(ctx context.Context, rel string) (*SourceFile, error) {
+func (s *Source) Open(ctx context.Context, rel string) (*File, error) {
 	s.opens.Add(1)
 	if err := s.usable(ctx, "open", rel); err != nil {
 		return nil, err
@@ -42,12 +42,12 @@ func (s *Source) Open(ctx context.Context, rel string) (*SourceFile, error) {
 	if err = s.believe(ctx, "open", rel, err); err != nil {
 		return nil, err
 	}
-	return &SourceFile{s: s, f: f, rel: rel, fi: fi}, nil
+	return &File{s: s, f: f, rel: rel, fi: fi}, nil
 }
 
-// SourceFile is an open source file whose reads are counted, capped and
+// File is an open source file whose reads are counted, capped and
 // bounded by the source's deadline.
-type SourceFile struct {
+type File struct {
 	s   *Source
 	f   *os.File
 	rel string
@@ -59,12 +59,12 @@ type SourceFile struct {
 
 // Expect makes every later read check, after it read, that the file still
 // has this size and mtime (unix nanos): a file rewritten in place while it
-// is read fails the read with ErrSourceChanged instead of handing out
+// is read fails the read with ErrChanged instead of handing out
 // bytes of two versions. It costs an fstat per read.
-func (sf *SourceFile) Expect(size, mtime int64) { sf.want = &[2]int64{size, mtime} }
+func (sf *File) Expect(size, mtime int64) { sf.want = &[2]int64{size, mtime} }
 
 // Info is the fstat of the file taken when it was opened (no system call).
-func (sf *SourceFile) Info() os.FileInfo { return sf.fi }
+func (sf *File) Info() os.FileInfo { return sf.fi }
 
 // ReadAt reads like os.File.ReadAt, waiting for the bandwidth cap first
 // (the wait is not part of the deadline: it is ours, not the source's) and
@@ -72,9 +72,9 @@ func (sf *SourceFile) Info() os.FileInfo { return sf.fi }
 // The read goes into a buffer of the source's own, copied to p when it
 // returns in time: a read abandoned at the deadline may still write when
 // the source wakes up, and p is the caller's again by then.
-func (sf *SourceFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+func (sf *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := sf.s.limit.Wait(ctx); err != nil {
-		return 0, &SourceError{Op: "read", Path: sf.rel, Err: err}
+		return 0, &Error{Op: "read", Path: sf.rel, Err: err}
 	}
 	sf.s.reads.Add(1)
 	bp := sf.s.getReadBuf(len(p))
@@ -93,7 +93,7 @@ func (sf *SourceFile) ReadAt(ctx context.Context, p []byte, off int64) (int, err
 				return serr
 			}
 			if fi.Size() != w[0] || fi.ModTime().UnixNano() != w[1] {
-				return ErrSourceChanged
+				return ErrChanged
 			}
 		}
 		return err
@@ -138,7 +138,7 @@ func (s *Source) putReadBuf(bp *[]byte) {
 }
 
 // Stat stats the open file (fstat: not counted as a metadata call).
-func (sf *SourceFile) Stat(ctx context.Context) (os.FileInfo, error) {
+func (sf *File) Stat(ctx context.Context) (os.FileInfo, error) {
 	var fi os.FileInfo
 	err, _ := sf.s.call(ctx, "fstat", sf.rel, func() error {
 		var err error
@@ -155,14 +155,14 @@ func (sf *SourceFile) Stat(ctx context.Context) (os.FileInfo, error) {
 // of a read-only file has nothing to report, and on a hung source its
 // FLUSH would block the caller; it is abandoned at the deadline like any
 // other call and counted as stuck until the source answers).
-func (sf *SourceFile) Close() error {
+func (sf *File) Close() error {
 	go sf.s.call(context.Background(), "close", sf.rel, sf.f.Close, nil)
 	return nil
 }
 
 // CopyTo copies the whole file to w in chunks of bufSize, returning the
 // bytes copied. progress, if set, is called after each chunk.
-func (sf *SourceFile) CopyTo(ctx context.Context, w io.Writer, buf []byte, progress func(n int64)) (int64, error) {
+func (sf *File) CopyTo(ctx context.Context, w io.Writer, buf []byte, progress func(n int64)) (int64, error) {
 	var off int64
 	for {
 		if err := ctx.Err(); err != nil {

@@ -1,4 +1,4 @@
-package tier
+package source
 
 import "context"
 
@@ -6,7 +6,7 @@ import "context"
 type userKey struct{}
 
 // WithUser marks ctx as a request of user uid: the source bounds the
-// calls one user other than root may leave stuck (SourceOptions.
+// calls one user other than root may leave stuck (Options.
 // MaxStuckPerUser). Calls without it (background copies, root) count only
 // against the global bound.
 func WithUser(ctx context.Context, uid uint32) context.Context {

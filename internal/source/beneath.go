@@ -1,4 +1,4 @@
-package tier
+package source
 
 // Resolving dataset paths beneath the source root.
 //

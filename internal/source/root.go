@@ -1,4 +1,4 @@
-package tier
+package source
 
 import (
 	"errors"
@@ -54,11 +54,11 @@ func (a rootID) same(b rootID) bool {
 	return a.dev == b.dev || unix.Major(a.dev) == 0 && unix.Major(b.dev) == 0
 }
 
-// DefaultPatience is how long OpenSource waits for the root of a source
-// an earlier mount knew (SourceOptions.Expect) before it mounts without.
+// DefaultPatience is how long Open waits for the root of a source
+// an earlier mount knew (Options.Expect) before it mounts without.
 const DefaultPatience = time.Second
 
-// errNoAnswer is a root that did not answer within OpenSource's wait.
+// errNoAnswer is a root that did not answer within Open's wait.
 var errNoAnswer = errors.New("no answer (its file system hangs?)")
 
 // openRootWithin is openRoot given up after wait: a late answer is
@@ -102,7 +102,7 @@ func openRootWithin(root string, noOpenat2 bool, wait time.Duration) (*beneath, 
 
 // RootIdentity is what identifies the source's file system across mounts
 // (a daemon keeps it in its state directory and gives it back as
-// SourceOptions.Expect).
+// Options.Expect).
 type RootIdentity struct {
 	Dev    uint64 `json:"dev"`
 	Ino    uint64 `json:"ino"`
@@ -111,7 +111,7 @@ type RootIdentity struct {
 
 func (r *RootIdentity) id() rootID { return rootID{dev: r.Dev, ino: r.Ino, fstype: r.FSType} }
 
-// Identity is the identity of the source root found at OpenSource, and
+// Identity is the identity of the source root found at Open, and
 // whether it was found (false when it started unavailable).
 func (s *Source) Identity() (RootIdentity, bool) {
 	return RootIdentity{Dev: s.id.dev, Ino: s.id.ino, FSType: s.id.fstype}, s.found
