@@ -32,6 +32,7 @@ import (
 	"github.com/epochfs/epochfs/internal/jobs"
 	"github.com/epochfs/epochfs/internal/metrics"
 	"github.com/epochfs/epochfs/internal/model"
+	"github.com/epochfs/epochfs/internal/model/split"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
@@ -111,7 +112,7 @@ type Options struct {
 	Readers int
 	Version string
 	// ModelSettings is the [model] section. With a memory budget, the
-	// DSI model splits it (internal/views/split.go): a tier whose Quota is 0 takes the
+	// DSI model splits it (internal/model/split): a tier whose Quota is 0 takes the
 	// encoded share, caches without budgets of their own take theirs.
 	// .epochfs/model shows the decision and what was applied; nil leaves
 	// the file out.
@@ -158,7 +159,7 @@ type Mount struct {
 	met     *metrics.Metrics
 	engine  *preprocess.Engine
 	view    *preprocess.View
-	split   *views.Split
+	split   *split.Split
 	cl      *cluster.Cluster
 	metSrv  *metrics.Server
 	dev     string
@@ -247,7 +248,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	m.steps = append(m.steps, step{what: "the catalog (sync and close)", close: m.cat.Close, always: true})
-	m.split = views.DecideSplit(ctx, views.SplitOptions{Settings: o.ModelSettings, Catalog: m.cat, Source: m.src, Tiers: o.Tiers, Views: o.Views,
+	m.split = split.Decide(ctx, split.Options{Settings: o.ModelSettings, Catalog: m.cat, Source: m.src, Tiers: o.Tiers, Views: splitViews(o.Views),
 		Logger: o.Logger})
 	topts, err := m.split.TierQuotas(o.Tiers)
 	if err != nil {
@@ -286,7 +287,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		close: func() error { m.p.Close(); return nil }})
 	var vset *views.Set
 	if o.Views != nil {
-		dec, aug := m.split.CacheBudgets(o.Views)
+		dec, aug := m.split.CacheBudgets(splitViews(o.Views))
 		if err := m.startViews(o.Views, dec, aug); err != nil {
 			return nil, err
 		}

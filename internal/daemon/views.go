@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/epochfs/epochfs/internal/model/split"
 	"github.com/epochfs/epochfs/internal/preprocess"
 	"github.com/epochfs/epochfs/internal/views"
 )
@@ -44,4 +45,14 @@ func (m *Mount) MemoryBudget() int64 {
 		b += st.DecodedBudget + st.AugmentedBudget
 	}
 	return b
+}
+
+// splitViews is what the memory split needs of the views config (nil: the
+// mount serves no views).
+func splitViews(c *views.Config) *split.Views {
+	if c == nil {
+		return nil
+	}
+	return &split.Views{Pipeline: c.Pipeline, Workers: c.Workers, DecodedBytes: c.DecodedBytes,
+		AugmentedBytes: c.AugmentedBytes, DefaultDecoded: c.DefaultDecoded, DefaultAugmented: c.DefaultAugmented}
 }

@@ -26,7 +26,6 @@ var unmapped = map[string]string{
 	"source.ErrNotRegular":     "placement drops an entry whose source is not a file (ErrVanished)",
 	"source.ErrNotSymlink":     "a refresh finds a symlink replaced; placement's own",
 	"preprocess.ErrBadOptions": "a bad pipeline, refused at mount or at a job's config (as views.ErrInvalid)",
-	"views.ErrModel":           "a tier whose quota is the model's while the model cannot decide, refused at mount",
 }
 
 // TestEveryExportedErrorIsInTheErrnoTable reads the sources: every

@@ -1,4 +1,4 @@
-package views
+package split
 
 import (
 	"context"
@@ -31,7 +31,7 @@ const (
 // workers, and the bytes of a decoded and of an augmented sample. It reads
 // up to profileFiles files spread over the dataset from the source (within
 // its deadline) and keeps those the pipeline can decode.
-func profileViews(ctx context.Context, o SplitOptions, obs *model.Observed) {
+func profileViews(ctx context.Context, o Options, obs *model.Observed) {
 	vo := o.Views
 	fail := func(format string, a ...any) {
 		why := &model.Measured{How: fmt.Sprintf(format, a...)}

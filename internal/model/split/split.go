@@ -1,4 +1,6 @@
-package views
+// Package split decides the mount's memory split with the DSI model and
+// applies it: the RAM tier's quota and the views' cache budgets.
+package split
 
 import (
 	"context"
@@ -25,21 +27,6 @@ import (
 // Explicit quotas and budgets win, and .epochfs/model reports them as
 // overrides beside the split the model chose.
 
-// Config is the mount's views config (.epochfs/views/ and the jobs'
-// views), from [preprocess].
-type Config struct {
-	Pipeline preprocess.Options // the mount's default pipeline ([preprocess])
-	Seed     uint64             // generation 0 of every augmentation
-	Workers  int                // preprocessing workers (0: one per core)
-	// DecodedBytes and AugmentedBytes are the caches' budgets; negative:
-	// the model's share, or DefaultDecoded/DefaultAugmented without one.
-	DecodedBytes, AugmentedBytes int64
-	DefaultDecoded               int64
-	DefaultAugmented             int64
-	// MaxBatchBytes bounds one batch (jobs default if 0).
-	MaxBatchBytes int64
-}
-
 // Split is the memory split the mount applies (.epochfs/model renders it:
 // Text).
 type Split struct {
@@ -51,18 +38,30 @@ type Split struct {
 	applied   []string // key=value lines: what is in force and why
 }
 
-// SplitOptions are what DecideSplit needs of the mount.
-type SplitOptions struct {
+// Options are what Decide needs of the mount.
+type Options struct {
 	Settings *model.Settings // the [model] section; no memory budget: no split
 	Catalog  *catalog.Catalog
 	Source   *source.Source // read for the pipeline's profile
 	Tiers    []tier.Options
-	Views    *Config // nil: the mount serves no views
+	Views    *Views // nil: the mount serves no views
 	Logger   *zap.Logger
 }
 
-// DecideSplit runs the model over the catalog's counts and the tiers.
-func DecideSplit(ctx context.Context, o SplitOptions) *Split {
+// Views is what the split needs of the mount's views: the pipeline it
+// profiles, and the caches' budgets.
+type Views struct {
+	Pipeline preprocess.Options // the mount's default pipeline ([preprocess])
+	Workers  int                // preprocessing workers (0: one per core)
+	// DecodedBytes and AugmentedBytes are the caches' budgets; negative:
+	// the model's share, or DefaultDecoded/DefaultAugmented without one.
+	DecodedBytes, AugmentedBytes int64
+	DefaultDecoded               int64
+	DefaultAugmented             int64
+}
+
+// Decide runs the model over the catalog's counts and the tiers.
+func Decide(ctx context.Context, o Options) *Split {
 	ms := &Split{encoded: -1, decoded: -1, augmented: -1}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -120,7 +119,7 @@ func (ms *Split) TierQuotas(tiers []tier.Options) ([]tier.Options, error) {
 			if ms.err != nil {
 				why = ms.err.Error()
 			}
-			return nil, fmt.Errorf("views: tier %q: quota = \"model\", but %w: %s", t.Name, ErrModel, why)
+			return nil, fmt.Errorf("tier %q: quota = \"model\", but %w: %s", t.Name, ErrModel, why)
 		}
 		q := max(ms.encoded, 1)
 		out[i].Quota = q
@@ -131,7 +130,7 @@ func (ms *Split) TierQuotas(tiers []tier.Options) ([]tier.Options, error) {
 }
 
 // CacheBudgets resolves the views' cache budgets.
-func (ms *Split) CacheBudgets(vo *Config) (dec, aug int64) {
+func (ms *Split) CacheBudgets(vo *Views) (dec, aug int64) {
 	pick := func(name string, explicit, share, def int64) int64 {
 		switch {
 		case explicit >= 0:
