@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/epochfs/epochfs/internal/npytest"
 	"github.com/epochfs/epochfs/internal/preprocess"
 
 	"github.com/epochfs/epochfs/internal/testenv"
@@ -36,13 +37,13 @@ func writeTestJPEG(t *testing.T, path string, w, h int) {
 	}
 }
 
-func readNPY(t *testing.T, path string) *preprocess.Tensor {
+func readNPY(t *testing.T, path string) *npytest.Array {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tt, err := preprocess.DecodeNPY(b)
+	tt, err := npytest.Decode(b)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -86,7 +87,7 @@ func TestPreprocessWritesGoodImagesAndNamesBadOnes(t *testing.T) {
 	}
 	for _, name := range []string{"a.npy", "b.npy"} {
 		tt := readNPY(t, filepath.Join(out, name))
-		if fmt.Sprint(tt.Shape) != "[224 224 3]" || tt.DType != preprocess.Uint8 {
+		if fmt.Sprint(tt.Shape) != "[224 224 3]" || tt.DType != "uint8" {
 			t.Errorf("%s: %s %v, want uint8 [224 224 3] (default augment)", name, tt.DType, tt.Shape)
 		}
 	}
@@ -127,7 +128,7 @@ output = "float32_chw"
 		res := map[string][]float32{}
 		for i := range imgs {
 			tt := readNPY(t, filepath.Join(out, fmt.Sprintf("img%d.npy", i)))
-			if fmt.Sprint(tt.Shape) != "[3 96 96]" || tt.DType != preprocess.Float32 {
+			if fmt.Sprint(tt.Shape) != "[3 96 96]" || tt.DType != "float32" {
 				t.Fatalf("img%d: %s %v, want float32 [3 96 96]", i, tt.DType, tt.Shape)
 			}
 			res[fmt.Sprint(i)] = tt.F32

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"strings"
 	"unsafe"
 )
 
@@ -123,91 +122,4 @@ func WriteNPY(w io.Writer, t *Tensor) error {
 		return fmt.Errorf("preprocess: write npy: %w", err)
 	}
 	return nil
-}
-
-// DecodeNPY parses a .npy file holding a C-order little-endian uint8 or
-// float32 array (what EncodeNPY writes, and what numpy.save writes for
-// those types).
-func DecodeNPY(b []byte) (*Tensor, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return nil, fmt.Errorf("preprocess: npy: bad magic: %w", ErrCorrupt)
-	}
-	var hlen, off int
-	switch b[6] {
-	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:10])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return nil, fmt.Errorf("preprocess: npy: short header: %w", ErrCorrupt)
-		}
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:12])), 12
-	default:
-		return nil, fmt.Errorf("preprocess: npy: version %d: %w", b[6], ErrUnsupported)
-	}
-	if off+hlen > len(b) {
-		return nil, fmt.Errorf("preprocess: npy: short header: %w", ErrCorrupt)
-	}
-	h := string(b[off : off+hlen])
-	data := b[off+hlen:]
-	field := func(key string) (string, error) {
-		i := strings.Index(h, "'"+key+"':")
-		if i < 0 {
-			return "", fmt.Errorf("preprocess: npy: no %s: %w", key, ErrCorrupt)
-		}
-		return strings.TrimSpace(h[i+len(key)+3:]), nil
-	}
-	descr, err := field("descr")
-	if err != nil {
-		return nil, err
-	}
-	fo, err := field("fortran_order")
-	if err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(fo, "False") {
-		return nil, fmt.Errorf("preprocess: npy: fortran order: %w", ErrUnsupported)
-	}
-	sh, err := field("shape")
-	if err != nil {
-		return nil, err
-	}
-	end := strings.IndexByte(sh, ')')
-	if !strings.HasPrefix(sh, "(") || end < 0 {
-		return nil, fmt.Errorf("preprocess: npy: bad shape: %w", ErrCorrupt)
-	}
-	t := &Tensor{}
-	n := 1
-	for _, f := range strings.Split(sh[1:end], ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		d, err := strconv.Atoi(f)
-		if err != nil || d < 0 || d > 1<<31 {
-			return nil, fmt.Errorf("preprocess: npy: bad shape %q: %w", sh[:end+1], ErrCorrupt)
-		}
-		t.Shape = append(t.Shape, d)
-		n *= d
-		if n > len(b) {
-			return nil, fmt.Errorf("preprocess: npy: shape %q larger than the file: %w", sh[:end+1], ErrCorrupt)
-		}
-	}
-	switch {
-	case strings.HasPrefix(descr, "'|u1'"):
-		if len(data) != n {
-			return nil, fmt.Errorf("preprocess: npy: %d data bytes for %d elements: %w", len(data), n, ErrCorrupt)
-		}
-		t.DType, t.U8 = Uint8, data
-	case strings.HasPrefix(descr, "'<f4'"):
-		if len(data) != 4*n {
-			return nil, fmt.Errorf("preprocess: npy: %d data bytes for %d elements: %w", len(data), n, ErrCorrupt)
-		}
-		t.DType, t.F32 = Float32, make([]float32, n)
-		for i := range t.F32 {
-			t.F32[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-	default:
-		return nil, fmt.Errorf("preprocess: npy: dtype %s: %w", descr, ErrUnsupported)
-	}
-	return t, nil
 }

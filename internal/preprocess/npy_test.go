@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/epochfs/epochfs/internal/npytest"
 )
 
 func TestNPYHeaderIsVersion1AlignedAndRoundTrips(t *testing.T) {
@@ -33,11 +35,11 @@ func TestNPYHeaderIsVersion1AlignedAndRoundTrips(t *testing.T) {
 		if int64(len(b)) != NPYSize(tt) {
 			t.Errorf("NPYSize %d, encoded %d", NPYSize(tt), len(b))
 		}
-		back, err := DecodeNPY(b)
+		back, err := npytest.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fmt.Sprint(back.Shape) != fmt.Sprint(tt.Shape) || back.DType != tt.DType ||
+		if fmt.Sprint(back.Shape) != fmt.Sprint(tt.Shape) || back.DType != string(tt.DType) ||
 			fmt.Sprint(back.U8) != fmt.Sprint(tt.U8) || fmt.Sprint(back.F32) != fmt.Sprint(tt.F32) {
 			t.Errorf("round trip: %+v, want %+v", back, tt)
 		}

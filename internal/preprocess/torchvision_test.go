@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/epochfs/epochfs/internal/npytest"
 )
 
 type compareRow struct {
@@ -127,7 +129,7 @@ func TestGrayAndCMYKJPEGBecomeRGB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := DecodeNPY(refb)
+		ref, err := npytest.Decode(refb)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/epochfs/epochfs/internal/model"
+	"github.com/epochfs/epochfs/internal/npytest"
 	"github.com/epochfs/epochfs/internal/preprocess"
 	"github.com/epochfs/epochfs/internal/views"
 )
@@ -70,7 +71,7 @@ func TestDecodedViewsAreTheStaticStepsOfEachFile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("view of %s: %v", rel, err)
 		}
-		got, err := preprocess.DecodeNPY(data)
+		got, err := npytest.Decode(data)
 		if err != nil {
 			t.Fatalf("view of %s is not a .npy: %v", rel, err)
 		}
