@@ -40,7 +40,7 @@ mapfile -t PATCHES < <(cd "$DIR/patches" && ls -1 *.patch | LC_ALL=C sort)
 modhash() {
 	(cd "$1" && find . -type f | sed 's|^\./||' | LC_ALL=C sort | while IFS= read -r f; do
 		printf '%s  %s\n' "$(sha256sum <"$f" | cut -d' ' -f1)" "$MOD@$VER/$f"
-	done) | sha256sum | cut -d' ' -f1 | xxd -r -p | base64 | sed 's/^/h1:/'
+	done) | sha256sum | cut -d' ' -f1 | perl -ne 'chomp; print pack("H*", $_)' | base64 | sed 's/^/h1:/'
 }
 
 # copy_tree SRC DST: the module files of SRC (ours left out), writable.
