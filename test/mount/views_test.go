@@ -25,10 +25,17 @@ import (
 // and returns their dataset paths.
 func makeJPEGs(t *testing.T, src string, n int) []string {
 	t.Helper()
+	return makeJPEGsOfSize(t, src, n, 90, 70)
+}
+
+// makeJPEGsOfSize is makeJPEGs with images of at least w0×h0 (and up to
+// 80 pixels more each way).
+func makeJPEGsOfSize(t *testing.T, src string, n, w0, h0 int) []string {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(5, 5))
 	var paths []string
 	for i := 0; i < n; i++ {
-		w, h := 90+rng.IntN(80), 70+rng.IntN(80)
+		w, h := w0+rng.IntN(80), h0+rng.IntN(80)
 		img := image.NewRGBA(image.Rect(0, 0, w, h))
 		for y := 0; y < h; y++ {
 			for x := 0; x < w; x++ {
@@ -179,10 +186,14 @@ func compact(img *preprocess.Image) []byte {
 
 // With only a memory budget, the mount measures its pipeline (T_D+A, T_A,
 // the decoded and augmented sizes) on its own files and splits by them.
+// The files are photographs' size (640×480 and more) so that decoding one
+// costs many times its augmentation, as in training: with thumbnails the
+// two measured times are close, and which of the decoded and the encoded
+// path wins is the machine's noise.
 func TestModelMeasuresThePipelineAtMount(t *testing.T) {
 	requireFUSE(t)
 	src := filepath.Join(t.TempDir(), "src")
-	makeJPEGs(t, src, 6)
+	makeJPEGsOfSize(t, src, 6, 640, 480)
 	e := newEnv(t, src, 1<<30)
 	budget := float64(64 << 20)
 	e.opts.model = &model.Settings{MemoryBudget: &budget, MemoryBudgetText: "64MiB"}
