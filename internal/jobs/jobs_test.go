@@ -13,8 +13,10 @@ import (
 	"github.com/epochfs/epochfs/internal/ctlpath"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/preprocess"
 	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
+	"github.com/epochfs/epochfs/internal/views"
 
 	"github.com/epochfs/epochfs/internal/testenv"
 )
@@ -37,17 +39,19 @@ func newManagerWith(t testing.TB, n int, o Options) (*Manager, []string) {
 	for i := 0; i < n; i++ {
 		paths = append(paths, fmt.Sprintf("c%d/img%03d.jpg", i%2, i))
 	}
-	return newManagerOpts(t, paths, nil, o), paths
+	return newManagerOpts(t, paths, nil, o, nil), paths
 }
 
 // newManagerOf builds a source of the given files (prepare may change the
 // tree before the catalog walks it), a catalog, a placer and a manager.
 func newManagerOf(t testing.TB, paths []string, prepare func(src string)) *Manager {
 	t.Helper()
-	return newManagerOpts(t, paths, prepare, Options{})
+	return newManagerOpts(t, paths, prepare, Options{}, nil)
 }
 
-func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Options) *Manager {
+// withViews, if set, makes the manager's views over its placer (the
+// engine's finish hook is installed as daemon.New installs it).
+func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Options, withViews func(*placement.Placer) (*views.Set, *preprocess.Engine)) *Manager {
 	t.Helper()
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
@@ -81,13 +85,21 @@ func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Op
 		t.Fatal(err)
 	}
 	o.Placer = p
+	var eng *preprocess.Engine
+	if withViews != nil {
+		o.Views, eng = withViews(p)
+	}
 	m, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The hooks, as daemon.New installs them.
-	if demand, _ := m.Hooks(); demand != nil {
+	demand, finished := m.Hooks()
+	if demand != nil {
 		p.SetDemandHook(demand)
+	}
+	if finished != nil && eng != nil {
+		eng.OnFinish(finished)
 	}
 	t.Cleanup(func() {
 		p.SetDemandHook(nil)

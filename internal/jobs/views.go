@@ -5,7 +5,9 @@ package jobs
 // caches hold); the manager looks the job up, checks its ranks and its
 // owner, draws its samples from the sampler and hands them over.
 //
-// Lock order: Manager.mu, then views.Set's, then the sampler's.
+// Lock order (docs/architecture.md has the mount's): Manager.mu, then
+// views.Set's or the sampler's; a batch read holds none of them while
+// its draw waits for the slowest rank.
 
 import (
 	"context"
@@ -152,29 +154,11 @@ func (m *Manager) Batch(ctx context.Context, ref Ref, rank int, alloc views.Allo
 	if jv == nil {
 		return nil, false, fmt.Errorf("%w: job %q has no view", ErrInvalid, name)
 	}
-	if err := jv.CheckBatches(); err != nil {
-		return nil, false, err
-	}
 	if err := m.s.Touch(j.key, rank); err != nil {
 		return nil, false, wrap(err)
 	}
-	c := m.vs.Carry(j.key, rank)
-	c.Lock()
-	for c.Wants(jv, size) {
-		idx, end, err := m.nextIndices(ctx, j, rank)
-		if err != nil {
-			c.Unlock()
-			return nil, false, err
-		}
-		c.Add(jv, idx, end)
-	}
-	pick := c.Pick(jv, size)
-	c.Unlock()
-	if pick == nil {
-		return nil, true, nil
-	}
-	b, err = m.vs.Assemble(ctx, jv, pick, alloc)
-	return b, false, err
+	draw := func(ctx context.Context) ([]int, bool, error) { return m.nextIndices(ctx, j, rank) }
+	return m.vs.NextBatch(ctx, jv, j.key, rank, size, draw, alloc)
 }
 
 // visible reports whether the job's owner may open e.

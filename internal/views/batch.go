@@ -1,8 +1,8 @@
 package views
 
 // A batch of views: the samples drawn for a rank gathered (slow ones
-// deferred: Carry), produced or taken from the caches, and assembled into
-// one .npz in one buffer (npz.go). views.go has the design.
+// deferred: carry.go), produced or taken from the caches, and assembled
+// into one .npz in one buffer (npz.go). views.go has the design.
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sync/errgroup"
@@ -29,132 +28,6 @@ type Batch struct {
 	mem     Buffer
 	Paths   []string // dataset-relative, in the batch's order
 	Corrupt []string // left out: could not be preprocessed
-}
-
-// Carry is what a rank drew and has not been handed yet: samples set
-// aside while slow, and the draws taken to complete a batch. The rank's
-// batch read holds it (Lock) from its first draw to its Pick, which may
-// include a wait for the slowest rank; what it holds is guarded apart
-// (data), so that the job's state (Carried) never waits for a batch read.
-//
-// Lock order: mu, then data.
-type Carry struct {
-	mu      sync.Mutex // one batch read of the rank at a time
-	data    sync.Mutex // samples and ended
-	samples []int
-	ended   bool // the sampler ended the epoch; the carry drains first
-}
-
-// Carry returns the carry of a rank of job name, made at its first batch
-// read; Install and Drop forget a job's.
-func (s *Set) Carry(name string, rank int) *Carry {
-	k := rankKey{name, rank}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.carries[k]
-	if c == nil {
-		c = &Carry{}
-		s.carries[k] = c
-	}
-	return c
-}
-
-// Carried returns the samples the carries of job name's ranks 0..ranks-1
-// hold: handed out by the sampler, not yet put in a batch (a job's state
-// gives them back). It does not wait for a batch read in progress (which
-// may be waiting for the slowest rank): taken after the sampler's
-// snapshot, it holds every sample the snapshot counts as handed and no
-// batch holds yet (a sample handed since is given back too, harmlessly: the
-// state does not count it).
-func (s *Set) Carried(name string, ranks int) []int {
-	var out []int
-	for r := range ranks {
-		s.mu.Lock()
-		c := s.carries[rankKey{name, r}]
-		s.mu.Unlock()
-		if c == nil {
-			continue
-		}
-		c.data.Lock()
-		out = append(out, c.samples...)
-		c.data.Unlock()
-	}
-	return out
-}
-
-// Lock and Unlock hold the carry for one batch read.
-func (c *Carry) Lock()   { c.mu.Lock() }
-func (c *Carry) Unlock() { c.mu.Unlock() }
-
-// CheckBatches refuses a batch of a job whose samples do not all have one
-// shape.
-func (j *Job) CheckBatches() error {
-	if (j.form == Augmented || j.form == Decoded) && !j.fixed {
-		return fmt.Errorf("%w: view=%s: the pipeline's samples do not all have one size (end it with a crop, or resize:HxW), so a batch cannot stack them; read next and the views one by one", ErrInvalid, j.form)
-	}
-	return nil
-}
-
-// Wants reports whether the carry needs more draws for a batch of size:
-// the epoch has not ended and fewer than size samples are ready.
-func (c *Carry) Wants(j *Job, size int) bool {
-	c.data.Lock()
-	defer c.data.Unlock()
-	if c.ended {
-		return false
-	}
-	n := 0
-	for _, s := range c.samples {
-		if j.form != Augmented || j.view.Status(j.consumer, s) != preprocess.StatusSlow {
-			n++
-		}
-	}
-	return n < size
-}
-
-// Add adds a draw of the sampler's (end: the epoch ended instead); an
-// augmented job's production of each sample is asked for at once.
-func (c *Carry) Add(j *Job, idx []int, end bool) {
-	c.data.Lock()
-	defer c.data.Unlock()
-	if end {
-		c.ended = true
-		return
-	}
-	c.samples = append(c.samples, idx...)
-	if j.form == Augmented {
-		for _, s := range idx {
-			j.view.Want(j.consumer, s)
-		}
-	}
-}
-
-// Pick chooses the batch's samples from the carry after the draws Wants
-// asked for; nil means the end of the epoch.
-func (c *Carry) Pick(j *Job, size int) []int {
-	c.data.Lock()
-	defer c.data.Unlock()
-	if len(c.samples) == 0 {
-		c.ended = false // the end, once; the next read starts the next epoch
-		return nil
-	}
-	// Ready and in-production samples first, in order; slow ones only when
-	// the epoch has nothing else left.
-	var pick, rest []int
-	for _, s := range c.samples {
-		slow := j.form == Augmented && j.view.Status(j.consumer, s) == preprocess.StatusSlow
-		if len(pick) < size && (!slow || c.ended) {
-			pick = append(pick, s)
-		} else {
-			rest = append(rest, s)
-		}
-	}
-	if len(pick) == 0 { // every one is slow: take them anyway
-		n := min(size, len(rest))
-		pick, rest = rest[:n], rest[n:]
-	}
-	c.samples = append(c.samples[:0], rest...)
-	return pick
 }
 
 // batchWorkers bounds the samples of one batch made or read at once: a
@@ -177,12 +50,12 @@ func (s *Set) readEncoded(ctx context.Context, e *catalog.Entry, dst []byte) err
 	return r.ReadFull(ctx, dst)
 }
 
-// Assemble produces (or takes) the samples' forms for job j and builds the
+// assemble produces (or takes) the samples' forms for job j and builds the
 // .npz in one buffer from alloc (npz.go): tensors are copied into it once,
 // files are read straight into their slots.
 //
 // Long: one pass lays out the archive, reads the files into place and writes the tensors once; split, its offsets would travel between functions.
-func (s *Set) Assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*Batch, error) {
+func (s *Set) assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*Batch, error) {
 	type got struct {
 		e    *catalog.Entry
 		t    *preprocess.Tensor

@@ -20,7 +20,7 @@
 // whose production runs past the pool's timeout does not hold its batch
 // back: the batch is completed with samples that are ready, drawn further
 // ahead in the same epoch, and the slow one goes into a later batch of
-// that epoch (the rank's Carry). A sample that cannot be preprocessed (a
+// that epoch (the rank's carry, carry.go). A sample that cannot be preprocessed (a
 // corrupt image) is left out of its batch and counted.
 //
 // Who calls whom: jobs (a job's identity, config, ranks and leases) calls
@@ -29,9 +29,12 @@
 // the caches hold through sampler.Caches; this package imports neither
 // jobs nor the sampler, so no call goes back up.
 //
-// Lock order: the jobs manager's lock, then Set.mu, then the engine's.
-// The sampler calls Cached and Candidates with its own lock held: they
-// read the lock-free byJob map and the engine, never Set.mu.
+// Lock order (docs/architecture.md has the mount's): the jobs manager's
+// lock, then Set.mu, then a carry's, then the engine's. The sampler calls
+// Cached and Candidates with its own lock held: they read the lock-free
+// byJob map and the engine, never Set.mu. A rank's turn (carry.go) is not
+// a lock: it is waited for with the read's context and never while a lock
+// is held.
 package views
 
 import (
@@ -103,7 +106,7 @@ type Set struct {
 
 	mu        sync.Mutex
 	consumers uint64             // the engine's consumer slots in use
-	carries   map[rankKey]*Carry // a rank's samples drawn and not handed yet
+	carries   map[rankKey]*carry // a rank's samples drawn and not handed yet
 }
 
 type rankKey struct {
@@ -116,7 +119,7 @@ func NewSet(o Options) *Set {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Set{o: o, log: o.Logger, byJob: xsync.NewMapOf[string, *Job](), carries: map[rankKey]*Carry{}}
+	return &Set{o: o, log: o.Logger, byJob: xsync.NewMapOf[string, *Job](), carries: map[rankKey]*carry{}}
 }
 
 // Job is one job's part of the views.
