@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/sampler"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/rediscluster"
 	"github.com/redis/go-redis/v9"
 )
@@ -100,12 +101,9 @@ func copyOf(t *testing.T, c *Cluster, k FileKey, s *source) []byte {
 }
 
 func stat(c *Cluster, name string) string {
-	for _, s := range c.Status() {
-		if s.Key == name {
-			return s.Value
-		}
-	}
-	return ""
+	d := status.New()
+	c.Status(d)
+	return d.Value(name)
 }
 
 func TestFileFilledByOneNodeIsReadFromTheClusterByTheOthers(t *testing.T) {

@@ -11,12 +11,12 @@ package cluster
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -165,43 +165,30 @@ func infoField(info, key string) string {
 	return ""
 }
 
-// Stat is one status key of the cluster (the mount shows it as
-// cluster.KEY).
-type Stat struct {
-	Key, Value string
-	Numeric    bool
-}
-
-// Status returns the cluster's status keys (docs/ctl.md).
-func (c *Cluster) Status() []Stat {
-	yes := "yes"
-	if !c.Usable() {
-		yes = "no"
-	}
-	n := func(k string, v int64) Stat { return Stat{k, strconv.FormatInt(v, 10), true} }
+// Status fills the cluster's section of the mount's status (d: the
+// section cluster.; docs/ctl.md).
+func (c *Cluster) Status(d *status.Doc) {
 	cat, _ := c.st.catalogState.Load().(string)
 	if cat == "" {
 		cat = "local"
 	}
-	return []Stat{
-		{"reachable", yes, false},
-		{"dataset", c.o.DatasetID, false},
-		n("masters", c.hl.masters.Load()),
-		n("quota", c.o.Quota),
-		n("bytes", c.hl.bytes.Load()),
-		n("hits", c.st.hits.Load()),
-		n("hit_bytes", c.st.hitBytes.Load()),
-		n("fills", c.st.fills.Load()),
-		n("fill_bytes", c.st.fillBytes.Load()),
-		n("fills_aborted", c.st.fillsAborted.Load()),
-		n("lease_waits", c.st.leaseWaits.Load()),
-		n("lease_wait_timeouts", c.st.leaseWaitTimeouts.Load()),
-		n("corrupt", c.st.corrupt.Load()),
-		n("full", c.st.full.Load()),
-		n("errors", c.st.errors.Load()),
-		{"catalog", cat, false},
-		n("job_claims", c.st.claims.Load()),
-		n("job_claim_calls", c.st.claimCalls.Load()),
-		n("job_claims_ahead", c.st.claimsAhead.Load()),
-	}
+	d.Flag("reachable", c.Usable(), status.YesNo)
+	d.Text("dataset", c.o.DatasetID)
+	d.Int("masters", c.hl.masters.Load())
+	d.Int("quota", c.o.Quota)
+	d.Int("bytes", c.hl.bytes.Load())
+	d.Int("hits", c.st.hits.Load())
+	d.Int("hit_bytes", c.st.hitBytes.Load())
+	d.Int("fills", c.st.fills.Load())
+	d.Int("fill_bytes", c.st.fillBytes.Load())
+	d.Int("fills_aborted", c.st.fillsAborted.Load())
+	d.Int("lease_waits", c.st.leaseWaits.Load())
+	d.Int("lease_wait_timeouts", c.st.leaseWaitTimeouts.Load())
+	d.Int("corrupt", c.st.corrupt.Load())
+	d.Int("full", c.st.full.Load())
+	d.Int("errors", c.st.errors.Load())
+	d.Text("catalog", cat)
+	d.Int("job_claims", c.st.claims.Load())
+	d.Int("job_claim_calls", c.st.claimCalls.Load())
+	d.Int("job_claims_ahead", c.st.claimsAhead.Load())
 }

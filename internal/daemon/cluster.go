@@ -11,13 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/epochfs/epochfs/internal/cluster"
-	"github.com/epochfs/epochfs/internal/fs"
 	"github.com/epochfs/epochfs/internal/jobs"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/sampler"
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // openCluster opens the cluster of o.Cluster; nil without one.
@@ -100,20 +99,13 @@ func (j clusterJobs) EndEpoch(ctx context.Context, name, run string, ep, rank in
 	return j.c.EndEpoch(ctx, name, run, ep, rank)
 }
 
-// clusterStatus is the cluster's status keys, each prefixed "cluster.",
-// and the cluster jobs' figures.
-func (m *Mount) clusterStatus() []fs.StatusEntry {
-	st := m.cl.Status()
-	out := make([]fs.StatusEntry, len(st), len(st)+3)
-	for i, s := range st {
-		out[i] = fs.StatusEntry{Key: "cluster." + s.Key, Value: s.Value, Numeric: s.Numeric}
-	}
+// clusterStatus fills the cluster's status keys, each prefixed
+// "cluster.", and the cluster jobs' figures.
+func (m *Mount) clusterStatus(d *status.Doc) {
+	sec := d.Under("cluster.")
+	m.cl.Status(sec)
 	js := m.jm.Stats()
-	for _, s := range []struct {
-		k string
-		v int64
-	}{{"job_fallbacks", js.ClaimFallbacks}, {"job_ahead_timeouts", js.AheadTimeouts}, {"job_end_errors", js.EndErrors}} {
-		out = append(out, fs.StatusEntry{Key: "cluster." + s.k, Value: strconv.FormatInt(s.v, 10), Numeric: true})
-	}
-	return out
+	sec.Int("job_fallbacks", js.ClaimFallbacks)
+	sec.Int("job_ahead_timeouts", js.AheadTimeouts)
+	sec.Int("job_end_errors", js.EndErrors)
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
 	"github.com/epochfs/epochfs/internal/source"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/epochfs/epochfs/internal/views"
 )
@@ -197,7 +198,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		}
 	}()
 	if o.MetricsListen != "" {
-		m.met = metrics.New(metrics.Options{Status: m.statusEntries, Jobs: m.jobList, Logger: o.Logger})
+		m.met = metrics.New(metrics.Options{Status: m.statusDoc, Jobs: m.jobList, Logger: o.Logger})
 		if m.metSrv, err = m.met.Listen(o.MetricsListen, o.MetricsPprof); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
@@ -447,17 +448,12 @@ func (m *Mount) teardown() error {
 	return err
 }
 
-// statusEntries is the status for the metrics (nothing before the mount).
-func (m *Mount) statusEntries() []metrics.Entry {
+// statusDoc is the status for the metrics (empty before the mount).
+func (m *Mount) statusDoc() *status.Doc {
 	if m.fsys == nil {
-		return nil
+		return status.New()
 	}
-	st := m.fsys.Status()
-	out := make([]metrics.Entry, len(st))
-	for i, e := range st {
-		out[i] = metrics.Entry{Key: e.Key, Value: e.Value, Numeric: e.Numeric}
-	}
-	return out
+	return m.fsys.Status()
 }
 
 // sourceProbe is how often the source's prober checks its root (status
@@ -516,7 +512,7 @@ func (m *Mount) jobList() []metrics.Job {
 		if in.Owner != nil {
 			uid = in.Owner.UID
 		}
-		out = append(out, metrics.Job{Name: in.Name, Status: string(st), Owner: m.userName(uid)})
+		out = append(out, metrics.Job{Name: in.Name, Status: st, Owner: m.userName(uid)})
 	}
 	return out
 }

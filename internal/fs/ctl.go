@@ -65,8 +65,8 @@ const (
 func (fsys *FS) ctlSpecs() []ctlSpec {
 	specs := []ctlSpec{
 		{name: "errors", ino: inoErrors, mode: 0o444, readAs: fsys.errs.renderFor},
-		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: always(fsys.statsJSON)},
-		{name: "status", ino: inoStatus, mode: 0o444, read: always(fsys.statusText)},
+		{name: "stats.json", ino: inoStatsJSON, mode: 0o444, read: always(func() []byte { return fsys.status().JSON() })},
+		{name: "status", ino: inoStatus, mode: 0o444, read: always(func() []byte { return fsys.status().Bytes() })},
 		{name: "warmup", ino: inoWarmup, mode: 0o666, readAs: fsys.warmupText, wholeTree: true,
 			doc: func(who *catalog.Cred) docSink { return &pathDoc{t: fsys.warmupTarget(who)} }},
 		// Refresh and verify send work to the source: root only.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/status"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -217,24 +218,22 @@ func (h *cachedHandle) Release(ctx context.Context) syscall.Errno {
 
 // openStatus is the status of the open path: resident copies kept ready
 // (placement.ResidentStats), handles by mode and passthrough registrations.
-func (fsys *FS) openStatus() []kv {
+func (fsys *FS) openStatus(d *status.Doc) {
 	rs := fsys.p.ResidentStats()
-	return []kv{
-		i64("kept_copies", rs.Kept),
-		i64("kept_copies_budget", rs.KeptBudget),
-		i64("kept_hits", rs.Hits),
-		i64("kept_misses", rs.Misses),
-		i64("kept_released", rs.Released),
-		i64("kept_refused", rs.NotKept),
-		i64("tier_fds", rs.Open),
-		i64("tier_fds_budget", rs.OpenBudget),
-		i64("tier_fd_reopens", rs.Reopens),
-		i64("handles_passthrough", fsys.ptHandles.Load()),
-		i64("handles_cached", fsys.cachedHandles.Load()),
-		i64("xattr_requests", fsys.xattrs.Load()),
-		i64("passthrough_backings", fsys.ptBackings.Load()),
-		i64("passthrough_registrations", fsys.ptRegistered.Load()),
-		i64("passthrough_refused", fsys.ptRefused.Load()),
-		i64("batches_passthrough", fsys.batchesPassthrough.Load()),
-	}
+	d.Int("kept_copies", rs.Kept)
+	d.Int("kept_copies_budget", rs.KeptBudget)
+	d.Int("kept_hits", rs.Hits)
+	d.Int("kept_misses", rs.Misses)
+	d.Int("kept_released", rs.Released)
+	d.Int("kept_refused", rs.NotKept)
+	d.Int("tier_fds", rs.Open)
+	d.Int("tier_fds_budget", rs.OpenBudget)
+	d.Int("tier_fd_reopens", rs.Reopens)
+	d.Int("handles_passthrough", fsys.ptHandles.Load())
+	d.Int("handles_cached", fsys.cachedHandles.Load())
+	d.Int("xattr_requests", fsys.xattrs.Load())
+	d.Int("passthrough_backings", fsys.ptBackings.Load())
+	d.Int("passthrough_registrations", fsys.ptRegistered.Load())
+	d.Int("passthrough_refused", fsys.ptRefused.Load())
+	d.Int("batches_passthrough", fsys.batchesPassthrough.Load())
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/epochfs/epochfs/internal/jobs"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/views"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -67,7 +68,7 @@ type Options struct {
 	Debug bool
 	// MoreStatus, if set, adds status keys after the mount's own (the
 	// cluster's cluster.* keys).
-	MoreStatus func() []StatusEntry
+	MoreStatus func(*status.Doc)
 	// DocBudget bounds the bytes the open ctl documents of one user
 	// (root aside) hold together (DefaultDocBudget if 0).
 	DocBudget int

@@ -100,7 +100,7 @@ var jobEntries = []jobEntry{
 	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "status"), ino: ino, mode: 0o400, owner: ref.owner,
 			check: ref.check,
-			read:  func() ([]byte, error) { return ref.fsys.o.Jobs.Status(ref.job()) }}}
+			read:  func() ([]byte, error) { return docBytes(ref.fsys.o.Jobs.Status(ref.job())) }}}
 	}},
 	{name: "state", mode: syscall.S_IFREG, node: newStateFile},
 	{name: "resume", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {

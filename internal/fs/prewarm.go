@@ -2,13 +2,13 @@ package fs
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/status"
 	"go.uber.org/zap"
 )
 
@@ -79,7 +79,7 @@ func (fsys *FS) stopPrewarm() {
 }
 
 // prewarmStatus is the status of the prewarm.
-func (fsys *FS) prewarmStatus() []kv {
+func (fsys *FS) prewarmStatus(d *status.Doc) {
 	state := "off"
 	switch fsys.prewarm.state.Load() {
 	case prewarmRunning:
@@ -87,9 +87,7 @@ func (fsys *FS) prewarmStatus() []kv {
 	case prewarmDone:
 		state = "done"
 	}
-	return []kv{
-		{"prewarm", state, false},
-		i64("prewarm_copies", fsys.p.ResidentStats().Prewarmed),
-		{"prewarm_s", strconv.FormatFloat(time.Duration(fsys.prewarm.took.Load()).Seconds(), 'f', 3, 64), true},
-	}
+	d.Text("prewarm", state)
+	d.Int("prewarm_copies", fsys.p.ResidentStats().Prewarmed)
+	d.Float("prewarm_s", time.Duration(fsys.prewarm.took.Load()).Seconds(), 3)
 }

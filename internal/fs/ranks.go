@@ -40,7 +40,7 @@ var rankEntries = []jobEntry{
 	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, rank int, ino uint64) fusefs.InodeEmbedder {
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(rank, "status"), ino: ino, mode: 0o400, owner: ref.owner,
 			check: ref.rankCheck(rank),
-			read:  func() ([]byte, error) { return ref.fsys.o.Jobs.RankStatus(ref.job(), rank) }}}
+			read:  func() ([]byte, error) { return docBytes(ref.fsys.o.Jobs.RankStatus(ref.job(), rank)) }}}
 	}},
 	{name: "batch", mode: syscall.S_IFREG, node: newBatchFile},
 	{name: "state", mode: syscall.S_IFREG, node: newStateFile},

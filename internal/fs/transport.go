@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -122,12 +123,10 @@ func transportName(st fuse.IoUringStats) string {
 }
 
 // transportStatus is the transport's part of the status.
-func (fsys *FS) transportStatus() []kv {
+func (fsys *FS) transportStatus(d *status.Doc) {
 	st := fsys.server.IoUring()
-	return []kv{
-		{"transport", transportName(st), false},
-		i64("io_uring_queues", int64(st.Queues)),
-		i64("io_uring_requests", st.Requests),
-		i64("io_uring_helpers", st.Helpers),
-	}
+	d.Text("transport", transportName(st))
+	d.Int("io_uring_queues", int64(st.Queues))
+	d.Int("io_uring_requests", st.Requests)
+	d.Int("io_uring_helpers", st.Helpers)
 }

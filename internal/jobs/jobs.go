@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/sampler"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/views"
 	"go.uber.org/zap"
 )
@@ -536,4 +538,19 @@ func (m *Manager) Stats() Stats {
 	}
 	return Stats{Jobs: len(m.Jobs()), ClaimFallbacks: int64(m.s.Stats().ClaimFallbacks),
 		AheadTimeouts: m.cst.aheadTimeouts.Load(), EndErrors: m.cst.endErrors.Load()}
+}
+
+// MountStatus fills the jobs' section of the mount's status: the live
+// jobs, and each user's.
+func (m *Manager) MountStatus(d *status.Doc) {
+	d.Int("jobs", int64(len(m.Jobs())))
+	byUser := m.JobsByUser()
+	uids := make([]uint32, 0, len(byUser))
+	for uid := range byUser {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	for _, uid := range uids {
+		d.Int("jobs.uid."+strconv.FormatUint(uint64(uid), 10), int64(byUser[uid]))
+	}
 }

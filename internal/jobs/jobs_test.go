@@ -189,8 +189,8 @@ func TestBadConfigChangesNothing(t *testing.T) {
 		}
 		after, _ := m.Config(jr(m, "j"))
 		stAfter, _ := m.Status(jr(m, "j"))
-		if string(after) != string(before) || string(stAfter) != string(stBefore) {
-			t.Fatalf("Configure(%q) changed the job:\n%s\n%s", bad, after, stAfter)
+		if string(after) != string(before) || string(stAfter.Bytes()) != string(stBefore.Bytes()) {
+			t.Fatalf("Configure(%q) changed the job:\n%s\n%s", bad, after, stAfter.Bytes())
 		}
 	}
 	if err := m.Configure(jr(m, "nope"), []byte("batch_size=1\n")); !errors.Is(err, ErrNoJob) {
@@ -250,8 +250,8 @@ func TestEveryPathExactlyOncePerEpochAndEndOfEpochOnce(t *testing.T) {
 			}
 			prev = got
 			st, _ := m.Status(jr(m, name))
-			if !strings.Contains(string(st), fmt.Sprintf("epoch=%d\n", ep)) {
-				t.Fatalf("status after epoch %d:\n%s", ep, st)
+			if st.IntOf("epoch") != int64(ep) {
+				t.Fatalf("status after epoch %d:\n%s", ep, st.Bytes())
 			}
 		}
 	}

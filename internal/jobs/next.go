@@ -11,6 +11,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/ctlpath"
 	"github.com/epochfs/epochfs/internal/sampler"
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // Next returns the next batch of a job of world size 1 (its next file):
@@ -128,8 +129,8 @@ func (m *Manager) renewEvery() time.Duration {
 	return time.Second
 }
 
-// Status returns the job's status file: key=value lines.
-func (m *Manager) Status(ref Ref) ([]byte, error) {
+// Status returns the job's status file (docs/ctl.md).
+func (m *Manager) Status(ref Ref) (*status.Doc, error) {
 	j, err := m.jobOf(ref)
 	if err != nil {
 		return nil, err
@@ -146,16 +147,38 @@ func (m *Manager) Status(ref Ref) ([]byte, error) {
 		}
 		lost = strings.Join(s, ",")
 	}
-	return render(append([]kv{
-		{"name", ref.Name}, {"sampler", st.Kind.String()}, {"batch_size", st.BatchSize}, {"size", st.Size},
-		{"world_size", st.WorldSize}, {"drop_last", st.DropLast}, {"per_rank", st.PerRank},
-		{"epoch", st.Epoch}, {"position", st.Position}, {"planned", st.Planned}, {"batches", st.Batches},
-		{"resident_reads", st.ResidentReads}, {"buffer_reads", st.BufferReads}, {"source_reads", st.SourceReads},
-		{"substitutions", st.Substitutions}, {"shared_draws", st.SharedDraws}, {"padded", st.Padded},
-		{"skipped", st.Skipped}, {"resumed", st.Resumed}, {"ranks_live", st.RanksLive}, {"ranks_lost", lost}, {"rank_losses", st.RanksLost}, {"dropped", st.Dropped},
-		{"cache_substitutions", st.CacheSubstitutions}, {"last_read", stamp(st.LastRead)},
-		{"resume", m.resumedFrom(j)},
-	}, append(clusterLines(st), m.viewLines(j)...)...)), nil
+	d := status.New()
+	d.Text("name", ref.Name)
+	d.Text("sampler", st.Kind.String())
+	ints(d, "batch_size size world_size", st.BatchSize, st.Size, st.WorldSize)
+	d.Flag("drop_last", st.DropLast, status.TrueFalse)
+	ints(d, "per_rank epoch position planned batches", st.PerRank, st.Epoch, st.Position, st.Planned, st.Batches)
+	ints(d, "resident_reads buffer_reads source_reads", st.ResidentReads, st.BufferReads, st.SourceReads)
+	ints(d, "substitutions shared_draws padded skipped resumed ranks_live",
+		st.Substitutions, st.SharedDraws, st.Padded, st.Skipped, st.Resumed, st.RanksLive)
+	d.Text("ranks_lost", lost)
+	ints(d, "rank_losses dropped cache_substitutions", st.RanksLost, st.Dropped, st.CacheSubstitutions)
+	d.Time("last_read", st.LastRead, time.RFC3339Nano, "never")
+	d.Text("resume", m.resumedFrom(j))
+	if st.Cluster {
+		d.Flag("cluster", true, status.TrueFalse)
+		ints(d, "ranks_remote claimed claimed_away claim_fallbacks taken_over",
+			st.RanksRemote, st.Claimed, st.ClaimedAway, st.ClaimFallbacks, st.TakenOver)
+	}
+	m.viewStatus(j, d)
+	return d, nil
+}
+
+// ints adds integer fields to d: the i-th of the space-separated keys
+// is vals[i].
+func ints(d *status.Doc, keys string, vals ...int) {
+	names := strings.Fields(keys)
+	if len(names) != len(vals) {
+		panic(fmt.Sprintf("jobs: status: %d keys, %d values", len(names), len(vals)))
+	}
+	for i, k := range names {
+		d.Int(k, int64(vals[i]))
+	}
 }
 
 // resumedFrom is the check of the state j resumed from, or none.
@@ -169,7 +192,7 @@ func (m *Manager) resumedFrom(j *job) string {
 }
 
 // RankStatus returns the status file of one rank.
-func (m *Manager) RankStatus(ref Ref, rank int) ([]byte, error) {
+func (m *Manager) RankStatus(ref Ref, rank int) (*status.Doc, error) {
 	j, err := m.jobOf(ref)
 	if err != nil {
 		return nil, err
@@ -192,11 +215,14 @@ func (m *Manager) RankStatus(ref Ref, rank int) ([]byte, error) {
 	case st.Ended:
 		state = "ended"
 	}
-	return render([]kv{
-		{"rank", st.Rank}, {"state", state}, {"epoch", st.Epoch}, {"position", st.Position}, {"quota", st.Quota},
-		{"planned", st.Planned}, {"batches", st.Batches}, {"padded", st.Padded}, {"losses", st.Losses},
-		{"rejoins", st.Rejoined}, {"last_read", stamp(st.LastRead)}, {"paused_until", pausedUntil(st.PausedUntil)},
-	}), nil
+	d := status.New()
+	d.Int("rank", int64(st.Rank))
+	d.Text("state", state)
+	ints(d, "epoch position quota planned batches padded losses rejoins",
+		st.Epoch, st.Position, st.Quota, st.Planned, st.Batches, st.Padded, st.Losses, st.Rejoined)
+	d.Time("last_read", st.LastRead, time.RFC3339Nano, "never")
+	d.Time("paused_until", st.PausedUntil, time.RFC3339Nano, "none")
+	return d, nil
 }
 
 // Touch renews a rank's lease, as its reads do.
@@ -243,40 +269,4 @@ func parsePause(text string) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: pause %q: want 0 to %v", ErrInvalid, clip(text), sampler.MaxPause)
 	}
 	return d, nil
-}
-
-type kv struct {
-	k string
-	v any
-}
-
-func render(kvs []kv) []byte {
-	var b bytes.Buffer
-	for _, p := range kvs {
-		fmt.Fprintf(&b, "%s=%v\n", p.k, p.v)
-	}
-	return b.Bytes()
-}
-
-func pausedUntil(t time.Time) string {
-	if t.IsZero() {
-		return "none"
-	}
-	return stamp(t)
-}
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// clusterLines is a cluster job's part of its status file.
-func clusterLines(st sampler.JobStatus) []kv {
-	if !st.Cluster {
-		return nil
-	}
-	return []kv{{"cluster", true}, {"ranks_remote", st.RanksRemote}, {"claimed", st.Claimed},
-		{"claimed_away", st.ClaimedAway}, {"claim_fallbacks", st.ClaimFallbacks}, {"taken_over", st.TakenOver}}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/sampler"
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // rankEpoch reads one epoch of a rank.
@@ -30,22 +31,16 @@ func rankEpoch(t testing.TB, m *Manager, name string, rank int) []string {
 	}
 }
 
-func statusOf(t testing.TB) func(b []byte, err error) map[string]string {
-	return func(b []byte, err error) map[string]string { return parseStatus(t, b, err) }
+func statusOf(t testing.TB) func(d *status.Doc, err error) map[string]string {
+	return func(d *status.Doc, err error) map[string]string { return parseStatus(t, d, err) }
 }
 
-func parseStatus(t testing.TB, b []byte, err error) map[string]string {
+func parseStatus(t testing.TB, d *status.Doc, err error) map[string]string {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
-	return kv
+	return d.Map()
 }
 
 func TestRanksShareEachEpochWithEqualCounts(t *testing.T) {

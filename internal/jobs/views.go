@@ -15,6 +15,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/views"
 )
 
@@ -170,20 +171,15 @@ func (m *Manager) visible(j *job, e *catalog.Entry) bool {
 	return err == nil
 }
 
-// viewLines is the job's views part of its status file.
-func (m *Manager) viewLines(j *job) []kv {
+// viewStatus fills the job's views part of its status file.
+func (m *Manager) viewStatus(j *job, d *status.Doc) {
 	if m.vs == nil {
-		return nil
+		return
 	}
 	m.mu.Lock()
 	jv := j.vw
 	m.mu.Unlock()
-	if jv == nil {
-		return nil
+	if jv != nil {
+		jv.Status(d)
 	}
-	var lines []kv
-	for _, l := range jv.Status() {
-		lines = append(lines, kv{l.K, l.V})
-	}
-	return lines
 }

@@ -1,12 +1,12 @@
 // Package metrics serves one mount's counters to Prometheus.
 //
-// It keeps no second list of what the mount counts. At each scrape it reads
-// the mount's status (the entries of .epochfs/status) and each live job's
-// status (.epochfs/jobs/NAME/status) and turns every entry into a metric by
-// rule (names.go): a numeric key becomes a gauge or a counter whose name
-// carries its unit, "tier.NAME.KEY" becomes a per-tier metric labelled
-// tier, on/off and yes/no become 1/0 gauges, and other text becomes a label
-// of an _info gauge. A key added to the status later is exported under a
+// It keeps no second list of what the mount counts. At each scrape it takes
+// the mount's status document (.epochfs/status, a status.Doc) and each live
+// job's, and turns every typed field into a metric by rule (names.go): a
+// number becomes a gauge or a counter whose name carries its unit,
+// "tier.NAME.KEY" becomes a per-tier metric labelled tier, a flag (on/off,
+// yes/no) a 1/0 gauge, and text and instants become labels of an _info
+// gauge (a job's last read: a timestamp gauge). It parses no text. A key added to the status later is exported under a
 // derived name without a change here; names.go only gives known keys their
 // Prometheus names, types and help.
 //
@@ -20,41 +20,32 @@
 package metrics
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	httppprof "net/http/pprof"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 )
 
-// Entry is one status line: a key and its value.
-type Entry struct {
-	Key     string
-	Value   string
-	Numeric bool
-}
-
 // Job is one live training job of the mount.
 type Job struct {
 	Name   string
-	Owner  string // user name (or uid) of who made the job; "" if unknown
-	Status string // the job's status file: key=value lines
+	Owner  string      // user name (or uid) of who made the job; "" if unknown
+	Status *status.Doc // the job's status file
 }
 
 // Options configure the metrics of one mount.
 type Options struct {
-	// Status returns the mount's status entries (required).
-	Status func() []Entry
+	// Status returns the mount's status (required).
+	Status func() *status.Doc
 	// Jobs returns the live jobs (nil: none).
 	Jobs   func() []Job
 	Logger *zap.Logger
@@ -180,19 +171,4 @@ func (s *Server) Close() error {
 		return fmt.Errorf("metrics: close: %w", err)
 	}
 	return nil
-}
-
-// parseKV splits key=value lines.
-func parseKV(text string) []Entry {
-	var out []Entry
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
-		if !ok || k == "" {
-			continue
-		}
-		_, err := strconv.ParseFloat(v, 64)
-		out = append(out, Entry{Key: k, Value: v, Numeric: err == nil})
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -71,30 +72,33 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 	return true
 }
 
-func testStatus() []Entry {
-	return []Entry{
-		{"version", "1.2", false},
-		{"source", "/lustre/x", false},
-		{"pid", "42", true},
-		{"passthrough", "on", false},
-		{"files_total", "10", true},
-		{"resident_pct", "50.00", true},
-		{"source_bytes", "4096", true},
-		{"placements_queued", "3", true},
-		{"a_key_added_later", "7", true},
-		{"tier.mem.path", "/dev/shm/e", false},
-		{"tier.mem.used", "1000", true},
-		{"tier.mem.errors", "2", true},
-		{"tier.mem.healthy", "yes", false},
-		{"tier.nvme.used", "5", true},
-	}
+// testStatus is a mount's status as the daemon builds it: typed fields,
+// a version that reads as a number among them.
+func testStatus() *status.Doc {
+	d := status.New()
+	d.Text("version", "1.2")
+	d.Text("source", "/lustre/x")
+	d.Int("pid", 42)
+	d.Flag("passthrough", true, status.OnOff)
+	d.Int("files_total", 10)
+	d.Float("resident_pct", 50, 2)
+	d.Int("source_bytes", 4096)
+	d.Int("placements_queued", 3)
+	d.Int("a_key_added_later", 7)
+	mem := d.Under("tier.mem.")
+	mem.Text("path", "/dev/shm/e")
+	mem.Int("used", 1000)
+	mem.Int("errors", 2)
+	mem.Flag("healthy", true, status.YesNo)
+	d.Under("tier.nvme.").Int("used", 5)
+	return d
 }
 
 func TestEveryStatusKeyIsExportedWithUnitsInTheNames(t *testing.T) {
 	m := New(Options{
 		Status: testStatus,
 		Jobs: func() []Job {
-			return []Job{{Name: "resnet", Owner: "alice", Status: "name=resnet\nsampler=ods\nbatch_size=32\nepoch=2\nposition=64\nbatches=70\nsource_reads=5\nlast_read=2026-01-02T03:04:05Z\n"}}
+			return []Job{{Name: "resnet", Owner: "alice", Status: jobStatus()}}
 		},
 	})
 	srv, err := m.Listen("127.0.0.1:0", false)
@@ -220,4 +224,18 @@ func TestPprofIsServedOnlyWhenAskedFor(t *testing.T) {
 			t.Errorf("pprof=%v: GET /debug/pprof/goroutine: %d %.60q", on, resp.StatusCode, body)
 		}
 	}
+}
+
+// jobStatus is a job's status as the jobs manager builds it.
+func jobStatus() *status.Doc {
+	d := status.New()
+	d.Text("name", "resnet")
+	d.Text("sampler", "ods")
+	d.Int("batch_size", 32)
+	d.Int("epoch", 2)
+	d.Int("position", 64)
+	d.Int("batches", 70)
+	d.Int("source_reads", 5)
+	d.Time("last_read", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), time.RFC3339Nano, "never")
+	return d
 }

@@ -2,10 +2,9 @@ package metrics
 
 import (
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -113,17 +112,6 @@ func sanitize(key string) string {
 	return string(b)
 }
 
-// boolValue reads on/off and yes/no.
-func boolValue(v string) (float64, bool) {
-	switch v {
-	case "on", "yes", "true":
-		return 1, true
-	case "off", "no", "false":
-		return 0, true
-	}
-	return 0, false
-}
-
 // statusCollector turns the status into metrics at each scrape. It
 // describes nothing in advance (an unchecked collector): the set of keys
 // is the status file's.
@@ -134,7 +122,7 @@ func (c *statusCollector) Describe(chan<- *prometheus.Desc) {}
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	info := map[string]string{}
 	tierInfo := map[string]map[string]string{}
-	for _, e := range c.m.o.Status() {
+	for _, e := range c.m.o.Status().Fields() {
 		if rest, ok := strings.CutPrefix(e.Key, "tier."); ok {
 			name, key, ok := strings.Cut(rest, ".")
 			if !ok {
@@ -164,15 +152,15 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, j := range c.m.o.Jobs() {
 		labels, values := []string{"job", "owner"}, []string{j.Name, j.Owner}
 		jinfo := map[string]string{}
-		for _, e := range parseKV(j.Status) {
+		for _, e := range j.Status.Fields() {
 			switch e.Key {
 			case "name":
 				continue
 			case "last_read":
-				if t, err := time.Parse(time.RFC3339Nano, e.Value); err == nil && !t.IsZero() && t.Year() > 1970 {
+				if e.Kind == status.Time && e.Num > 0 {
 					ch <- prometheus.MustNewConstMetric(
 						prometheus.NewDesc("epochfs_job_last_read_timestamp_seconds", "When the job last took a batch.", labels, nil),
-						prometheus.GaugeValue, float64(t.UnixNano())/1e9, values...)
+						prometheus.GaugeValue, e.Num, values...)
 				}
 				continue
 			}
@@ -184,16 +172,14 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// emit sends e as the metric s names, and reports whether it could (text
-// that is not a boolean word cannot be: a version is text, even "1.2").
-func emit(ch chan<- prometheus.Metric, s spec, e Entry, labels, values []string) bool {
-	v, err := strconv.ParseFloat(e.Value, 64)
-	if !e.Numeric || err != nil {
-		var ok bool
-		if v, ok = boolValue(e.Value); !ok {
-			return false
-		}
+// emit sends e as the metric s names, and reports whether it could: a
+// number or a flag can, text and instants cannot (a version is text, even
+// "1.2").
+func emit(ch chan<- prometheus.Metric, s spec, e status.Field, labels, values []string) bool {
+	if e.Kind != status.Int && e.Kind != status.Float && e.Kind != status.Flag {
+		return false
 	}
+	v := e.Num
 	if s.scale != 0 {
 		v *= s.scale
 	}

@@ -148,7 +148,7 @@ func (o *opener) searchable(dir string) bool {
 // shows the number or size of files they may not see.
 func (p *Placer) WarmupProgressAs(who *catalog.Cred) WarmupProgress {
 	if who.Root() {
-		return p.WarmupProgress()
+		return p.warmupProgressAll()
 	}
 	o := &opener{p: p, who: who, dirs: map[string]bool{}}
 	return p.warmupProgress(o.mayOpen)

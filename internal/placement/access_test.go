@@ -143,18 +143,18 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	b, _ := e.p.ResolvePathsAs(nil, []string{"val"})
 	ha := e.p.HoldWarmup(a, false)
 	hb := e.p.HoldWarmup(append(slices.Clone(a[:1]), b...), false)
-	if w := e.p.WarmupProgress(); w.Files != int64(len(a)+len(b)) {
+	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+len(b)) {
 		t.Fatalf("progress counts %d files, want the %d held", w.Files, len(a)+len(b))
 	}
 	if st := e.p.Stats(); st.Queued != int64(len(a)+len(b)+1) || st.Done != 0 {
 		t.Fatalf("stats with held requests: %+v; want them counted as queued (%d), none placed", st, len(a)+len(b)+1)
 	}
-	if n, _ := e.p.Residency(); n != 0 {
+	if n, _ := e.p.residency(); n != 0 {
 		t.Fatalf("a held request placed %d files", n)
 	}
 	// a's first file is held by both: cancelling b keeps it.
 	hb.Cancel()
-	if w := e.p.WarmupProgress(); w.Files != int64(len(a)) {
+	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)) {
 		t.Fatalf("after cancelling b: %d files, want a's %d", w.Files, len(a))
 	}
 	if st := e.p.Stats(); st.Queued != int64(len(a)) {
@@ -163,8 +163,8 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	hb.Release() // after Cancel: nothing
 	ha.Release()
 	ha.Cancel() // after Release: nothing
-	waitFor(t, "a's files resident", func() bool { return e.p.WarmupProgress().Done == int64(len(a)) })
-	if n, _ := e.p.Residency(); n != int64(len(a)) {
+	waitFor(t, "a's files resident", func() bool { return e.p.warmupProgressAll().Done == int64(len(a)) })
+	if n, _ := e.p.residency(); n != int64(len(a)) {
 		t.Fatalf("%d files resident, want a's %d", n, len(a))
 	}
 	// A held file that a plain Warmup asks for is queued, and a cancel
@@ -172,17 +172,17 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	hc := e.p.HoldWarmup(b, false)
 	e.p.Warmup(b[:1])
 	hc.Cancel()
-	waitFor(t, "b's first file resident", func() bool { return e.p.WarmupProgress().Done == int64(len(a)+1) })
-	if w := e.p.WarmupProgress(); w.Files != int64(len(a)+1) {
+	waitFor(t, "b's first file resident", func() bool { return e.p.warmupProgressAll().Done == int64(len(a)+1) })
+	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+1) {
 		t.Fatalf("progress counts %d files, want %d", w.Files, len(a)+1)
 	}
 	// All, held then cancelled: back to the listed files.
 	hall := e.p.HoldWarmup(nil, true)
-	if w := e.p.WarmupProgress(); w.Files != int64(len(d)) {
+	if w := e.p.warmupProgressAll(); w.Files != int64(len(d)) {
 		t.Fatalf("a held all counts %d files, want %d", w.Files, len(d))
 	}
 	hall.Cancel()
-	if w := e.p.WarmupProgress(); w.Files != int64(len(a)+1) {
+	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+1) {
 		t.Fatalf("after cancelling all: %d files", w.Files)
 	}
 	waitFor(t, "the queue to drain", func() bool { return e.p.Stats().Queued == 0 })

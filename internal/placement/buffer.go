@@ -160,7 +160,7 @@ func (p *Placer) Fetch(e *catalog.Entry, done func(error)) {
 	}
 	p.fetchWG.Add(1)
 	p.fetchMu.Unlock()
-	if !e.NoSpace() && !p.Buffered(e) {
+	if !e.NoSpace() && !p.buffered(e) {
 		go func() {
 			defer p.fetchWG.Done()
 			p.place(e)
@@ -262,8 +262,8 @@ func (p *Placer) Sweep() {
 	p.buf.Sweep()
 }
 
-// Buffered reports whether e is in the buffer (fetched or being fetched).
-func (p *Placer) Buffered(e *catalog.Entry) bool {
+// buffered reports whether e is in the buffer (fetched or being fetched).
+func (p *Placer) buffered(e *catalog.Entry) bool {
 	if p.buf == nil {
 		return false
 	}

@@ -127,7 +127,7 @@ func TestBufferBudgetIsRespectedAndReleasedEntriesMakeRoom(t *testing.T) {
 	if err := fetchWait(e.p, files[3]); err != nil {
 		t.Fatalf("fetch after a release: %v", err)
 	}
-	if e.p.Buffered(files[0]) || !e.p.Buffered(files[3]) {
+	if e.p.buffered(files[0]) || !e.p.buffered(files[3]) {
 		t.Fatal("the released entry should have made room for the new one")
 	}
 	if bs := e.p.BufferStats(); bs.Bytes > bs.Budget {
@@ -157,7 +157,7 @@ func TestBufferDropFreesMemoryOnlyWhenNoReaderHoldsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.p.Drop(f)
-	if e.p.Buffered(f) {
+	if e.p.buffered(f) {
 		t.Fatal("dropped entry still listed")
 	}
 	if bs := e.p.BufferStats(); bs.Bytes != f.Attr().Size {
@@ -197,8 +197,8 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 			t.Fatalf("fetch %s: %v", f.Path, err)
 		}
 	}
-	if !e.p.Buffered(files[0]) || e.p.Buffered(files[1]) {
-		t.Fatalf("kept file buffered %v, released file buffered %v; want true, false", e.p.Buffered(files[0]), e.p.Buffered(files[1]))
+	if !e.p.buffered(files[0]) || e.p.buffered(files[1]) {
+		t.Fatalf("kept file buffered %v, released file buffered %v; want true, false", e.p.buffered(files[0]), e.p.buffered(files[1]))
 	}
 	if bs := e.p.BufferStats(); bs.Bytes > bs.Budget || bs.Entries != 4 {
 		t.Fatalf("buffer %+v", bs)

@@ -100,5 +100,5 @@ func (p *Placer) openGuard() *dropGuard {
 	return p.opensGuard.Load()
 }
 
-// DropsHeld is how many files the guard kept since the mount.
-func (p *Placer) DropsHeld() int64 { return p.dropsHeld.Load() }
+// heldDrops is how many files the guard kept since the mount.
+func (p *Placer) heldDrops() int64 { return p.dropsHeld.Load() }

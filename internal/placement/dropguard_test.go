@@ -21,7 +21,7 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 		d[fmt.Sprintf("c%d/f%02d", i%4, i)] = content(fmt.Sprint(i), 1000+i)
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{MaxDrop: 0.10, Validate: ValidateOpen})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	// The files of c0 and c1 (20) removed from the source.
 	for p := range d {
@@ -66,8 +66,8 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 	if _, err := e.p.Open(context.Background(), bare); !errors.Is(err, ErrDropHeld) {
 		t.Errorf("open of held %s without a copy: %v, want ErrDropHeld", bare.Path, err)
 	}
-	if int64(kept) != s.Held || e.p.DropsHeld() < s.Held {
-		t.Errorf("%d files kept, refresh held %d, DropsHeld %d", kept, s.Held, e.p.DropsHeld())
+	if int64(kept) != s.Held || e.p.heldDrops() < s.Held {
+		t.Errorf("%d files kept, refresh held %d, DropsHeld %d", kept, s.Held, e.p.heldDrops())
 	}
 	// The rest of the dataset reads as before.
 	for p, want := range d {

@@ -183,7 +183,7 @@ func (e *env) usedTotal() (used, files int64) {
 // files the catalog records.
 func (e *env) checkAccounting() {
 	e.t.Helper()
-	files, bytes := e.p.Residency()
+	files, bytes := e.p.residency()
 	used, tfiles := e.usedTotal()
 	if used != bytes || tfiles != files {
 		e.t.Errorf("tiers account %d bytes in %d files; the catalog has %d bytes in %d resident files", used, tfiles, bytes, files)
@@ -199,7 +199,7 @@ func (e *env) checkAccounting() {
 func (e *env) waitResident() {
 	e.t.Helper()
 	waitFor(e.t, "every file resident and every copy ended", func() bool {
-		n, _ := e.p.Residency()
+		n, _ := e.p.residency()
 		return n == e.cat.Files() && e.p.Stats().Queued == 0 && e.p.flights.Size() == 0
 	})
 }

@@ -323,8 +323,8 @@ func (p *Placer) SetNotify(fn func(Event)) {
 	}
 }
 
-// ValidateMode is the placer's validation mode.
-func (p *Placer) ValidateMode() Validate { return p.o.Validate }
+// validateMode is the placer's validation mode.
+func (p *Placer) validateMode() Validate { return p.o.Validate }
 
 // Catalog returns the placer's catalog.
 func (p *Placer) Catalog() *catalog.Catalog { return p.cat }
@@ -348,9 +348,9 @@ func (p *Placer) Stats() Stats {
 	}
 }
 
-// Enqueue asks for a background copy of e; it never blocks. It reports
+// enqueue asks for a background copy of e; it never blocks. It reports
 // whether e was queued.
-func (p *Placer) Enqueue(e *catalog.Entry) bool {
+func (p *Placer) enqueue(e *catalog.Entry) bool {
 	if !p.wants(e) {
 		return false
 	}

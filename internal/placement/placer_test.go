@@ -160,7 +160,7 @@ func TestResidentFileIsNeverCopiedAgain(t *testing.T) {
 func TestMissingTierCopyIsDroppedAndPlacedAgain(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	lost := "val/mib+1"
 	if err := os.Remove(e.tiers[0].Path(lost)); err != nil {
@@ -194,9 +194,9 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 	}
 	quota := d.Bytes() * 40 / 100
 	e := newEnv(t, d, oneTier(quota), Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	waitFor(t, "warmup to settle", func() bool {
-		w := e.p.WarmupProgress()
+		w := e.p.warmupProgressAll()
 		return w.Done+w.Skipped == w.Files && e.p.Stats().Queued == 0
 	})
 	e.checkAccounting()
@@ -222,10 +222,10 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 	if st.SkippedNoSpace != skipped || skipped == 0 {
 		t.Errorf("SkippedNoSpace = %d, %d files not resident", st.SkippedNoSpace, skipped)
 	}
-	if n, _ := e.p.Residency(); n == 0 || st.Done != n {
+	if n, _ := e.p.residency(); n == 0 || st.Done != n {
 		t.Errorf("%d files resident, Done %d: smaller files were not placed after a misfit", n, st.Done)
 	}
-	w := e.p.WarmupProgress()
+	w := e.p.warmupProgressAll()
 	if w.Skipped != skipped || w.Pct >= 100 || w.Pct <= 0 {
 		t.Errorf("warmup progress %+v with %d skipped", w, skipped)
 	}
@@ -253,8 +253,8 @@ func TestSecondTierTakesFilesOnceTheFirstIsFull(t *testing.T) {
 	}
 	q0 := d.Bytes() / 4
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: q0}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.WarmupAll()
-	waitFor(t, "warmup", func() bool { return e.p.WarmupProgress().Done == int64(len(d)) })
+	e.p.warmupAll()
+	waitFor(t, "warmup", func() bool { return e.p.warmupProgressAll().Done == int64(len(d)) })
 	e.checkAccounting()
 	t0, t1 := e.tiers[0], e.tiers[1]
 	if t0.Files() == 0 || t1.Files() == 0 || t0.Files()+t1.Files() != int64(len(d)) {
@@ -286,7 +286,7 @@ func TestBrokenTierFallsBackToTheSource(t *testing.T) {
 		bad := func(string) (uint64, uint64, error) { return 0, 0, errors.New("statfs: input/output error") }
 		e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: 1 << 30, Statfs: bad}}, Options{})
 		e.readAllFiles()
-		if n, _ := e.p.Residency(); n != 0 {
+		if n, _ := e.p.residency(); n != 0 {
 			t.Errorf("%d files resident on a tier that cannot statfs", n)
 		}
 		if e.tiers[0].Used() != 0 || e.tiers[0].Reserved() != 0 {
@@ -323,7 +323,7 @@ func TestBrokenTierFallsBackToTheSource(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Chmod(dir, 0o700); os.Chmod(filepath.Join(dir, "data"), 0o700) })
 		e.readAllFiles()
-		if n, _ := e.p.Residency(); n != 0 {
+		if n, _ := e.p.residency(); n != 0 {
 			t.Errorf("%d files resident on an unwritable tier", n)
 		}
 		if e.tiers[0].Reserved() != 0 || e.tiers[0].Used() != 0 {
@@ -369,7 +369,7 @@ func TestValidateOpenDropsTheCopyOfAChangedFile(t *testing.T) {
 		"other/file": content("other/file", 3_000),
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	ctx := context.Background()
 
@@ -447,7 +447,7 @@ func TestConcurrentOpensOfAChangedFileDropItsCopyOnce(t *testing.T) {
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
 	ctx := context.Background()
 	for round := 0; round < 25; round++ {
-		e.p.WarmupAll()
+		e.p.warmupAll()
 		e.waitResident()
 		e.checkAccounting()
 		nb := content(fmt.Sprint("a", round), 300_000+round+1)
@@ -526,7 +526,7 @@ func TestVanishedSourceFile(t *testing.T) {
 	})
 	t.Run("resident then vanished", func(t *testing.T) {
 		e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
-		e.p.WarmupAll()
+		e.p.warmupAll()
 		e.waitResident()
 		p := "big/two.tar"
 		if err := os.Remove(filepath.Join(e.src, p)); err != nil {
@@ -627,9 +627,9 @@ func closeWithCopiesInProgress(t *testing.T) {
 func TestRemountReusesResidentCopies(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
-	files, bytes := e.p.Residency()
+	files, bytes := e.p.residency()
 	var tierOf []int
 	for _, p := range d.Paths() {
 		tierOf = append(tierOf, e.entry(p).Tier())
@@ -640,7 +640,7 @@ func TestRemountReusesResidentCopies(t *testing.T) {
 	if e.cat.Walked() {
 		t.Error("remount walked the source")
 	}
-	if f, b := e.p.Residency(); f != files || b != bytes {
+	if f, b := e.p.residency(); f != files || b != bytes {
 		t.Errorf("residency after remount %d files %d bytes, before %d %d", f, b, files, bytes)
 	}
 	for i, p := range d.Paths() {
@@ -653,8 +653,8 @@ func TestRemountReusesResidentCopies(t *testing.T) {
 	}
 	e.checkAccounting()
 	e.readAllFiles()
-	e.p.WarmupAll()
-	waitFor(t, "warmup of a resident dataset", func() bool { return e.p.WarmupProgress().Pct == 100 })
+	e.p.warmupAll()
+	waitFor(t, "warmup of a resident dataset", func() bool { return e.p.warmupProgressAll().Pct == 100 })
 	if st := e.p.Stats(); st.Done != 0 || st.BytesPlaced != 0 {
 		t.Errorf("remount copied again: %+v", st)
 	}
@@ -666,7 +666,7 @@ func TestRemountReusesResidentCopies(t *testing.T) {
 func TestRescanDropsStaleCopiesAndKeepsTheRest(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	e.close()
 	changed, gone := "train/b/img-110k.jpg", "z/small-02"
@@ -692,7 +692,7 @@ func TestRescanDropsStaleCopiesAndKeepsTheRest(t *testing.T) {
 	}
 	e.checkAccounting()
 	// d lost the deleted file; the changed one is not resident.
-	if n, _ := e.p.Residency(); n != int64(len(d))-1 {
+	if n, _ := e.p.residency(); n != int64(len(d))-1 {
 		t.Errorf("%d resident after rescan, want %d", n, len(d)-1)
 	}
 	e.readAllFiles()

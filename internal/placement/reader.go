@@ -198,7 +198,7 @@ func (p *Placer) attach(ctx context.Context, r *Reader) {
 		// Too many copies started by reads: read the source and let a
 		// worker copy it.
 		p.fallbacks.Add(1)
-		p.Enqueue(e)
+		p.enqueue(e)
 		return
 	}
 	f, started := p.startFlight(e)

@@ -121,7 +121,7 @@ func TestADroppedCopyIsNeverServedFromItsKeptDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.p.dropCopy(en, i)
-	if !e.p.Enqueue(en) {
+	if !e.p.enqueue(en) {
 		t.Fatal("not queued")
 	}
 	e.waitResident()
@@ -145,7 +145,7 @@ func TestConcurrentOpensDropsAndEvictionsReadTheRightBytes(t *testing.T) {
 				if w == 0 && i%10 == 0 {
 					if t := en.Tier(); t >= 0 {
 						e.p.dropCopy(en, t)
-						e.p.Enqueue(en)
+						e.p.enqueue(en)
 					}
 					continue
 				}

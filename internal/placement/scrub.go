@@ -519,7 +519,7 @@ func (p *Placer) enqueueIfWarm(e *catalog.Entry) {
 	all := p.warm.all
 	p.warm.mu.Unlock()
 	if all {
-		p.Enqueue(e)
+		p.enqueue(e)
 	}
 }
 

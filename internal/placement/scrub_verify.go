@@ -29,7 +29,7 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 		p.log.Warn("verify: bad tier copy; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
 		p.dropCopy(e, i)
 		run.dropped.Add(1)
-		p.Enqueue(e)
+		p.enqueue(e)
 		return
 	}
 	fi, err := p.src.Stat(p.ctx, e.Path)
@@ -52,7 +52,7 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 		if resident {
 			run.dropped.Add(1) // setAttr dropped the stale copy
 		}
-		p.Enqueue(e)
+		p.enqueue(e)
 		return
 	}
 	if !content {
@@ -67,7 +67,7 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 		p.log.Warn("verify: tier copy differs from the source; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
 		p.dropCopy(e, i)
 		run.dropped.Add(1)
-		p.Enqueue(e)
+		p.enqueue(e)
 	}
 }
 

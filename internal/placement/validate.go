@@ -125,7 +125,7 @@ func (p *Placer) notify(k EventKind, e *catalog.Entry, sync bool) {
 
 // needsValidation reports whether an open of e stats the source first.
 func (p *Placer) needsValidation(e *catalog.Entry) bool {
-	if e.Tier() < 0 && !p.Buffered(e) {
+	if e.Tier() < 0 && !p.buffered(e) {
 		return true // the open reads the source
 	}
 	switch p.o.Validate {
@@ -173,7 +173,7 @@ func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, 
 		return false, nil, nil, nil
 	}
 	if e.Tier() < 0 {
-		if p.o.Remote == nil && !p.Buffered(e) && !(p.buf != nil && e.NoSpace()) {
+		if p.o.Remote == nil && !p.buffered(e) && !(p.buf != nil && e.NoSpace()) {
 			return p.openChecked(ctx, e)
 		}
 		fi, err := p.src.Stat(ctx, e.Path)
@@ -398,12 +398,12 @@ func (p *Placer) trustChecks() {
 	}
 }
 
-// ValidateTTL is Options.ValidateTTL.
-func (p *Placer) ValidateTTL() time.Duration { return p.o.ValidateTTL }
+// validateTTL is Options.ValidateTTL.
+func (p *Placer) validateTTL() time.Duration { return p.o.ValidateTTL }
 
-// Rechecks is how many resident files wait for the background
+// rechecksPending is how many resident files wait for the background
 // revalidation.
-func (p *Placer) Rechecks() int64 { return p.rechecks.Load() }
+func (p *Placer) rechecksPending() int64 { return p.rechecks.Load() }
 
 // rewalkAround queues a refresh of the nearest directory above rel that
 // still resolves on the source without a symlink, so that the catalog

@@ -37,7 +37,7 @@ func (e *env) readEveryFileOnce() {
 // (Without a TTL, as every test here, no check of an earlier mount counts.)
 func TestValidateOnceStatsEachFileAtItsFirstOpenOfTheMountOnly(t *testing.T) {
 	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	n := int64(len(e.data))
 	// The copies checked each file as they opened it: this mount's check.
@@ -68,7 +68,7 @@ func TestValidateOnceStatsEachFileAtItsFirstOpenOfTheMountOnly(t *testing.T) {
 
 func TestValidateOpenStatsEveryOpen(t *testing.T) {
 	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{Validate: ValidateOpen})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	before := e.source.Stats().Stats
 	e.readEveryFileOnce()
@@ -84,7 +84,7 @@ func TestValidateOpenStatsEveryOpen(t *testing.T) {
 func TestValidateNeverChecksOnlyFilesReadFromTheSource(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<20+100), Options{Validate: ValidateNever})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
 	var resident, other int64
 	for _, p := range d.Paths() {
@@ -133,7 +133,7 @@ func TestStaleIfErrorServesResidentCopiesWhileTheSourceFails(t *testing.T) {
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
 	for _, p := range d.Paths() {
 		if p != "late/not-resident" {
-			e.p.Enqueue(e.entry(p))
+			e.p.enqueue(e.entry(p))
 		}
 	}
 	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
@@ -168,7 +168,7 @@ func TestACopyIsRecordedOnlyForTheVersionItStartedFrom(t *testing.T) {
 	d := dataset{"f": content("old", size)}
 	e := newEnvSource(t, d, oneTier(1<<30), Options{Validate: ValidateOpen}, source.Options{Bandwidth: 2 << 20})
 	en := e.entry("f")
-	e.p.Enqueue(en)
+	e.p.enqueue(en)
 	waitFor(t, "the copy under way", func() bool {
 		f, ok := e.p.flights.Load(en)
 		if !ok {
@@ -297,8 +297,8 @@ func TestValidateTTLTrustsTheChecksOfAnEarlierMount(t *testing.T) {
 			e.waitResident()
 			e.close()
 			e.open(false)
-			if e.p.Rechecks() != 0 {
-				t.Fatalf("%d files queued for revalidation right after they were checked", e.p.Rechecks())
+			if e.p.rechecksPending() != 0 {
+				t.Fatalf("%d files queued for revalidation right after they were checked", e.p.rechecksPending())
 			}
 			before := e.source.Stats()
 			e.readEveryFileOnce()
@@ -333,7 +333,7 @@ func TestValidateTTLRevalidatesOlderChecksInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.open(false)
-	waitFor(t, "the background revalidation", func() bool { return e.p.Rechecks() == 0 && !e.p.ScrubStatus().Running })
+	waitFor(t, "the background revalidation", func() bool { return e.p.rechecksPending() == 0 && !e.p.ScrubStatus().Running })
 	if got := e.source.Stats().Stats; got != int64(len(d)) {
 		t.Errorf("the revalidation sent %d stats, want one per resident file (%d)", got, len(d))
 	}
@@ -356,7 +356,7 @@ func TestValidateTTLRevalidatesOlderChecksInTheBackground(t *testing.T) {
 	e.close()
 	e.popts.ValidateTTL = time.Hour
 	e.open(false)
-	if n := e.p.Rechecks(); n != 0 {
+	if n := e.p.rechecksPending(); n != 0 {
 		t.Errorf("%d files to revalidate after a remount, want 0 (the checks were recorded)", n)
 	}
 }

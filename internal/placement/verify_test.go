@@ -53,7 +53,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	d := sizedDataset()
 	// Two tiers in use: mem takes half of the dataset.
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 2}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	if e.tiers[0].Files() == 0 || e.tiers[1].Files() == 0 {
 		t.Fatalf("test setup: tiers hold %d and %d files; want both in use", e.tiers[0].Files(), e.tiers[1].Files())
@@ -97,7 +97,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 		t.Errorf("check at mount: checked %d missing %d wrong size %d; want %d %d %d", st.CopiesCheckedAtMount,
 			st.CopiesMissingAtMount, st.CopiesWrongSizeAtMount, len(d), len(missing), len(wrong))
 	}
-	files, bytes := e.p.Residency()
+	files, bytes := e.p.residency()
 	if files != int64(len(d)-len(lost)) || bytes != d.Bytes()-lostBytes {
 		t.Errorf("resident after the check: %d files %d bytes; want %d %d", files, bytes, len(d)-len(lost), d.Bytes()-lostBytes)
 	}
@@ -116,7 +116,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 		}
 	}
 	// The lost files are queued through warmup.
-	if w := e.p.WarmupProgress(); w.Files != int64(len(lost)) || w.Done != 0 || w.BytesTotal != lostBytes {
+	if w := e.p.warmupProgressAll(); w.Files != int64(len(lost)) || w.Done != 0 || w.BytesTotal != lostBytes {
 		t.Errorf("warmup after the check: %+v; want %d files, none done, %d bytes", w, len(lost), lostBytes)
 	}
 	// Queued is two counters (the queue and the files being fed to it) read
@@ -133,7 +133,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	g.open()
 	e.waitResident()
 	e.checkAccounting()
-	if w := e.p.WarmupProgress(); w.Done != int64(len(lost)) || w.Pct != 100 {
+	if w := e.p.warmupProgressAll(); w.Done != int64(len(lost)) || w.Pct != 100 {
 		t.Errorf("warmup after the copies: %+v", w)
 	}
 	if st := e.p.Stats(); st.Done != int64(len(lost)) || st.Failed != 0 || st.BytesPlaced != lostBytes {
@@ -151,7 +151,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	if st := e.p.Stats(); st.CopiesCheckedAtMount != int64(len(d)) || st.CopiesMissingAtMount+st.CopiesWrongSizeAtMount != 0 {
 		t.Errorf("second remount: %+v", st)
 	}
-	if n, _ := e.p.Residency(); n != int64(len(d)) {
+	if n, _ := e.p.residency(); n != int64(len(d)) {
 		t.Errorf("second remount: %d of %d resident", n, len(d))
 	}
 }
@@ -159,7 +159,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 func TestNewWithAWipedTierKeepsTheOtherTiersCopies(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	inMem, inNVMe := e.tiers[0].Files(), e.tiers[1].Files()
 	e.close()
@@ -228,7 +228,7 @@ func TestCopyFailingForItsOwnReasonIsServedFromTheSourceAndLeavesTheTierHealthy(
 		e.readAllFiles()
 		waitFor(t, "copies to end", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
 	}
-	if n, _ := e.p.Residency(); n != int64(len(d)-1) || e.entry(bad).Tier() != -1 {
+	if n, _ := e.p.residency(); n != int64(len(d)-1) || e.entry(bad).Tier() != -1 {
 		t.Errorf("%d resident, %s in tier %d; want every other file resident", n, bad, e.entry(bad).Tier())
 	}
 	if !e.tiers[0].Healthy() || e.tiers[0].Errors() != 0 {

@@ -29,7 +29,7 @@ type warmState struct {
 	holds  int  // held requests that name it and have not ended
 }
 
-// WarmupProgress reports how much of the warmup set is resident.
+// warmupProgress reports how much of the warmup set is resident.
 type WarmupProgress struct {
 	Files      int64 // files in the warmup set
 	Done       int64 // of them resident
@@ -39,11 +39,11 @@ type WarmupProgress struct {
 	Pct        float64 // BytesDone / BytesTotal × 100 (100 when empty)
 }
 
-// ResolvePaths turns dataset-relative paths (files or directories) into
+// resolvePaths turns dataset-relative paths (files or directories) into
 // the files they name, or an error naming the first that does not exist.
 // Surrounding white space is trimmed from each path; every file counts (the
 // daemon's own view). Control files use ResolvePathsAs.
-func (p *Placer) ResolvePaths(paths []string) ([]*catalog.Entry, error) {
+func (p *Placer) resolvePaths(paths []string) ([]*catalog.Entry, error) {
 	trimmed := make([]string, len(paths))
 	for i, raw := range paths {
 		trimmed[i] = strings.TrimSpace(raw)
@@ -51,8 +51,8 @@ func (p *Placer) ResolvePaths(paths []string) ([]*catalog.Entry, error) {
 	return p.ResolvePathsAs(nil, trimmed)
 }
 
-// WarmupAll queues every file of the dataset, in path order.
-func (p *Placer) WarmupAll() {
+// warmupAll queues every file of the dataset, in path order.
+func (p *Placer) warmupAll() {
 	p.warm.mu.Lock()
 	p.warm.all = true
 	p.warm.mu.Unlock()
@@ -246,8 +246,8 @@ func (p *Placer) feedCounted(files []*catalog.Entry) {
 	}()
 }
 
-// WarmupProgress counts the warmup set's resident files and bytes.
-func (p *Placer) WarmupProgress() WarmupProgress {
+// warmupProgressAll counts the warmup set's resident files and bytes.
+func (p *Placer) warmupProgressAll() WarmupProgress {
 	return p.warmupProgress(func(*catalog.Entry) bool { return true })
 }
 
@@ -290,8 +290,8 @@ func (p *Placer) warmupProgress(count func(*catalog.Entry) bool) WarmupProgress 
 	return w
 }
 
-// Residency counts the dataset's resident files and bytes.
-func (p *Placer) Residency() (files, bytes int64) {
+// residency counts the dataset's resident files and bytes.
+func (p *Placer) residency() (files, bytes int64) {
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		if e.Tier() >= 0 {
 			files++

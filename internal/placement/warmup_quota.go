@@ -154,8 +154,8 @@ func (p *Placer) ChargeWarmup(who *catalog.Cred, files []*catalog.Entry) (undo f
 	}, nil
 }
 
-// WarmupBacklogs is each user's warmup bytes not resident yet.
-func (p *Placer) WarmupBacklogs() map[uint32]int64 {
+// warmupBacklogs is each user's warmup bytes not resident yet.
+func (p *Placer) warmupBacklogs() map[uint32]int64 {
 	q := &p.warmQuota
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -10,13 +10,13 @@ import (
 func TestWarmupAllMakesEverythingResident(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	if w := e.p.WarmupProgress(); w.Files != 0 || w.Pct != 0 {
+	if w := e.p.warmupProgressAll(); w.Files != 0 || w.Pct != 0 {
 		t.Errorf("progress before any warmup: %+v; want nothing queued at 0%%", w)
 	}
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	var last float64
 	waitFor(t, "WarmupAll to finish", func() bool {
-		w := e.p.WarmupProgress()
+		w := e.p.warmupProgressAll()
 		if w.Pct < last {
 			t.Errorf("warmup progress went back from %v to %v", last, w.Pct)
 		}
@@ -27,12 +27,12 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 		return w.Done == w.Files
 	})
 	e.waitResident()
-	w := e.p.WarmupProgress()
+	w := e.p.warmupProgressAll()
 	want := WarmupProgress{Files: int64(len(d)), Done: int64(len(d)), BytesDone: d.Bytes(), BytesTotal: d.Bytes(), Pct: 100}
 	if w != want {
 		t.Errorf("progress %+v, want %+v", w, want)
 	}
-	if f, b := e.p.Residency(); f != int64(len(d)) || b != d.Bytes() {
+	if f, b := e.p.residency(); f != int64(len(d)) || b != d.Bytes() {
 		t.Errorf("Residency %d %d", f, b)
 	}
 	e.checkAccounting()
@@ -40,7 +40,7 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 		t.Errorf("warmup took %+v from the source, want each file once", st)
 	}
 	// Warming a warm dataset copies nothing.
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	if st := e.p.Stats(); st.Done != int64(len(d)) {
 		t.Errorf("second WarmupAll: %+v", st)
 	}
@@ -49,10 +49,10 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 func TestWarmupOfPathsQueuesOnlyThem(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	if w := e.p.WarmupProgress(); w.Files != 0 || w.Pct != 0 {
+	if w := e.p.warmupProgressAll(); w.Files != 0 || w.Pct != 0 {
 		t.Errorf("progress before any request: %+v; want nothing queued at 0%%", w)
 	}
-	files, err := e.p.ResolvePaths([]string{"train/a", " /val/mib+1 ", "train/a/page"})
+	files, err := e.p.resolvePaths([]string{"train/a", " /val/mib+1 ", "train/a/page"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,13 @@ func TestWarmupOfPathsQueuesOnlyThem(t *testing.T) {
 	for _, p := range []string{"train/a/page-1", "train/a/page", "train/a/page+1", "val/mib+1"} {
 		total += int64(len(d[p]))
 	}
-	waitFor(t, "warmup of the listed paths", func() bool { return e.p.WarmupProgress().Pct == 100 })
-	w := e.p.WarmupProgress()
+	waitFor(t, "warmup of the listed paths", func() bool { return e.p.warmupProgressAll().Pct == 100 })
+	w := e.p.warmupProgressAll()
 	if w.Files != 4 || w.Done != 4 || w.BytesTotal != total {
 		t.Errorf("progress %+v, want 4 files of %d bytes", w, total)
 	}
 	waitFor(t, "queue to drain", func() bool { return e.p.Stats().Queued == 0 })
-	if n, b := e.p.Residency(); n != 4 || b != total {
+	if n, b := e.p.residency(); n != 4 || b != total {
 		t.Errorf("%d files (%d bytes) resident, want only the 4 listed", n, b)
 	}
 }
@@ -80,7 +80,7 @@ func TestResolvePathsWithABadPathQueuesNothing(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	for _, paths := range [][]string{{"train", "no/such/file"}, {"nope"}, {"val/mib/child"}} {
-		files, err := e.p.ResolvePaths(paths)
+		files, err := e.p.resolvePaths(paths)
 		if !errors.Is(err, ErrNoEntry) || files != nil {
 			t.Errorf("ResolvePaths(%q) = %d files, %v; want ErrNoEntry", paths, len(files), err)
 		}
@@ -88,14 +88,14 @@ func TestResolvePathsWithABadPathQueuesNothing(t *testing.T) {
 	if st := e.p.Stats(); st != (Stats{}) {
 		t.Errorf("stats after bad ResolvePaths: %+v", st)
 	}
-	if w := e.p.WarmupProgress(); w.Files != 0 {
+	if w := e.p.warmupProgressAll(); w.Files != 0 {
 		t.Errorf("warmup set after bad ResolvePaths: %+v", w)
 	}
 	if st := e.source.Stats(); st.Opens != 0 {
 		t.Errorf("source opened %d times", st.Opens)
 	}
 	// "." and "/" name the whole dataset.
-	files, err := e.p.ResolvePaths([]string{"/"})
+	files, err := e.p.resolvePaths([]string{"/"})
 	if err != nil || len(files) != len(d) {
 		t.Errorf("ResolvePaths(/) = %d files, %v", len(files), err)
 	}
@@ -120,7 +120,7 @@ func BenchmarkReadResident(b *testing.B) {
 	const size = 110_000
 	d := dataset{"img.jpg": content("img.jpg", size)}
 	e := newEnv(b, d, oneTier(1<<30), Options{})
-	e.p.WarmupAll()
+	e.p.warmupAll()
 	e.waitResident()
 	ctx := context.Background()
 	buf := make([]byte, size)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // The Engine is what a mount's preprocessed views run on: every pipeline
@@ -437,4 +439,23 @@ func (e *Engine) Stats() EngineStats {
 	e.mu.Unlock()
 	st.Pool = e.pool.Stats()
 	return st
+}
+
+// Status fills the engine's section of the mount's status: its caches
+// and its work.
+func (e *Engine) Status(d *status.Doc) {
+	es := e.Stats()
+	d.Int("decoded_cache_budget", es.DecodedBudget)
+	d.Int("decoded_cache_bytes", es.DecodedBytes)
+	d.Int("decoded_cache_entries", int64(es.DecodedEntries))
+	d.Int("decoded_cache_hits", es.DecodedHits)
+	d.Int("augmented_cache_budget", es.AugmentedBudget)
+	d.Int("augmented_cache_bytes", es.AugmentedBytes)
+	d.Int("augmented_cache_entries", int64(es.AugmentedEntries))
+	d.Int("augmented_cache_hits", es.AugmentedHits)
+	d.Int("augmented_cache_evictions", es.AugmentedEvicted)
+	d.Int("preprocess_decodes", es.Decodes)
+	d.Int("preprocess_augments", es.Augments)
+	d.Int("preprocess_failed", es.Failed)
+	d.Int("preprocess_in_flight", int64(es.InFlight))
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"go.uber.org/zap"
 )
 
@@ -120,4 +121,26 @@ func (s *Source) Available(ctx context.Context) (ok bool, since time.Time) {
 		return false, time.Unix(0, t)
 	}
 	return true, time.Time{}
+}
+
+// Status fills the source's section of the mount's status (docs/ctl.md):
+// its traffic, and its health as the prober last found it (status never
+// waits on the source).
+func (s *Source) Status(d *status.Doc) {
+	st := s.Stats()
+	d.Int("source_opens", st.Opens)
+	d.Int("source_reads", st.Reads)
+	d.Int("source_bytes", st.Bytes)
+	d.Int("source_stats", st.Stats)
+	d.Int("source_errors", st.Errors)
+	d.Int("source_timeouts", st.Timeouts)
+	d.Int("source_stuck", st.Stuck)
+	h := s.Health()
+	d.Text("source_state", h.State)
+	d.Time("source_unavailable_since", h.Since, time.RFC3339, "")
+	d.Time("source_last_answer", h.LastAnswer, time.RFC3339, "")
+	// A source mounted again under the live mount is a new source.
+	n, at := s.Mounts()
+	d.Int("source_mounts", n)
+	d.Time("source_mounted_at", at, time.RFC3339, "")
 }

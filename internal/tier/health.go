@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"syscall"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // A tier's health follows the errors of its operations, in three classes:
@@ -85,4 +87,15 @@ func (t *Tier) noteError(err error) {
 func (t *Tier) Healthy() bool {
 	until := t.restUntil.Load()
 	return until == 0 || time.Now().UnixNano() >= until
+}
+
+// Status fills the tier's section of the mount's status (d: the section
+// tier.NAME.): where it is, its quota and use, its errors and health.
+func (t *Tier) Status(d *status.Doc) {
+	d.Text("path", t.Dir())
+	d.Int("quota", t.Quota())
+	d.Int("used", t.Used())
+	d.Int("files", t.Files())
+	d.Int("errors", t.Errors())
+	d.Flag("healthy", t.Healthy(), status.YesNo)
 }

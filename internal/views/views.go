@@ -50,6 +50,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
 	"github.com/epochfs/epochfs/internal/preprocess/spec"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 )
@@ -508,21 +509,16 @@ func DecodedNPY(ctx context.Context, v *preprocess.View, s int) ([]byte, error) 
 	return preprocess.EncodeNPY(ImageTensor(img)), nil
 }
 
-// KV is one line of a status file.
-type KV struct {
-	K string
-	V any
-}
-
-// Status is the job's views lines for its status file (j nil: a job
+// Status fills the job's views part of its status file (j nil: a job
 // without views).
-func (j *Job) Status() []KV {
+func (j *Job) Status(d *status.Doc) {
 	if j == nil {
-		return []KV{{"view", "none"}}
+		d.Text("view", "none")
+		return
 	}
-	return []KV{
-		{"view", j.form}, {"pipeline", j.view.Key()},
-		{"view_samples_cached", j.cached.Load()}, {"view_samples_produced", j.produced.Load()},
-		{"corrupt", j.corrupt.Load()},
-	}
+	d.Text("view", j.form)
+	d.Text("pipeline", j.view.Key())
+	d.Int("view_samples_cached", j.cached.Load())
+	d.Int("view_samples_produced", j.produced.Load())
+	d.Int("corrupt", j.corrupt.Load())
 }

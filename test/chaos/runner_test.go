@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 
@@ -179,12 +180,7 @@ func (r *runner) status() map[string]string {
 	if !r.within(slack, "status", func() { b, err = os.ReadFile(filepath.Join(r.mnt, ".epochfs/status")) }) || err != nil {
 		return nil
 	}
-	st := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			st[k] = v
-		}
-	}
+	st := status.Parse(b).Map()
 	return st
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/rediscluster"
 )
 
@@ -72,12 +73,7 @@ func TestTorchDDPAcrossTwoNodesSharesEachEpochThroughTheCluster(t *testing.T) {
 		checkEpoch(t, fmt.Sprintf("epoch %d", ep+1), [][]int{r0.Epochs[ep], r1.Epochs[ep]}, files, 31)
 	}
 	for r, l := range []rankLog{r0, r1} {
-		kv := map[string]string{}
-		for _, line := range strings.Split(l.Status, "\n") {
-			if k, v, ok := strings.Cut(line, "="); ok {
-				kv[k] = v
-			}
-		}
+		kv := status.Parse([]byte(l.Status)).Map()
 		if kv["cluster"] != "true" || kv["ranks_remote"] != "1" || kv["claimed"] == "0" || kv["claim_fallbacks"] != "0" {
 			t.Errorf("node %d's job status:\n%s", r, l.Status)
 		}

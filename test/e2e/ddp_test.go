@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // Data-parallel jobs through the real binary: torch.distributed ranks on
@@ -213,12 +215,7 @@ func TestTorchDistributedRanksShareEveryEpochThroughTheMount(t *testing.T) {
 		t.Error("rank 0 got the same order in both epochs")
 	}
 	st := r0.Status
-	kv := map[string]string{}
-	for _, l := range strings.Split(st, "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
+	kv := status.Parse([]byte(st)).Map()
 	if kv["world_size"] != "2" || kv["per_rank"] != "31" || kv["padded"] != "2" || kv["ranks_lost"] != "none" {
 		t.Fatalf("job status:\n%s", st)
 	}

@@ -64,15 +64,15 @@ func TestTorchSamplerFromNextCoversEverySampleOncePerEpoch(t *testing.T) {
 		t.Fatal("both epochs in the same order")
 	}
 	st := mustStatus(t, mnt)
-	status, _ := os.ReadFile(filepath.Join(mnt, ".epochfs", "jobs", "e2e-train", "status"))
-	t.Logf("jobs=%s; job status: %s", st["jobs"], strings.ReplaceAll(strings.TrimSpace(string(status)), "\n", " "))
+	jobStatus, _ := os.ReadFile(filepath.Join(mnt, ".epochfs", "jobs", "e2e-train", "status"))
+	t.Logf("jobs=%s; job status: %s", st["jobs"], strings.ReplaceAll(strings.TrimSpace(string(jobStatus)), "\n", " "))
 	// The tier has room for the dataset: prefetches place files in it
 	// rather than in RAM, so each file crosses the source once.
 	if got := st.int(t, "source_bytes"); got > total {
 		t.Errorf("source_bytes=%d over two epochs, want at most the dataset's %d", got, total)
 	}
-	if !strings.Contains(string(status), "epoch=2\n") {
-		t.Fatalf("job status after two epochs:\n%s", status)
+	if !strings.Contains(string(jobStatus), "epoch=2\n") {
+		t.Fatalf("job status after two epochs:\n%s", jobStatus)
 	}
 }
 

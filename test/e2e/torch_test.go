@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/epochfs/epochfs/test/datagen"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/testenv"
 )
 
@@ -151,10 +151,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// status is one reading of MOUNT/.epochfs/status.
-type status map[string]string
+// mountStatus is one reading of MOUNT/.epochfs/status.
+type mountStatus map[string]string
 
-func (s status) int(t *testing.T, k string) int64 {
+func (s mountStatus) int(t *testing.T, k string) int64 {
 	t.Helper()
 	v, ok := s[k]
 	if !ok {
@@ -167,7 +167,7 @@ func (s status) int(t *testing.T, k string) int64 {
 	return n
 }
 
-func (s status) String() string {
+func (s mountStatus) String() string {
 	var b strings.Builder
 	for _, k := range []string{"passthrough", "files_total", "files_resident", "bytes_total", "bytes_resident",
 		"resident_pct", "source_opens", "source_reads", "source_bytes", "placements_queued", "placements_done",
@@ -179,7 +179,7 @@ func (s status) String() string {
 
 // readStatus reads the status ctl file, giving up after a few seconds so a
 // hung daemon fails the test instead of hanging it.
-func readStatus(mnt string) (status, error) {
+func readStatus(mnt string) (mountStatus, error) {
 	type res struct {
 		data []byte
 		err  error
@@ -194,20 +194,13 @@ func readStatus(mnt string) (status, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		st := status{}
-		sc := bufio.NewScanner(bytes.NewReader(r.data))
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-				st[k] = v
-			}
-		}
-		return st, nil
+		return status.Parse(r.data).Map(), nil
 	case <-time.After(10 * time.Second):
 		return nil, errors.New("reading .epochfs/status timed out")
 	}
 }
 
-func mustStatus(t *testing.T, mnt string) status {
+func mustStatus(t *testing.T, mnt string) mountStatus {
 	t.Helper()
 	st, err := readStatus(mnt)
 	if err != nil {
@@ -374,7 +367,7 @@ func loadSamples(t *testing.T, path string) samples {
 
 // waitPlaced waits until no placement is queued or running. It fails if
 // the counters stop moving for 15 s (a stuck placer) or after 2 minutes.
-func waitPlaced(t *testing.T, mnt string) status {
+func waitPlaced(t *testing.T, mnt string) mountStatus {
 	t.Helper()
 	const stall, limit = 15 * time.Second, 2 * time.Minute
 	start := time.Now()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	epochd "github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // cli runs the epochfs binary and returns its exit code and output.
@@ -390,12 +391,7 @@ func statusOf(t *testing.T, mnt string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			m[k] = v
-		}
-	}
+	m := status.Parse(data).Map()
 	return m
 }
 
@@ -430,12 +426,7 @@ func TestModelCtlFileShowsTheSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
+	kv := status.Parse(data).Map()
 	// One job, the views rules: the tiny dataset fits decoded, and
 	// augmented memory buys one job nothing.
 	if kv["rules"] != "views" || kv["split_augmented_pct"] != "0" || kv["split_decoded_pct"] == "0" || kv["predicted_samples_per_s"] == "" {

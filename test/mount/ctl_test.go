@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/epochfs/epochfs/internal/ctlpath"
+	"github.com/epochfs/epochfs/internal/status"
 )
 
 // The ctl files' contract as shell scripts and programs drive it: bash
@@ -45,12 +46,7 @@ func shell(t *testing.T, asUser bool, script string, args ...string) (int, strin
 
 // kv parses key=value lines.
 func kv(data []byte) map[string]string {
-	m := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			m[k] = v
-		}
-	}
+	m := status.Parse(data).Map()
 	return m
 }
 

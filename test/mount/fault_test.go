@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 
@@ -334,12 +335,7 @@ func refresh(t *testing.T, mnt, rel string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv := map[string]string{}
-		for _, l := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(l, "="); ok {
-				kv[k] = v
-			}
-		}
+		kv := status.Parse(data).Map()
 		if kv["running"] != "0" || kv["pending"] != "0" {
 			return -1
 		}

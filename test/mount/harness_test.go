@@ -23,6 +23,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/source"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/epochfs/epochfs/internal/views"
 	"github.com/epochfs/epochfs/test/faultfs"
@@ -297,12 +298,7 @@ func (e *env) status() map[string]string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	m := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			m[k] = v
-		}
-	}
+	m := status.Parse(data).Map()
 	return m
 }
 

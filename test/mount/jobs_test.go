@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,13 +52,8 @@ func (e *env) warm() {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		w, _ := os.ReadFile(filepath.Join(e.mnt, ".epochfs", "warmup"))
-		kv := map[string]int{}
-		for _, l := range strings.Split(string(w), "\n") {
-			if k, v, ok := strings.Cut(l, "="); ok {
-				kv[k], _ = strconv.Atoi(v)
-			}
-		}
-		if e.p.Stats().Queued == 0 && kv["queued"] > 0 && kv["done"]+kv["skipped"] == kv["queued"] {
+		kv := status.Parse(w)
+		if e.p.Stats().Queued == 0 && kv.IntOf("queued") > 0 && kv.IntOf("done")+kv.IntOf("skipped") == kv.IntOf("queued") {
 			return
 		}
 		if time.Now().After(deadline) {

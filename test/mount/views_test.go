@@ -18,6 +18,7 @@ import (
 	"github.com/epochfs/epochfs/internal/model"
 	"github.com/epochfs/epochfs/internal/npytest"
 	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/internal/views"
 )
 
@@ -144,16 +145,11 @@ func TestModelSplitsTheMemoryBudgetBetweenTheRAMTierAndTheCaches(t *testing.T) {
 		TDecodeAugment: &tda, TAugment: &ta, BStorage: &bst, Split: "50-30-20"}
 	e.opts.views = &views.Config{Pipeline: viewPipeline, DecodedBytes: -1, AugmentedBytes: 8 << 20}
 	e.mount()
-	kv := map[string]string{}
 	data, err := os.ReadFile(filepath.Join(e.mnt, ".epochfs/model"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
+	kv := status.Parse(data).Map()
 	want := map[string]string{
 		"split_encoded_pct": "50", "split_decoded_pct": "30", "split_augmented_pct": "20",
 		"applied.tier.t0.quota": strconv.Itoa(32 << 20), "applied.decoded_cache_bytes": strconv.FormatInt(int64(0.3*budget), 10),
@@ -203,12 +199,7 @@ func TestModelMeasuresThePipelineAtMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
+	kv := status.Parse(data).Map()
 	for _, k := range []string{"t_decode_augment", "t_augment", "decoded_bytes", "augmented_bytes"} {
 		if v, _ := strconv.ParseFloat(kv["input."+k], 64); v <= 0 || !strings.Contains(kv["input."+k+".source"], "at mount") {
 			t.Errorf("input.%s = %q (%s), want measured at mount\n%s", k, kv["input."+k], kv["input."+k+".source"], data)

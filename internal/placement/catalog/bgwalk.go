@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/source"
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 )
@@ -238,4 +239,19 @@ func (c *Catalog) stopWalk() {
 		bg.cancel()
 		<-c.walkDone
 	}
+}
+
+// Status fills the catalog's section of the mount's status: walking, ok
+// or degraded, the background walk's progress, the records not yet
+// written.
+func (c *Catalog) Status(d *status.Doc) {
+	state, pending := c.Health()
+	entries, dirs := c.WalkProgress()
+	if c.Walking() {
+		state = "walking"
+	}
+	d.Text("catalog", state)
+	d.Int("walk_entries", entries)
+	d.Int("walk_dirs_pending", dirs)
+	d.Int("catalog_pending", int64(pending))
 }

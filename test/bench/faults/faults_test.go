@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
 
@@ -83,12 +84,7 @@ func (m *mount) status() map[string]string {
 	if err != nil {
 		m.b.Fatal(err)
 	}
-	kv := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
+	kv := status.Parse(data).Map()
 	return kv
 }
 

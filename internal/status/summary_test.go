@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 // The summary names the mount, the resident share, each tier's use of its
 // quota and health, the source's state and its rates between the samples.
 func TestStatusSummary(t *testing.T) {
-	a := map[string]string{"source_opens": "100", "source_bytes": "1000000", "placements_done": "10"}
-	b := map[string]string{
+	a := fromMap(map[string]string{"source_opens": "100", "source_bytes": "1000000", "placements_done": "10"})
+	b := fromMap(map[string]string{
 		"version": "v1", "mountpoint": "/mnt/in", "pid": "42", "transport": "io_uring", "passthrough": "on",
 		"source": "/pfs/in", "files_total": "1000", "bytes_total": "4294967296", "catalog": "ok",
 		"resident_pct": "50.00", "files_resident": "500", "bytes_resident": "2147483648",
@@ -21,9 +21,9 @@ func TestStatusSummary(t *testing.T) {
 		"source_opens": "150", "source_bytes": "11000000", "source_errors": "2", "source_timeouts": "1",
 		"placements_queued": "7", "placements_done": "20", "placements_bytes": "5", "placements_failed": "0", "placements_skipped_nospace": "0",
 		"jobs": "2",
-	}
+	})
 	var out bytes.Buffer
-	writeSummary(&out, a, b, 500*time.Millisecond)
+	Summary(&out, a, b, 500*time.Millisecond, formatBytes)
 	for _, want := range []string{
 		"epochfs v1 at /mnt/in (pid 42, transport io_uring, passthrough on)",
 		"/pfs/in: 1000 files, 4.0GiB; catalog ok",
