@@ -1,8 +1,6 @@
 package fs
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
@@ -54,27 +52,47 @@ func docBytes(d *status.Doc, err error) ([]byte, error) {
 // dropText is what drop removed since the mount.
 func (fsys *FS) dropText() []byte {
 	files, bytes := fsys.p.Dropped()
-	return []byte(fmt.Sprintf("dropped=%d\nbytes_dropped=%d\npending=%d\n", files, bytes, fsys.dropsPending.Load()))
+	d := status.New()
+	d.Int("dropped", files)
+	d.Int("bytes_dropped", bytes)
+	d.Int("pending", fsys.dropsPending.Load())
+	return d.Bytes()
 }
 
 // warmupText is warmup's progress as who sees it: only the files who
 // could open count (placement.WarmupProgressAs).
 func (fsys *FS) warmupText(who *catalog.Cred) []byte {
 	w := fsys.p.WarmupProgressAs(who)
-	return []byte(fmt.Sprintf("queued=%d\ndone=%d\nskipped=%d\nbytes_done=%d\nbytes_total=%d\npct=%.2f\n",
-		w.Files, w.Done, w.Skipped, w.BytesDone, w.BytesTotal, w.Pct))
+	d := status.New()
+	d.Int("queued", w.Files)
+	d.Int("done", w.Done)
+	d.Int("skipped", w.Skipped)
+	d.Int("bytes_done", w.BytesDone)
+	d.Int("bytes_total", w.BytesTotal)
+	d.Float("pct", w.Pct, 2)
+	return d.Bytes()
 }
 
+// scrubText is the refresh's (or verify's) progress.
 func (fsys *FS) scrubText() []byte {
 	s := fsys.p.ScrubStatus()
-	running := 0
+	d := status.New()
+	running := int64(0)
 	if s.Running {
 		running = 1
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "running=%d\npending=%d\nfinished=%d\nkind=%s\n", running, s.Pending, s.Finished, s.Kind)
-	fmt.Fprintf(&b, "checked=%d\nchanged=%d\nadded=%d\nremoved=%d\ndropped=%d\nheld=%d\nerrors=%d\n",
-		s.Checked, s.Changed, s.Added, s.Removed, s.Dropped, s.Held, s.Errors)
-	fmt.Fprintf(&b, "took_s=%.3f\nlast_error=%s\n", s.Took.Seconds(), s.LastErr)
-	return b.Bytes()
+	d.Int("running", running)
+	d.Int("pending", int64(s.Pending))
+	d.Int("finished", s.Finished)
+	d.Text("kind", s.Kind.String())
+	for _, f := range []struct {
+		k string
+		v int64
+	}{{"checked", s.Checked}, {"changed", s.Changed}, {"added", s.Added}, {"removed", s.Removed},
+		{"dropped", s.Dropped}, {"held", s.Held}, {"errors", s.Errors}} {
+		d.Int(f.k, f.v)
+	}
+	d.Float("took_s", s.Took.Seconds(), 3)
+	d.Text("last_error", s.LastErr)
+	return d.Bytes()
 }
