@@ -310,13 +310,13 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	// setter holds one subscriber (a second one panics).
 	demand, finished := m.jm.Hooks()
 	if demand != nil {
-		m.p.SetDemandHook(demand)
+		m.p.Buffer().SetDemandHook(demand)
 	}
 	if finished != nil && m.engine != nil {
 		m.engine.OnFinish(finished)
 	}
 	m.steps = append(m.steps, step{what: "the jobs manager (prefetches in flight, reading the source)",
-		close: func() error { m.p.SetDemandHook(nil); m.jm.Close(); return nil }})
+		close: func() error { m.p.Buffer().SetDemandHook(nil); m.jm.Close(); return nil }})
 	fo := fs.Options{
 		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
 		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Prewarm: o.Prewarm, Jobs: m.jm,

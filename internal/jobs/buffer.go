@@ -8,7 +8,7 @@ import (
 )
 
 // The shared buffer, run for the sampler. The placer holds the bytes and
-// decides the budget's split (placement.Placer.BufferSlots); the sampler
+// decides the budget's split (placement.Buffer.Slots); the sampler
 // holds the index. A loop, every Options.Interval and whenever a batch is
 // handed out, reaps expired leases, applies the sampler's releases to the
 // buffer, and asks the sampler what to prefetch (up to Options.Fetchers
@@ -16,7 +16,7 @@ import (
 // and each is reported Installed or Failed. A released entry is not
 // dropped at once: the rank that was handed it last reads it right after
 // its next call, so the buffer keeps it until its room is needed or its
-// grace period ends (placement.Placer.Release). A demand read of a file
+// grace period ends (placement.Buffer.Release). A demand read of a file
 // that fits no tier is offered to the sampler through placement's
 // DemandHook.
 
@@ -52,7 +52,7 @@ func (m *Manager) loop() {
 				m.movedLocked()
 				m.mu.Unlock()
 			}
-			m.p.Sweep()
+			m.p.Buffer().Sweep()
 		case <-m.wake:
 		}
 		m.grow()
@@ -78,12 +78,12 @@ func (m *Manager) idle() bool {
 	m.mu.Lock()
 	n := len(m.jobs)
 	m.mu.Unlock()
-	return n == 0 && len(m.inflight) == 0 && m.p.BufferStats().Entries == 0
+	return n == 0 && len(m.inflight) == 0 && m.p.Buffer().Stats().Entries == 0
 }
 
 func (m *Manager) applyReleases() {
 	for _, i := range m.s.Releases(nil) {
-		m.p.Release(m.fileList()[i])
+		m.p.Buffer().Release(m.fileList()[i])
 	}
 }
 
@@ -97,14 +97,14 @@ func (m *Manager) prefetch() {
 		m.inflight <- struct{}{}
 		m.fetchWG.Add(1)
 		e := m.fileList()[i]
-		m.p.Fetch(e, func(err error) {
+		m.p.Buffer().Fetch(e, func(err error) {
 			defer m.fetchWG.Done()
 			if err != nil {
 				m.s.Failed(i)
 			} else if !m.s.Installed(i) {
 				// Every job was handed it while it was being fetched:
 				// their readers are on their way.
-				m.p.Release(e)
+				m.p.Buffer().Release(e)
 			}
 			<-m.inflight
 			m.wakeUp()
@@ -135,7 +135,7 @@ func (m *Manager) onFetched(e *catalog.Entry) bool {
 // views). Both may be called before the manager has started (the catalog
 // still walked): they do nothing then.
 func (m *Manager) Hooks() (demand *placement.DemandHook, finished func()) {
-	if m.p.BufferSlots() > 0 {
+	if m.p.Buffer().Slots() > 0 {
 		demand = &placement.DemandHook{Wanted: m.wanted, Keep: m.onFetched}
 	}
 	if m.vs != nil {

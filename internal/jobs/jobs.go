@@ -38,7 +38,7 @@ import (
 // Options configure a Manager.
 type Options struct {
 	// Placer serves the files; its shared buffer (placement.Options.
-	// BufferBytes) is the jobs' buffer, sized by Placer.BufferSlots.
+	// BufferBytes) is the jobs' buffer, sized by Placer.Buffer().Slots.
 	Placer    *placement.Placer
 	Lookahead int           // batches drawn ahead per rank (sampler default when 0)
 	Lease     time.Duration // sampler.Options.Lease
@@ -214,7 +214,7 @@ func (m *Manager) start() error {
 	})
 	m.filesp.Store(&files)
 	m.base = len(files)
-	slots := o.Placer.BufferSlots()
+	slots := o.Placer.Buffer().Slots()
 	so := sampler.Options{
 		Samples: len(files),
 		// The catalog's methods: the sampler asks placement, not a

@@ -96,13 +96,13 @@ func newManagerOpts(t testing.TB, paths []string, prepare func(src string), o Op
 	// The hooks, as daemon.New installs them.
 	demand, finished := m.Hooks()
 	if demand != nil {
-		p.SetDemandHook(demand)
+		p.Buffer().SetDemandHook(demand)
 	}
 	if finished != nil && eng != nil {
 		eng.OnFinish(finished)
 	}
 	t.Cleanup(func() {
-		p.SetDemandHook(nil)
+		p.Buffer().SetDemandHook(nil)
 		m.Close()
 		p.Close()
 		cat.Close()

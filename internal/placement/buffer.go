@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 
+	"sync"
+	"sync/atomic"
+
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/sharedbuf"
 	"github.com/epochfs/epochfs/internal/source"
@@ -16,10 +19,52 @@ import (
 // The shared buffer holds whole files of non-resident samples in RAM,
 // within a byte budget: the samples the jobs layer prefetches for the
 // sampler's lookahead, and demand reads of files that fit no tier. Its
-// bytes and their lifetime are the sharedbuf package's; this file decides
-// what goes in (Fetch, demandBuffer) and reads it whole, each file once,
-// through source.Source, so every byte is counted and within the source
-// bandwidth cap.
+// bytes and their lifetime are the sharedbuf package's; its policy, what
+// goes in (Fetch, attach) and the budget's split (Slots), is Buffer's, a
+// component of the placer (Placer.Buffer). The placer's copier reads each
+// file whole, once, through source.Source (readWhole), so every byte is
+// counted and within the source bandwidth cap.
+
+// Buffer is the shared buffer's policy. Its zero budget (no buffer) makes
+// every call a no-op: Fetch answers ErrBufferFull, Slots 0.
+type Buffer struct {
+	buf    *sharedbuf.Buffer[*catalog.Entry] // nil without a buffer
+	cat    *catalog.Catalog
+	log    *zap.Logger
+	ctx    context.Context // the placer's: ends at Close
+	demand chan struct{}   // the placer's semaphore of demand work
+	// place copies a file into a tier now, or waits for the copy in
+	// flight (the copier's); read reads a file whole, from the cluster or
+	// the source.
+	place func(e *catalog.Entry)
+	read  func(ctx context.Context, e *catalog.Entry, size int64) ([]byte, error)
+
+	hook      atomic.Pointer[DemandHook]
+	fetchMu   sync.Mutex // guards fetchDone and fetchWG.Add
+	fetchDone bool
+	fetchWG   sync.WaitGroup // background fetches
+}
+
+// Buffer is the placer's shared buffer.
+func (p *Placer) Buffer() *Buffer { return p.buffer }
+
+// newBuffer is the buffer of p's options (BufferBytes 0: none).
+func (p *Placer) newBuffer() *Buffer {
+	b := &Buffer{cat: p.cat, log: p.log, ctx: p.ctx, demand: p.demand, place: p.place, read: p.readWhole}
+	if p.o.BufferBytes > 0 {
+		b.buf = sharedbuf.New[*catalog.Entry](p.o.BufferBytes, p.o.BufferGrace, nil)
+	}
+	return b
+}
+
+// close waits for the fetches in flight (the placer's context ended) and
+// refuses new ones.
+func (b *Buffer) close() {
+	b.fetchMu.Lock()
+	b.fetchDone = true
+	b.fetchMu.Unlock()
+	b.fetchWG.Wait()
+}
 
 // ErrBufferFull means the buffer has no room for a file.
 var ErrBufferFull = sharedbuf.ErrFull
@@ -29,22 +74,22 @@ const DefaultBufferGrace = sharedbuf.DefaultGrace
 
 // The budget's split, decided here and nowhere else. The sampler counts
 // (bufferHeadroom-1)/bufferHeadroom of the budget as its slots
-// (BufferSlots); the rest is headroom for what it does not count: demand
+// (Slots); the rest is headroom for what it does not count: demand
 // fetches before it is asked, released entries in their grace period,
 // dropped entries still being read. A demand fetch takes a file of at most
 // the headroom.
 const bufferHeadroom = 4
 
-// BufferSlots is the number of samples the sampler may count in the shared
+// Slots is the number of samples the sampler may count in the shared
 // buffer: three quarters of the budget divided by the catalog's mean file
 // size, at most the number of files; 0 without a buffer or files.
-func (p *Placer) BufferSlots() int {
-	files, bytes := p.cat.Files(), p.cat.Bytes()
-	if p.buf == nil || files == 0 {
+func (b *Buffer) Slots() int {
+	files, bytes := b.cat.Files(), b.cat.Bytes()
+	if b.buf == nil || files == 0 {
 		return 0
 	}
 	mean := max(bytes/files, 1)
-	return int(min((p.buf.Budget()-p.buf.Budget()/bufferHeadroom)/mean, files))
+	return int(min((b.buf.Budget()-b.buf.Budget()/bufferHeadroom)/mean, files))
 }
 
 // BufferStats are the shared buffer's counters.
@@ -55,11 +100,11 @@ type bufEntry = sharedbuf.Entry[*catalog.Entry]
 
 // fetchInto reads e whole from the source into be. It waits for a demand
 // slot only through ctx.
-func (p *Placer) fetchInto(ctx context.Context, be *bufEntry) {
-	data, err := p.readWhole(ctx, be.Key, be.Size)
-	p.buf.Finish(be, data, err)
+func (b *Buffer) fetchInto(ctx context.Context, be *bufEntry) {
+	data, err := b.read(ctx, be.Key, be.Size)
+	b.buf.Finish(be, data, err)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		p.log.Warn("buffer fetch failed", zap.String("path", be.Key.Path), zap.Error(err))
+		b.log.Warn("buffer fetch failed", zap.String("path", be.Key.Path), zap.Error(err))
 	}
 }
 
@@ -139,8 +184,8 @@ func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int
 // once the bytes are there, or ErrBufferFull when there is no room. A file
 // already buffered or being fetched is not fetched again: done waits for
 // that fetch.
-func (p *Placer) Fetch(e *catalog.Entry, done func(error)) {
-	if p.buf == nil {
+func (b *Buffer) Fetch(e *catalog.Entry, done func(error)) {
+	if b.buf == nil {
 		go done(fmt.Errorf("%w: no buffer", ErrBufferFull))
 		return
 	}
@@ -152,31 +197,31 @@ func (p *Placer) Fetch(e *catalog.Entry, done func(error)) {
 		go done(ErrPlaced)
 		return
 	}
-	p.fetchMu.Lock()
-	if p.fetchDone {
-		p.fetchMu.Unlock()
+	b.fetchMu.Lock()
+	if b.fetchDone {
+		b.fetchMu.Unlock()
 		go done(ErrClosed)
 		return
 	}
-	p.fetchWG.Add(1)
-	p.fetchMu.Unlock()
-	if !e.NoSpace() && !p.buffered(e) {
+	b.fetchWG.Add(1)
+	b.fetchMu.Unlock()
+	if !e.NoSpace() && !b.has(e) {
 		go func() {
-			defer p.fetchWG.Done()
-			p.place(e)
+			defer b.fetchWG.Done()
+			b.place(e)
 			switch {
 			case e.Tier() >= 0:
 				done(ErrPlaced)
 			case !e.NoSpace():
 				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path))
 			default:
-				p.fetchWG.Add(1) // balanced by fetchBuffered
-				p.fetchBuffered(e, done)
+				b.fetchWG.Add(1) // balanced by fetchBuffered
+				b.fetchBuffered(e, done)
 			}
 		}()
 		return
 	}
-	p.fetchBuffered(e, done)
+	b.fetchBuffered(e, done)
 }
 
 // ErrPlaced is Fetch's answer for a file that is (now) resident in a tier.
@@ -211,20 +256,20 @@ func (p *Placer) place(e *catalog.Entry) {
 }
 
 // fetchBuffered reads e into the buffer; the caller did fetchWG.Add(1).
-func (p *Placer) fetchBuffered(e *catalog.Entry, done func(error)) {
-	be, created, err := p.buf.Reserve(e, e.Attr().Size, e.Path)
+func (b *Buffer) fetchBuffered(e *catalog.Entry, done func(error)) {
+	be, created, err := b.buf.Reserve(e, e.Attr().Size, e.Path)
 	if err != nil {
-		p.fetchWG.Done()
+		b.fetchWG.Done()
 		go done(err)
 		return
 	}
 	go func() {
-		defer p.fetchWG.Done()
+		defer b.fetchWG.Done()
 		if created {
-			p.fetchInto(p.ctx, be)
+			b.fetchInto(b.ctx, be)
 		}
-		ok, _ := be.Wait(p.ctx)
-		p.buf.Unref(be)
+		ok, _ := be.Wait(b.ctx)
+		b.buf.Unref(be)
 		switch {
 		case ok:
 			done(nil)
@@ -238,44 +283,44 @@ func (p *Placer) fetchBuffered(e *catalog.Entry, done func(error)) {
 
 // Drop removes e from the buffer; its memory is freed once no reader holds
 // it.
-func (p *Placer) Drop(e *catalog.Entry) {
-	if p.buf == nil {
+func (b *Buffer) Drop(e *catalog.Entry) {
+	if b.buf == nil {
 		return
 	}
-	p.buf.Drop(e)
+	b.buf.Drop(e)
 }
 
 // Release marks e's entry as released: it keeps serving readers until its
 // room is needed or the grace period ends.
-func (p *Placer) Release(e *catalog.Entry) {
-	if p.buf == nil {
+func (b *Buffer) Release(e *catalog.Entry) {
+	if b.buf == nil {
 		return
 	}
-	p.buf.Release(e)
+	b.buf.Release(e)
 }
 
 // Sweep drops released entries whose grace period has ended.
-func (p *Placer) Sweep() {
-	if p.buf == nil {
+func (b *Buffer) Sweep() {
+	if b.buf == nil {
 		return
 	}
-	p.buf.Sweep()
+	b.buf.Sweep()
 }
 
-// buffered reports whether e is in the buffer (fetched or being fetched).
-func (p *Placer) buffered(e *catalog.Entry) bool {
-	if p.buf == nil {
+// has reports whether e is in the buffer (fetched or being fetched).
+func (b *Buffer) has(e *catalog.Entry) bool {
+	if b.buf == nil {
 		return false
 	}
-	return p.buf.Has(e)
+	return b.buf.Has(e)
 }
 
-// BufferStats returns the buffer's counters (zero without a buffer).
-func (p *Placer) BufferStats() BufferStats {
-	if p.buf == nil {
+// Stats returns the buffer's counters (zero without a buffer).
+func (b *Buffer) Stats() BufferStats {
+	if b.buf == nil {
 		return BufferStats{}
 	}
-	return p.buf.Stats()
+	return b.buf.Stats()
 }
 
 // DemandHook decides about demand reads of files that fit no tier whole
@@ -292,63 +337,63 @@ type DemandHook struct {
 // SetDemandHook installs h; nil removes it. Without a hook, demand reads do
 // not use the buffer. There is one hook: installing a second one while one
 // is installed panics (a wiring mistake, not a replacement).
-func (p *Placer) SetDemandHook(h *DemandHook) {
+func (b *Buffer) SetDemandHook(h *DemandHook) {
 	if h == nil {
-		p.demandHook.Store(nil)
+		b.hook.Store(nil)
 		return
 	}
-	if !p.demandHook.CompareAndSwap(nil, h) {
+	if !b.hook.CompareAndSwap(nil, h) {
 		panic("placement: SetDemandHook: a hook is installed already")
 	}
 }
 
-// demandBuffer attaches r to a buffered copy of its file: one already
-// buffered or being fetched, or, for a file that fits no tier, a new whole
-// file fetch when the hook is set and the budget has room. It reports
-// whether r is attached.
-func (p *Placer) demandBuffer(r *Reader) bool {
-	if p.buf == nil {
+// attach attaches r to a buffered copy of its file: one already buffered
+// or being fetched, or, for a file that fits no tier, a new whole file
+// fetch when the hook is set and the budget has room. It reports whether r
+// is attached.
+func (b *Buffer) attach(r *Reader) bool {
+	if b.buf == nil {
 		return false
 	}
 	e := r.e
-	if be := p.buf.Acquire(e); be != nil {
+	if be := b.buf.Acquire(e); be != nil {
 		if be.Size == r.attr.Size {
 			r.bent = be
 			return true
 		}
-		p.buf.Unref(be) // bytes of another version
+		b.buf.Unref(be) // bytes of another version
 		return false
 	}
-	hook := p.demandHook.Load()
-	if hook == nil || !e.NoSpace() || e.Attr().Size > p.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
+	hook := b.hook.Load()
+	if hook == nil || !e.NoSpace() || e.Attr().Size > b.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
 		return false
 	}
 	select {
-	case p.demand <- struct{}{}:
+	case b.demand <- struct{}{}:
 	default:
 		return false
 	}
-	be, created, err := p.buf.Reserve(e, e.Attr().Size, e.Path)
+	be, created, err := b.buf.Reserve(e, e.Attr().Size, e.Path)
 	if err != nil {
-		<-p.demand
+		<-b.demand
 		return false
 	}
 	r.bent = be // the reservation's reference becomes the reader's
 	if !created {
-		<-p.demand
+		<-b.demand
 		return true
 	}
-	p.buf.Ref(be) // the fetch's own
+	b.buf.Ref(be) // the fetch's own
 	go func() {
-		defer func() { <-p.demand }()
-		p.fetchInto(p.ctx, be)
+		defer func() { <-b.demand }()
+		b.fetchInto(b.ctx, be)
 		if be.Err() == nil && !hook.Keep(e) {
 			// Not kept: every job was handed it already, but their
 			// readers may be on their way; it goes first when room is
 			// needed.
-			p.Release(e)
+			b.Release(e)
 		}
-		p.buf.Unref(be)
+		b.buf.Unref(be)
 	}()
 	return true
 }

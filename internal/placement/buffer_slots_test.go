@@ -15,7 +15,7 @@ func TestBufferSlotsAreThreeQuartersOfTheBudgetInMeanFiles(t *testing.T) {
 		want   int
 	}{{0, 0}, {400_000, 3}, {1_000_000, 7}, {10 << 20, 20}} {
 		e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: c.budget})
-		if got := e.p.BufferSlots(); got != c.want {
+		if got := e.p.Buffer().Slots(); got != c.want {
 			t.Errorf("budget %d: %d slots, want %d", c.budget, got, c.want)
 		}
 	}

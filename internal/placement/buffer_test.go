@@ -35,7 +35,7 @@ func noTier(e *env) []*catalog.Entry {
 
 func fetchWait(p *Placer, e *catalog.Entry) error {
 	ch := make(chan error, 1)
-	p.Fetch(e, func(err error) { ch <- err })
+	p.Buffer().Fetch(e, func(err error) { ch <- err })
 	return <-ch
 }
 
@@ -59,7 +59,7 @@ func TestBufferOneSourceFetchPerFileUnderConcurrentFetchAndOpen(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 10 << 20})
 	files := noTier(e)
 	var hooked sync.Map
-	e.p.SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return true }, Keep: func(en *catalog.Entry) bool { hooked.Store(en, true); return true }})
+	e.p.Buffer().SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return true }, Keep: func(en *catalog.Entry) bool { hooked.Store(en, true); return true }})
 	var wg sync.WaitGroup
 	errs := make(chan error, 1000)
 	for g := 0; g < 8; g++ {
@@ -99,7 +99,7 @@ func TestBufferOneSourceFetchPerFileUnderConcurrentFetchAndOpen(t *testing.T) {
 	if st.Opens != int64(len(files)) || st.Bytes != data.Bytes() {
 		t.Fatalf("source opens %d bytes %d, want one whole read per file: %d, %d", st.Opens, st.Bytes, len(files), data.Bytes())
 	}
-	if bs := e.p.BufferStats(); bs.Fetches != int64(len(files)) || bs.Entries != int64(len(files)) {
+	if bs := e.p.Buffer().Stats(); bs.Fetches != int64(len(files)) || bs.Entries != int64(len(files)) {
 		t.Fatalf("buffer stats %+v, want %d fetches and entries", bs, len(files))
 	}
 }
@@ -116,21 +116,21 @@ func TestBufferBudgetIsRespectedAndReleasedEntriesMakeRoom(t *testing.T) {
 	if err := fetchWait(e.p, files[3]); !errors.Is(err, ErrBufferFull) {
 		t.Fatalf("fourth fetch over the budget: %v, want ErrBufferFull", err)
 	}
-	if bs := e.p.BufferStats(); bs.Bytes > bs.Budget || bs.Entries != 3 {
+	if bs := e.p.Buffer().Stats(); bs.Bytes > bs.Budget || bs.Entries != 3 {
 		t.Fatalf("buffer %+v: over budget or wrong entries", bs)
 	}
 	// A released entry keeps serving readers until its room is needed.
-	e.p.Release(files[0])
+	e.p.Buffer().Release(files[0])
 	if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path]) {
 		t.Fatal("released entry read differs")
 	}
 	if err := fetchWait(e.p, files[3]); err != nil {
 		t.Fatalf("fetch after a release: %v", err)
 	}
-	if e.p.buffered(files[0]) || !e.p.buffered(files[3]) {
+	if e.p.buffer.has(files[0]) || !e.p.buffer.has(files[3]) {
 		t.Fatal("the released entry should have made room for the new one")
 	}
-	if bs := e.p.BufferStats(); bs.Bytes > bs.Budget {
+	if bs := e.p.Buffer().Stats(); bs.Bytes > bs.Budget {
 		t.Fatalf("buffer %+v over budget", bs)
 	}
 	before := e.source.Stats().Bytes
@@ -156,11 +156,11 @@ func TestBufferDropFreesMemoryOnlyWhenNoReaderHoldsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.p.Drop(f)
-	if e.p.buffered(f) {
+	e.p.Buffer().Drop(f)
+	if e.p.buffer.has(f) {
 		t.Fatal("dropped entry still listed")
 	}
-	if bs := e.p.BufferStats(); bs.Bytes != f.Attr().Size {
+	if bs := e.p.Buffer().Stats(); bs.Bytes != f.Attr().Size {
 		t.Fatalf("bytes %d after Drop with a reader, want %d still held", bs.Bytes, f.Attr().Size)
 	}
 	buf := make([]byte, f.Attr().Size)
@@ -170,7 +170,7 @@ func TestBufferDropFreesMemoryOnlyWhenNoReaderHoldsIt(t *testing.T) {
 	}
 	srcBefore := e.source.Stats().Bytes
 	r.Close()
-	if bs := e.p.BufferStats(); bs.Bytes != 0 {
+	if bs := e.p.Buffer().Stats(); bs.Bytes != 0 {
 		t.Fatalf("bytes %d after the last reader closed, want 0", bs.Bytes)
 	}
 	if e.source.Stats().Bytes != srcBefore {
@@ -183,13 +183,13 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 450_000})
 	files := noTier(e)
 	var asked atomic.Int32
-	e.p.SetDemandHook(&DemandHook{Wanted: func(en *catalog.Entry) bool { return en != files[4] }, Keep: func(en *catalog.Entry) bool { asked.Add(1); return en == files[0] }})
+	e.p.Buffer().SetDemandHook(&DemandHook{Wanted: func(en *catalog.Entry) bool { return en != files[4] }, Keep: func(en *catalog.Entry) bool { asked.Add(1); return en == files[0] }})
 	for _, f := range files[:2] {
 		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path]) {
 			t.Fatalf("%s differs", f.Path)
 		}
 	}
-	waitFor(t, "the demand fetches to finish", func() bool { return asked.Load() == 2 && e.p.BufferStats().Released == 1 })
+	waitFor(t, "the demand fetches to finish", func() bool { return asked.Load() == 2 && e.p.Buffer().Stats().Released == 1 })
 	// The file not kept is released: its room goes to the next fetch,
 	// the kept one stays.
 	for _, f := range files[2:] {
@@ -197,10 +197,10 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 			t.Fatalf("fetch %s: %v", f.Path, err)
 		}
 	}
-	if !e.p.buffered(files[0]) || e.p.buffered(files[1]) {
-		t.Fatalf("kept file buffered %v, released file buffered %v; want true, false", e.p.buffered(files[0]), e.p.buffered(files[1]))
+	if !e.p.buffer.has(files[0]) || e.p.buffer.has(files[1]) {
+		t.Fatalf("kept file buffered %v, released file buffered %v; want true, false", e.p.buffer.has(files[0]), e.p.buffer.has(files[1]))
 	}
-	if bs := e.p.BufferStats(); bs.Bytes > bs.Budget || bs.Entries != 4 {
+	if bs := e.p.Buffer().Stats(); bs.Bytes > bs.Budget || bs.Entries != 4 {
 		t.Fatalf("buffer %+v", bs)
 	}
 }
@@ -210,13 +210,13 @@ func TestDemandReadOfAnUnwantedFileBypassesTheBuffer(t *testing.T) {
 	e := newEnv(t, data, []tier.Options{{Name: "mem", Quota: 1}}, Options{BufferBytes: 450_000})
 	files := noTier(e)
 	var kept atomic.Int32
-	e.p.SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return false }, Keep: func(*catalog.Entry) bool { kept.Add(1); return true }})
+	e.p.Buffer().SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return false }, Keep: func(*catalog.Entry) bool { kept.Add(1); return true }})
 	for i := 0; i < 2; i++ {
 		if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path]) {
 			t.Fatalf("%s differs", files[0].Path)
 		}
 	}
-	if bs := e.p.BufferStats(); bs.Fetches != 0 || bs.Entries != 0 || bs.Hits != 0 || kept.Load() != 0 {
+	if bs := e.p.Buffer().Stats(); bs.Fetches != 0 || bs.Entries != 0 || bs.Hits != 0 || kept.Load() != 0 {
 		t.Fatalf("an unwanted demand read used the buffer: %+v, keep asked %d times", bs, kept.Load())
 	}
 	if got, want := e.source.Stats().Bytes, 2*int64(len(data[files[0].Path])); got != want {

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
-	"github.com/epochfs/epochfs/internal/sharedbuf"
 	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -200,12 +199,8 @@ type Placer struct {
 	// level, since every open of the file tries again.
 	failedFiles *xsync.MapOf[*catalog.Entry, struct{}]
 
-	res        *residentCache                    // kept tier descriptors (resident.go)
-	buf        *sharedbuf.Buffer[*catalog.Entry] // nil without a buffer
-	demandHook atomic.Pointer[DemandHook]
-	fetchMu    sync.Mutex // guards fetchDone and fetchWG.Add
-	fetchDone  bool
-	fetchWG    sync.WaitGroup // background buffer fetches
+	res    *residentCache // kept tier descriptors (resident.go)
+	buffer *Buffer        // the shared buffer's policy (buffer.go)
 }
 
 // New starts a placer: it removes stale copies a rescan found, checks the
@@ -254,9 +249,7 @@ func New(o Options) (*Placer, error) {
 	}
 	p.seq.last.Store(-2)
 	p.seq.ahead.Store(-1)
-	if o.BufferBytes > 0 {
-		p.buf = sharedbuf.New[*catalog.Entry](o.BufferBytes, o.BufferGrace, nil)
-	}
+	p.buffer = p.newBuffer()
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	p.cat.SetSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {
@@ -287,10 +280,7 @@ func (p *Placer) Close() {
 	p.closeOnce.Do(func() {
 		p.stop()
 		p.wg.Wait()
-		p.fetchMu.Lock()
-		p.fetchDone = true
-		p.fetchMu.Unlock()
-		p.fetchWG.Wait()
+		p.buffer.close()
 		// Copies started by reads are not in wg: taking every demand slot
 		// waits for them, and keeps new ones from starting.
 		for i := 0; i < cap(p.demand); i++ {

@@ -747,9 +747,9 @@ func TestHooksRefuseASecondSubscriber(t *testing.T) {
 	e.p.SetNotify(func(Event) {})
 	e.p.SetNotify(nil)
 	h := &DemandHook{Wanted: func(*catalog.Entry) bool { return false }, Keep: func(*catalog.Entry) bool { return false }}
-	e.p.SetDemandHook(h)
-	mustPanic("a second SetDemandHook", func() { e.p.SetDemandHook(h) })
-	e.p.SetDemandHook(nil)
-	e.p.SetDemandHook(h)
-	e.p.SetDemandHook(nil)
+	e.p.Buffer().SetDemandHook(h)
+	mustPanic("a second SetDemandHook", func() { e.p.Buffer().SetDemandHook(h) })
+	e.p.Buffer().SetDemandHook(nil)
+	e.p.Buffer().SetDemandHook(h)
+	e.p.Buffer().SetDemandHook(nil)
 }

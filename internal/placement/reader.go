@@ -119,7 +119,7 @@ func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 			return r, nil
 		}
 	}
-	if p.demandBuffer(r) {
+	if p.buffer.attach(r) {
 		return r, nil
 	}
 	p.attach(ctx, r)
@@ -483,7 +483,7 @@ func (r *Reader) Close() error {
 		r.fl.release()
 	}
 	if r.bent != nil {
-		r.p.buf.Unref(r.bent)
+		r.p.buffer.buf.Unref(r.bent)
 		r.bent = nil
 	}
 	r.mu.Lock()

@@ -59,7 +59,7 @@ func (p *Placer) Status(d *status.Doc) {
 	for _, uid := range uids {
 		d.Int("warmup_bytes.uid."+strconv.FormatUint(uint64(uid), 10), backlogs[uid])
 	}
-	bs := p.BufferStats()
+	bs := p.buffer.Stats()
 	d.Int("buffer_budget", bs.Budget)
 	d.Int("buffer_bytes", bs.Bytes)
 	d.Int("buffer_entries", bs.Entries)

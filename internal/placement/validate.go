@@ -125,7 +125,7 @@ func (p *Placer) notify(k EventKind, e *catalog.Entry, sync bool) {
 
 // needsValidation reports whether an open of e stats the source first.
 func (p *Placer) needsValidation(e *catalog.Entry) bool {
-	if e.Tier() < 0 && !p.buffered(e) {
+	if e.Tier() < 0 && !p.buffer.has(e) {
 		return true // the open reads the source
 	}
 	switch p.o.Validate {
@@ -173,7 +173,7 @@ func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, 
 		return false, nil, nil, nil
 	}
 	if e.Tier() < 0 {
-		if p.o.Remote == nil && !p.buffered(e) && !(p.buf != nil && e.NoSpace()) {
+		if p.o.Remote == nil && !p.buffer.has(e) && !(p.buffer.buf != nil && e.NoSpace()) {
 			return p.openChecked(ctx, e)
 		}
 		fi, err := p.src.Stat(ctx, e.Path)
