@@ -20,7 +20,7 @@ import (
 // also takes a "--content" line, refresh an "--allow-drop" line.
 //
 // Every line is checked as it arrives (a path must exist and the writer
-// must be able to open it: placement.LookupAs). At each close the request
+// must be able to open it: catalog.Catalog.LookupAs). At each close the request
 // so far is held (warmup: counted in progress, not queued); at the
 // document's release it is queued (refresh and verify start); a rejected
 // document cancels what it held: it queued nothing.
@@ -170,7 +170,7 @@ func (fsys *FS) warmupTarget(who *catalog.Cred) pathTarget {
 	p := fsys.p
 	return pathTarget{
 		resolve: func(path string) ([]*catalog.Entry, error) {
-			return p.ResolvePathsAs(who, []string{path})
+			return p.Catalog().ResolvePathsAs(who, []string{path})
 		},
 		check: p.NewWarmupCheck(who).Add,
 		hold: func(req pathRequest) (heldRequest, error) {
@@ -180,7 +180,7 @@ func (fsys *FS) warmupTarget(who *catalog.Cred) pathTarget {
 			}
 			files := req.files
 			if req.all {
-				files = p.FilesAs(who)
+				files = p.Catalog().FilesAs(who)
 			}
 			// A user's backlog is bounded (placement.max_warmup_per_user).
 			undo, err := p.ChargeWarmup(who, files)
@@ -199,7 +199,7 @@ func (fsys *FS) dropTarget(who *catalog.Cred) pathTarget {
 	p := fsys.p
 	return pathTarget{
 		resolve: func(path string) ([]*catalog.Entry, error) {
-			return p.ResolvePathsAs(who, []string{path})
+			return p.Catalog().ResolvePathsAs(who, []string{path})
 		},
 		hold: func(req pathRequest) (heldRequest, error) {
 			fsys.dropsPending.Add(1)
@@ -208,7 +208,7 @@ func (fsys *FS) dropTarget(who *catalog.Cred) pathTarget {
 					defer fsys.dropsPending.Add(-1)
 					files := req.files
 					if req.all {
-						files = p.FilesAs(who)
+						files = p.Catalog().FilesAs(who)
 					}
 					p.DropCopies(files)
 					return nil
@@ -255,7 +255,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *catalog.Cred) pathTar
 				}
 				return nil, nil
 			}
-			_, err := p.LookupAs(who, path)
+			_, err := p.Catalog().LookupAs(who, path)
 			return nil, err
 		},
 		hold: func(req pathRequest) (heldRequest, error) {

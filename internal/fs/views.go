@@ -183,7 +183,7 @@ func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	if who := n.tree.who; who != nil && (!n.fsys.p.ReachableAs(who, n.e) || !who.May(n.e.Attr(), catalog.PermRead)) {
+	if who := n.tree.who; who != nil && (!n.fsys.p.Catalog().ReachableAs(who, n.e) || !who.May(n.e.Attr(), catalog.PermRead)) {
 		return nil, syscall.EACCES // as the source directory would answer who
 	}
 	var list []fuse.DirEntry
@@ -208,7 +208,7 @@ func (n *viewNode) shows(c *catalog.Entry) bool {
 	if who == nil || who.Root() {
 		return true
 	}
-	if !n.fsys.p.ReachableAs(who, c) {
+	if !n.fsys.p.Catalog().ReachableAs(who, c) {
 		return false
 	}
 	return c.Kind != catalog.KindFile || who.MayRead(c.Attr())

@@ -56,7 +56,7 @@ func (m *Manager) CheckConfig(ref Ref, cfg Config, files int) error {
 		// give files).
 		files = len(m.fileList())
 		if !j.owner.Root() {
-			files = len(m.p.FilesAs(j.owner))
+			files = len(m.p.Catalog().FilesAs(j.owner))
 		}
 	}
 	if cfg.DropLast && files < cfg.WorldSize {

@@ -77,7 +77,7 @@ func (m *Manager) joins(j *job, e *catalog.Entry) bool {
 	if j.owner.Root() {
 		return true
 	}
-	files, err := m.p.ResolvePathsAs(j.owner, []string{e.Path})
+	files, err := m.p.Catalog().ResolvePathsAs(j.owner, []string{e.Path})
 	return err == nil && len(files) == 1 && files[0] == e
 }
 
@@ -142,7 +142,7 @@ func (m *Manager) resolve(prefixes []string, who *catalog.Cred) ([]int, error) {
 			}
 			return out, nil
 		}
-		for _, e := range m.p.FilesAs(who) {
+		for _, e := range m.p.Catalog().FilesAs(who) {
 			add(e)
 		}
 		if len(out) == 0 {
@@ -152,7 +152,7 @@ func (m *Manager) resolve(prefixes []string, who *catalog.Cred) ([]int, error) {
 	}
 	for _, pre := range prefixes {
 		n := len(out)
-		if files, err := m.p.ResolvePathsAs(who, []string{pre}); err == nil {
+		if files, err := m.p.Catalog().ResolvePathsAs(who, []string{pre}); err == nil {
 			for _, e := range files {
 				add(e)
 			}

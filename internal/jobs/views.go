@@ -167,7 +167,7 @@ func (m *Manager) visible(j *job, e *catalog.Entry) bool {
 	if j.owner.Root() {
 		return true
 	}
-	_, err := m.p.LookupAs(j.owner, e.Path)
+	_, err := m.p.Catalog().LookupAs(j.owner, e.Path)
 	return err == nil
 }
 

@@ -74,7 +74,7 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	member := &catalog.Cred{UID: 3000, GID: 3000, Groups: []uint32{5, 77}}
 
 	notExist := func(who *catalog.Cred, p string) error {
-		_, err := e.p.LookupAs(who, p)
+		_, err := e.p.Catalog().LookupAs(who, p)
 		return err
 	}
 	for _, p := range []string{"secret", "secret/x", "secret/y/z", "secret/nothing", "pub/grp", "pub/a", "noread", "pub/hidden/deep"} {
@@ -101,24 +101,24 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 		}
 	}
 
-	files, err := e.p.ResolvePathsAs(user, []string{"pub"})
+	files, err := e.p.Catalog().ResolvePathsAs(user, []string{"pub"})
 	if got, want := pathsOf(files), []string{"pub/own"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("user: pub resolves to %q, %v; want %q", got, err, want)
 	}
-	files, err = e.p.ResolvePathsAs(user, []string{"pub/own", "secret/x"})
+	files, err = e.p.Catalog().ResolvePathsAs(user, []string{"pub/own", "secret/x"})
 	if !errors.Is(err, ErrNoEntry) || files != nil {
 		t.Errorf("a hidden path among good ones: %d files, %v; want ErrNoEntry and nothing", len(files), err)
 	}
-	if got, want := pathsOf(e.p.FilesAs(user)), []string{"pub/own"}; !slices.Equal(got, want) {
+	if got, want := pathsOf(e.p.Catalog().FilesAs(user)), []string{"pub/own"}; !slices.Equal(got, want) {
 		t.Errorf("all as the user: %q, want %q", got, want)
 	}
-	if got := pathsOf(e.p.FilesAs(nil)); len(got) != len(d) {
+	if got := pathsOf(e.p.Catalog().FilesAs(nil)); len(got) != len(d) {
 		t.Errorf("all as root: %d files, want %d", len(got), len(d))
 	}
 
 	// Progress as the user counts only what they could open, whoever
 	// queued it.
-	all, _ := e.p.ResolvePathsAs(nil, []string{""})
+	all, _ := e.p.Catalog().ResolvePathsAs(nil, []string{""})
 	e.p.Warmup(all)
 	w := e.p.WarmupProgressAs(user)
 	var want int64
@@ -139,8 +139,8 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	a, _ := e.p.ResolvePathsAs(nil, []string{"train/a"})
-	b, _ := e.p.ResolvePathsAs(nil, []string{"val"})
+	a, _ := e.p.Catalog().ResolvePathsAs(nil, []string{"train/a"})
+	b, _ := e.p.Catalog().ResolvePathsAs(nil, []string{"val"})
 	ha := e.p.HoldWarmup(a, false)
 	hb := e.p.HoldWarmup(append(slices.Clone(a[:1]), b...), false)
 	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+len(b)) {

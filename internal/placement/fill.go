@@ -130,7 +130,7 @@ func (p *Placer) fillTree(dir string, who *catalog.Cred) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		filesAs(who, root, func(f *catalog.Entry) bool {
+		catalog.FilesUnderAs(who, root, func(f *catalog.Entry) bool {
 			if !p.wants(f) || f.Gone() {
 				return true
 			}

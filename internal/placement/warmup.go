@@ -1,15 +1,15 @@
 package placement
 
 import (
-	"errors"
 	"strings"
 	"sync"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 )
 
-// ErrNoEntry means a path names nothing in the dataset.
-var ErrNoEntry = errors.New("no such file or directory in the dataset")
+// ErrNoEntry means a path names nothing in the dataset (or nothing its
+// user may open): catalog.ErrNoEntry.
+var ErrNoEntry = catalog.ErrNoEntry
 
 // warmup is the set of files a user asked to have placed ahead of reads.
 // A request is queued at once (Warmup, WarmupAll) or held (HoldWarmup):
@@ -48,7 +48,7 @@ func (p *Placer) resolvePaths(paths []string) ([]*catalog.Entry, error) {
 	for i, raw := range paths {
 		trimmed[i] = strings.TrimSpace(raw)
 	}
-	return p.ResolvePathsAs(nil, trimmed)
+	return p.cat.ResolvePathsAs(nil, trimmed)
 }
 
 // warmupAll queues every file of the dataset, in path order.
