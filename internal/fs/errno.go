@@ -68,7 +68,7 @@ var errnos = []struct {
 	{errs: []error{jobs.ErrNotReady}, errno: syscall.EAGAIN},
 	{errs: []error{catalog.ErrWalkStopped}, errno: syscall.EIO},
 	{errs: []error{placement.ErrWarmupQuota, errDocBudget}, errno: syscall.EDQUOT},
-	{errs: []error{placement.ErrNoEntry, placement.ErrVanished}, errno: syscall.ENOENT},
+	{errs: []error{placement.ErrNoEntry, catalog.ErrNoEntry, placement.ErrVanished}, errno: syscall.ENOENT},
 	// Gone from the source, kept by the mass-deletion guard: not "no
 	// such file" while the catalog still lists it.
 	{errs: []error{placement.ErrDropHeld}, errno: syscall.EIO},
