@@ -165,30 +165,19 @@ func (d *pathDoc) abort() {
 	d.holds = nil
 }
 
-// warmupTarget queues warmup for who.
+// warmupTarget queues warmup for who: one placement.WarmupRequest, which
+// holds the policy (who may name what, their bound, "all" as who sees it).
 func (fsys *FS) warmupTarget(who *catalog.Cred) pathTarget {
-	p := fsys.p
+	r := fsys.p.Warmups().Request(who)
 	return pathTarget{
-		resolve: func(path string) ([]*catalog.Entry, error) {
-			return p.Catalog().ResolvePathsAs(who, []string{path})
-		},
-		check: p.NewWarmupCheck(who).Add,
+		resolve: r.Resolve,
+		check:   r.Check,
 		hold: func(req pathRequest) (heldRequest, error) {
-			if req.all && who.Root() {
-				h := p.HoldWarmup(nil, true)
-				return heldRequest{release: func() error { h.Release(); return nil }, cancel: h.Cancel}, nil
-			}
-			files := req.files
-			if req.all {
-				files = p.Catalog().FilesAs(who)
-			}
-			// A user's backlog is bounded (placement.max_warmup_per_user).
-			undo, err := p.ChargeWarmup(who, files)
+			h, err := r.Hold(req.files, req.all)
 			if err != nil {
 				return heldRequest{}, err
 			}
-			h := p.HoldWarmup(files, false)
-			return heldRequest{release: func() error { h.Release(); return nil }, cancel: func() { h.Cancel(); undo() }}, nil
+			return heldRequest{release: func() error { h.Release(); return nil }, cancel: h.Cancel}, nil
 		},
 	}
 }

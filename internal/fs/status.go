@@ -60,9 +60,9 @@ func (fsys *FS) dropText() []byte {
 }
 
 // warmupText is warmup's progress as who sees it: only the files who
-// could open count (placement.WarmupProgressAs).
+// could open count (placement.Warmups.Progress).
 func (fsys *FS) warmupText(who *catalog.Cred) []byte {
-	w := fsys.p.WarmupProgressAs(who)
+	w := fsys.p.Warmups().Progress(who)
 	d := status.New()
 	d.Int("queued", w.Files)
 	d.Int("done", w.Done)

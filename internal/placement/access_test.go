@@ -119,8 +119,8 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	// Progress as the user counts only what they could open, whoever
 	// queued it.
 	all, _ := e.p.Catalog().ResolvePathsAs(nil, []string{""})
-	e.p.Warmup(all)
-	w := e.p.WarmupProgressAs(user)
+	e.p.warmups.queue(all)
+	w := e.p.Warmups().Progress(user)
 	var want int64
 	for _, p := range []string{"pub/own", "noread/visible"} {
 		want += int64(len(d[p]))
@@ -128,7 +128,7 @@ func TestAPathAUserMayNotOpenIsReportedAsMissing(t *testing.T) {
 	if w.Files != 2 || w.BytesTotal != want {
 		t.Errorf("the user's progress counts %d files of %d bytes, want 2 of %d (pub/own, noread/visible)", w.Files, w.BytesTotal, want)
 	}
-	if w := e.p.WarmupProgressAs(nil); w.Files != int64(len(d)) || w.BytesTotal != d.Bytes() {
+	if w := e.p.Warmups().Progress(nil); w.Files != int64(len(d)) || w.BytesTotal != d.Bytes() {
 		t.Errorf("root's progress: %+v, want every file", w)
 	}
 }
@@ -141,9 +141,9 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	a, _ := e.p.Catalog().ResolvePathsAs(nil, []string{"train/a"})
 	b, _ := e.p.Catalog().ResolvePathsAs(nil, []string{"val"})
-	ha := e.p.HoldWarmup(a, false)
-	hb := e.p.HoldWarmup(append(slices.Clone(a[:1]), b...), false)
-	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+len(b)) {
+	ha := e.p.warmups.hold(a, false)
+	hb := e.p.warmups.hold(append(slices.Clone(a[:1]), b...), false)
+	if w := e.p.warmups.progressAll(); w.Files != int64(len(a)+len(b)) {
 		t.Fatalf("progress counts %d files, want the %d held", w.Files, len(a)+len(b))
 	}
 	if st := e.p.Stats(); st.Queued != int64(len(a)+len(b)+1) || st.Done != 0 {
@@ -154,7 +154,7 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	}
 	// a's first file is held by both: cancelling b keeps it.
 	hb.Cancel()
-	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)) {
+	if w := e.p.warmups.progressAll(); w.Files != int64(len(a)) {
 		t.Fatalf("after cancelling b: %d files, want a's %d", w.Files, len(a))
 	}
 	if st := e.p.Stats(); st.Queued != int64(len(a)) {
@@ -163,26 +163,26 @@ func TestAHeldWarmupCountsButQueuesNothingUntilReleased(t *testing.T) {
 	hb.Release() // after Cancel: nothing
 	ha.Release()
 	ha.Cancel() // after Release: nothing
-	waitFor(t, "a's files resident", func() bool { return e.p.warmupProgressAll().Done == int64(len(a)) })
+	waitFor(t, "a's files resident", func() bool { return e.p.warmups.progressAll().Done == int64(len(a)) })
 	if n, _ := e.p.residency(); n != int64(len(a)) {
 		t.Fatalf("%d files resident, want a's %d", n, len(a))
 	}
 	// A held file that a plain Warmup asks for is queued, and a cancel
 	// does not take it back.
-	hc := e.p.HoldWarmup(b, false)
-	e.p.Warmup(b[:1])
+	hc := e.p.warmups.hold(b, false)
+	e.p.warmups.queue(b[:1])
 	hc.Cancel()
-	waitFor(t, "b's first file resident", func() bool { return e.p.warmupProgressAll().Done == int64(len(a)+1) })
-	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+1) {
+	waitFor(t, "b's first file resident", func() bool { return e.p.warmups.progressAll().Done == int64(len(a)+1) })
+	if w := e.p.warmups.progressAll(); w.Files != int64(len(a)+1) {
 		t.Fatalf("progress counts %d files, want %d", w.Files, len(a)+1)
 	}
 	// All, held then cancelled: back to the listed files.
-	hall := e.p.HoldWarmup(nil, true)
-	if w := e.p.warmupProgressAll(); w.Files != int64(len(d)) {
+	hall := e.p.warmups.hold(nil, true)
+	if w := e.p.warmups.progressAll(); w.Files != int64(len(d)) {
 		t.Fatalf("a held all counts %d files, want %d", w.Files, len(d))
 	}
 	hall.Cancel()
-	if w := e.p.warmupProgressAll(); w.Files != int64(len(a)+1) {
+	if w := e.p.warmups.progressAll(); w.Files != int64(len(a)+1) {
 		t.Fatalf("after cancelling all: %d files", w.Files)
 	}
 	waitFor(t, "the queue to drain", func() bool { return e.p.Stats().Queued == 0 })
@@ -199,7 +199,7 @@ func TestQueuedNeverCountsAFileTwiceOrNotAtAll(t *testing.T) {
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	n := int64(len(d))
-	h := e.p.HoldWarmup(nil, true)
+	h := e.p.warmups.hold(nil, true)
 	stop := make(chan struct{})
 	errs := make(chan string, 1)
 	go func() {

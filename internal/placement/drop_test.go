@@ -13,7 +13,7 @@ import (
 func TestDropCopiesRemovesThemAndReadsFallBackToTheSource(t *testing.T) {
 	d := fillDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	var drop []*catalog.Entry
 	var bytes int64

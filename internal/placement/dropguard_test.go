@@ -21,7 +21,7 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 		d[fmt.Sprintf("c%d/f%02d", i%4, i)] = content(fmt.Sprint(i), 1000+i)
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{MaxDrop: 0.10, Validate: ValidateOpen})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	// The files of c0 and c1 (20) removed from the source.
 	for p := range d {

@@ -186,14 +186,13 @@ type Placer struct {
 	staleServed, removed                                  atomic.Int64
 	dropsHeld                                             atomic.Int64
 	opensGuard                                            atomic.Pointer[dropGuard] // dropguard.go
-	warmQuota                                             warmQuota                 // warmup_quota.go
 	lastSrcLog                                            atomic.Int64              // unix nanos of the last "source fails" log
 
 	scrub    scrubber                    // refresh and verify (scrub.go)
 	notifyFn atomic.Pointer[func(Event)] // SetNotify
 
-	warm  warmup
-	check copyCheck // set in New, read-only after
+	warmups *Warmups  // the users' warmup (warmup.go)
+	check   copyCheck // set in New, read-only after
 	// failedFiles holds the files whose copy failed for a reason of their
 	// own (tier.IsFileError): the next failure of one is logged at debug
 	// level, since every open of the file tries again.
@@ -250,6 +249,7 @@ func New(o Options) (*Placer, error) {
 	p.seq.last.Store(-2)
 	p.seq.ahead.Store(-1)
 	p.buffer = p.newBuffer()
+	p.warmups = p.newWarmups()
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	p.cat.SetSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {
@@ -270,7 +270,7 @@ func New(o Options) (*Placer, error) {
 		p.wg.Add(1)
 		go p.worker()
 	}
-	p.Warmup(lost)
+	p.warmups.queue(lost)
 	return p, nil
 }
 

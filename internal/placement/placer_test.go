@@ -160,7 +160,7 @@ func TestResidentFileIsNeverCopiedAgain(t *testing.T) {
 func TestMissingTierCopyIsDroppedAndPlacedAgain(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	lost := "val/mib+1"
 	if err := os.Remove(e.tiers[0].Path(lost)); err != nil {
@@ -194,9 +194,9 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 	}
 	quota := d.Bytes() * 40 / 100
 	e := newEnv(t, d, oneTier(quota), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	waitFor(t, "warmup to settle", func() bool {
-		w := e.p.warmupProgressAll()
+		w := e.p.warmups.progressAll()
 		return w.Done+w.Skipped == w.Files && e.p.Stats().Queued == 0
 	})
 	e.checkAccounting()
@@ -225,7 +225,7 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 	if n, _ := e.p.residency(); n == 0 || st.Done != n {
 		t.Errorf("%d files resident, Done %d: smaller files were not placed after a misfit", n, st.Done)
 	}
-	w := e.p.warmupProgressAll()
+	w := e.p.warmups.progressAll()
 	if w.Skipped != skipped || w.Pct >= 100 || w.Pct <= 0 {
 		t.Errorf("warmup progress %+v with %d skipped", w, skipped)
 	}
@@ -253,8 +253,8 @@ func TestSecondTierTakesFilesOnceTheFirstIsFull(t *testing.T) {
 	}
 	q0 := d.Bytes() / 4
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: q0}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.warmupAll()
-	waitFor(t, "warmup", func() bool { return e.p.warmupProgressAll().Done == int64(len(d)) })
+	e.p.warmups.queueAll()
+	waitFor(t, "warmup", func() bool { return e.p.warmups.progressAll().Done == int64(len(d)) })
 	e.checkAccounting()
 	t0, t1 := e.tiers[0], e.tiers[1]
 	if t0.Files() == 0 || t1.Files() == 0 || t0.Files()+t1.Files() != int64(len(d)) {
@@ -369,7 +369,7 @@ func TestValidateOpenDropsTheCopyOfAChangedFile(t *testing.T) {
 		"other/file": content("other/file", 3_000),
 	}
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	ctx := context.Background()
 
@@ -447,7 +447,7 @@ func TestConcurrentOpensOfAChangedFileDropItsCopyOnce(t *testing.T) {
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
 	ctx := context.Background()
 	for round := 0; round < 25; round++ {
-		e.p.warmupAll()
+		e.p.warmups.queueAll()
 		e.waitResident()
 		e.checkAccounting()
 		nb := content(fmt.Sprint("a", round), 300_000+round+1)
@@ -526,7 +526,7 @@ func TestVanishedSourceFile(t *testing.T) {
 	})
 	t.Run("resident then vanished", func(t *testing.T) {
 		e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
-		e.p.warmupAll()
+		e.p.warmups.queueAll()
 		e.waitResident()
 		p := "big/two.tar"
 		if err := os.Remove(filepath.Join(e.src, p)); err != nil {
@@ -627,7 +627,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 func TestRemountReusesResidentCopies(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	files, bytes := e.p.residency()
 	var tierOf []int
@@ -653,8 +653,8 @@ func TestRemountReusesResidentCopies(t *testing.T) {
 	}
 	e.checkAccounting()
 	e.readAllFiles()
-	e.p.warmupAll()
-	waitFor(t, "warmup of a resident dataset", func() bool { return e.p.warmupProgressAll().Pct == 100 })
+	e.p.warmups.queueAll()
+	waitFor(t, "warmup of a resident dataset", func() bool { return e.p.warmups.progressAll().Pct == 100 })
 	if st := e.p.Stats(); st.Done != 0 || st.BytesPlaced != 0 {
 		t.Errorf("remount copied again: %+v", st)
 	}
@@ -666,7 +666,7 @@ func TestRemountReusesResidentCopies(t *testing.T) {
 func TestRescanDropsStaleCopiesAndKeepsTheRest(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	e.close()
 	changed, gone := "train/b/img-110k.jpg", "z/small-02"

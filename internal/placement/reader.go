@@ -167,7 +167,8 @@ func (p *Placer) copyAfterWalk() {
 		return
 	}
 	slices.SortFunc(files, func(a, b *catalog.Entry) int { return cmp.Compare(a.Index, b.Index) })
-	p.feed(files)
+	p.queued.Add(int64(len(files)))
+	p.feedCounted(files)
 }
 
 // remoteSlotWait bounds how long a read waits for a demand copy's slot when

@@ -515,9 +515,7 @@ func (p *Placer) addEntry(e *catalog.Entry, run *scrubRun) bool {
 // enqueueIfWarm queues a new or changed file when the whole dataset was
 // asked to be warmed up.
 func (p *Placer) enqueueIfWarm(e *catalog.Entry) {
-	p.warm.mu.Lock()
-	all := p.warm.all
-	p.warm.mu.Unlock()
+	all := p.warmups.wholeDataset()
 	if all {
 		p.enqueue(e)
 	}

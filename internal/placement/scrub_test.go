@@ -59,7 +59,7 @@ func sourcePaths(t *testing.T, root string) []string {
 func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	var mu sync.Mutex
 	kinds := map[EventKind]int{}
@@ -195,7 +195,7 @@ func TestRefreshOfAFailingSourceRemovesNothing(t *testing.T) {
 func TestVerifyDropsCopiesThatDifferFromTheSourceAndPlacesThemAgain(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	// Same size, other bytes: only a content verify sees it.
 	corrupt := filepath.Join(e.tiers[0].Path("val/mib"))

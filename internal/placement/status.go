@@ -50,7 +50,7 @@ func (p *Placer) Status(d *status.Doc) {
 	d.Int("placements_bytes", ps.BytesPlaced)
 	cat.Status(d)
 	d.Int("copies_lost", ps.CopiesMissingAtMount+ps.CopiesWrongSizeAtMount)
-	backlogs := p.warmupBacklogs()
+	backlogs := p.warmups.backlogs()
 	uids := make([]uint32, 0, len(backlogs))
 	for uid := range backlogs {
 		uids = append(uids, uid)

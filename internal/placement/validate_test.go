@@ -37,7 +37,7 @@ func (e *env) readEveryFileOnce() {
 // (Without a TTL, as every test here, no check of an earlier mount counts.)
 func TestValidateOnceStatsEachFileAtItsFirstOpenOfTheMountOnly(t *testing.T) {
 	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	n := int64(len(e.data))
 	// The copies checked each file as they opened it: this mount's check.
@@ -68,7 +68,7 @@ func TestValidateOnceStatsEachFileAtItsFirstOpenOfTheMountOnly(t *testing.T) {
 
 func TestValidateOpenStatsEveryOpen(t *testing.T) {
 	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{Validate: ValidateOpen})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	before := e.source.Stats().Stats
 	e.readEveryFileOnce()
@@ -84,7 +84,7 @@ func TestValidateOpenStatsEveryOpen(t *testing.T) {
 func TestValidateNeverChecksOnlyFilesReadFromTheSource(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<20+100), Options{Validate: ValidateNever})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
 	var resident, other int64
 	for _, p := range d.Paths() {

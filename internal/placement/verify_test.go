@@ -53,7 +53,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	d := sizedDataset()
 	// Two tiers in use: mem takes half of the dataset.
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 2}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	if e.tiers[0].Files() == 0 || e.tiers[1].Files() == 0 {
 		t.Fatalf("test setup: tiers hold %d and %d files; want both in use", e.tiers[0].Files(), e.tiers[1].Files())
@@ -116,7 +116,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 		}
 	}
 	// The lost files are queued through warmup.
-	if w := e.p.warmupProgressAll(); w.Files != int64(len(lost)) || w.Done != 0 || w.BytesTotal != lostBytes {
+	if w := e.p.warmups.progressAll(); w.Files != int64(len(lost)) || w.Done != 0 || w.BytesTotal != lostBytes {
 		t.Errorf("warmup after the check: %+v; want %d files, none done, %d bytes", w, len(lost), lostBytes)
 	}
 	// Queued is two counters (the queue and the files being fed to it) read
@@ -133,7 +133,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 	g.open()
 	e.waitResident()
 	e.checkAccounting()
-	if w := e.p.warmupProgressAll(); w.Done != int64(len(lost)) || w.Pct != 100 {
+	if w := e.p.warmups.progressAll(); w.Done != int64(len(lost)) || w.Pct != 100 {
 		t.Errorf("warmup after the copies: %+v", w)
 	}
 	if st := e.p.Stats(); st.Done != int64(len(lost)) || st.Failed != 0 || st.BytesPlaced != lostBytes {
@@ -159,7 +159,7 @@ func TestNewForgetsMissingAndWrongSizeCopiesAndPlacesThemAgain(t *testing.T) {
 func TestNewWithAWipedTierKeepsTheOtherTiersCopies(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, []tier.Options{{Name: "mem", Quota: d.Bytes() / 3}, {Name: "nvme", Quota: 1 << 30}}, Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	inMem, inNVMe := e.tiers[0].Files(), e.tiers[1].Files()
 	e.close()

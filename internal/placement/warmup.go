@@ -3,6 +3,7 @@ package placement
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 )
@@ -11,8 +12,33 @@ import (
 // user may open): catalog.ErrNoEntry.
 var ErrNoEntry = catalog.ErrNoEntry
 
-// warmup is the set of files a user asked to have placed ahead of reads.
-// A request is queued at once (Warmup, WarmupAll) or held (HoldWarmup):
+// Warmups is the placer's warmup, a component of its own
+// (Placer.Warmups): the set of files users asked to have placed ahead of
+// reads, each user's bound on it (warmup_quota.go), their requests
+// (Request: what a warmup document asks, checked as its lines come, held
+// at each close, queued at its end) and their progress as each user sees
+// it. It hands the files to the placer's copier (feed).
+type Warmups struct {
+	cat    *catalog.Catalog
+	max    int64         // Options.MaxWarmupPerUser (0: no bound)
+	queued *atomic.Int64 // the placer's copies waiting (Stats().Queued)
+	// feed hands files already counted in queued to the copier's queue
+	// from a goroutine (nil: the whole dataset, once it is walked).
+	feed  func(files []*catalog.Entry)
+	set   warmup
+	quota warmQuota
+}
+
+// Warmups is the placer's warmup.
+func (p *Placer) Warmups() *Warmups { return p.warmups }
+
+// newWarmups is the warmup of p.
+func (p *Placer) newWarmups() *Warmups {
+	return &Warmups{cat: p.cat, max: p.o.MaxWarmupPerUser, queued: &p.queued, feed: p.feedCounted}
+}
+
+// warmup is the set of files users asked to have placed ahead of reads.
+// A request is queued at once (queue, queueAll) or held (hold):
 // a held request counts in the set and its progress but is queued only
 // when it is released, and a cancelled one takes back what it added.
 type warmup struct {
@@ -51,29 +77,46 @@ func (p *Placer) resolvePaths(paths []string) ([]*catalog.Entry, error) {
 	return p.cat.ResolvePathsAs(nil, trimmed)
 }
 
-// warmupAll queues every file of the dataset, in path order.
-func (p *Placer) warmupAll() {
-	p.warm.mu.Lock()
-	p.warm.all = true
-	p.warm.mu.Unlock()
-	p.feed(nil)
+// queueAll queues every file of the dataset, in path order.
+func (w *Warmups) queueAll() {
+	w.set.mu.Lock()
+	w.set.all = true
+	w.set.mu.Unlock()
+	w.count(nil)
 }
 
-// Warmup queues the given files, in the given order.
-func (p *Placer) Warmup(files []*catalog.Entry) {
-	p.warm.mu.Lock()
+// wholeDataset reports whether the whole dataset was queued.
+func (w *Warmups) wholeDataset() bool {
+	w.set.mu.Lock()
+	defer w.set.mu.Unlock()
+	return w.set.all
+}
+
+// queue queues the given files, in the given order.
+func (w *Warmups) queue(files []*catalog.Entry) {
+	w.set.mu.Lock()
 	var fresh []*catalog.Entry
 	for _, f := range files {
-		st := p.warm.add(f)
+		st := w.set.add(f)
 		if !st.queued {
 			st.queued = true
 			fresh = append(fresh, f)
 		}
 	}
-	p.warm.mu.Unlock()
-	if len(fresh) > 0 { // feed(nil) would queue the whole dataset
-		p.feed(fresh)
+	w.set.mu.Unlock()
+	if len(fresh) > 0 { // count(nil) would queue the whole dataset
+		w.count(fresh)
 	}
+}
+
+// count counts files (nil: the whole dataset) in queued and feeds them.
+func (w *Warmups) count(files []*catalog.Entry) {
+	n := int64(len(files))
+	if files == nil {
+		n = w.cat.Files()
+	}
+	w.queued.Add(n)
+	w.feed(files)
 }
 
 // add returns f's state in the set, adding f. Callers hold w.mu.
@@ -90,46 +133,47 @@ func (w *warmup) add(f *catalog.Entry) *warmState {
 	return st
 }
 
-// WarmupHold is a held warmup request (HoldWarmup). Release or Cancel it
-// once; later calls do nothing.
+// WarmupHold is a held warmup request (hold). Release or Cancel it once;
+// later calls do nothing.
 type WarmupHold struct {
-	p     *Placer
+	w     *Warmups
+	undo  func() // takes back the request's charge on its user's bound
 	all   bool
 	files []*catalog.Entry // the files it holds, not yet queued when it was made
 	count int64            // what it adds to Stats().Queued
 	ended bool
 }
 
-// HoldWarmup adds files (all: the whole dataset) to the warmup set without
+// hold adds files (all: the whole dataset) to the warmup set without
 // queuing them: progress counts them at once, and so does Stats().Queued
 // (they are warmup backlog). A ctl file holds what a document asked for
 // until the document's last close, so that a document a later line
 // rejects queued nothing.
-func (p *Placer) HoldWarmup(files []*catalog.Entry, all bool) *WarmupHold {
-	h := &WarmupHold{p: p, all: all}
-	w := &p.warm
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (w *Warmups) hold(files []*catalog.Entry, all bool) *WarmupHold {
+	h := &WarmupHold{w: w, all: all}
+	set := &w.set
+	set.mu.Lock()
+	defer set.mu.Unlock()
 	if all {
-		w.allHolds++
-		if !w.all {
-			h.count = p.cat.Files()
+		set.allHolds++
+		if !set.all {
+			h.count = w.cat.Files()
 		}
 	}
 	for _, f := range files {
-		if st := w.add(f); !st.queued {
+		if st := set.add(f); !st.queued {
 			st.holds++
 			h.files = append(h.files, f)
 		}
 	}
 	h.count += int64(len(h.files))
-	p.queued.Add(h.count)
+	w.queued.Add(h.count)
 	return h
 }
 
 // Release queues what h holds.
 func (h *WarmupHold) Release() {
-	w := &h.p.warm
+	w := &h.w.set
 	w.mu.Lock()
 	if h.ended {
 		w.mu.Unlock()
@@ -155,27 +199,31 @@ func (h *WarmupHold) Release() {
 	// One change of the count: what the hold counted becomes what is fed.
 	fed := int64(len(fresh))
 	if all {
-		fed += h.p.cat.Files()
+		fed += h.w.cat.Files()
 	}
-	h.p.queued.Add(fed - h.count)
+	h.w.queued.Add(fed - h.count)
 	if all {
-		h.p.feedCounted(nil)
+		h.w.feed(nil)
 	}
 	if len(fresh) > 0 {
-		h.p.feedCounted(fresh)
+		h.w.feed(fresh)
 	}
 }
 
-// Cancel takes back what h added to the warmup set; it queued nothing.
+// Cancel takes back what h added to the warmup set, and its charge on its
+// user's bound; it queued nothing.
 func (h *WarmupHold) Cancel() {
-	w := &h.p.warm
+	w := &h.w.set
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h.ended {
 		return
 	}
 	h.ended = true
-	h.p.queued.Add(-h.count)
+	if h.undo != nil {
+		h.undo()
+	}
+	h.w.queued.Add(-h.count)
 	if h.all {
 		w.allHolds--
 	}
@@ -197,17 +245,6 @@ func (h *WarmupHold) Cancel() {
 		}
 		w.files = kept
 	}
-}
-
-// feed queues files (nil: the whole dataset) from a goroutine. The files
-// not yet handed to the queue count as queued in Stats.
-func (p *Placer) feed(files []*catalog.Entry) {
-	n := int64(len(files))
-	if files == nil {
-		n = p.cat.Files()
-	}
-	p.queued.Add(n)
-	p.feedCounted(files)
 }
 
 // feedCounted is feed for files already counted in queued.
@@ -246,48 +283,48 @@ func (p *Placer) feedCounted(files []*catalog.Entry) {
 	}()
 }
 
-// warmupProgressAll counts the warmup set's resident files and bytes.
-func (p *Placer) warmupProgressAll() WarmupProgress {
-	return p.warmupProgress(func(*catalog.Entry) bool { return true })
+// progressAll counts the warmup set's resident files and bytes.
+func (w *Warmups) progressAll() WarmupProgress {
+	return w.progress(func(*catalog.Entry) bool { return true })
 }
 
-// warmupProgress counts the files of the warmup set that count says to.
-func (p *Placer) warmupProgress(count func(*catalog.Entry) bool) WarmupProgress {
-	var w WarmupProgress
+// progress counts the files of the warmup set that count says to.
+func (w *Warmups) progress(count func(*catalog.Entry) bool) WarmupProgress {
+	var pr WarmupProgress
 	add := func(e *catalog.Entry) bool {
 		if !count(e) {
 			return true
 		}
 		size := e.Attr().Size
-		w.Files++
-		w.BytesTotal += size
+		pr.Files++
+		pr.BytesTotal += size
 		switch {
 		case e.Tier() >= 0:
-			w.Done++
-			w.BytesDone += size
+			pr.Done++
+			pr.BytesDone += size
 		case e.NoSpace():
-			w.Skipped++
+			pr.Skipped++
 		}
 		return true
 	}
-	p.warm.mu.Lock()
-	if p.warm.all || p.warm.allHolds > 0 {
-		p.warm.mu.Unlock()
-		p.cat.Root().Files(add)
+	w.set.mu.Lock()
+	if w.set.all || w.set.allHolds > 0 {
+		w.set.mu.Unlock()
+		w.cat.Root().Files(add)
 	} else {
-		files := p.warm.files
-		p.warm.mu.Unlock()
+		files := w.set.files
+		w.set.mu.Unlock()
 		for _, e := range files {
 			add(e)
 		}
 	}
-	w.Pct = pct(w.BytesDone, w.BytesTotal, w.Done, w.Files)
-	if w.Files == 0 {
+	pr.Pct = pct(pr.BytesDone, pr.BytesTotal, pr.Done, pr.Files)
+	if pr.Files == 0 {
 		// Nothing requested (as the reader sees it) is not "all done": a
 		// script waiting for 100 would stop before anything was queued.
-		w.Pct = 0
+		pr.Pct = 0
 	}
-	return w
+	return pr
 }
 
 // residency counts the dataset's resident files and bytes.

@@ -47,29 +47,29 @@ func (q *warmQuota) backlogLocked(uid uint32) int64 {
 
 // WarmupCheck vets a warmup document's files as its lines arrive, so that
 // a writer whose close(2) errors go unseen (a shell redirection) is told
-// at the write; ChargeWarmup charges them at the document's commit. Each
+// at the write; charge charges them at the document's commit. Each
 // line costs what its own files do: who's backlog is summed once per
 // document (it only shrinks meanwhile, so the check errs on the safe
 // side).
 type WarmupCheck struct {
-	p    *Placer
+	w    *Warmups
 	who  *catalog.Cred
 	have int64 // who's backlog at the document's first line
 	add  int64 // what the document's lines so far add to it
 	seen map[*catalog.Entry]struct{}
 }
 
-// NewWarmupCheck starts the check of one document by who.
-func (p *Placer) NewWarmupCheck(who *catalog.Cred) *WarmupCheck { return &WarmupCheck{p: p, who: who} }
+// check starts the check of one document by who.
+func (w *Warmups) check(who *catalog.Cred) *WarmupCheck { return &WarmupCheck{w: w, who: who} }
 
 // Add takes the files of one more line, or refuses them with
 // ErrWarmupQuota (and takes nothing) when they would pass the bound.
 func (c *WarmupCheck) Add(files []*catalog.Entry) error {
-	max := c.p.o.MaxWarmupPerUser
+	max := c.w.max
 	if c.who.Root() || max <= 0 {
 		return nil
 	}
-	q := &c.p.warmQuota
+	q := &c.w.quota
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if c.seen == nil {
@@ -120,20 +120,20 @@ func (q *warmQuota) costLocked(uid uint32, files []*catalog.Entry, max int64) (i
 	return add, fresh, nil
 }
 
-// ChargeWarmup adds files to who's backlog, or refuses them all with
+// charge adds files to who's backlog, or refuses them all with
 // ErrWarmupQuota when the backlog would pass the bound. undo takes back
 // the charge of a request that is cancelled (never queued).
-func (p *Placer) ChargeWarmup(who *catalog.Cred, files []*catalog.Entry) (undo func(), _ error) {
-	if who.Root() || p.o.MaxWarmupPerUser <= 0 {
+func (w *Warmups) charge(who *catalog.Cred, files []*catalog.Entry) (undo func(), _ error) {
+	if who.Root() || w.max <= 0 {
 		return func() {}, nil
 	}
-	q := &p.warmQuota
+	q := &w.quota
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.byUser == nil {
 		q.byUser = map[uint32]map[*catalog.Entry]struct{}{}
 	}
-	_, fresh, err := q.costLocked(who.UID, files, p.o.MaxWarmupPerUser)
+	_, fresh, err := q.costLocked(who.UID, files, w.max)
 	if err != nil {
 		return nil, err
 	}
@@ -154,9 +154,9 @@ func (p *Placer) ChargeWarmup(who *catalog.Cred, files []*catalog.Entry) (undo f
 	}, nil
 }
 
-// warmupBacklogs is each user's warmup bytes not resident yet.
-func (p *Placer) warmupBacklogs() map[uint32]int64 {
-	q := &p.warmQuota
+// backlogs is each user's warmup bytes not resident yet.
+func (w *Warmups) backlogs() map[uint32]int64 {
+	q := &w.quota
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := map[uint32]int64{}

@@ -10,13 +10,13 @@ import (
 func TestWarmupAllMakesEverythingResident(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	if w := e.p.warmupProgressAll(); w.Files != 0 || w.Pct != 0 {
+	if w := e.p.warmups.progressAll(); w.Files != 0 || w.Pct != 0 {
 		t.Errorf("progress before any warmup: %+v; want nothing queued at 0%%", w)
 	}
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	var last float64
 	waitFor(t, "WarmupAll to finish", func() bool {
-		w := e.p.warmupProgressAll()
+		w := e.p.warmups.progressAll()
 		if w.Pct < last {
 			t.Errorf("warmup progress went back from %v to %v", last, w.Pct)
 		}
@@ -27,7 +27,7 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 		return w.Done == w.Files
 	})
 	e.waitResident()
-	w := e.p.warmupProgressAll()
+	w := e.p.warmups.progressAll()
 	want := WarmupProgress{Files: int64(len(d)), Done: int64(len(d)), BytesDone: d.Bytes(), BytesTotal: d.Bytes(), Pct: 100}
 	if w != want {
 		t.Errorf("progress %+v, want %+v", w, want)
@@ -40,7 +40,7 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 		t.Errorf("warmup took %+v from the source, want each file once", st)
 	}
 	// Warming a warm dataset copies nothing.
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	if st := e.p.Stats(); st.Done != int64(len(d)) {
 		t.Errorf("second WarmupAll: %+v", st)
 	}
@@ -49,7 +49,7 @@ func TestWarmupAllMakesEverythingResident(t *testing.T) {
 func TestWarmupOfPathsQueuesOnlyThem(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
-	if w := e.p.warmupProgressAll(); w.Files != 0 || w.Pct != 0 {
+	if w := e.p.warmups.progressAll(); w.Files != 0 || w.Pct != 0 {
 		t.Errorf("progress before any request: %+v; want nothing queued at 0%%", w)
 	}
 	files, err := e.p.resolvePaths([]string{"train/a", " /val/mib+1 ", "train/a/page"})
@@ -59,14 +59,14 @@ func TestWarmupOfPathsQueuesOnlyThem(t *testing.T) {
 	if len(files) != 5 {
 		t.Fatalf("resolved %d files, want 5 (3 in train/a, val/mib+1, train/a/page again)", len(files))
 	}
-	e.p.Warmup(files)
-	e.p.Warmup(files) // duplicates are not counted twice
+	e.p.warmups.queue(files)
+	e.p.warmups.queue(files) // duplicates are not counted twice
 	var total int64
 	for _, p := range []string{"train/a/page-1", "train/a/page", "train/a/page+1", "val/mib+1"} {
 		total += int64(len(d[p]))
 	}
-	waitFor(t, "warmup of the listed paths", func() bool { return e.p.warmupProgressAll().Pct == 100 })
-	w := e.p.warmupProgressAll()
+	waitFor(t, "warmup of the listed paths", func() bool { return e.p.warmups.progressAll().Pct == 100 })
+	w := e.p.warmups.progressAll()
 	if w.Files != 4 || w.Done != 4 || w.BytesTotal != total {
 		t.Errorf("progress %+v, want 4 files of %d bytes", w, total)
 	}
@@ -88,7 +88,7 @@ func TestResolvePathsWithABadPathQueuesNothing(t *testing.T) {
 	if st := e.p.Stats(); st != (Stats{}) {
 		t.Errorf("stats after bad ResolvePaths: %+v", st)
 	}
-	if w := e.p.warmupProgressAll(); w.Files != 0 {
+	if w := e.p.warmups.progressAll(); w.Files != 0 {
 		t.Errorf("warmup set after bad ResolvePaths: %+v", w)
 	}
 	if st := e.source.Stats(); st.Opens != 0 {
@@ -120,7 +120,7 @@ func BenchmarkReadResident(b *testing.B) {
 	const size = 110_000
 	d := dataset{"img.jpg": content("img.jpg", size)}
 	e := newEnv(b, d, oneTier(1<<30), Options{})
-	e.p.warmupAll()
+	e.p.warmups.queueAll()
 	e.waitResident()
 	ctx := context.Background()
 	buf := make([]byte, size)
