@@ -493,7 +493,7 @@ func (m *Mount) watchHolders() {
 // before the placer exists).
 func (m *Mount) sourceMountedAgain() {
 	if p := m.placer.Load(); p != nil {
-		p.NewSourceMount()
+		p.Scrubber().NewSourceMount()
 	}
 }
 

@@ -2,10 +2,8 @@ package fs
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/epochfs/epochfs/internal/ctlpath"
@@ -199,7 +197,7 @@ func (fsys *FS) dropTarget(who *catalog.Cred) pathTarget {
 					if req.all {
 						files = p.Catalog().FilesAs(who)
 					}
-					p.DropCopies(files)
+					p.Scrubber().Drop(files)
 					return nil
 				},
 				cancel: func() { fsys.dropsPending.Add(-1) },
@@ -209,43 +207,13 @@ func (fsys *FS) dropTarget(who *catalog.Cred) pathTarget {
 }
 
 // scrubTarget sends refresh or verify requests. Their files are root's
-// (mode 0644), so who is root unless a descriptor was handed over; the
-// check is the same as warmup's all the same. A refresh may name a path
-// the catalog does not know yet (it is looked up on the source), but only
-// root may.
+// (mode 0644), so who is root unless a descriptor was handed over; each
+// line's path is checked by placement.Scrubber.CheckPath.
 func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *catalog.Cred) pathTarget {
-	p := fsys.p
+	sc := fsys.p.Scrubber()
 	return pathTarget{
 		resolve: func(path string) ([]*catalog.Entry, error) {
-			if kind == placement.ScrubRefresh && who.Root() {
-				// Root's refresh also names files the source gained
-				// since the walk: a path is refused (at its write, where
-				// a shell sees the error) only when neither the catalog
-				// nor the source has it.
-				if p.Catalog().Find(path) != nil {
-					return nil, nil
-				}
-				// The first component below the deepest directory the
-				// catalog has: if the source lacks it, it lacks the path.
-				parts := strings.Split(strings.Trim(path, "/"), "/")
-				next := path
-				for k := len(parts) - 1; k > 0; k-- {
-					if d := p.Catalog().Find(strings.Join(parts[:k], "/")); d != nil {
-						if d.Kind != catalog.KindDir {
-							return nil, fmt.Errorf("%w: %q (%s is not a directory)", placement.ErrNoEntry, path, d.Path)
-						}
-						next = strings.Join(parts[:k+1], "/")
-						break
-					}
-					next = parts[0]
-				}
-				if _, err := p.Source().Stat(context.Background(), next); errors.Is(err, os.ErrNotExist) {
-					return nil, fmt.Errorf("%w: %q (not in the dataset, nor on the source)", placement.ErrNoEntry, path)
-				}
-				return nil, nil
-			}
-			_, err := p.Catalog().LookupAs(who, path)
-			return nil, err
+			return nil, sc.CheckPath(who, kind, path)
 		},
 		hold: func(req pathRequest) (heldRequest, error) {
 			r := placement.ScrubRequest{Kind: kind, Paths: req.paths, AllowDrop: req.allow}
@@ -259,7 +227,7 @@ func (fsys *FS) scrubTarget(kind placement.ScrubKind, who *catalog.Cred) pathTar
 				// A path removed since its line was checked fails
 				// here, where only .epochfs/errors hears of it.
 				release: func() error {
-					if err := p.Scrub(r); err != nil {
+					if err := sc.Request(r); err != nil {
 						if errors.Is(err, placement.ErrNoEntry) {
 							return invalid("%v", err)
 						}

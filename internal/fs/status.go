@@ -51,7 +51,7 @@ func docBytes(d *status.Doc, err error) ([]byte, error) {
 
 // dropText is what drop removed since the mount.
 func (fsys *FS) dropText() []byte {
-	files, bytes := fsys.p.Dropped()
+	files, bytes := fsys.p.Scrubber().Dropped()
 	d := status.New()
 	d.Int("dropped", files)
 	d.Int("bytes_dropped", bytes)
@@ -75,7 +75,7 @@ func (fsys *FS) warmupText(who *catalog.Cred) []byte {
 
 // scrubText is the refresh's (or verify's) progress.
 func (fsys *FS) scrubText() []byte {
-	s := fsys.p.ScrubStatus()
+	s := fsys.p.Scrubber().Status()
 	d := status.New()
 	running := int64(0)
 	if s.Running {

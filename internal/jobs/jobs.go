@@ -247,7 +247,7 @@ func (m *Manager) start() error {
 				case <-m.ctx.Done():
 					return
 				case e := <-m.ahead:
-					m.p.Readahead(e)
+					m.p.Buffer().Readahead(e)
 				}
 			}
 		}()

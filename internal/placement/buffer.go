@@ -13,6 +13,7 @@ import (
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/sharedbuf"
 	"github.com/epochfs/epochfs/internal/source"
+	"github.com/epochfs/epochfs/internal/tier"
 	"go.uber.org/zap"
 )
 
@@ -25,11 +26,14 @@ import (
 // file whole, once, through source.Source (readWhole), so every byte is
 // counted and within the source bandwidth cap.
 
-// Buffer is the shared buffer's policy. Its zero budget (no buffer) makes
+// Buffer is the shared buffer's policy, and the page cache's read ahead of
+// resident samples (readahead.go): what the jobs make cheap to read soon.
+// Its zero budget (no buffer) makes
 // every call a no-op: Fetch answers ErrBufferFull, Slots 0.
 type Buffer struct {
 	buf    *sharedbuf.Buffer[*catalog.Entry] // nil without a buffer
 	cat    *catalog.Catalog
+	tiers  []*tier.Tier // for Readahead
 	log    *zap.Logger
 	ctx    context.Context // the placer's: ends at Close
 	demand chan struct{}   // the placer's semaphore of demand work
@@ -50,7 +54,7 @@ func (p *Placer) Buffer() *Buffer { return p.buffer }
 
 // newBuffer is the buffer of p's options (BufferBytes 0: none).
 func (p *Placer) newBuffer() *Buffer {
-	b := &Buffer{cat: p.cat, log: p.log, ctx: p.ctx, demand: p.demand, place: p.place, read: p.readWhole}
+	b := &Buffer{cat: p.cat, tiers: p.o.Tiers, log: p.log, ctx: p.ctx, demand: p.demand, place: p.place, read: p.readWhole}
 	if p.o.BufferBytes > 0 {
 		b.buf = sharedbuf.New[*catalog.Entry](p.o.BufferBytes, p.o.BufferGrace, nil)
 	}

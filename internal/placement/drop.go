@@ -13,14 +13,15 @@ import (
 // (or warmed), as any file without a copy. Readers that have the copy open
 // keep reading it: its name is removed, its bytes go when they close.
 
-// dropStats counts what DropCopies removed since the mount.
+// dropStats counts what Drop removed since the mount.
 type dropStats struct {
 	files, bytes atomic.Int64
 }
 
-// DropCopies removes the tier copies of files and reports how many it removed
+// Drop removes the tier copies of files and reports how many it removed
 // and their bytes (files without a copy are passed over).
-func (p *Placer) DropCopies(files []*catalog.Entry) (n, bytes int64) {
+func (s *Scrubber) Drop(files []*catalog.Entry) (n, bytes int64) {
+	p := s.p
 	for _, e := range files {
 		i := e.Tier()
 		if i < 0 || e.Kind != catalog.KindFile {
@@ -37,7 +38,7 @@ func (p *Placer) DropCopies(files []*catalog.Entry) (n, bytes int64) {
 	return n, bytes
 }
 
-// Dropped is what DropCopies removed since the mount: copies and bytes.
-func (p *Placer) Dropped() (files, bytes int64) {
-	return p.drops.files.Load(), p.drops.bytes.Load()
+// Dropped is what Drop removed since the mount: copies and bytes.
+func (s *Scrubber) Dropped() (files, bytes int64) {
+	return s.p.drops.files.Load(), s.p.drops.bytes.Load()
 }

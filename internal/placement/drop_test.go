@@ -21,11 +21,11 @@ func TestDropCopiesRemovesThemAndReadsFallBackToTheSource(t *testing.T) {
 		drop = append(drop, e.entry(p))
 		bytes += int64(len(d[p]))
 	}
-	n, b := e.p.DropCopies(append(drop, drop[0])) // a file twice: dropped once
+	n, b := e.p.Scrubber().Drop(append(drop, drop[0])) // a file twice: dropped once
 	if n != 10 || b != bytes {
 		t.Fatalf("dropped %d copies of %d bytes, want 10 of %d", n, b, bytes)
 	}
-	if f, fb := e.p.Dropped(); f != 10 || fb != bytes {
+	if f, fb := e.p.Scrubber().Dropped(); f != 10 || fb != bytes {
 		t.Errorf("Dropped() = %d, %d", f, fb)
 	}
 	for i, p := range d.Paths() {

@@ -188,7 +188,7 @@ type Placer struct {
 	opensGuard                                            atomic.Pointer[dropGuard] // dropguard.go
 	lastSrcLog                                            atomic.Int64              // unix nanos of the last "source fails" log
 
-	scrub    scrubber                    // refresh and verify (scrub.go)
+	scrub    *Scrubber                   // refresh and verify (scrub.go)
 	notifyFn atomic.Pointer[func(Event)] // SetNotify
 
 	warmups *Warmups  // the users' warmup (warmup.go)
@@ -250,6 +250,7 @@ func New(o Options) (*Placer, error) {
 	p.seq.ahead.Store(-1)
 	p.buffer = p.newBuffer()
 	p.warmups = p.newWarmups()
+	p.scrub = &Scrubber{p: p}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	p.cat.SetSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {

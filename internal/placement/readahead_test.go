@@ -67,7 +67,7 @@ func TestReadaheadBringsAResidentCopyIntoThePageCache(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.p.Readahead(e.entry("a/big"))
+	e.p.Buffer().Readahead(e.entry("a/big"))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		in, total := residentPages(t, copyPath)
@@ -80,10 +80,10 @@ func TestReadaheadBringsAResidentCopyIntoThePageCache(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// A directory and a file with no copy: nothing to do, no panic.
-	e.p.Readahead(e.entry("a"))
+	e.p.Buffer().Readahead(e.entry("a"))
 	gone := e.entry("a/small")
 	gone.SetTier(-1)
-	e.p.Readahead(gone)
+	e.p.Buffer().Readahead(gone)
 }
 
 // dropPages writes path back and asks the kernel to drop its cached pages.

@@ -90,7 +90,13 @@ type ScrubProgress struct {
 	Took     time.Duration // of the last finished request
 }
 
-type scrubber struct {
+// Scrubber is the placer's refresh and verify, a component of its own
+// (Placer.Scrubber): requests queued and run one at a time in the
+// background, within placement.refresh_rate, their progress, the checks of
+// the paths a request names, and the copies dropped on purpose (drop.go).
+// Its runs work on the placer's catalog, tiers and source (p).
+type Scrubber struct {
+	p        *Placer
 	mu       sync.Mutex
 	queue    []ScrubRequest
 	running  bool
@@ -160,25 +166,63 @@ func (r *scrubRun) fail(err error) {
 	r.errMu.Unlock()
 }
 
-// Scrub queues a scrub; it runs in the background (ScrubStatus follows
-// it). Paths are cleaned; for a verify each must name a dataset entry.
+// Request queues a scrub; it runs in the background (Status follows it). Paths are cleaned; for a verify each must name a dataset entry.
 // NewSourceMount is told that the source is another mount than the one
 // the catalog was checked against (source.Options.OnNewMount): its
 // files may differ. Every file is checked again at its next open (with
 // validate = "once" or "open"), and a refresh of the whole dataset learns what
 // the new mount holds (dropping copies of changed files, within MaxDrop).
-func (p *Placer) NewSourceMount() {
+func (s *Scrubber) NewSourceMount() {
+	p := s.p
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		e.SetValidated(false)
 		e.SetChecked(0)
 		return true
 	})
-	if err := p.Scrub(ScrubRequest{Kind: ScrubRefresh}); err != nil {
+	if err := s.Request(ScrubRequest{Kind: ScrubRefresh}); err != nil {
 		p.log.Warn("cannot queue the refresh of the source mounted again", zap.Error(err))
 	}
 }
 
-func (p *Placer) Scrub(req ScrubRequest) error {
+// Scrubber is the placer's refresh and verify.
+func (p *Placer) Scrubber() *Scrubber { return p.scrub }
+
+// CheckPath checks a path a request of who's names, as it is written:
+// the same check as a warmup's (who may open it) for a verify and for a
+// refresh of a user's; root's refresh may also name a path the source
+// gained since the walk, refused only when neither the catalog nor the
+// source has it (ErrNoEntry).
+func (s *Scrubber) CheckPath(who *catalog.Cred, kind ScrubKind, path string) error {
+	cat := s.p.cat
+	if kind != ScrubRefresh || !who.Root() {
+		_, err := cat.LookupAs(who, path)
+		return err
+	}
+	if cat.Find(path) != nil {
+		return nil
+	}
+	// The first component below the deepest directory the catalog has:
+	// if the source lacks it, it lacks the path.
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	next := path
+	for k := len(parts) - 1; k > 0; k-- {
+		if d := cat.Find(strings.Join(parts[:k], "/")); d != nil {
+			if d.Kind != catalog.KindDir {
+				return fmt.Errorf("%w: %q (%s is not a directory)", ErrNoEntry, path, d.Path)
+			}
+			next = strings.Join(parts[:k+1], "/")
+			break
+		}
+		next = parts[0]
+	}
+	if _, err := s.p.src.Stat(context.Background(), next); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %q (not in the dataset, nor on the source)", ErrNoEntry, path)
+	}
+	return nil
+}
+
+func (s *Scrubber) Request(req ScrubRequest) error {
+	p := s.p
 	for i, raw := range req.Paths {
 		rel := strings.Trim(path.Clean("/"+raw), "/")
 		if req.Kind != ScrubRefresh && p.cat.Find(rel) == nil {
@@ -189,7 +233,6 @@ func (p *Placer) Scrub(req ScrubRequest) error {
 	if p.ctx.Err() != nil {
 		return ErrClosed
 	}
-	s := &p.scrub
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = append(s.queue, req)
@@ -201,9 +244,8 @@ func (p *Placer) Scrub(req ScrubRequest) error {
 	return nil
 }
 
-// ScrubStatus reports the scrub running now, or the last one.
-func (p *Placer) ScrubStatus() ScrubProgress {
-	s := &p.scrub
+// Status reports the scrub running now, or the last one.
+func (s *Scrubber) Status() ScrubProgress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pr := ScrubProgress{Running: s.cur != nil, Pending: len(s.queue), Finished: s.finished}
@@ -234,7 +276,7 @@ func (p *Placer) runScrubs() {
 	case <-p.cat.WalkDone():
 	case <-p.ctx.Done():
 	}
-	s := &p.scrub
+	s := p.scrub
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 || p.ctx.Err() != nil {

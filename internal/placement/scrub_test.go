@@ -15,15 +15,15 @@ import (
 // scrub runs one request and waits for it.
 func (e *env) scrub(req ScrubRequest) ScrubProgress {
 	e.t.Helper()
-	before := e.p.ScrubStatus().Finished
-	if err := e.p.Scrub(req); err != nil {
+	before := e.p.Scrubber().Status().Finished
+	if err := e.p.Scrubber().Request(req); err != nil {
 		e.t.Fatalf("Scrub(%+v): %v", req, err)
 	}
 	waitFor(e.t, "the scrub to finish", func() bool {
-		s := e.p.ScrubStatus()
+		s := e.p.Scrubber().Status()
 		return s.Finished > before && !s.Running && s.Pending == 0
 	})
-	return e.p.ScrubStatus()
+	return e.p.Scrubber().Status()
 }
 
 // treePaths lists every entry under the catalog root.
@@ -230,7 +230,7 @@ func TestVerifyDropsCopiesThatDifferFromTheSourceAndPlacesThemAgain(t *testing.T
 	}
 	e.readEveryFileOnce()
 	e.checkAccounting()
-	if err := e.p.Scrub(ScrubRequest{Kind: ScrubVerify, Paths: []string{"nope"}}); err == nil {
+	if err := e.p.Scrubber().Request(ScrubRequest{Kind: ScrubVerify, Paths: []string{"nope"}}); err == nil {
 		t.Error("verify of a path not in the dataset was accepted")
 	}
 }

@@ -393,7 +393,7 @@ func (p *Placer) trustChecks() {
 	p.rechecks.Store(stale)
 	p.log.Info("resident files checked longer ago than validate_ttl: revalidating them in the background",
 		zap.Int64("files", stale), zap.Duration("validate_ttl", p.o.ValidateTTL))
-	if err := p.Scrub(ScrubRequest{Kind: ScrubRevalidate}); err != nil {
+	if err := p.scrub.Request(ScrubRequest{Kind: ScrubRevalidate}); err != nil {
 		p.log.Warn("cannot queue the revalidation", zap.Error(err))
 	}
 }
@@ -428,7 +428,7 @@ func (p *Placer) rewalkAround(rel string) {
 		if dir == "." || dir == "/" {
 			dir = ""
 		}
-		if err := p.Scrub(ScrubRequest{Kind: ScrubRefresh, Paths: []string{dir}}); err != nil {
+		if err := p.scrub.Request(ScrubRequest{Kind: ScrubRefresh, Paths: []string{dir}}); err != nil {
 			p.log.Debug("cannot queue the refresh of a changed directory", zap.String("path", dir), zap.Error(err))
 		}
 	}()

@@ -333,11 +333,11 @@ func TestValidateTTLRevalidatesOlderChecksInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.open(false)
-	waitFor(t, "the background revalidation", func() bool { return e.p.rechecksPending() == 0 && !e.p.ScrubStatus().Running })
+	waitFor(t, "the background revalidation", func() bool { return e.p.rechecksPending() == 0 && !e.p.Scrubber().Status().Running })
 	if got := e.source.Stats().Stats; got != int64(len(d)) {
 		t.Errorf("the revalidation sent %d stats, want one per resident file (%d)", got, len(d))
 	}
-	if st := e.p.ScrubStatus(); st.Kind != ScrubRevalidate || st.Checked != int64(len(d)) || st.Changed != 1 {
+	if st := e.p.Scrubber().Status(); st.Kind != ScrubRevalidate || st.Checked != int64(len(d)) || st.Changed != 1 {
 		t.Errorf("revalidation status %+v, want %d checked and 1 changed", st, len(d))
 	}
 	if en := e.entry(changed); en.Attr().Size != int64(len("new content")) || en.Tier() >= 0 {

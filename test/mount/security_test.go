@@ -343,7 +343,7 @@ func TestAnOutageOfTheSourceIsNotADeletion(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.mnt, ".epochfs/refresh"), []byte("all\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return !e.p.ScrubStatus().Running && e.p.ScrubStatus().Finished > 0 })
+	waitUntil(t, 20*time.Second, func() bool { return !e.p.Scrubber().Status().Running && e.p.Scrubber().Status().Finished > 0 })
 	if got := e.cat.Files(); got != before {
 		t.Fatalf("a refresh during the outage dropped %d of %d files", before-got, before)
 	}
