@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/config"
-	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"golang.org/x/sys/unix"
@@ -287,7 +287,7 @@ func (d *doctor) state(dir string) {
 		return
 	}
 	if !created {
-		if r, ok := daemon.RecordOfState(dir); ok {
+		if r, ok := mounts.RecordOfState(dir); ok {
 			d.ok("state", "%s: in use by the mount at %s (pid %d)", dir, r.Mountpoint, r.PID)
 			return
 		}
@@ -331,7 +331,7 @@ func (d *doctor) slurm(cfgFile string, cfg config.Config) {
 
 // mount checks a live mount.
 func (d *doctor) mount(mnt string) {
-	m, mounted := daemon.FindMount(mnt)
+	m, mounted := mounts.FindMount(mnt)
 	if !mounted || !m.Epochfs() {
 		d.fail("mount", "%s: no epochfs mount there", mnt)
 		return

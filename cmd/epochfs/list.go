@@ -2,7 +2,7 @@ package main
 
 // `epochfs list` names every epochfs mount of the node: from the mount
 // table (fuse.epochfs) joined with the daemons' runtime records
-// (internal/daemon/record.go), so that a mount whose daemon died and a daemon still
+// (internal/mounts/record.go), so that a mount whose daemon died and a daemon still
 // draining a detached mount show too.
 
 import (
@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 )
 
 const listSynopsis = "list [--json]"
@@ -40,7 +40,7 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return usageErr("no arguments (usage: epochfs %s)", listSynopsis)
 	}
-	rows := listMounts(daemon.Mounts(), daemon.Records())
+	rows := listMounts(mounts.Mounts(), mounts.Records())
 	if *asJSON {
 		if rows == nil {
 			rows = []listed{}
@@ -67,7 +67,7 @@ func runList(args []string, stdout, stderr io.Writer) error {
 
 // listMounts joins the epochfs mounts of the table with the records: a
 // record names a mount by its mount point and device number.
-func listMounts(mounts []daemon.MountEntry, records []daemon.Record) []listed {
+func listMounts(mounts []mounts.MountEntry, records []mounts.Record) []listed {
 	var rows []listed
 	used := map[int]bool{}
 	for _, m := range mounts {

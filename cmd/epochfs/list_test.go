@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 )
 
 // list joins the mount table's epochfs mounts with the daemons' records:
@@ -12,21 +12,21 @@ import (
 // daemon whose mount is gone is draining, and other file systems and
 // records of daemons gone with their mounts are left out.
 func TestListJoinsMountsAndRecords(t *testing.T) {
-	self := daemon.Record{PID: os.Getpid(), Start: daemon.ProcStart(os.Getpid())} // a live "daemon"
-	live := func(mnt, dev, state string) daemon.Record {
+	self := mounts.Record{PID: os.Getpid(), Start: mounts.ProcStart(os.Getpid())} // a live "daemon"
+	live := func(mnt, dev, state string) mounts.Record {
 		r := self
 		r.Mountpoint, r.Dev, r.StateDir, r.Source = mnt, dev, state, "/pfs"+mnt
 		return r
 	}
-	mounts := []daemon.MountEntry{
+	table := []mounts.MountEntry{
 		{Dir: "/mnt/b", Dev: "0:51", FSType: "fuse.epochfs", Source: "/pfs/mnt/b"},
 		{Dir: "/mnt/a", Dev: "0:50", FSType: "fuse.epochfs", Source: "/pfs/mnt/a"},
 		{Dir: "/scratch", Dev: "8:1", FSType: "ext4", Source: "/dev/sda1"},
 		{Dir: "/mnt/dead", Dev: "0:52", FSType: "fuse.epochfs", Source: "/pfs/dead"},
 	}
-	gone := daemon.Record{PID: 1 << 22, Start: 1, Mountpoint: "/mnt/old", Dev: "0:9"} // no such process
-	records := []daemon.Record{live("/mnt/a", "0:50", "/s/a"), live("/mnt/b", "0:51", "/s/b"), live("/mnt/c", "0:40", "/s/c"), gone}
-	got := listMounts(mounts, records)
+	gone := mounts.Record{PID: 1 << 22, Start: 1, Mountpoint: "/mnt/old", Dev: "0:9"} // no such process
+	records := []mounts.Record{live("/mnt/a", "0:50", "/s/a"), live("/mnt/b", "0:51", "/s/b"), live("/mnt/c", "0:40", "/s/c"), gone}
+	got := listMounts(table, records)
 	want := []listed{
 		{"/mnt/a", "/pfs/mnt/a", "/s/a", self.PID, "serving"},
 		{"/mnt/b", "/pfs/mnt/b", "/s/b", self.PID, "serving"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/tier"
 )
 
@@ -34,7 +35,7 @@ type mountArgs struct {
 	// earlier mount knew before it mounts without it (internal: the
 	// command that found the source sick passes a short one).
 	sourcePatience time.Duration
-	// userRef is the user (a job) this mount is for (users.go); keep
+	// userRef is the user (a job) this mount is for (internal/mounts/users.go); keep
 	// marks the mount as never unmounted by a user's unmount.
 	userRef string
 	keep    bool
@@ -264,7 +265,7 @@ func readNames(dir string, n int) ([]string, error) {
 
 // isMountpoint reports whether dir is a mount point.
 func isMountpoint(dir string) bool {
-	_, ok := daemon.FindMount(dir)
+	_, ok := mounts.FindMount(dir)
 	return ok
 }
 

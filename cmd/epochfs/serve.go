@@ -3,7 +3,7 @@ package main
 // `epochfs mount` is safe to call from a job prolog, several at once:
 //
 //   - Mounts (and unmounts) of one mount point serialize on
-//     RUNTIME/KEY.lock (users.go), and mounts of one state directory on
+//     RUNTIME/KEY.lock (internal/mounts/users.go), and mounts of one state directory on
 //     STATE/mount.lock, held from the first check until the daemon reports
 //     the mount ready (or fails). The second of two concurrent mounts then
 //     finds the first one's mount.
@@ -15,10 +15,10 @@ package main
 //     connected") is detached lazily and mounted again.
 //   - A state directory held by the daemon of another mount point is exit
 //     2: two catalogs cannot share it.
-//   - --user-ref ID counts ID as a user of the mount (users.go).
+//   - --user-ref ID counts ID as a user of the mount (internal/mounts/users.go).
 //
 // Lock order: RUNTIME/KEY.lock, then STATE/mount.lock; the daemon then
-// takes STATE/daemon.lock for its life (internal/daemon/lock.go). An unmount takes
+// takes STATE/daemon.lock for its life (internal/mounts/lock.go). An unmount takes
 // KEY.lock only.
 //
 // The daemon itself is assembled by the daemon package; serve runs it in
@@ -51,6 +51,7 @@ import (
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/daemon"
 	"github.com/epochfs/epochfs/internal/fs"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/preprocess"
 	"github.com/epochfs/epochfs/internal/tier"
@@ -72,7 +73,7 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer releaseMountpoint(lk, mnt)
+	defer mounts.ReleaseMountpoint(lk, mnt)
 	mountedAlready, err := prepareMountpoint(ma, stdout, stderr)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(ma.cfg.StateDir, 0o700); err != nil {
 		return usageErr("state directory %s: %v", ma.cfg.StateDir, err)
 	}
-	slk, err := daemon.Lock(filepath.Join(ma.cfg.StateDir, "mount.lock"), true)
+	slk, err := mounts.Lock(filepath.Join(ma.cfg.StateDir, "mount.lock"), true)
 	if err != nil {
 		return runtimeErr("%v", err)
 	}
@@ -113,7 +114,7 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 			slk.Release()
 			return err
 		})
-		tidyMountpoint(mnt)
+		mounts.TidyMountpoint(mnt)
 		return err
 	}
 	if err := daemonize(ma, args, stdout); err != nil {
@@ -134,12 +135,12 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 // (exit 2), or a dead epochfs mount, which it clears.
 func prepareMountpoint(ma *mountArgs, stdout, stderr io.Writer) (mountedAlready bool, err error) {
 	mnt := ma.cfg.Mountpoint
-	entry, mounted := daemon.FindMount(mnt)
+	entry, mounted := mounts.FindMount(mnt)
 	if !mounted || !entry.Epochfs() {
 		return false, nil // checkPaths names any other mount
 	}
-	if d := findDaemon(mnt); d.PID > 0 {
-		st, err := statusWithin(mnt, statusTimeout)
+	if d := mounts.FindDaemon(mnt, warn); d.PID > 0 {
+		st, err := mounts.StatusWithin(mnt, mounts.StatusTimeout)
 		if err != nil {
 			return false, runtimeErr("%s is mounted but its daemon (pid %d) does not answer (%v): see %s; 'epochfs unmount --lazy %s' detaches it", mnt, d.PID, err, d.LogPath(), mnt)
 		}
@@ -154,7 +155,7 @@ func prepareMountpoint(ma *mountArgs, stdout, stderr io.Writer) (mountedAlready 
 		return true, nil
 	}
 	// The kernel still has the mount but nobody serves it.
-	if err := daemon.Unmount(mnt, true); err != nil {
+	if err := mounts.Unmount(mnt, true); err != nil {
 		return false, runtimeErr("%s is a dead epochfs mount (its daemon is gone) and cannot be cleared: %v", mnt, err)
 	}
 	fmt.Fprintf(stdout, "epochfs: cleared the dead epochfs mount at %s (its daemon is gone)\n", mnt)
@@ -165,24 +166,24 @@ func prepareMountpoint(ma *mountArgs, stdout, stderr io.Writer) (mountedAlready 
 // 2 if it serves another mount point, else exit 1 (a daemon of this mount
 // point still draining).
 func checkStateFree(cfg config.Config) error {
-	err := daemon.CheckStateFree(cfg.StateDir)
+	err := mounts.CheckStateFree(cfg.StateDir)
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, daemon.ErrStateInUse) {
 		// A daemon that still serves its mount elsewhere is a
 		// configuration error; one draining a detached mount goes away.
-		if r, ok := daemon.RecordOfState(cfg.StateDir); ok && r.Mountpoint != cfg.Mountpoint && servesMount(r) {
+		if r, ok := mounts.RecordOfState(cfg.StateDir); ok && r.Mountpoint != cfg.Mountpoint && servesMount(r) {
 			what := "epochfs"
 			if r.Source != "" {
 				what = "epochfs mount of " + r.Source
 			}
 			return usageErr("state directory %s is in use by the %s at %s (pid %d): give this mount its own --state", cfg.StateDir, what, r.Mountpoint, r.PID)
 		}
-		if r, ok := daemon.RecordOfState(cfg.StateDir); ok && r.Dev != "" {
-			if hs := daemon.Holders(r.Dev); len(hs) > 0 {
+		if r, ok := mounts.RecordOfState(cfg.StateDir); ok && r.Dev != "" {
+			if hs := mounts.Holders(r.Dev); len(hs) > 0 {
 				return runtimeErr("%v: its mount is still held by another mount namespace: %s; it ends when it is unmounted there (nsenter -t %d -m umount %s) or those processes exit",
-					err, daemon.HoldersText(hs), hs[0].PID, hs[0].Dir)
+					err, mounts.HoldersText(hs), hs[0].PID, hs[0].Dir)
 			}
 		}
 		return &exitError{code: exitRuntime, err: err}
@@ -191,8 +192,8 @@ func checkStateFree(cfg config.Config) error {
 }
 
 // servesMount reports whether r's mount is still at its mount point.
-func servesMount(r daemon.Record) bool {
-	dev, ok := daemon.MountDev(r.Mountpoint)
+func servesMount(r mounts.Record) bool {
+	dev, ok := mounts.MountDev(r.Mountpoint)
 	return ok && dev == r.Dev
 }
 
@@ -398,7 +399,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		Cluster:         clusterOptions(cfg),
 		ShutdownTimeout: ma.shutdownTimeout,
 		SourcePatience:  ma.sourcePatience,
-		RuntimeDir:      daemon.RuntimeDir(), ConfigID: ma.configID,
+		RuntimeDir:      mounts.RuntimeDir(), ConfigID: ma.configID,
 		Logger: log,
 	})
 	if err != nil {
@@ -446,7 +447,7 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 	// Unmounted by umount(8), fusermount3 or a signal rather than by
 	// `epochfs unmount`: the mount point's users and keep go with the
 	// mount, so that the next mount there starts afresh.
-	forgetUsersIfUnmounted(cfg.Mountpoint)
+	mounts.ForgetUsersIfUnmounted(cfg.Mountpoint)
 	if err != nil {
 		return runtimeErr("%v", err)
 	}

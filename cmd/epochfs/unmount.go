@@ -6,7 +6,7 @@ package main
 // is found without asking it (daemon.go). A mount whose daemon is dead has
 // no daemon to wait for.
 //
-// With --user-ref ID it first drops ID from the mount's users (users.go)
+// With --user-ref ID it first drops ID from the mount's users (internal/mounts/users.go)
 // and unmounts only if no user is left and the mount is not kept. Nothing
 // mounted is success with a note (an epilog after a job that did not
 // mount), unless --strict. Whatever the flags, a mount at MOUNTPOINT that
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 )
 
 const unmountSynopsis = "unmount [--lazy] [--timeout DURATION] [--user-ref ID] [--strict] {MOUNTPOINT | --config FILE}"
@@ -72,7 +72,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mnt, _ := filepath.Abs(pos[0])
-	if m, ok := daemon.FindMount(mnt); ok {
+	if m, ok := mounts.FindMount(mnt); ok {
 		if err := refuseForeign(mnt, m); err != nil {
 			return err
 		}
@@ -81,8 +81,8 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer releaseMountpoint(lk, mnt)
-	users := loadUsers(mnt)
+	defer mounts.ReleaseMountpoint(lk, mnt)
+	users := mounts.LoadUsers(mnt)
 	if *userRef != "" {
 		if !slices.Contains(users.Users, *userRef) {
 			// Not this user's mount (mounted for other jobs, by hand or
@@ -91,7 +91,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		users.Users = slices.DeleteFunc(users.Users, func(s string) bool { return s == *userRef })
-		if err := saveUsers(mnt, users); err != nil {
+		if err := mounts.SaveUsers(mnt, users); err != nil {
 			return runtimeErr("users of %s: %v", mnt, err)
 		}
 		if n := len(users.Users); n > 0 {
@@ -103,8 +103,8 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 	}
-	d := findDaemon(mnt)
-	entry, mounted := daemon.FindMount(mnt)
+	d := mounts.FindDaemon(mnt, warn)
+	entry, mounted := mounts.FindMount(mnt)
 	detached := *lazy
 	switch {
 	case mounted:
@@ -120,7 +120,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		// The mount is gone from the mount point: so are its users and
 		// its keep, even while its daemon drains (the next mount there
 		// starts afresh).
-		if err := saveUsers(mnt, mountUsers{}); err != nil {
+		if err := mounts.SaveUsers(mnt, mounts.Users{}); err != nil {
 			fmt.Fprintf(stderr, "epochfs unmount: warning: users of %s: %v\n", mnt, err)
 		}
 	case d.PID > 0:
@@ -128,7 +128,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		// unmount, so that a retry tells when it is gone.
 		detached = true
 	default:
-		saveUsers(mnt, mountUsers{})
+		mounts.SaveUsers(mnt, mounts.Users{})
 		if *strict {
 			return usageErr("%s is not mounted", mnt)
 		}
@@ -139,26 +139,26 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 		// Not found before the unmount: look again (a daemon that did not
 		// answer status is in the process table), so that "unmounted" is
 		// never printed over a daemon still running.
-		d = daemonByCmdline(mnt, entry.UserID)
+		d = mounts.DaemonByCmdline(mnt, entry.UserID)
 	}
-	if d.PID > 0 && !waitExit(d, *timeout) {
+	if d.PID > 0 && !mounts.WaitExit(d, *timeout) {
 		dev := entry.Dev
 		if !mounted {
 			dev = d.Dev
 		}
-		if hs := daemon.Holders(dev); dev != "" && len(hs) > 0 {
+		if hs := mounts.Holders(dev); dev != "" && len(hs) > 0 {
 			return runtimeErr("%s is unmounted here, but another mount namespace still holds it: %s; its daemon (pid %d) serves it there until it is unmounted there (nsenter -t %d -m umount %s) or those processes exit (see %s)",
-				mnt, daemon.HoldersText(hs), d.PID, hs[0].PID, hs[0].Dir, d.LogPath())
+				mnt, mounts.HoldersText(hs), d.PID, hs[0].PID, hs[0].Dir, d.LogPath())
 		}
 		if detached {
 			return runtimeErr("%s is detached but its daemon (pid %d) is still running: files are still open on it or the source does not answer; it exits when they are closed (see %s)", mnt, d.PID, d.LogPath())
 		}
 		return runtimeErr("%s is unmounted but its daemon (pid %d) is still running: it is still closing (the source does not answer?) (see %s)", mnt, d.PID, d.LogPath())
 	}
-	if err := saveUsers(mnt, mountUsers{}); err != nil {
+	if err := mounts.SaveUsers(mnt, mounts.Users{}); err != nil {
 		fmt.Fprintf(stderr, "epochfs unmount: warning: users of %s: %v\n", mnt, err)
 	}
-	if d.PID > 0 && daemon.ProcExitingStuck(d.PID, d.Start) {
+	if d.PID > 0 && mounts.ProcExitingStuck(d.PID, d.Start) {
 		fmt.Fprintf(stderr, "epochfs unmount: note: its daemon (pid %d) has exited, but the kernel holds it until the source answers: it was closing a file of the source, which does not answer; the next mount of its state directory takes its lock over\n", d.PID)
 	}
 	fmt.Fprintf(stdout, "epochfs: unmounted %s\n", mnt)
@@ -167,7 +167,7 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 
 // refuseForeign refuses the unmount of m, the mount at mnt, unless it is
 // an epochfs mount (fstype fuse.epochfs).
-func refuseForeign(mnt string, m daemon.MountEntry) error {
+func refuseForeign(mnt string, m mounts.MountEntry) error {
 	if m.Epochfs() {
 		return nil
 	}
@@ -177,7 +177,7 @@ func refuseForeign(mnt string, m daemon.MountEntry) error {
 // checkMayUnmount refuses, with what to do, the unmount of a FUSE mount
 // that another user made by a user other than root: fusermount3 would only
 // say that it finds no entry for it in /etc/mtab.
-func checkMayUnmount(mnt string, m daemon.MountEntry) error {
+func checkMayUnmount(mnt string, m mounts.MountEntry) error {
 	uid := os.Geteuid()
 	if uid == 0 || m.UserID < 0 || m.UserID == uid {
 		return nil
@@ -193,36 +193,16 @@ func checkMayUnmount(mnt string, m daemon.MountEntry) error {
 }
 
 func unmount(mnt string, lazy bool) error {
-	err := daemon.Unmount(mnt, lazy)
+	err := mounts.Unmount(mnt, lazy)
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, syscall.EBUSY) {
 		return runtimeErr("%s is busy (a process has files open there); close them or use --lazy", mnt)
 	}
-	var ue *daemon.UnmountError
+	var ue *mounts.UnmountError
 	if errors.As(err, &ue) && ue.Output != "" {
 		return runtimeErr("cannot unmount %s: %s", mnt, ue.Output)
 	}
 	return runtimeErr("unmount %s: %v", mnt, errors.Unwrap(err))
-}
-
-// waitExit waits up to timeout for the daemon to exit and reports whether
-// it did. Once the daemon runs no more code it waits up to
-// daemon.ExitGrace for the exit to finish (its files closed, its state
-// directory's lock let go: the next mount then finds it free); an exit
-// stuck closing a file of a source that does not answer never finishes,
-// and the daemon counts as exited anyway (daemon.ProcExitingStuck).
-func waitExit(d daemon.Record, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for d.Running() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for end := time.Now().Add(daemon.ExitGrace); !daemon.ProcGone(d.PID, d.Start) && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/epochfs/epochfs/internal/metrics"
 	"github.com/epochfs/epochfs/internal/model"
 	"github.com/epochfs/epochfs/internal/model/split"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/preprocess"
@@ -47,13 +48,12 @@ var (
 	// ErrConfig marks an error in what the caller asked for (a tier that
 	// cannot be used, a state directory of another source): exit 2.
 	ErrConfig = errors.New("daemon: configuration")
-	// ErrStateInUse: another live daemon holds the state directory.
-	ErrStateInUse = errors.New("daemon: state directory in use")
+	// ErrStateInUse: another live daemon holds the state directory
+	// (mounts.ErrStateInUse).
+	ErrStateInUse = mounts.ErrStateInUse
 	// ErrShutdownStuck: a close did not finish within the shutdown
 	// deadline and was abandoned.
 	ErrShutdownStuck = errors.New("shutdown")
-	// ErrLocked: a lock taken without waiting is held (Lock).
-	ErrLocked = errors.New("held by another process")
 	// ErrMount: the kernel mount itself failed (for a user other than
 	// root, fusermount3 refused it and said why on stderr).
 	ErrMount = errors.New("daemon: mount")
@@ -149,7 +149,7 @@ type Options struct {
 type Mount struct {
 	o       Options
 	log     *zap.Logger
-	lock    *stateLock
+	lock    *mounts.StateLock
 	steps   []step // closed by Close, last first
 	cat     *catalog.Catalog
 	src     *source.Source
@@ -164,7 +164,7 @@ type Mount struct {
 	cl      *cluster.Cluster
 	metSrv  *metrics.Server
 	dev     string
-	rec     Record
+	rec     mounts.Record
 	recPath string
 	done    chan struct{} // closed when the kernel mount is gone
 
@@ -189,7 +189,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	if err := tier.SecureDir(o.StateDir); err != nil {
 		return nil, &configError{fmt.Errorf("daemon: state directory: %w", err)}
 	}
-	if m.lock, err = lockState(o.StateDir); err != nil {
+	if m.lock, err = mounts.LockState(o.StateDir); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -340,15 +340,15 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	m.p.SetNotify(fsys.OnEvent)
 	m.steps = append(m.steps, step{what: "the kernel's notifications", close: func() error { m.p.SetNotify(nil); return nil }})
 	go func() { fsys.Wait(); close(m.done) }()
-	m.dev, _ = MountDev(o.Mountpoint)
+	m.dev, _ = mounts.MountDev(o.Mountpoint)
 	go m.watchHolders()
 	if o.RuntimeDir != "" {
-		m.rec = Record{PID: os.Getpid(), Start: ProcStart(os.Getpid()), StateDir: o.StateDir,
+		m.rec = mounts.Record{PID: os.Getpid(), Start: mounts.ProcStart(os.Getpid()), StateDir: o.StateDir,
 			Mountpoint: o.Mountpoint, Dev: m.dev, Source: o.Source, Config: o.ConfigID}
 		if m.metSrv != nil {
 			m.rec.Metrics = m.metSrv.Addr()
 		}
-		if path, rerr := writeRecord(o.RuntimeDir, m.rec); rerr != nil {
+		if path, rerr := mounts.WriteRecord(o.RuntimeDir, m.rec); rerr != nil {
 			o.Logger.Warn("cannot write the runtime record; 'epochfs unmount' finds this daemon through its status only", zap.Error(rerr))
 		} else {
 			m.recPath = path
@@ -418,13 +418,13 @@ func (m *Mount) Close() error {
 // mount point alone when it no longer shows this mount: the mount was
 // detached from outside, and a later mount may sit there now.
 func (m *Mount) stopMount() {
-	if cur, ok := MountDev(m.o.Mountpoint); !ok || cur != m.dev {
+	if cur, ok := mounts.MountDev(m.o.Mountpoint); !ok || cur != m.dev {
 		m.log.Info("the mount was detached already; waiting for its open files")
 		return
 	}
 	if err := m.fsys.Unmount(); err != nil {
 		m.log.Warn("unmount failed; detaching lazily", zap.Error(err))
-		if err := Unmount(m.o.Mountpoint, true); err != nil {
+		if err := mounts.Unmount(m.o.Mountpoint, true); err != nil {
 			m.log.Error("lazy unmount failed", zap.Error(err))
 		}
 	}
@@ -440,10 +440,10 @@ func (m *Mount) teardown() error {
 		}
 	}
 	if m.recPath != "" {
-		removeRecord(m.recPath, m.rec)
+		mounts.RemoveRecord(m.recPath, m.rec)
 	}
-	if lerr := m.lock.release(); err == nil && lerr != nil {
-		err = fmt.Errorf("daemon: release %s: %w", LockName, lerr)
+	if lerr := m.lock.Release(); err == nil && lerr != nil {
+		err = fmt.Errorf("daemon: release %s: %w", mounts.LockName, lerr)
 	}
 	return err
 }
@@ -477,12 +477,12 @@ func (m *Mount) watchHolders() {
 			return
 		case <-t.C:
 		}
-		if cur, ok := MountDev(m.o.Mountpoint); m.dev == "" || ok && cur == m.dev {
+		if cur, ok := mounts.MountDev(m.o.Mountpoint); m.dev == "" || ok && cur == m.dev {
 			continue
 		}
-		if hs := Holders(m.dev); len(hs) > 0 {
+		if hs := mounts.Holders(m.dev); len(hs) > 0 {
 			m.log.Warn("the mount was unmounted here, but another mount namespace still holds it: serving it there until it is unmounted there or its processes exit",
-				zap.String("mountpoint", m.o.Mountpoint), zap.String("holders", HoldersText(hs)))
+				zap.String("mountpoint", m.o.Mountpoint), zap.String("holders", mounts.HoldersText(hs)))
 			return
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/faultfs"
 )
@@ -259,14 +259,14 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // killDaemon SIGKILLs the mount's daemon and waits until it runs no more
 // (a thread of it may stay blocked in a request a stopped source took:
-// daemon.ProcRunning says when the rest is gone).
+// mounts.ProcRunning says when the rest is gone).
 func killDaemon(pid int) error {
-	start := daemon.ProcStart(pid)
+	start := mounts.ProcStart(pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
 	for range 500 {
-		if !daemon.ProcRunning(pid, start) {
+		if !mounts.ProcRunning(pid, start) {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	epochd "github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/status"
 )
 
@@ -461,7 +461,7 @@ func TestUnmountRefusesWhatIsNotAnEpochfsMount(t *testing.T) {
 			if code != 2 || !strings.Contains(out, "not an epochfs mount") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 				t.Errorf("unmount %v %s: exit %d, %q; want exit 2 and one line saying it is not an epochfs mount", flags, mnt, code, out)
 			}
-			if _, ok := epochd.FindMount(mnt); !ok {
+			if _, ok := mounts.FindMount(mnt); !ok {
 				t.Fatalf("unmount %v %s unmounted it", flags, mnt)
 			}
 		}

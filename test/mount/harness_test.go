@@ -99,7 +99,7 @@ func ourMounts() []string {
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
 		// fusectl too: the unmount of a dead daemon's mount may mount it
-		// (daemon.AbortConnection), and must take it down again.
+		// (mounts.AbortConnection), and must take it down again.
 		if len(f) > 2 && (strings.HasPrefix(f[2], "fuse") && strings.Contains(l, "epochfs") || f[2] == "fusectl") {
 			out = append(out, f[1])
 		}

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	epochd "github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/views"
 	"golang.org/x/sys/unix"
@@ -682,7 +682,7 @@ func TestUnmountTellsTheTruthAboutADaemonItCannotAsk(t *testing.T) {
 	if pid <= 0 {
 		t.Fatal("no pid in status")
 	}
-	rec := filepath.Join(epochd.RuntimeDir(), epochd.Key(mnt)+".json")
+	rec := filepath.Join(mounts.RuntimeDir(), mounts.Key(mnt)+".json")
 	if err := os.Remove(rec); err != nil {
 		t.Fatalf("the daemon's record: %v", err)
 	}

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	epochd "github.com/epochfs/epochfs/internal/daemon"
+	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/views"
 )
 
@@ -453,7 +453,7 @@ func TestRootTrustsOnlyRootsRecordsAndItsOwnDaemons(t *testing.T) {
 p=$!; sleep 0.2
 start=$(awk '{print $22}' /proc/$p/stat)
 printf '{"pid":%%d,"start":%%s,"state_dir":"/x","mountpoint":"%%s","dev":"0:1"}\n' $p $start %[5]q > %[1]q/epochfs/%[6]s.json
-echo $p`, run, fake, src, mnt, ghost, epochd.Key(ghost))
+echo $p`, run, fake, src, mnt, ghost, mounts.Key(ghost))
 	out, err := u.as(0, script)
 	if err != nil {
 		t.Fatalf("plant: %v %s", err, out)

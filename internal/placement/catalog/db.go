@@ -31,7 +31,7 @@ func catalogOptions(dir string, readOnly bool) badger.Options {
 		WithCompactL0OnClose(false).
 		WithSyncWrites(false).
 		WithReadOnly(readOnly).
-		// One daemon per state directory: its lock (internal/daemon/lock.go)
+		// One daemon per state directory: its lock (internal/mounts/lock.go)
 		// guards the catalog. badger's own lock of the directory would
 		// outlive a daemon killed while its source hangs (its exit
 		// stuck closing a source file) and refuse the next mount.

@@ -1,4 +1,4 @@
-package daemon
+package mounts
 
 // The daemon's identity on disk. Two files let other commands find a daemon
 // without asking it anything, so they work when it is hung or dead:
@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Record is the runtime record of one mount; the zero value is "no daemon
@@ -92,9 +93,9 @@ func Key(mnt string) string {
 	return name
 }
 
-// writeRecord writes r into dir atomically, after removing the records of
+// WriteRecord writes r into dir atomically, after removing the records of
 // daemons that are gone, and returns its path.
-func writeRecord(dir string, r Record) (string, error) {
+func WriteRecord(dir string, r Record) (string, error) {
 	if err := MakeRuntimeDir(dir); err != nil {
 		return "", err
 	}
@@ -134,9 +135,9 @@ func writeRecord(dir string, r Record) (string, error) {
 	return path, nil
 }
 
-// removeRecord removes the record at path if it is still r's: a later
+// RemoveRecord removes the record at path if it is still r's: a later
 // daemon on the same mount point may have replaced it.
-func removeRecord(path string, r Record) {
+func RemoveRecord(path string, r Record) {
 	if cur, ok := loadRecord(path); ok && cur.PID == r.PID && cur.Start == r.Start {
 		os.Remove(path)
 	}
@@ -332,4 +333,24 @@ func procStat(path string) []string {
 		return nil
 	}
 	return strings.Fields(s[i+1:])
+}
+
+// WaitExit waits up to timeout for the daemon to exit and reports whether
+// it did. Once the daemon runs no more code it waits up to
+// ExitGrace for the exit to finish (its files closed, its state
+// directory's lock let go: the next mount then finds it free); an exit
+// stuck closing a file of a source that does not answer never finishes,
+// and the daemon counts as exited anyway (ProcExitingStuck).
+func WaitExit(d Record, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for d.Running() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for end := time.Now().Add(ExitGrace); !ProcGone(d.PID, d.Start) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package daemon
+package mounts
 
 import (
 	"errors"
@@ -9,6 +9,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+)
+
+var (
+	// ErrStateInUse: another live daemon holds the state directory.
+	ErrStateInUse = errors.New("daemon: state directory in use")
+	// ErrLocked: a lock taken without waiting is held (Lock).
+	ErrLocked = errors.New("held by another process")
 )
 
 // LockName is the daemon's lock file in the state directory.
@@ -111,12 +118,12 @@ func takeOver(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// stateLock is a held STATE/daemon.lock.
-type stateLock struct{ f *os.File }
+// StateLock is a held STATE/daemon.lock.
+type StateLock struct{ f *os.File }
 
-// lockState takes dir's lock for the life of this process and writes this
+// LockState takes dir's lock for the life of this process and writes this
 // process's pid into it.
-func lockState(dir string) (*stateLock, error) {
+func LockState(dir string) (*StateLock, error) {
 	f, err := tryLockState(dir)
 	if err != nil {
 		return nil, err
@@ -129,11 +136,11 @@ func lockState(dir string) (*stateLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("daemon: state directory %s: %w", dir, err)
 	}
-	return &stateLock{f: f}, nil
+	return &StateLock{f: f}, nil
 }
 
 // release drops the lock (the file stays, with the last holder's pid).
-func (l *stateLock) release() error { return l.f.Close() }
+func (l *StateLock) Release() error { return l.f.Close() }
 
 // CheckStateFree fails as New does when a live daemon holds dir's lock
 // (a *StateInUseError), and holds nothing itself: the mount command checks

@@ -1,4 +1,4 @@
-package daemon
+package mounts
 
 // Which records and processes a command believes. A record names a daemon
 // that commands wait for, and `epochfs list` shows; root reads the records
