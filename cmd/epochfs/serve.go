@@ -51,9 +51,11 @@ import (
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/daemon"
 	"github.com/epochfs/epochfs/internal/fs"
+	"github.com/epochfs/epochfs/internal/jobs"
 	"github.com/epochfs/epochfs/internal/mounts"
 	"github.com/epochfs/epochfs/internal/placement"
 	"github.com/epochfs/epochfs/internal/preprocess"
+	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/tier"
 	"github.com/epochfs/epochfs/internal/views"
 )
@@ -380,25 +382,29 @@ func serve(ma *mountArgs, stderr io.Writer, onReady func() error) (err error) {
 		// With a parent (daemonize) the parent waits for the walk;
 		// in the foreground the daemon does.
 		WaitWalk: ma.waitWalk && ma.readyFD < 0,
-		Workers:  cfg.Placement.Workers, Validate: validate,
-		ValidateTTL:      cfg.Placement.ValidateTTLDuration(),
-		FillAfter:        cfg.Placement.FillAfter,
-		SourceBandwidth:  cfg.Placement.SourceBandwidth.BytesPerSec,
-		SourceTimeout:    cfg.Placement.SourceTimeoutDuration(),
-		RefreshRate:      cfg.Placement.RefreshRate,
-		MaxDrop:          cfg.Placement.MaxDropFraction(),
-		MaxWarmupPerUser: max(1, cfg.Placement.WarmupPerUserBytes(tierBytes)),
-		BufferBytes:      cfg.Sampler.Buffer.Bytes, Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
-		MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser,
-		NoPassthrough:  ma.noPassthrough, Prewarm: cfg.Fuse.Prewarm, Version: version,
-		IoUring: ioUring, Readers: readers,
+		SourceOptions: source.Options{
+			Bandwidth: cfg.Placement.SourceBandwidth.BytesPerSec,
+			Timeout:   cfg.Placement.SourceTimeoutDuration(),
+			Patience:  ma.sourcePatience,
+		},
+		Placement: placement.Options{
+			Workers: cfg.Placement.Workers, Validate: validate,
+			ValidateTTL:      cfg.Placement.ValidateTTLDuration(),
+			FillAfter:        cfg.Placement.FillAfter,
+			RefreshRate:      cfg.Placement.RefreshRate,
+			MaxDrop:          cfg.Placement.MaxDropFraction(),
+			MaxWarmupPerUser: max(1, cfg.Placement.WarmupPerUserBytes(tierBytes)),
+			BufferBytes:      cfg.Sampler.Buffer.Bytes,
+		},
+		Jobs: jobs.Options{Lookahead: cfg.Sampler.Lookahead, Lease: cfg.Sampler.LeaseDuration(),
+			MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser},
+		FUSE: fs.Options{NoPassthrough: ma.noPassthrough, Prewarm: cfg.Fuse.Prewarm, Version: version,
+			IoUring: ioUring, Readers: readers},
 		ModelSettings:   ptr(modelSettings(cfg.Model)),
 		Views:           views,
-		MetricsListen:   cfg.Metrics.Listen,
-		MetricsPprof:    cfg.Metrics.Pprof,
+		Metrics:         daemon.MetricsOptions{Listen: cfg.Metrics.Listen, Pprof: cfg.Metrics.Pprof},
 		Cluster:         clusterOptions(cfg),
 		ShutdownTimeout: ma.shutdownTimeout,
-		SourcePatience:  ma.sourcePatience,
 		RuntimeDir:      mounts.RuntimeDir(), ConfigID: ma.configID,
 		Logger: log,
 	})

@@ -75,43 +75,25 @@ type Options struct {
 	Tiers      []tier.Options // fastest first
 	Rescan     bool           // walk the source even if the catalog is complete
 	Progress   func(int64)    // called during a walk with the entries seen
-	Workers    int            // background copy workers (placement default if 0)
-	Validate   placement.Validate
-	// SourceBandwidth caps source reads in bytes/s (0: none);
-	// SourceTimeout bounds every source operation (tier default if 0).
-	SourceBandwidth float64
-	SourceTimeout   time.Duration
-	RefreshRate     float64
-	// ValidateTTL: placement.Options.ValidateTTL.
-	ValidateTTL time.Duration
-	// FillAfter: placement.Options.FillAfter.
-	FillAfter int
 	// WaitWalk walks the source before New returns when a first walk is
 	// due (mount --wait-walk); otherwise the mount serves while the
 	// source is walked (catalog.Options.Background), unless the
 	// model splits the memory (model.memory_budget), which needs the
 	// dataset's counts.
 	WaitWalk bool
-	MaxDrop  float64 // placement.Options.MaxDrop
-	// MaxWarmupPerUser is placement.Options.MaxWarmupPerUser.
-	MaxWarmupPerUser int64
-	// DocBudget is fs.Options.DocBudget: the bytes one user's open ctl
-	// documents may hold together.
-	DocBudget int
-	// BufferBytes is the shared buffer's budget (0: no buffer); Lookahead
-	// and Lease configure the jobs of .epochfs/jobs/.
-	BufferBytes int64
-	Lookahead   int
-	Lease       time.Duration
-	// MaxJobsPerUser bounds one user's live jobs (jobs default if 0).
-	MaxJobsPerUser int
-	NoPassthrough  bool
-	// Prewarm: fs.Options.Prewarm.
-	Prewarm bool
-	// IoUring and Readers configure the FUSE transport (fs.Options).
-	IoUring fs.IoUringMode
-	Readers int
-	Version string
+
+	// Each package's own options, as the caller sets them. New fills in
+	// what it wires itself, over what they hold: the source's root, logger
+	// and hooks (its Patience applies only to a source an earlier mount
+	// knew); the placer's catalog, source, tiers, remote and logger; the
+	// jobs manager's placer, views, cluster and logger; the FUSE layer's
+	// placer, jobs, views, paths, logger and status.
+	SourceOptions source.Options    // Bandwidth, Timeout, Patience
+	Placement     placement.Options // Workers, validation, refresh, drops, warmup bound, buffer, kept copies
+	Jobs          jobs.Options      // Lookahead, Lease, MaxJobsPerUser
+	FUSE          fs.Options        // NoPassthrough, Prewarm, IoUring, Readers, DocBudget, Version
+	Metrics       MetricsOptions
+
 	// ModelSettings is the [model] section. With a memory budget, the
 	// DSI model splits it (internal/model/split): a tier whose Quota is 0 takes the
 	// encoded share, caches without budgets of their own take theirs.
@@ -120,29 +102,25 @@ type Options struct {
 	ModelSettings *model.Settings
 	// Views, if set, serves the preprocessed views (.epochfs/views/).
 	Views *views.Config
-	// MetricsListen is the metrics endpoint's address (host:port); ""
-	// serves none.
-	MetricsListen string
-	// MetricsPprof also serves Go's profiles on MetricsListen.
-	MetricsPprof bool
-	// OpenFiles and KeptCopies bound the tier descriptors and the resident
-	// copies kept ready between opens (placement.Options; 0: defaults).
-	OpenFiles, KeptCopies int
 	// Cluster, if set, is the Redis Cluster the nodes of a job share
 	// (cluster.go): a cluster tier between the local tiers and the source.
 	// A cluster that cannot be used fails New with ErrConfig.
 	Cluster *cluster.Options
-	// SourcePatience is how long New waits for the root of a source an
-	// earlier mount knew before it mounts without it (tier's
-	// DefaultPatience if 0).
-	SourcePatience time.Duration
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
-	// CLI's daemon: RuntimeDir()); ConfigID is recorded in it.
+	// CLI's daemon: mounts.RuntimeDir()); ConfigID is recorded in it.
 	RuntimeDir string
 	ConfigID   string
 	Logger     *zap.Logger
+}
+
+// MetricsOptions configure the metrics endpoint.
+type MetricsOptions struct {
+	// Listen is the endpoint's address (host:port); "" serves none.
+	Listen string
+	// Pprof also serves Go's profiles there.
+	Pprof bool
 }
 
 // Mount is one assembled, mounted dataset.
@@ -197,9 +175,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 			m.teardown()
 		}
 	}()
-	if o.MetricsListen != "" {
+	if o.Metrics.Listen != "" {
 		m.met = metrics.New(metrics.Options{Status: m.statusDoc, Jobs: m.jobList, Logger: o.Logger})
-		if m.metSrv, err = m.met.Listen(o.MetricsListen, o.MetricsPprof); err != nil {
+		if m.metSrv, err = m.met.Listen(o.Metrics.Listen, o.Metrics.Pprof); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
@@ -214,10 +192,13 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	// the model measures the pipeline on a few of its files.
 	// A source an earlier mount knew may be sick now: the mount serves
 	// what that mount left and finds the source in the background.
-	sopts := source.Options{Root: o.Source, Bandwidth: o.SourceBandwidth,
-		Timeout: o.SourceTimeout, Logger: o.Logger, OnNewMount: m.sourceMountedAgain, ProbeInterval: sourceProbe}
+	sopts := o.SourceOptions
+	sopts.Root, sopts.Logger, sopts.OnNewMount, sopts.ProbeInterval = o.Source, o.Logger, m.sourceMountedAgain, sourceProbe
+	sopts.Expect = nil
 	if id, ok := LastSourceID(o.StateDir, o.Source); ok {
-		sopts.Expect, sopts.Patience = &id, o.SourcePatience
+		sopts.Expect = &id
+	} else {
+		sopts.Patience = 0
 	}
 	m.src, err = source.Open(sopts)
 	if err != nil {
@@ -268,11 +249,8 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		}
 		tiers = append(tiers, t)
 	}
-	po := placement.Options{
-		Catalog: m.cat, Source: m.src, Tiers: tiers, Workers: o.Workers,
-		Validate: o.Validate, ValidateTTL: o.ValidateTTL, FillAfter: o.FillAfter, RefreshRate: o.RefreshRate, MaxDrop: o.MaxDrop, MaxWarmupPerUser: o.MaxWarmupPerUser, Logger: o.Logger,
-		BufferBytes: o.BufferBytes, OpenFiles: o.OpenFiles, KeptCopies: o.KeptCopies,
-	}
+	po := o.Placement
+	po.Catalog, po.Source, po.Tiers, po.Logger, po.Remote, po.ObserveOpen = m.cat, m.src, tiers, o.Logger, nil, nil
 	if m.cl != nil {
 		po.Remote = clusterRemote{m.cl}
 	}
@@ -295,10 +273,8 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		vset = views.NewSet(views.Options{Engine: m.engine, Pipeline: o.Views.Pipeline, MaxBatchBytes: o.Views.MaxBatchBytes,
 			Placer: m.p, Logger: o.Logger})
 	}
-	jo := jobs.Options{
-		Placer: m.p, Lookahead: o.Lookahead, Lease: o.Lease, Logger: o.Logger, Views: vset,
-		MaxJobsPerUser: o.MaxJobsPerUser,
-	}
+	jo := o.Jobs
+	jo.Placer, jo.Logger, jo.Views, jo.Cluster = m.p, o.Logger, vset, nil
 	if m.cl != nil {
 		jo.Cluster = clusterJobs{m.cl}
 	}
@@ -317,11 +293,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	m.steps = append(m.steps, step{what: "the jobs manager (prefetches in flight, reading the source)",
 		close: func() error { m.p.Buffer().SetDemandHook(nil); m.jm.Close(); return nil }})
-	fo := fs.Options{
-		Placer: m.p, Source: o.Source, Mountpoint: o.Mountpoint, Version: o.Version,
-		Logger: o.Logger, NoPassthrough: o.NoPassthrough, Prewarm: o.Prewarm, Jobs: m.jm,
-		IoUring: o.IoUring, Readers: o.Readers, DocBudget: o.DocBudget,
-	}
+	fo := o.FUSE
+	fo.Placer, fo.Source, fo.Mountpoint, fo.Logger, fo.Jobs = m.p, o.Source, o.Mountpoint, o.Logger, m.jm
+	fo.Views, fo.MoreStatus, fo.Model = nil, nil, nil
 	if m.view != nil {
 		fo.Views = m.view
 	}

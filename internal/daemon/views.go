@@ -39,7 +39,7 @@ func (m *Mount) startViews(vo *views.Config, dec, aug int64) error {
 // budgets: the views' decoded and augmented caches and the shared buffer
 // (RAM tiers are tmpfs, outside the process).
 func (m *Mount) MemoryBudget() int64 {
-	b := m.o.BufferBytes
+	b := m.o.Placement.BufferBytes
 	if m.engine != nil {
 		st := m.engine.Stats()
 		b += st.DecodedBudget + st.AugmentedBudget

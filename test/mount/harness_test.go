@@ -244,14 +244,16 @@ func (e *env) mount() {
 	}
 	m, err := epochd.New(context.Background(), epochd.Options{
 		Source: e.src, Mountpoint: e.mnt, StateDir: e.state, Tiers: tiers,
-		Workers: 2, Validate: e.opts.validate, ValidateTTL: e.opts.validateTTL, SourceTimeout: e.opts.sourceTimeout,
-		SourceBandwidth: e.opts.sourceBandwidth,
-		BufferBytes:     e.opts.bufferBytes, NoPassthrough: e.opts.noPassthrough,
-		MetricsListen: e.opts.metricsListen, Version: "test", Logger: log,
-		Views: e.opts.views, ModelSettings: e.opts.model, Lease: e.opts.lease,
-		OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
-		Cluster: e.opts.cluster, MaxWarmupPerUser: e.opts.maxWarmupPerUser, DocBudget: e.opts.docBudget,
-		WaitWalk: !e.opts.serveWhileWalking, Prewarm: e.opts.prewarm,
+		SourceOptions: source.Options{Timeout: e.opts.sourceTimeout, Bandwidth: e.opts.sourceBandwidth},
+		Placement: placement.Options{Workers: 2, Validate: e.opts.validate, ValidateTTL: e.opts.validateTTL,
+			BufferBytes: e.opts.bufferBytes, OpenFiles: e.opts.openFiles, KeptCopies: e.opts.keptCopies,
+			MaxWarmupPerUser: e.opts.maxWarmupPerUser},
+		Jobs:    jobs.Options{Lease: e.opts.lease},
+		FUSE:    fs.Options{NoPassthrough: e.opts.noPassthrough, Version: "test", DocBudget: e.opts.docBudget, Prewarm: e.opts.prewarm},
+		Metrics: epochd.MetricsOptions{Listen: e.opts.metricsListen}, Logger: log,
+		Views: e.opts.views, ModelSettings: e.opts.model,
+		Cluster:  e.opts.cluster,
+		WaitWalk: !e.opts.serveWhileWalking,
 	})
 	if err != nil {
 		t.Fatal(err)
