@@ -24,19 +24,6 @@ func fromMap(m map[string]string) *Doc {
 	return Parse([]byte(b.String()))
 }
 
-// formatBytes writes a byte count as epochfs's config does.
-func formatBytes(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := int64(1024), 0
-	for m := n / 1024; m >= 1024 && exp < 5; m /= 1024 {
-		div *= 1024
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // sample is a document with a field of every kind, a section and the
 // zero instant.
 func sample() *Doc {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/config"
 )
 
 // The summary names the mount, the resident share, each tier's use of its
@@ -23,7 +25,7 @@ func TestStatusSummary(t *testing.T) {
 		"jobs": "2",
 	})
 	var out bytes.Buffer
-	Summary(&out, a, b, 500*time.Millisecond, formatBytes)
+	Summary(&out, a, b, 500*time.Millisecond, config.FormatBytes)
 	for _, want := range []string{
 		"epochfs v1 at /mnt/in (pid 42, transport io_uring, passthrough on)",
 		"/pfs/in: 1000 files, 4.0GiB; catalog ok",
