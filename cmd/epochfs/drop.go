@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
 const dropSynopsis = "drop [--all] MOUNTPOINT [PATH...]"
@@ -44,7 +45,7 @@ func runDrop(args []string, stdout, stderr io.Writer) error {
 			}
 			rels = append(rels, rel)
 		}
-		docs = ctlDocs(rels, warmupDocMax)
+		docs = ctlpath.Docs(rels, ctlpath.DocMax)
 	}
 	for _, doc := range docs {
 		if err := os.WriteFile(ctl, []byte(doc), 0); err != nil {

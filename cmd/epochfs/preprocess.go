@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/epochfs/epochfs/internal/config"
+	"github.com/epochfs/epochfs/internal/daemon"
 	"github.com/epochfs/epochfs/internal/preprocess"
 )
 
@@ -61,7 +62,7 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 		}
 		names[name] = img
 	}
-	p, err := preprocess.New(pipelineOptions(pc))
+	p, err := preprocess.New(daemon.PipelineOptions(pc))
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -87,7 +88,7 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 	}
 	read := func(_ context.Context, s *preprocess.State) error { return p.LoadFile(s, s.Key) }
 	write := func(_ context.Context, s *preprocess.State) error {
-		err := writeNPY(outPath(s.Key), s.Out)
+		err := preprocess.WriteNPYFile(outPath(s.Key), s.Out)
 		s.Value = outputInfo{s.Out.DType, s.Out.Shape}
 		s.Out.Release()
 		s.Out = nil
@@ -127,31 +128,4 @@ func runPreprocess(args []string, stdout, stderr io.Writer) error {
 type outputInfo struct {
 	dtype preprocess.DType
 	shape []int
-}
-
-// writeNPY writes t to path atomically (temp file in the same directory,
-// then rename), so a reader never sees a partial file. The file is one
-// write of the tensor's memory (Tensor.NPY).
-func writeNPY(path string, t *preprocess.Tensor) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.npy")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if err := preprocess.WriteNPY(f, t); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

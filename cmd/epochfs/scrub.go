@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
 const (
@@ -72,7 +74,7 @@ func scrub(mntArg string, paths []string, name, opt string, timeout time.Duratio
 	}
 	cmd := opt + "all\n"
 	if len(rels) > 0 {
-		cmd = opt + ctlLines(rels)
+		cmd = opt + ctlpath.Lines(rels)
 	}
 	if err := os.WriteFile(ctl, []byte(cmd), 0); err != nil {
 		switch {

@@ -15,16 +15,11 @@ package main
 // an epilog must not unmount the node's scratch disk.
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/epochfs/epochfs/internal/mounts"
@@ -73,8 +68,8 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	}
 	mnt, _ := filepath.Abs(pos[0])
 	if m, ok := mounts.FindMount(mnt); ok {
-		if err := refuseForeign(mnt, m); err != nil {
-			return err
+		if err := mounts.RefuseForeign(mnt, m); err != nil {
+			return exitFor(err)
 		}
 	}
 	lk, err := lockMountpoint(mnt, stderr)
@@ -108,14 +103,14 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	detached := *lazy
 	switch {
 	case mounted:
-		if err := refuseForeign(mnt, entry); err != nil {
-			return err // mounted since the first look
+		if err := mounts.RefuseForeign(mnt, entry); err != nil {
+			return exitFor(err) // mounted since the first look
 		}
-		if err := checkMayUnmount(mnt, entry); err != nil {
-			return err
+		if err := mounts.CheckMayUnmount(mnt, entry); err != nil {
+			return exitFor(err)
 		}
-		if err := unmount(mnt, *lazy); err != nil {
-			return err
+		if err := mounts.UnmountExplained(mnt, *lazy); err != nil {
+			return exitFor(err)
 		}
 		// The mount is gone from the mount point: so are its users and
 		// its keep, even while its daemon drains (the next mount there
@@ -163,46 +158,4 @@ func runUnmount(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "epochfs: unmounted %s\n", mnt)
 	return nil
-}
-
-// refuseForeign refuses the unmount of m, the mount at mnt, unless it is
-// an epochfs mount (fstype fuse.epochfs).
-func refuseForeign(mnt string, m mounts.MountEntry) error {
-	if m.Epochfs() {
-		return nil
-	}
-	return usageErr("%s is a %s mount of %s, not an epochfs mount: not unmounting it (check the mount point you gave, e.g. EPOCHFS_MOUNT)", mnt, m.FSType, m.Source)
-}
-
-// checkMayUnmount refuses, with what to do, the unmount of a FUSE mount
-// that another user made by a user other than root: fusermount3 would only
-// say that it finds no entry for it in /etc/mtab.
-func checkMayUnmount(mnt string, m mounts.MountEntry) error {
-	uid := os.Geteuid()
-	if uid == 0 || m.UserID < 0 || m.UserID == uid {
-		return nil
-	}
-	who := "uid " + strconv.Itoa(m.UserID)
-	if u, err := user.LookupId(strconv.Itoa(m.UserID)); err == nil {
-		who = fmt.Sprintf("%s (uid %d)", u.Username, m.UserID)
-	}
-	if m.UserID == 0 {
-		return runtimeErr("%s was mounted by %s and only root can unmount it: run 'sudo epochfs unmount %s' or ask an administrator (a job's epilog, which runs as root, unmounts it)", mnt, who, mnt)
-	}
-	return runtimeErr("%s was mounted by %s and only that user or root can unmount it", mnt, who)
-}
-
-func unmount(mnt string, lazy bool) error {
-	err := mounts.Unmount(mnt, lazy)
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, syscall.EBUSY) {
-		return runtimeErr("%s is busy (a process has files open there); close them or use --lazy", mnt)
-	}
-	var ue *mounts.UnmountError
-	if errors.As(err, &ue) && ue.Output != "" {
-		return runtimeErr("cannot unmount %s: %s", mnt, ue.Output)
-	}
-	return runtimeErr("unmount %s: %v", mnt, errors.Unwrap(err))
 }

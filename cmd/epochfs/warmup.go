@@ -45,9 +45,9 @@ func runWarmup(args []string, stdout, stderr io.Writer) error {
 	}
 	paths := pos[1:]
 	if *list != "" {
-		listed, err := readPathList(*list, *nul, os.Stdin)
+		listed, err := ctlpath.ReadList(*list, *nul, os.Stdin)
 		if err != nil {
-			return err
+			return usageErr("%v", err)
 		}
 		if len(listed) == 0 {
 			return usageErr("-f %s: no paths in it", *list)
@@ -67,7 +67,7 @@ func runWarmup(args []string, stdout, stderr io.Writer) error {
 	}
 	docs := []string{"all\n"}
 	if len(rels) > 0 {
-		docs = ctlDocs(rels, warmupDocMax)
+		docs = ctlpath.Docs(rels, ctlpath.DocMax)
 	}
 	for _, doc := range docs {
 		if err := os.WriteFile(filepath.Join(mnt, ".epochfs", "warmup"), []byte(doc), 0); err != nil {
@@ -255,74 +255,4 @@ func warmupDryRun(mnt string, rels []string, st map[string]string, stdout io.Wri
 	fmt.Fprintf(stdout, "files:        %d (%s)\nto copy:      %d (%s)\ntier room:    %s\nresult:       %s\n",
 		files, config.FormatBytes(bytes), missFiles, config.FormatBytes(missBytes), config.FormatBytes(free), fits)
 	return nil
-}
-
-// ctlLines renders dataset paths as a ctl document: one per line, quoted
-// when they are not plain lines (ctlpath) or would read as a keyword
-// ("all", "--content", "--allow-drop").
-func ctlLines(rels []string) string {
-	var b strings.Builder
-	for _, r := range rels {
-		switch q := ctlpath.Quote(r); q {
-		case "all", "--content", "--allow-drop":
-			b.WriteString(`"` + q + `"`)
-		default:
-			b.WriteString(q)
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// warmupDocMax bounds one warmup document (the ctl file takes 64 MiB); a
-// longer list is written as several, each queued in turn.
-const warmupDocMax = 16 << 20
-
-// ctlDocs is ctlLines split into documents of at most max bytes (a path
-// longer than max gets one of its own).
-func ctlDocs(rels []string, max int) []string {
-	var docs []string
-	var b strings.Builder
-	for _, r := range rels {
-		line := ctlLines([]string{r})
-		if b.Len() > 0 && b.Len()+len(line) > max {
-			docs = append(docs, b.String())
-			b.Reset()
-		}
-		b.WriteString(line)
-	}
-	if b.Len() > 0 {
-		docs = append(docs, b.String())
-	}
-	return docs
-}
-
-// readPathList reads the paths of a -f LIST: one per line (or per NUL with
-// -z), exactly as written apart from a line's ending ("\r\n" too); empty
-// entries are skipped. "-" is stdin.
-func readPathList(name string, nul bool, stdin io.Reader) ([]string, error) {
-	var data []byte
-	var err error
-	if name == "-" {
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(name)
-	}
-	if err != nil {
-		return nil, usageErr("-f %s: %v", name, err)
-	}
-	sep := "\n"
-	if nul {
-		sep = "\x00"
-	}
-	var out []string
-	for _, p := range strings.Split(string(data), sep) {
-		if !nul {
-			p = strings.TrimSuffix(p, "\r")
-		}
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"unsafe"
 )
@@ -122,4 +124,31 @@ func WriteNPY(w io.Writer, t *Tensor) error {
 		return fmt.Errorf("preprocess: write npy: %w", err)
 	}
 	return nil
+}
+
+// WriteNPYFile writes t to path atomically (temp file in the same directory,
+// then rename), so a reader never sees a partial file. The file is one
+// write of the tensor's memory (Tensor.NPY).
+func WriteNPYFile(path string, t *Tensor) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.npy")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	if err := WriteNPY(f, t); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
