@@ -347,7 +347,7 @@ func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
 		for _, name := range strings.Split(rel, "/") {
 			next := cur.Lookup(name)
 			if next == nil && cur.Kind == catalog.KindDir {
-				p.refreshDir(nil, cur, run) // one level: adds what is new
+				p.refreshDir(cur, run) // one level: adds what is new
 				next = cur.Lookup(name)
 			}
 			if next == nil {
@@ -362,7 +362,7 @@ func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
 		}
 	}
 	if e.Kind == catalog.KindDir {
-		pool.do(func() { p.refreshDir(pool, e, run) })
+		catalog.Descend(p.ctx, e, scrubWorkers, func(d *catalog.Entry) []*catalog.Entry { return p.refreshDir(d, run) })
 		return
 	}
 	pool.do(func() { p.refreshLeaf(e, run) })
@@ -390,7 +390,7 @@ func (p *Placer) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 		return
 	}
 	if d := p.cat.ParentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
-		p.refreshDir(nil, d, run)
+		p.refreshDir(d, run)
 	}
 }
 
@@ -428,21 +428,22 @@ func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 	}
 }
 
-// refreshDir compares directory d with the source: removes what the source
-// no longer has, adds what is new, updates the rest. With a pool it goes on
-// into the subdirectories (in parallel); without, it stays at one level.
-func (p *Placer) refreshDir(pool *pool, d *catalog.Entry, run *scrubRun) {
+// refreshDir compares directory d with the source, one level: removes
+// what the source no longer has, adds what is new, updates the rest. It
+// returns d's subdirectories, for a refresh that goes on below d
+// (catalog.Descend).
+func (p *Placer) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catalog.Entry) {
 	if p.op() != nil {
-		return
+		return nil
 	}
 	des, err := p.src.ReadDir(p.ctx, d.Path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && d.Path != "" {
 			p.remove(d, run, err)
-			return
+			return nil
 		}
 		run.fail(err)
-		return
+		return nil
 	}
 	seen := make(map[string]bool, len(des))
 	for _, de := range des {
@@ -455,7 +456,7 @@ func (p *Placer) refreshDir(pool *pool, d *catalog.Entry, run *scrubRun) {
 	}
 	for _, de := range des {
 		if p.ctx.Err() != nil || p.op() != nil {
-			return
+			return subdirs
 		}
 		rel := catalog.ChildPath(d.Path, de.Name())
 		fi, err := p.src.Stat(p.ctx, rel)
@@ -497,11 +498,11 @@ func (p *Placer) refreshDir(pool *pool, d *catalog.Entry, run *scrubRun) {
 		} else {
 			p.refreshSame(c, fi, run)
 		}
-		if c.Kind == catalog.KindDir && pool != nil {
-			sub := c
-			pool.do(func() { p.refreshDir(pool, sub, run) })
+		if c.Kind == catalog.KindDir {
+			subdirs = append(subdirs, c)
 		}
 	}
+	return subdirs
 }
 
 // addEntry adds a new entry found on the source.

@@ -194,27 +194,10 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 // run walks the tree below root, skipping what was read on demand, then
 // stores it whole and starts the catalog's writer.
 func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
-	sem := make(chan struct{}, max(bg.workers, 1))
-	var wg sync.WaitGroup
-	var visit func(d *Entry)
-	visit = func(d *Entry) {
-		defer wg.Done()
-		if bg.ctx.Err() != nil {
-			return
-		}
-		sem <- struct{}{}
+	Descend(bg.ctx, root, bg.workers, func(d *Entry) []*Entry {
 		bg.list(bg.ctx, c, d, false)
-		<-sem
-		for _, k := range d.Children() {
-			if k.Kind == KindDir {
-				wg.Add(1)
-				go visit(k)
-			}
-		}
-	}
-	wg.Add(1)
-	visit(root)
-	wg.Wait()
+		return dirsOf(d.Children())
+	})
 	if bg.ctx.Err() != nil {
 		c.walkErr = ErrWalkStopped
 		c.log.Info("walk of the source stopped before its end; the next mount walks again",

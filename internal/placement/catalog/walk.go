@@ -42,27 +42,15 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 		return nil, fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
 	}
 	root := entryFromInfo("", st)
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
 	var seen atomic.Int64
 	var progMu sync.Mutex
-	var firstErr error
-	var errMu sync.Mutex
-	var visit func(d *Entry)
-	visit = func(d *Entry) {
-		defer wg.Done()
-		if ctx.Err() != nil {
-			return
-		}
-		sem <- struct{}{}
+	var firstErr error // the root's: the others' are logged
+	Descend(ctx, root, workers, func(d *Entry) []*Entry {
 		kids, err := readKids(ctx, src, d, log)
-		<-sem
 		if err != nil {
 			if d.Path == "" {
-				errMu.Lock()
 				firstErr = fmt.Errorf("catalog: walk %s: %w", src.Root(), err)
-				errMu.Unlock()
-				return
+				return nil
 			}
 			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
 		}
@@ -74,16 +62,8 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 			progress(n)
 		}
 		progMu.Unlock()
-		for _, k := range kids {
-			if k.Kind == KindDir {
-				wg.Add(1)
-				go visit(k)
-			}
-		}
-	}
-	wg.Add(1)
-	visit(root)
-	wg.Wait()
+		return dirsOf(kids)
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("catalog: walk: %w", err)
 	}
