@@ -209,14 +209,14 @@ func (b *Buffer) Fetch(e *catalog.Entry, done func(error)) {
 	}
 	b.fetchWG.Add(1)
 	b.fetchMu.Unlock()
-	if !e.NoSpace() && !b.has(e) {
+	if !e.Residency().NoSpace() && !b.has(e) {
 		go func() {
 			defer b.fetchWG.Done()
 			b.place(e)
 			switch {
 			case e.Tier() >= 0:
 				done(ErrPlaced)
-			case !e.NoSpace():
+			case !e.Residency().NoSpace():
 				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path))
 			default:
 				b.fetchWG.Add(1) // balanced by fetchBuffered
@@ -369,7 +369,7 @@ func (b *Buffer) attach(r *Reader) bool {
 		return false
 	}
 	hook := b.hook.Load()
-	if hook == nil || !e.NoSpace() || e.Attr().Size > b.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
+	if hook == nil || !e.Residency().NoSpace() || e.Attr().Size > b.buf.Budget()/bufferHeadroom || !hook.Wanted(e) {
 		return false
 	}
 	select {

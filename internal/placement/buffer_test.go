@@ -26,7 +26,7 @@ func bufferDataset(n int) dataset {
 func noTier(e *env) []*catalog.Entry {
 	var out []*catalog.Entry
 	e.cat.Root().Files(func(en *catalog.Entry) bool {
-		en.SetNoSpace(true)
+		en.Residency().SetNoSpace(true)
 		out = append(out, en)
 		return true
 	})

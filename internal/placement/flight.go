@@ -247,7 +247,7 @@ func (p *Placer) copy(f *flight) error {
 	if t == nil {
 		// No eviction: a file every tier refused for space will not fit
 		// later this mount. Unhealthy tiers may take it later.
-		if allFull && !e.SetNoSpace(true) {
+		if allFull && !e.Residency().SetNoSpace(true) {
 			p.nospace.Add(1)
 		}
 		return errNoTier
@@ -274,7 +274,7 @@ func (p *Placer) copy(f *flight) error {
 		defer sf.Close()
 		// The open found the version being copied: this mount's check
 		// (the readers that join the copy need none of their own).
-		e.SetValidated(true)
+		e.Residency().SetValidated(true)
 		f.setChecked(true)
 	}
 	tmp, err := t.Create(e.Path, res)
@@ -331,7 +331,7 @@ func (p *Placer) copy(f *flight) error {
 	p.refreshMu.Unlock()
 	// The copy read the version it checked at its open: a check of this
 	// mount (its record is written next).
-	e.SetValidated(true)
+	e.Residency().SetValidated(true)
 	e.SetChecked(time.Now().Unix())
 	if err := p.cat.Persist(e); err != nil {
 		// Served from the tier this mount; copied again after a remount.

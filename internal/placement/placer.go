@@ -376,7 +376,7 @@ func (p *Placer) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 
 // wants reports whether e still needs a copy.
 func (p *Placer) wants(e *catalog.Entry) bool {
-	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.NoSpace() {
+	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() {
 		return false
 	}
 	_, busy := p.flights.Load(e)

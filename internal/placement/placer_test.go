@@ -204,7 +204,7 @@ func TestQuotaSkipsFilesThatDoNotFitAndPlacesSmallerOnes(t *testing.T) {
 	if tr.Used() > quota {
 		t.Fatalf("tier uses %d bytes, quota %d", tr.Used(), quota)
 	}
-	if !e.entry("0-huge").NoSpace() || e.entry("0-huge").Tier() >= 0 {
+	if !e.entry("0-huge").Residency().NoSpace() || e.entry("0-huge").Tier() >= 0 {
 		t.Error("a file larger than the quota was not skipped")
 	}
 	var skipped int64

@@ -63,7 +63,7 @@ func (p *Placer) Prewarm(ctx context.Context, want func(tier int) bool, attach f
 			return true // a reader was first
 		}
 		a := e.Attr()
-		gen := e.CopyGen()
+		gen := e.Residency().CopyGen()
 		fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
 		if err != nil || size != a.Size {
 			if err == nil {

@@ -178,7 +178,7 @@ const remoteSlotWait = 5 * time.Second
 
 func (p *Placer) attach(ctx context.Context, r *Reader) {
 	e := r.e
-	if e.NoSpace() {
+	if e.Residency().NoSpace() {
 		return
 	}
 	if p.cat.Walking() && p.copyLater(e) {
@@ -277,7 +277,7 @@ func (p *Placer) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident
 	if c := p.res.lookup(e, i, a); c != nil {
 		return c
 	}
-	gen := e.CopyGen()
+	gen := e.Residency().CopyGen()
 	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
 	switch {
 	case err == nil && size == a.Size:

@@ -153,7 +153,7 @@ func (c *Resident) useFD(p *Placer) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
-		if c.closed || c.e.CopyGen() != c.gen {
+		if c.closed || c.e.Residency().CopyGen() != c.gen {
 			return -1, errCopyGone
 		}
 		fd, size, err := p.o.Tiers[c.tier].OpenFD(c.e.Path)
@@ -290,7 +290,7 @@ func (p *Placer) ResidentStats() ResidentStats {
 // or nil.
 func (rc *residentCache) lookup(e *catalog.Entry, i int, a catalog.Attr) *Resident {
 	c := keptOf(e)
-	if c == nil || c.tier != i || c.size != a.Size || c.mtime != a.Mtime || c.gen != e.CopyGen() || !c.Hold() {
+	if c == nil || c.tier != i || c.size != a.Size || c.mtime != a.Mtime || c.gen != e.Residency().CopyGen() || !c.Hold() {
 		return nil
 	}
 	if !c.used.Load() {
@@ -314,7 +314,7 @@ func (rc *residentCache) newResident(e *catalog.Entry, fd, i int, a catalog.Attr
 	c := &Resident{e: e, fd: fd, tier: i, size: a.Size, mtime: a.Mtime, gen: gen, c: rc}
 	c.refs.Store(1)
 	c.used.Store(!prewarm)
-	if e.CopyGen() != gen {
+	if e.Residency().CopyGen() != gen {
 		// Dropped while it was being opened: serve this open only.
 		return c
 	}
@@ -342,7 +342,7 @@ func (rc *residentCache) newResident(e *catalog.Entry, fd, i int, a catalog.Attr
 	rc.ring = append(rc.ring, c)
 	storeKept(e, c)
 	rc.mu.Unlock()
-	if e.CopyGen() != gen {
+	if e.Residency().CopyGen() != gen {
 		// The copy was dropped while it was being kept.
 		rc.forget(e)
 	}
@@ -428,22 +428,22 @@ func (rc *residentCache) close() {
 // forgetResident is called wherever a copy of e is dropped, after its tier
 // was cleared: the copy's kept Resident is no longer served.
 func (p *Placer) forgetResident(e *catalog.Entry) {
-	e.BumpCopyGen()
+	e.Residency().BumpCopyGen()
 	p.res.forget(e)
 }
 
 // keptOf is e's kept Resident (the entry's slot, catalog.Entry.Slot), or
 // nil.
 func keptOf(e *catalog.Entry) *Resident {
-	return (*Resident)(atomic.LoadPointer(e.Slot()))
+	return (*Resident)(atomic.LoadPointer(e.Residency().Slot()))
 }
 
 // storeKept makes c e's kept Resident.
 func storeKept(e *catalog.Entry, c *Resident) {
-	atomic.StorePointer(e.Slot(), unsafe.Pointer(c))
+	atomic.StorePointer(e.Residency().Slot(), unsafe.Pointer(c))
 }
 
 // casKept replaces e's kept Resident old by c, if old is still it.
 func casKept(e *catalog.Entry, old, c *Resident) bool {
-	return atomic.CompareAndSwapPointer(e.Slot(), unsafe.Pointer(old), unsafe.Pointer(c))
+	return atomic.CompareAndSwapPointer(e.Residency().Slot(), unsafe.Pointer(old), unsafe.Pointer(c))
 }

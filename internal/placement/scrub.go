@@ -175,7 +175,7 @@ func (r *scrubRun) fail(err error) {
 func (s *Scrubber) NewSourceMount() {
 	p := s.p
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
-		e.SetValidated(false)
+		e.Residency().SetValidated(false)
 		e.SetChecked(0)
 		return true
 	})
@@ -302,11 +302,11 @@ func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
 	pool := newPool(p.ctx, scrubWorkers)
 	if req.Kind == ScrubRevalidate {
 		p.cat.Root().Files(func(f *catalog.Entry) bool {
-			if !f.Recheck() {
+			if !f.Residency().Recheck() {
 				return true
 			}
 			return pool.do(func() {
-				if f.Recheck() { // an open's check may have come first
+				if f.Residency().Recheck() { // an open's check may have come first
 					p.refreshLeaf(f, run)
 				}
 			})
@@ -512,7 +512,7 @@ func (p *Placer) addEntry(e *catalog.Entry, run *scrubRun) bool {
 		return false
 	}
 	if e.Kind == catalog.KindFile {
-		e.SetValidated(true)
+		e.Residency().SetValidated(true)
 		run.added.Add(1)
 		p.enqueueIfWarm(e)
 	}

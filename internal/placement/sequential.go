@@ -62,7 +62,7 @@ func (p *Placer) noteOpen(ctx context.Context, e *catalog.Entry) {
 		if f == nil {
 			return // past the last file
 		}
-		if f.Gone() || f.Tier() >= 0 || f.NoSpace() || !who.May(f.Attr(), catalog.PermRead) || !p.cat.ReachableAs(who, f) {
+		if f.Gone() || f.Tier() >= 0 || f.Residency().NoSpace() || !who.May(f.Attr(), catalog.PermRead) || !p.cat.ReachableAs(who, f) {
 			continue
 		}
 		if !p.copyAhead(f) {

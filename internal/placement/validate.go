@@ -132,7 +132,7 @@ func (p *Placer) needsValidation(e *catalog.Entry) bool {
 	case ValidateOpen:
 		return true
 	case ValidateOnce:
-		return !e.Validated() && !p.fresh(e)
+		return !e.Residency().Validated() && !p.fresh(e)
 	}
 	return false
 }
@@ -173,7 +173,7 @@ func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, 
 		return false, nil, nil, nil
 	}
 	if e.Tier() < 0 {
-		if p.o.Remote == nil && !p.buffer.has(e) && !(p.buffer.buf != nil && e.NoSpace()) {
+		if p.o.Remote == nil && !p.buffer.has(e) && !(p.buffer.buf != nil && e.Residency().NoSpace()) {
 			return p.openChecked(ctx, e)
 		}
 		fi, err := p.src.Stat(ctx, e.Path)
@@ -230,7 +230,7 @@ func (p *Placer) openChecked(ctx context.Context, e *catalog.Entry) (changed boo
 	// joinable: a check of this mount found the version the copy under
 	// way copies, or the copy is installed already.
 	joinable := func() bool {
-		if p.o.Validate == ValidateOpen || !e.Validated() && !p.fresh(e) {
+		if p.o.Validate == ValidateOpen || !e.Residency().Validated() && !p.fresh(e) {
 			return false
 		}
 		f, ok := p.flights.Load(e)
@@ -353,8 +353,8 @@ func (p *Placer) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync boo
 // is older than a fraction of the TTL: a check of every open (validate =
 // "open") does not write the catalog at every open.
 func (p *Placer) checkedNow(e *catalog.Entry) {
-	e.SetValidated(true)
-	if e.SetRecheck(false) {
+	e.Residency().SetValidated(true)
+	if e.Residency().SetRecheck(false) {
 		p.rechecks.Add(-1)
 	}
 	now := time.Now().Unix()
@@ -381,8 +381,8 @@ func (p *Placer) trustChecks() {
 	var stale int64
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		if e.Tier() >= 0 && !p.fresh(e) {
-			e.SetValidated(true) // served meanwhile
-			e.SetRecheck(true)
+			e.Residency().SetValidated(true) // served meanwhile
+			e.Residency().SetRecheck(true)
 			stale++
 		}
 		return true
@@ -465,7 +465,7 @@ func (p *Placer) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (changed b
 		}
 	}
 	if changed && e.Kind == catalog.KindFile {
-		e.SetNoSpace(false)
+		e.Residency().SetNoSpace(false)
 		p.cat.AddBytes(a.Size - old.Size)
 	}
 	if changed && e.Kind == catalog.KindFile {
@@ -492,7 +492,7 @@ func (p *Placer) removeEntry(e *catalog.Entry) {
 	p.refreshMu.Lock()
 	files, ok := p.cat.Remove(e)
 	for _, f := range files {
-		if f.SetRecheck(false) {
+		if f.Residency().SetRecheck(false) {
 			p.rechecks.Add(-1)
 		}
 		if i := f.Tier(); i >= 0 {

@@ -302,7 +302,7 @@ func (w *Warmups) progress(count func(*catalog.Entry) bool) WarmupProgress {
 		case e.Tier() >= 0:
 			pr.Done++
 			pr.BytesDone += size
-		case e.NoSpace():
+		case e.Residency().NoSpace():
 			pr.Skipped++
 		}
 		return true

@@ -25,9 +25,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/epochfs/epochfs/internal/placement/residency"
 	"github.com/epochfs/epochfs/internal/source"
 	"go.uber.org/zap"
 )
@@ -83,8 +83,6 @@ type Entry struct {
 	// checked is when the source was last found to agree with attr (unix
 	// seconds; 0: unknown), persisted in the record.
 	checked atomic.Int64
-	slot    unsafe.Pointer // the placer's kept copy (placement.Resident): Slot
-	copyGen atomic.Uint64  // bumped at every drop of a copy (internal/placement/resident.go)
 	a0      Attr
 	// ver counts the entry's content changes this mount, twice each: odd
 	// while attr is being replaced by a new content's (SetContent), so
@@ -94,13 +92,13 @@ type Entry struct {
 	// Index numbers the regular files 0..Files()-1 in path order (the
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
-	Index     int32
-	tier      atomic.Int32 // index of the tier holding a copy, or -1
-	nospace   atomic.Bool  // did not fit any tier this mount
-	validated atomic.Bool  // source attributes checked this mount, or within the TTL (internal/placement/validate.go)
-	recheck   atomic.Bool  // resident, its last check older than the TTL: revalidated in the background
-	gone      atomic.Bool  // removed from the dataset (source file gone)
-	Kind      Kind
+	Index int32
+	tier  atomic.Int32 // index of the tier holding a copy, or -1
+	gone  atomic.Bool  // removed from the dataset (source file gone)
+	Kind  Kind
+	// res is the placer's knowledge of the file this mount, which the
+	// catalog holds and never reads (Residency).
+	res residency.State
 }
 
 // entryExt is what few entries have: a symlink's target, and the source

@@ -1,0 +1,76 @@
+// Package residency is what the placer knows of a file this mount beyond
+// what the catalog persists (the tier that holds its copy, its attributes,
+// when the source was last checked): whether it fit no tier, whether the
+// source was checked this mount, whether its background recheck is due,
+// its copy generation, and the placer's kept copy of it.
+//
+// The catalog holds one State in every entry, so that it costs no map
+// lookup and no memory beyond its fields, and never reads it: only
+// placement does (catalog.Entry.Residency).
+package residency
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// State is one file's residency this mount. The zero value is a file
+// nothing is known of yet.
+//
+// It is 24 bytes, one of every entry of the catalog: the marks share one
+// word.
+type State struct {
+	slot    unsafe.Pointer
+	copyGen atomic.Uint64 // bumped at every drop of a copy (internal/placement/resident.go)
+	marks   atomic.Uint32
+}
+
+// The marks.
+const (
+	noSpace   uint32 = 1 << iota // did not fit any tier this mount
+	validated                    // source attributes checked this mount, or within the TTL (internal/placement/validate.go)
+	recheck                      // resident, its last check older than the TTL: revalidated in the background
+)
+
+func (s *State) has(m uint32) bool { return s.marks.Load()&m != 0 }
+
+// set sets or clears m and reports whether it was set.
+func (s *State) set(m uint32, v bool) (was bool) {
+	if v {
+		return s.marks.Or(m)&m != 0
+	}
+	return s.marks.And(^m)&m != 0
+}
+
+// NoSpace reports whether the file fit no tier this mount.
+func (s *State) NoSpace() bool { return s.has(noSpace) }
+
+// SetNoSpace records whether the file fit no tier, and returns what was
+// recorded before.
+func (s *State) SetNoSpace(v bool) (was bool) { return s.set(noSpace, v) }
+
+// Validated reports whether the source's attributes were checked this
+// mount (or within the validation TTL).
+func (s *State) Validated() bool { return s.has(validated) }
+
+// SetValidated records that the source's attributes were checked.
+func (s *State) SetValidated(v bool) { s.set(validated, v) }
+
+// Recheck reports whether the resident file's last check is older than
+// the TTL and it waits for its background revalidation.
+func (s *State) Recheck() bool { return s.has(recheck) }
+
+// SetRecheck sets the recheck mark and returns what it was.
+func (s *State) SetRecheck(v bool) (was bool) { return s.set(recheck, v) }
+
+// CopyGen is the file's copy generation, bumped at every drop of a copy.
+func (s *State) CopyGen() uint64 { return s.copyGen.Load() }
+
+// BumpCopyGen starts a new copy generation.
+func (s *State) BumpCopyGen() { s.copyGen.Add(1) }
+
+// Slot is where the placer keeps its open copy of the file (a
+// *placement.Resident, loaded and swapped with sync/atomic's pointer
+// functions): a typed pointer would make this package import the placer,
+// and an interface would grow every entry.
+func (s *State) Slot() *unsafe.Pointer { return &s.slot }
