@@ -45,7 +45,7 @@ type dropGuard struct {
 
 // newDropGuard is a pass's budget: the share max of the catalog's files
 // (at least one file: removing one file is never a mass deletion).
-func (p *Placer) newDropGuard(allow bool) *dropGuard {
+func (p *validator) newDropGuard(allow bool) *dropGuard {
 	return &dropGuard{allow: allow, limit: max(1, int64(p.o.MaxDrop*float64(p.cat.Files())))}
 }
 
@@ -72,7 +72,7 @@ func (g *dropGuard) take(n int64) bool {
 // pass's guard refuses, it says so in the log). Something else at e's path
 // (a symlink on the way, a FIFO or a device: source.ErrNotRegular) is no
 // sign of an outage and is not guarded.
-func (p *Placer) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error {
+func (p *validator) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error {
 	if errors.Is(cause, source.ErrNotRegular) || errors.Is(cause, source.ErrSymlinkInPath) {
 		p.removeEntry(e)
 		return nil
@@ -92,7 +92,7 @@ func (p *Placer) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error {
 
 // openGuard is the opens' validations' budget, renewed by each refresh
 // that finishes.
-func (p *Placer) openGuard() *dropGuard {
+func (p *validator) openGuard() *dropGuard {
 	if g := p.opensGuard.Load(); g != nil {
 		return g
 	}
@@ -101,4 +101,4 @@ func (p *Placer) openGuard() *dropGuard {
 }
 
 // heldDrops is how many files the guard kept since the mount.
-func (p *Placer) heldDrops() int64 { return p.dropsHeld.Load() }
+func (p *validator) heldDrops() int64 { return p.dropsHeld.Load() }

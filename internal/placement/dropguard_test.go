@@ -66,8 +66,8 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 	if _, err := e.p.Open(context.Background(), bare); !errors.Is(err, ErrDropHeld) {
 		t.Errorf("open of held %s without a copy: %v, want ErrDropHeld", bare.Path, err)
 	}
-	if int64(kept) != s.Held || e.p.heldDrops() < s.Held {
-		t.Errorf("%d files kept, refresh held %d, DropsHeld %d", kept, s.Held, e.p.heldDrops())
+	if int64(kept) != s.Held || e.p.val.heldDrops() < s.Held {
+		t.Errorf("%d files kept, refresh held %d, DropsHeld %d", kept, s.Held, e.p.val.heldDrops())
 	}
 	// The rest of the dataset reads as before.
 	for p, want := range d {

@@ -319,16 +319,16 @@ func (p *Placer) copy(f *flight) error {
 	}
 	// The copy is of the version it started from: record it only if that
 	// is still the entry's (an open may have found a newer one meanwhile).
-	p.refreshMu.Lock()
+	p.val.refreshMu.Lock()
 	if cur := e.Attr(); cur.Size != f.attr.Size || cur.Mtime != f.attr.Mtime || e.Gone() {
-		p.refreshMu.Unlock()
+		p.val.refreshMu.Unlock()
 		if rerr := t.Remove(e.Path, f.size); rerr != nil {
 			p.log.Warn("drop outdated copy", zap.String("path", e.Path), zap.Error(rerr))
 		}
 		return fmt.Errorf("placement: copy %s: %w", e.Path, source.ErrChanged)
 	}
 	e.SetTier(idx)
-	p.refreshMu.Unlock()
+	p.val.refreshMu.Unlock()
 	// The copy read the version it checked at its open: a check of this
 	// mount (its record is written next).
 	e.Residency().SetValidated(true)
@@ -358,7 +358,7 @@ func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, er
 	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			if derr := p.dropEntry(e, p.openGuard(), err); derr != nil {
+			if derr := p.val.dropEntry(e, p.val.openGuard(), err); derr != nil {
 				return nil, derr
 			}
 			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
@@ -383,11 +383,11 @@ func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, er
 func (p *Placer) opened(e *catalog.Entry, sf *source.File, a catalog.Attr) error {
 	b := catalog.AttrFromInfo(sf.Info())
 	if b.Size != a.Size || b.Mtime != a.Mtime {
-		p.setAttr(e, b, false)
+		p.val.setAttr(e, b, false)
 		return fmt.Errorf("placement: %s: %w", e.Path, source.ErrChanged)
 	}
 	if !catalog.SameAccess(a, b) {
-		p.setAttr(e, b, false)
+		p.val.setAttr(e, b, false)
 		return fmt.Errorf("placement: %s: %w", e.Path, ErrAccessChanged)
 	}
 	// Readers follow the copy as it goes: no chunk of another version may

@@ -148,12 +148,8 @@ type Placer struct {
 	wg   sync.WaitGroup
 
 	closeOnce sync.Once
-	refreshMu sync.Mutex // serialises refresh
 
 	flights *xsync.MapOf[*catalog.Entry, *flight]
-	// checks are the source opens of concurrent first opens of one
-	// file: one opens and checks, the others wait for it (validate.go).
-	checks *xsync.MapOf[*catalog.Entry, *check]
 	// seq reads ahead of a reader going in path order (sequential.go);
 	// seqCopies counts the copies it started.
 	seq       seqDetector
@@ -170,23 +166,16 @@ type Placer struct {
 	// they were.
 	walkMu         sync.Mutex
 	readDuringWalk map[*catalog.Entry]struct{}
-	// rechecks counts the resident files whose check is older than the
-	// TTL and that the background revalidation has not reached yet.
-	rechecks atomic.Int64
-	readers  *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
-	queue    chan *catalog.Entry
-	demand   chan struct{} // semaphore of demand copies
-	bufs     sync.Pool
+	readers        *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
+	queue          chan *catalog.Entry
+	demand         chan struct{} // semaphore of demand copies
+	bufs           sync.Pool
 
 	// queued counts copies waiting, running, or held and fed by warmup
 	// but not yet in the queue: a file moves between those states without
 	// the count changing, so Stats never sees it twice or not at all.
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
 	remoteReads                                           atomic.Int64
-	staleServed, removed                                  atomic.Int64
-	dropsHeld                                             atomic.Int64
-	opensGuard                                            atomic.Pointer[dropGuard] // dropguard.go
-	lastSrcLog                                            atomic.Int64              // unix nanos of the last "source fails" log
 
 	scrub    *Scrubber                   // refresh and verify (scrub.go)
 	notifyFn atomic.Pointer[func(Event)] // SetNotify
@@ -198,6 +187,7 @@ type Placer struct {
 	// level, since every open of the file tries again.
 	failedFiles *xsync.MapOf[*catalog.Entry, struct{}]
 
+	val    *validator     // checks against the source, changes and removals (validate.go)
 	res    *residentCache // kept tier descriptors (resident.go)
 	buffer *Buffer        // the shared buffer's policy (buffer.go)
 }
@@ -239,7 +229,6 @@ func New(o Options) (*Placer, error) {
 	p := &Placer{
 		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
 		flights:     xsync.NewMapOf[*catalog.Entry, *flight](),
-		checks:      xsync.NewMapOf[*catalog.Entry, *check](),
 		readers:     xsync.NewMapOf[*Reader, struct{}](),
 		failedFiles: xsync.NewMapOf[*catalog.Entry, struct{}](),
 		queue:       make(chan *catalog.Entry, o.QueueSize),
@@ -251,6 +240,9 @@ func New(o Options) (*Placer, error) {
 	p.buffer = p.newBuffer()
 	p.warmups = p.newWarmups()
 	p.scrub = &Scrubber{p: p}
+	p.val = &validator{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg,
+		checks:  xsync.NewMapOf[*catalog.Entry, *check](),
+		flights: p.flights, buffer: p.buffer, scrub: p.scrub, notify: p.notify, forgetResident: p.forgetResident}
 	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	p.cat.SetSync(p.syncTiers)
 	for _, s := range p.cat.Stale() {
@@ -261,7 +253,7 @@ func New(o Options) (*Placer, error) {
 		}
 	}
 	lost := p.checkCopies()
-	p.trustChecks()
+	p.val.trustChecks()
 	if p.cat.Walking() {
 		p.readDuringWalk = map[*catalog.Entry]struct{}{}
 		p.wg.Add(1)
@@ -332,7 +324,7 @@ func (p *Placer) Stats() Stats {
 		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(), ReadAhead: p.seqCopies.Load(),
 		Fills: p.fills.Load(), FillQueued: p.fillQueued.Load(),
 		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
-		DemandFallbacks: p.fallbacks.Load(), RemoteReads: p.remoteReads.Load(), StaleOnError: p.staleServed.Load(), Removed: p.removed.Load(),
+		DemandFallbacks: p.fallbacks.Load(), RemoteReads: p.remoteReads.Load(), StaleOnError: p.val.staleServed.Load(), Removed: p.val.removed.Load(),
 		CopiesCheckedAtMount:   p.check.checked,
 		CopiesMissingAtMount:   p.check.missing,
 		CopiesWrongSizeAtMount: p.check.wrongSize,

@@ -572,7 +572,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	// read go at once, then the debt takes 16 s, and no copy can finish
 	// before all have started.
 	e.source = openSource(t, source.Options{Root: e.src, Bandwidth: 64 << 10})
-	e.p.src = e.source
+	e.p.src, e.p.val.src = e.source, e.source
 	ctx := context.Background()
 	var readers []*Reader
 	for _, p := range d.Paths() {

@@ -87,11 +87,11 @@ func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 	}
 	p.noteOpen(ctx, e)
 	checked := e.Attr() // what the kernel checked the caller against
-	changed, sf, c, err := p.validate(ctx, e)
+	changed, sf, c, err := p.val.validate(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	defer p.endCheck(e, c) // after attach: the opens waiting join its copy
+	defer p.val.endCheck(e, c) // after attach: the opens waiting join its copy
 	if a := e.Attr(); !catalog.SameAccess(checked, a) {
 		if sf != nil {
 			sf.Close()
@@ -441,7 +441,7 @@ func (r *Reader) openSource(ctx context.Context) (*source.File, error) {
 	sf, err := r.p.src.Open(ctx, r.e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			if derr := r.p.dropEntry(r.e, r.p.openGuard(), err); derr != nil {
+			if derr := r.p.val.dropEntry(r.e, r.p.val.openGuard(), err); derr != nil {
 				return nil, derr
 			}
 			return nil, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)

@@ -151,7 +151,7 @@ func (p *Placer) removeMissing(run *scrubRun) {
 // run's budget, counting what it removed or held.
 func (p *Placer) remove(e *catalog.Entry, run *scrubRun, cause error) bool {
 	files := countFiles(e)
-	if err := p.dropEntry(e, run.guard, cause); err != nil {
+	if err := p.val.dropEntry(e, run.guard, cause); err != nil {
 		run.heldOnce.Do(func() { run.fail(err) })
 		return false
 	}
@@ -257,7 +257,7 @@ func (p *Placer) runScrubs() {
 			burst := max(int(p.o.RefreshRate/10), 1)
 			s.lim = rate.NewLimiter(rate.Limit(p.o.RefreshRate), burst)
 		}
-		run := &scrubRun{kind: req.Kind, started: time.Now(), guard: p.newDropGuard(req.AllowDrop)}
+		run := &scrubRun{kind: req.Kind, started: time.Now(), guard: p.val.newDropGuard(req.AllowDrop)}
 		s.cur = run
 		s.mu.Unlock()
 
@@ -278,9 +278,9 @@ func (p *Placer) runScrubs() {
 		case run.guard.held.Load() > 0:
 			// The source lacks too much: the opens remove nothing
 			// either until a refresh that may.
-			p.opensGuard.Store(&dropGuard{})
+			p.val.opensGuard.Store(&dropGuard{})
 		case req.Kind == ScrubRefresh:
-			p.opensGuard.Store(nil) // the opens' budget starts again
+			p.val.opensGuard.Store(nil) // the opens' budget starts again
 		}
 
 		s.mu.Lock()
@@ -385,7 +385,7 @@ func (p *Placer) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 	if err == nil {
 		// Replaced by something else: no outage, not guarded.
 		run.removed.Add(countFiles(e))
-		p.removeEntry(e)
+		p.val.removeEntry(e)
 	} else if !p.remove(e, run, err) {
 		return
 	}
@@ -399,9 +399,9 @@ func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 	switch e.Kind {
 	case catalog.KindFile:
 		run.checked.Add(1)
-		p.checkedNow(e)
+		p.val.checkedNow(e)
 		resident := e.Tier() >= 0
-		if p.setAttr(e, catalog.AttrFromInfo(fi), false) {
+		if p.val.setAttr(e, catalog.AttrFromInfo(fi), false) {
 			run.changed.Add(1)
 			if resident {
 				run.dropped.Add(1) // setAttr dropped the stale copy
@@ -409,7 +409,7 @@ func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 			p.enqueueIfWarm(e)
 		}
 	case catalog.KindDir:
-		p.setAttr(e, catalog.AttrFromInfo(fi), false)
+		p.val.setAttr(e, catalog.AttrFromInfo(fi), false)
 	case catalog.KindSymlink:
 		if p.op() != nil {
 			return
@@ -420,11 +420,11 @@ func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 			return
 		}
 		if target != e.Target() {
-			p.removeEntry(e) // replaced at once: nothing leaves the dataset
+			p.val.removeEntry(e) // replaced at once: nothing leaves the dataset
 			p.addEntry(catalog.NewEntry(e.Path, fi, target), run)
 			return
 		}
-		p.setAttr(e, catalog.AttrFromInfo(fi), false)
+		p.val.setAttr(e, catalog.AttrFromInfo(fi), false)
 	}
 }
 
@@ -473,7 +473,7 @@ func (p *Placer) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catalog
 		if c != nil && c.Kind != k {
 			// Replaced by something else: no outage, not guarded.
 			run.removed.Add(countFiles(c))
-			p.removeEntry(c)
+			p.val.removeEntry(c)
 			c = nil
 		}
 		if c == nil {

@@ -42,12 +42,12 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 		return
 	case !fi.Mode().IsRegular():
 		run.removed.Add(1)
-		p.removeEntry(e) // replaced by something else: not guarded
+		p.val.removeEntry(e) // replaced by something else: not guarded
 		return
 	}
-	p.checkedNow(e)
+	p.val.checkedNow(e)
 	resident := e.Tier() >= 0
-	if p.setAttr(e, catalog.AttrFromInfo(fi), false) {
+	if p.val.setAttr(e, catalog.AttrFromInfo(fi), false) {
 		run.changed.Add(1)
 		if resident {
 			run.dropped.Add(1) // setAttr dropped the stale copy

@@ -112,7 +112,7 @@ func (p *Placer) copyAhead(f *catalog.Entry) bool {
 // its check), so the source sees one open. The caller still holds its
 // reference.
 func (p *Placer) yieldToCheck(fl *flight) bool {
-	if _, checking := p.checks.Load(fl.e); !checking {
+	if _, checking := p.val.checks.Load(fl.e); !checking {
 		return false
 	}
 	p.dropFlight(fl)

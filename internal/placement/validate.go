@@ -7,10 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/source"
+	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 )
 
@@ -123,8 +126,45 @@ func (p *Placer) notify(k EventKind, e *catalog.Entry, sync bool) {
 	}
 }
 
+// validator checks a file against the source for its opens and applies
+// what a check finds: attributes that changed (a new content drops the
+// copy), a file that left the source (under the mass-deletion guard,
+// dropguard.go). It is the placer's one writer of the catalog's
+// attributes, checks and removals.
+type validator struct {
+	o   *Options
+	cat *catalog.Catalog
+	src *source.Source
+	log *zap.Logger
+	ctx context.Context // the placer's: ends at Close
+	wg  *sync.WaitGroup // the placer's background work
+
+	refreshMu sync.Mutex // serialises changes of an entry's attributes and removals
+	// checks are the source opens of concurrent first opens of one
+	// file: one opens and checks, the others wait for it.
+	checks *xsync.MapOf[*catalog.Entry, *check]
+	// rechecks counts the resident files whose check is older than the
+	// TTL and that the background revalidation has not reached yet.
+	rechecks             atomic.Int64
+	staleServed, removed atomic.Int64
+	dropsHeld            atomic.Int64
+	opensGuard           atomic.Pointer[dropGuard] // dropguard.go
+	lastSrcLog           atomic.Int64              // unix nanos of the last "source fails" log
+
+	// What it needs of the placer's other parts, set by New: the
+	// copier's flights (a check joins the check of a copy under way), the
+	// shared buffer (a file it holds is read from it), the scrubber (a
+	// revalidation, a refresh around a replaced path), the kernel's
+	// notification, and the opener's kept copy of a file whose copy went.
+	flights        *xsync.MapOf[*catalog.Entry, *flight]
+	buffer         *Buffer
+	scrub          *Scrubber
+	notify         func(k EventKind, e *catalog.Entry, sync bool)
+	forgetResident func(e *catalog.Entry)
+}
+
 // needsValidation reports whether an open of e stats the source first.
-func (p *Placer) needsValidation(e *catalog.Entry) bool {
+func (p *validator) needsValidation(e *catalog.Entry) bool {
 	if e.Tier() < 0 && !p.buffer.has(e) {
 		return true // the open reads the source
 	}
@@ -139,7 +179,7 @@ func (p *Placer) needsValidation(e *catalog.Entry) bool {
 
 // fresh reports that e's last recorded check is younger than the TTL. A
 // check recorded in the future (a clock set back) is not trusted.
-func (p *Placer) fresh(e *catalog.Entry) bool {
+func (p *validator) fresh(e *catalog.Entry) bool {
 	ttl := int64(p.o.ValidateTTL / time.Second)
 	if ttl <= 0 {
 		return false
@@ -168,7 +208,7 @@ type check struct {
 // the source file the check opened (see the file comment): the caller
 // owns it. c, when not nil, is the check this open leads: the caller ends
 // it (endCheck) once it has attached to the copy.
-func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, sf *source.File, c *check, err error) {
+func (p *validator) validate(ctx context.Context, e *catalog.Entry) (changed bool, sf *source.File, c *check, err error) {
 	if !p.needsValidation(e) {
 		return false, nil, nil, nil
 	}
@@ -226,7 +266,7 @@ func (p *Placer) validate(ctx context.Context, e *catalog.Entry) (changed bool, 
 // found, joins it unchecked (unless validate = "open"): the copy's reads
 // check the version they read. Concurrent first opens of a file share one
 // check: one opens, the others wait for it and join the copy it starts.
-func (p *Placer) openChecked(ctx context.Context, e *catalog.Entry) (changed bool, sf *source.File, c *check, err error) {
+func (p *validator) openChecked(ctx context.Context, e *catalog.Entry) (changed bool, sf *source.File, c *check, err error) {
 	// joinable: a check of this mount found the version the copy under
 	// way copies, or the copy is installed already.
 	joinable := func() bool {
@@ -295,7 +335,7 @@ func (p *Placer) openChecked(ctx context.Context, e *catalog.Entry) (changed boo
 // checked the file yet (a worker's, or one started ahead of a reader:
 // sequential.go), rather than open the source a second time; ok reports
 // that its open found the entry's version. Not with validate = "open".
-func (p *Placer) copyChecked(ctx context.Context, e *catalog.Entry) (ok bool, err error) {
+func (p *validator) copyChecked(ctx context.Context, e *catalog.Entry) (ok bool, err error) {
 	f, found := p.flights.Load(e)
 	if !found || p.o.Validate == ValidateOpen || f.attr != e.Attr() {
 		return false, nil
@@ -309,7 +349,7 @@ func (p *Placer) copyChecked(ctx context.Context, e *catalog.Entry) (ok bool, er
 }
 
 // endCheck ends a check: the opens waiting for it go on.
-func (p *Placer) endCheck(e *catalog.Entry, c *check) {
+func (p *validator) endCheck(e *catalog.Entry, c *check) {
 	if c == nil {
 		return
 	}
@@ -321,7 +361,7 @@ func (p *Placer) endCheck(e *catalog.Entry, c *check) {
 // file the source no longer has, and a wrapped source error for a failed
 // stat (counted as served stale when e is resident). sync: an open waits
 // for the kernel to learn of a change (Event.Sync).
-func (p *Placer) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync bool) (changed bool, _ error) {
+func (p *validator) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync bool) (changed bool, _ error) {
 	switch {
 	case err == nil && fi.Mode().IsRegular():
 		p.checkedNow(e)
@@ -352,7 +392,7 @@ func (p *Placer) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync boo
 // attributes follow: setAttr). The time is persisted when the recorded one
 // is older than a fraction of the TTL: a check of every open (validate =
 // "open") does not write the catalog at every open.
-func (p *Placer) checkedNow(e *catalog.Entry) {
+func (p *validator) checkedNow(e *catalog.Entry) {
 	e.Residency().SetValidated(true)
 	if e.Residency().SetRecheck(false) {
 		p.rechecks.Add(-1)
@@ -374,7 +414,7 @@ func (p *Placer) checkedNow(e *catalog.Entry) {
 // whose recorded check is older than the TTL (or unknown) is served as it
 // is and queued for the background revalidation. (A younger check counts
 // as this mount's: needsValidation.)
-func (p *Placer) trustChecks() {
+func (p *validator) trustChecks() {
 	if p.o.Validate != ValidateOnce || p.o.ValidateTTL <= 0 {
 		return
 	}
@@ -399,17 +439,17 @@ func (p *Placer) trustChecks() {
 }
 
 // validateTTL is Options.ValidateTTL.
-func (p *Placer) validateTTL() time.Duration { return p.o.ValidateTTL }
+func (p *validator) validateTTL() time.Duration { return p.o.ValidateTTL }
 
 // rechecksPending is how many resident files wait for the background
 // revalidation.
-func (p *Placer) rechecksPending() int64 { return p.rechecks.Load() }
+func (p *validator) rechecksPending() int64 { return p.rechecks.Load() }
 
 // rewalkAround queues a refresh of the nearest directory above rel that
 // still resolves on the source without a symlink, so that the catalog
 // learns what replaced rel (or a directory on its path). It runs in the
 // background: the stats it takes are not the caller's to wait for.
-func (p *Placer) rewalkAround(rel string) {
+func (p *validator) rewalkAround(rel string) {
 	if p.ctx.Err() != nil {
 		return
 	}
@@ -435,7 +475,7 @@ func (p *Placer) rewalkAround(rel string) {
 }
 
 // logSourceError logs a failing source at most once per 10 s.
-func (p *Placer) logSourceError(err error) {
+func (p *validator) logSourceError(err error) {
 	now := time.Now().UnixNano()
 	last := p.lastSrcLog.Load()
 	if now-last < int64(10*time.Second) || !p.lastSrcLog.CompareAndSwap(last, now) {
@@ -449,7 +489,7 @@ func (p *Placer) logSourceError(err error) {
 // a caller that compared stale attributes must not drop the copy another
 // caller's update has since placed again (nor drop one copy twice). sync:
 // see Event.Sync.
-func (p *Placer) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (changed bool) {
+func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (changed bool) {
 	p.refreshMu.Lock()
 	old := e.Attr()
 	if old.Same(a) {
@@ -488,7 +528,7 @@ func (p *Placer) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (changed b
 
 // removeEntry drops e (a file or a directory with everything under it)
 // from the dataset: tier copies, records, the tree. It logs once.
-func (p *Placer) removeEntry(e *catalog.Entry) {
+func (p *validator) removeEntry(e *catalog.Entry) {
 	p.refreshMu.Lock()
 	files, ok := p.cat.Remove(e)
 	for _, f := range files {

@@ -274,8 +274,8 @@ func TestFirstEpochOpensEachFileOnceAndStatsNone(t *testing.T) {
 			t.Errorf("%s not resident after the first epoch", p)
 		}
 	}
-	if e.p.checks.Size() != 0 {
-		t.Errorf("%d checks left behind", e.p.checks.Size())
+	if e.p.val.checks.Size() != 0 {
+		t.Errorf("%d checks left behind", e.p.val.checks.Size())
 	}
 }
 
@@ -297,8 +297,8 @@ func TestValidateTTLTrustsTheChecksOfAnEarlierMount(t *testing.T) {
 			e.waitResident()
 			e.close()
 			e.open(false)
-			if e.p.rechecksPending() != 0 {
-				t.Fatalf("%d files queued for revalidation right after they were checked", e.p.rechecksPending())
+			if e.p.val.rechecksPending() != 0 {
+				t.Fatalf("%d files queued for revalidation right after they were checked", e.p.val.rechecksPending())
 			}
 			before := e.source.Stats()
 			e.readEveryFileOnce()
@@ -333,7 +333,7 @@ func TestValidateTTLRevalidatesOlderChecksInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.open(false)
-	waitFor(t, "the background revalidation", func() bool { return e.p.rechecksPending() == 0 && !e.p.Scrubber().Status().Running })
+	waitFor(t, "the background revalidation", func() bool { return e.p.val.rechecksPending() == 0 && !e.p.Scrubber().Status().Running })
 	if got := e.source.Stats().Stats; got != int64(len(d)) {
 		t.Errorf("the revalidation sent %d stats, want one per resident file (%d)", got, len(d))
 	}
@@ -356,7 +356,7 @@ func TestValidateTTLRevalidatesOlderChecksInTheBackground(t *testing.T) {
 	e.close()
 	e.popts.ValidateTTL = time.Hour
 	e.open(false)
-	if n := e.p.rechecksPending(); n != 0 {
+	if n := e.p.val.rechecksPending(); n != 0 {
 		t.Errorf("%d files to revalidate after a remount, want 0 (the checks were recorded)", n)
 	}
 }
