@@ -13,7 +13,7 @@
 // placed. Reads never fail because a tier is full, slow or broken: they fall
 // back to the source.
 //
-// Lock order: Placer.refreshMu, then Catalog.mu (refresh persists the new
+// Lock order: validator.refreshMu, then Catalog.mu (refresh persists the new
 // attributes). flight.mu is never held while another lock is taken. Placer
 // holds no lock of its own on the read path: refreshMu is taken only when
 // a source file changed.

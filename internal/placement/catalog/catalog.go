@@ -9,7 +9,7 @@
 // (placement) keeps up to date. The checks a control file makes for a user
 // are the kernel's, made on the catalog's attributes (cred.go).
 //
-// Lock order: the placer's Placer.refreshMu, then Catalog.treeMu (a change
+// Lock order: the placer's validator.refreshMu, then Catalog.treeMu (a change
 // of the tree), then Catalog.mu and Catalog.pendMu (its records written);
 // Catalog.linksMu is taken last (newID).
 package catalog

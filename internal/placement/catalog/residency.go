@@ -27,7 +27,7 @@ func (e *Entry) SetAttr(a Attr) { e.attr.Store(&a) }
 
 // SetContent records the attributes of a new content of the source's
 // file and starts a new content version (Version). Callers are
-// serialised (the placer's refreshMu).
+// serialised (the placer's validator.refreshMu).
 func (e *Entry) SetContent(a Attr) {
 	e.ver.Add(1)
 	e.attr.Store(&a)
