@@ -54,7 +54,7 @@ func (p *Placer) Buffer() *Buffer { return p.buffer }
 
 // newBuffer is the buffer of p's options (BufferBytes 0: none).
 func (p *Placer) newBuffer() *Buffer {
-	b := &Buffer{cat: p.cat, tiers: p.o.Tiers, log: p.log, ctx: p.ctx, demand: p.demand, place: p.place, read: p.readWhole}
+	b := &Buffer{cat: p.cat, tiers: p.o.Tiers, log: p.log, ctx: p.ctx, demand: p.cp.demand, place: p.place, read: p.readWhole}
 	if p.o.BufferBytes > 0 {
 		b.buf = sharedbuf.New[*catalog.Entry](p.o.BufferBytes, p.o.BufferGrace, nil)
 	}
@@ -153,7 +153,7 @@ func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int
 	if a.Size != size {
 		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, source.ErrChanged)
 	}
-	if err := p.opened(e, sf, a); err != nil {
+	if err := p.cp.opened(e, sf, a); err != nil {
 		return nil, err
 	}
 	data := make([]byte, size)
@@ -233,15 +233,15 @@ var ErrPlaced = errors.New("placement: resident in a tier")
 
 // place copies e into a tier now, or waits for the copy in flight.
 func (p *Placer) place(e *catalog.Entry) {
-	f, started := p.startFlight(e)
+	f, started := p.cp.startFlight(e)
 	if f == nil {
 		return
 	}
 	defer f.release()
 	if started {
-		p.queued.Add(1)
-		p.run(f)
-		p.queued.Add(-1)
+		p.cp.queued.Add(1)
+		p.cp.run(f)
+		p.cp.queued.Add(-1)
 		return
 	}
 	for {

@@ -21,14 +21,14 @@ type dropStats struct {
 // Drop removes the tier copies of files and reports how many it removed
 // and their bytes (files without a copy are passed over).
 func (s *Scrubber) Drop(files []*catalog.Entry) (n, bytes int64) {
-	p := s.p
+	p := s
 	for _, e := range files {
 		i := e.Tier()
 		if i < 0 || e.Kind != catalog.KindFile {
 			continue
 		}
 		size := e.Attr().Size
-		if p.dropCopy(e, i) {
+		if p.op.dropCopy(e, i) {
 			n++
 			bytes += size
 		}
@@ -40,5 +40,5 @@ func (s *Scrubber) Drop(files []*catalog.Entry) (n, bytes int64) {
 
 // Dropped is what Drop removed since the mount: copies and bytes.
 func (s *Scrubber) Dropped() (files, bytes int64) {
-	return s.p.drops.files.Load(), s.p.drops.bytes.Load()
+	return s.drops.files.Load(), s.drops.bytes.Load()
 }

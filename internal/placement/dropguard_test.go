@@ -62,7 +62,7 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 			break
 		}
 	}
-	e.p.dropCopy(bare, bare.Tier())
+	e.p.op.dropCopy(bare, bare.Tier())
 	if _, err := e.p.Open(context.Background(), bare); !errors.Is(err, ErrDropHeld) {
 		t.Errorf("open of held %s without a copy: %v, want ErrDropHeld", bare.Path, err)
 	}

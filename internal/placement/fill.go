@@ -65,7 +65,7 @@ func callerOf(ctx context.Context) *catalog.Cred {
 // noteFill counts an open of e, a file that had no copy when it was
 // opened (its copy may have ended since), and fills its tree when the
 // count reaches FillAfter.
-func (p *Placer) noteFill(ctx context.Context, e *catalog.Entry) {
+func (p *copier) noteFill(ctx context.Context, e *catalog.Entry) {
 	if p.o.FillAfter <= 0 || p.cat.Walking() {
 		return
 	}
@@ -119,7 +119,7 @@ func (p *Placer) noteFill(ctx context.Context, e *catalog.Entry) {
 
 // fillTree queues the files of dir that who could open and that have no
 // copy, in path order, from a goroutine.
-func (p *Placer) fillTree(dir string, who *catalog.Cred) {
+func (p *copier) fillTree(dir string, who *catalog.Cred) {
 	root := p.cat.Find(dir)
 	if root == nil || root.Kind != catalog.KindDir {
 		return

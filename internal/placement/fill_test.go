@@ -62,7 +62,7 @@ func TestAReaderInNoOrderHasItsDirectoryFilled(t *testing.T) {
 			}
 		}
 	}
-	settled := func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 }
+	settled := func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 }
 	train := shuffledUnder(d, "train", 3)
 	read(train[:7])
 	waitFor(t, "copies settled", settled)
@@ -102,7 +102,7 @@ func TestFillAfterZeroCopiesOnlyWhatIsRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 	if n, _ := e.residentUnder("train"); n != 20 || e.p.Stats().Fills != 0 {
 		t.Errorf("%d files resident and %d fills after 20 read with fill_after 0", n, e.p.Stats().Fills)
 	}
@@ -137,7 +137,7 @@ func TestAFillQueuesOnlyWhatItsReaderMayOpen(t *testing.T) {
 	}
 	waitFor(t, "train/ filled", func() bool {
 		n, all := e.residentUnder("train")
-		return n == all-len(secret) && e.p.Stats().Queued == 0 && e.p.flights.Size() == 0
+		return n == all-len(secret) && e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0
 	})
 	for _, p := range secret {
 		if e.entry(p).Tier() >= 0 {

@@ -176,7 +176,7 @@ func (f *flight) readAt(ctx context.Context, buf []byte, off int64, stall time.D
 // startFlight returns the flight of e, creating it if none is running.
 // started tells the caller it must run the new flight. The caller holds one
 // reference on the returned flight.
-func (p *Placer) startFlight(e *catalog.Entry) (f *flight, started bool) {
+func (p *copier) startFlight(e *catalog.Entry) (f *flight, started bool) {
 	for {
 		nf := newFlight(e)
 		f, loaded := p.flights.LoadOrStore(e, nf)
@@ -197,12 +197,12 @@ func (p *Placer) startFlight(e *catalog.Entry) (f *flight, started bool) {
 
 // dropFlight removes f from the table of copies if it is still there (a
 // newer flight of its entry stays; nothing is stored when f is gone).
-func (p *Placer) dropFlight(f *flight) {
+func (p *copier) dropFlight(f *flight) {
 	p.flights.Compute(f.e, func(old *flight, ok bool) (*flight, bool) { return old, !ok || old == f })
 }
 
 // run copies the file of f whole into the fastest tier with room.
-func (p *Placer) run(f *flight) {
+func (p *copier) run(f *flight) {
 	err := p.copy(f)
 	f.setChecked(false) // ended without a check (no-op after one)
 	if f.src != nil {
@@ -233,7 +233,7 @@ func (p *Placer) run(f *flight) {
 }
 
 // Long: one copy from the source open to the tier install, each failure's cleanup beside the step that can fail.
-func (p *Placer) copy(f *flight) error {
+func (p *copier) copy(f *flight) error {
 	e := f.e
 	if err := p.ctx.Err(); err != nil {
 		return err
@@ -344,7 +344,7 @@ func (p *Placer) copy(f *flight) error {
 
 // copySource copies version a of e from the source to w: the file is
 // checked to be that version before and after the copy.
-func (p *Placer) copySource(e *catalog.Entry, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
+func (p *copier) copySource(e *catalog.Entry, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
 	sf, err := p.openVersion(e, a)
 	if err != nil {
 		return 0, err
@@ -354,7 +354,7 @@ func (p *Placer) copySource(e *catalog.Entry, a catalog.Attr, w io.Writer, progr
 }
 
 // openVersion opens e on the source and checks that it is version a.
-func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, error) {
+func (p *copier) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, error) {
 	sf, err := p.src.Open(p.ctx, e.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -380,7 +380,7 @@ func (p *Placer) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, er
 // (ErrAccessChanged) is recorded in the catalog (the kernel is told) and
 // refused: no byte of it is served under a's permissions. On success sf
 // expects version a at every read after.
-func (p *Placer) opened(e *catalog.Entry, sf *source.File, a catalog.Attr) error {
+func (p *copier) opened(e *catalog.Entry, sf *source.File, a catalog.Attr) error {
 	b := catalog.AttrFromInfo(sf.Info())
 	if b.Size != a.Size || b.Mtime != a.Mtime {
 		p.val.setAttr(e, b, false)
@@ -401,7 +401,7 @@ func (p *Placer) opened(e *catalog.Entry, sf *source.File, a catalog.Attr) error
 // checked the version after it read, the last one included: a file that
 // changed fails the copy with source.ErrChanged, and the next open
 // finds the new version.
-func (p *Placer) copyVersion(sf *source.File, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
+func (p *copier) copyVersion(sf *source.File, a catalog.Attr, w io.Writer, progress func(int64)) (int64, error) {
 	bp := p.bufs.Get().(*[]byte)
 	n, err := sf.CopyTo(p.ctx, w, *bp, progress)
 	p.bufs.Put(bp)
@@ -413,7 +413,7 @@ func (p *Placer) copyVersion(sf *source.File, a catalog.Attr, w io.Writer, progr
 
 // reserve reserves size bytes in the fastest tier from index start on with
 // room; allFull reports whether every tier tried refused for space.
-func (p *Placer) reserve(start int, size int64) (t *tier.Tier, idx int, res *tier.Reservation, allFull bool) {
+func (p *copier) reserve(start int, size int64) (t *tier.Tier, idx int, res *tier.Reservation, allFull bool) {
 	allFull = true
 	for i := start; i < len(p.o.Tiers); i++ {
 		r, err := p.o.Tiers[i].Reserve(size)

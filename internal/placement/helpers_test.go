@@ -200,7 +200,7 @@ func (e *env) waitResident() {
 	e.t.Helper()
 	waitFor(e.t, "every file resident and every copy ended", func() bool {
 		n, _ := e.p.residency()
-		return n == e.cat.Files() && e.p.Stats().Queued == 0 && e.p.flights.Size() == 0
+		return n == e.cat.Files() && e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0
 	})
 }
 

@@ -149,6 +149,30 @@ type Placer struct {
 
 	closeOnce sync.Once
 
+	scrub    *Scrubber                   // refresh and verify (scrub.go)
+	notifyFn atomic.Pointer[func(Event)] // SetNotify
+
+	warmups *Warmups // the users' warmup (warmup.go)
+	cp      *copier  // copies into the tiers (flight.go, fill.go, sequential.go)
+
+	val    *validator // checks against the source, changes and removals (validate.go)
+	op     *opener    // readers and kept copies (reader.go, readchain.go, resident.go, prewarm.go)
+	buffer *Buffer    // the shared buffer's policy (buffer.go)
+}
+
+// copier copies files whole into the tiers: the queue and its workers,
+// one flight per file however many ask (flight.go), the copies a reader
+// starts, the read-ahead of a reader in path order (sequential.go), the
+// fill of a tree read in no order (fill.go), and the cluster's copies
+// (remote.go).
+type copier struct {
+	o   *Options
+	cat *catalog.Catalog
+	src *source.Source
+	log *zap.Logger
+	ctx context.Context // the placer's: ends at Close
+	wg  *sync.WaitGroup // the placer's background work
+
 	flights *xsync.MapOf[*catalog.Entry, *flight]
 	// seq reads ahead of a reader going in path order (sequential.go);
 	// seqCopies counts the copies it started.
@@ -159,14 +183,11 @@ type Placer struct {
 	fill       filler
 	fills      atomic.Int64
 	fillQueued atomic.Int64
-	// drops counts the copies removed on purpose (drop.go).
-	drops dropStats
 	// readDuringWalk holds the files read while the catalog's walk ran
 	// (nothing is copied then): they are queued once it ends. nil once
 	// they were.
 	walkMu         sync.Mutex
 	readDuringWalk map[*catalog.Entry]struct{}
-	readers        *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
 	queue          chan *catalog.Entry
 	demand         chan struct{} // semaphore of demand copies
 	bufs           sync.Pool
@@ -177,19 +198,36 @@ type Placer struct {
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
 	remoteReads                                           atomic.Int64
 
-	scrub    *Scrubber                   // refresh and verify (scrub.go)
-	notifyFn atomic.Pointer[func(Event)] // SetNotify
-
-	warmups *Warmups  // the users' warmup (warmup.go)
-	check   copyCheck // set in New, read-only after
+	check copyCheck // set in New, read-only after
 	// failedFiles holds the files whose copy failed for a reason of their
 	// own (tier.IsFileError): the next failure of one is logged at debug
 	// level, since every open of the file tries again.
 	failedFiles *xsync.MapOf[*catalog.Entry, struct{}]
 
-	val    *validator     // checks against the source, changes and removals (validate.go)
-	res    *residentCache // kept tier descriptors (resident.go)
-	buffer *Buffer        // the shared buffer's policy (buffer.go)
+	// What it needs of the placer's other parts, set by New.
+	val    *validator
+	buffer *Buffer
+	notify func(k EventKind, e *catalog.Entry, sync bool)
+}
+
+// opener opens readers on files: the read chain (a kept copy, a tier,
+// the cluster, the source: readchain.go), the copies a reader waits for
+// or starts (through the copier), the kept tier descriptors of resident
+// files (resident.go) and their prewarm at mount (prewarm.go).
+type opener struct {
+	o   *Options
+	cat *catalog.Catalog
+	src *source.Source
+	log *zap.Logger
+	ctx context.Context // the placer's: ends at Close
+
+	res     *residentCache                  // kept tier descriptors
+	readers *xsync.MapOf[*Reader, struct{}] // open readers, closed at shutdown
+
+	// What it needs of the placer's other parts, set by New.
+	cp     *copier
+	val    *validator
+	buffer *Buffer
 }
 
 // New starts a placer: it removes stale copies a rescan found, checks the
@@ -228,23 +266,31 @@ func New(o Options) (*Placer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Placer{
 		o: o, cat: o.Catalog, src: o.Source, log: o.Logger, ctx: ctx, stop: cancel,
+	}
+	p.op = &opener{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx,
+		res:     newResidentCache(o.OpenFiles, o.KeptCopies),
+		readers: xsync.NewMapOf[*Reader, struct{}](),
+	}
+	p.cp = &copier{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg,
 		flights:     xsync.NewMapOf[*catalog.Entry, *flight](),
-		readers:     xsync.NewMapOf[*Reader, struct{}](),
 		failedFiles: xsync.NewMapOf[*catalog.Entry, struct{}](),
 		queue:       make(chan *catalog.Entry, o.QueueSize),
 		demand:      make(chan struct{}, o.MaxDemandCopies),
-		res:         newResidentCache(o.OpenFiles, o.KeptCopies),
+		notify:      p.notify,
 	}
-	p.seq.last.Store(-2)
-	p.seq.ahead.Store(-1)
+	p.cp.seq.last.Store(-2)
+	p.cp.seq.ahead.Store(-1)
+	p.cp.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
 	p.buffer = p.newBuffer()
 	p.warmups = p.newWarmups()
-	p.scrub = &Scrubber{p: p}
+	p.scrub = &Scrubber{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg, notify: p.notify}
 	p.val = &validator{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg,
 		checks:  xsync.NewMapOf[*catalog.Entry, *check](),
-		flights: p.flights, buffer: p.buffer, scrub: p.scrub, notify: p.notify, forgetResident: p.forgetResident}
-	p.bufs.New = func() any { b := make([]byte, copyChunk); return &b }
-	p.cat.SetSync(p.syncTiers)
+		flights: p.cp.flights, buffer: p.buffer, scrub: p.scrub, notify: p.notify, forgetResident: p.op.forgetResident}
+	p.cp.val, p.cp.buffer = p.val, p.buffer
+	p.op.cp, p.op.val, p.op.buffer = p.cp, p.val, p.buffer
+	p.scrub.cp, p.scrub.val, p.scrub.op, p.scrub.warmups = p.cp, p.val, p.op, p.warmups
+	p.cat.SetSync(p.cp.syncTiers)
 	for _, s := range p.cat.Stale() {
 		for _, t := range o.Tiers {
 			if t.Name() == s.Tier {
@@ -255,13 +301,13 @@ func New(o Options) (*Placer, error) {
 	lost := p.checkCopies()
 	p.val.trustChecks()
 	if p.cat.Walking() {
-		p.readDuringWalk = map[*catalog.Entry]struct{}{}
+		p.cp.readDuringWalk = map[*catalog.Entry]struct{}{}
 		p.wg.Add(1)
-		go p.copyAfterWalk()
+		go p.cp.copyAfterWalk()
 	}
 	for i := 0; i < o.Workers; i++ {
 		p.wg.Add(1)
-		go p.worker()
+		go p.cp.worker()
 	}
 	p.warmups.queue(lost)
 	return p, nil
@@ -276,16 +322,16 @@ func (p *Placer) Close() {
 		p.buffer.close()
 		// Copies started by reads are not in wg: taking every demand slot
 		// waits for them, and keeps new ones from starting.
-		for i := 0; i < cap(p.demand); i++ {
-			p.demand <- struct{}{}
+		for i := 0; i < cap(p.cp.demand); i++ {
+			p.cp.demand <- struct{}{}
 		}
 		// Handles the kernel never released (an unmount with files open)
 		// would keep their descriptors to the end of the process.
-		p.readers.Range(func(r *Reader, _ struct{}) bool {
+		p.op.readers.Range(func(r *Reader, _ struct{}) bool {
 			r.Close()
 			return true
 		})
-		p.res.close()
+		p.op.res.close()
 	})
 }
 
@@ -309,6 +355,30 @@ func (p *Placer) SetNotify(fn func(Event)) {
 // validateMode is the placer's validation mode.
 func (p *Placer) validateMode() Validate { return p.o.Validate }
 
+// Open opens a reader on e (reader.go): the opener's.
+func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (*Reader, error) {
+	return p.op.Open(ctx, e)
+}
+
+// ReadSample reads sample s whole (reader.go): the opener's.
+func (p *Placer) ReadSample(ctx context.Context, s int) ([]byte, error) {
+	return p.op.ReadSample(ctx, s)
+}
+
+// ReadFile reads e whole (reader.go): the opener's.
+func (p *Placer) ReadFile(ctx context.Context, e *catalog.Entry) ([]byte, error) {
+	return p.op.ReadFile(ctx, e)
+}
+
+// ResidentStats are the kept copies' counters (resident.go): the opener's.
+func (p *Placer) ResidentStats() ResidentStats { return p.op.ResidentStats() }
+
+// Prewarm opens the resident files' kept copies at mount (prewarm.go):
+// the opener's.
+func (p *Placer) Prewarm(ctx context.Context, want func(tier int) bool, attach func(e *catalog.Entry, c *Resident) error) PrewarmStats {
+	return p.op.Prewarm(ctx, want, attach)
+}
+
 // Catalog returns the placer's catalog.
 func (p *Placer) Catalog() *catalog.Catalog { return p.cat }
 
@@ -321,19 +391,19 @@ func (p *Placer) Source() *source.Source { return p.src }
 // Stats returns the counters.
 func (p *Placer) Stats() Stats {
 	return Stats{
-		Queued: p.queued.Load(), Done: p.done.Load(), Failed: p.failed.Load(), ReadAhead: p.seqCopies.Load(),
-		Fills: p.fills.Load(), FillQueued: p.fillQueued.Load(),
-		SkippedNoSpace: p.nospace.Load(), BytesPlaced: p.placedBytes.Load(),
-		DemandFallbacks: p.fallbacks.Load(), RemoteReads: p.remoteReads.Load(), StaleOnError: p.val.staleServed.Load(), Removed: p.val.removed.Load(),
-		CopiesCheckedAtMount:   p.check.checked,
-		CopiesMissingAtMount:   p.check.missing,
-		CopiesWrongSizeAtMount: p.check.wrongSize,
+		Queued: p.cp.queued.Load(), Done: p.cp.done.Load(), Failed: p.cp.failed.Load(), ReadAhead: p.cp.seqCopies.Load(),
+		Fills: p.cp.fills.Load(), FillQueued: p.cp.fillQueued.Load(),
+		SkippedNoSpace: p.cp.nospace.Load(), BytesPlaced: p.cp.placedBytes.Load(),
+		DemandFallbacks: p.cp.fallbacks.Load(), RemoteReads: p.cp.remoteReads.Load(), StaleOnError: p.val.staleServed.Load(), Removed: p.val.removed.Load(),
+		CopiesCheckedAtMount:   p.cp.check.checked,
+		CopiesMissingAtMount:   p.cp.check.missing,
+		CopiesWrongSizeAtMount: p.cp.check.wrongSize,
 	}
 }
 
 // enqueue asks for a background copy of e; it never blocks. It reports
 // whether e was queued.
-func (p *Placer) enqueue(e *catalog.Entry) bool {
+func (p *copier) enqueue(e *catalog.Entry) bool {
 	if !p.wants(e) {
 		return false
 	}
@@ -349,7 +419,7 @@ func (p *Placer) enqueue(e *catalog.Entry) bool {
 
 // enqueueCounted queues e, waiting for room; warmup uses it. e is already
 // counted in queued: what is not queued is uncounted here.
-func (p *Placer) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
+func (p *copier) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 	if !p.wants(e) {
 		p.queued.Add(-1)
 		return nil
@@ -367,7 +437,7 @@ func (p *Placer) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 }
 
 // wants reports whether e still needs a copy.
-func (p *Placer) wants(e *catalog.Entry) bool {
+func (p *copier) wants(e *catalog.Entry) bool {
 	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() {
 		return false
 	}
@@ -375,7 +445,7 @@ func (p *Placer) wants(e *catalog.Entry) bool {
 	return !busy
 }
 
-func (p *Placer) worker() {
+func (p *copier) worker() {
 	defer p.wg.Done()
 	for {
 		select {
@@ -401,7 +471,7 @@ func (p *Placer) worker() {
 
 // syncTiers makes every copy installed so far durable (one syncfs per tier
 // with new copies); the catalog runs it before each batch it writes.
-func (p *Placer) syncTiers() error {
+func (p *copier) syncTiers() error {
 	for _, t := range p.o.Tiers {
 		if err := t.Sync(); err != nil {
 			return fmt.Errorf("placement: %w", err)

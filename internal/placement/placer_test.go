@@ -136,14 +136,14 @@ func TestResidentFileIsNeverCopiedAgain(t *testing.T) {
 	}
 	r.Close()
 	e.waitResident()
-	waitFor(t, "the copy's flight to end", func() bool { return e.p.flights.Size() == 0 })
+	waitFor(t, "the copy's flight to end", func() bool { return e.p.cp.flights.Size() == 0 })
 	opens := e.source.Stats().Opens
 	// The interleaving: wants()/Open saw the file non-resident, then the
 	// copy installed it and left the flight map, then this runs.
-	f, started := e.p.startFlight(en)
+	f, started := e.p.cp.startFlight(en)
 	if f != nil {
 		if started {
-			e.p.run(f)
+			e.p.cp.run(f)
 		}
 		f.release()
 	}
@@ -572,7 +572,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	// read go at once, then the debt takes 16 s, and no copy can finish
 	// before all have started.
 	e.source = openSource(t, source.Options{Root: e.src, Bandwidth: 64 << 10})
-	e.p.src, e.p.val.src = e.source, e.source
+	e.p.src, e.p.val.src, e.p.cp.src = e.source, e.source, e.source
 	ctx := context.Background()
 	var readers []*Reader
 	for _, p := range d.Paths() {
@@ -597,7 +597,7 @@ func closeWithCopiesInProgress(t *testing.T) {
 	if st.Queued != 0 || st.Done != 0 || st.Failed != 0 {
 		t.Errorf("stats after Close: %+v (cancelled copies are neither done nor failed)", st)
 	}
-	if n := e.p.flights.Size(); n != 0 {
+	if n := e.p.cp.flights.Size(); n != 0 {
 		t.Errorf("%d flights left after Close", n)
 	}
 	if _, err := e.p.Open(ctx, e.entry("slow/00")); !errors.Is(err, ErrClosed) {

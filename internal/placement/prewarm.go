@@ -39,7 +39,7 @@ type PrewarmStats struct {
 // returns when every resident file was seen, the budgets are full, attach
 // fails, or ctx or the placer ends. A copy that cannot be opened is left
 // to its first reader, which drops it if it is missing.
-func (p *Placer) Prewarm(ctx context.Context, want func(tier int) bool, attach func(e *catalog.Entry, c *Resident) error) PrewarmStats {
+func (p *opener) Prewarm(ctx context.Context, want func(tier int) bool, attach func(e *catalog.Entry, c *Resident) error) PrewarmStats {
 	rc := p.res
 	var st PrewarmStats
 	p.cat.Root().Files(func(e *catalog.Entry) bool {

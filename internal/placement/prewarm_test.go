@@ -13,7 +13,7 @@ import (
 func prewarmEnv(t *testing.T, files int, popts Options) *env {
 	t.Helper()
 	e := placedEnv(t, smallDataset(files, 3000), popts)
-	e.p.res.close()
+	e.p.op.res.close()
 	return e
 }
 

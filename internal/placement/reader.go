@@ -24,7 +24,7 @@ import (
 // to the version of the file its open saw (attr): a source that changed
 // since gives an error, never a mix of versions.
 type Reader struct {
-	p    *Placer
+	p    *opener
 	e    *catalog.Entry
 	attr catalog.Attr // the version the open saw (the size the kernel was given)
 
@@ -62,7 +62,7 @@ func (r *Reader) SetOpener(may func(catalog.Attr) bool) { r.may = may }
 // mode asks for it (validate.go); a resident file is then opened on its
 // tier copy; otherwise a whole-file copy starts (or is joined) and the
 // reader follows it.
-func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err error) {
+func (p *opener) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err error) {
 	defer func() {
 		if err == nil {
 			r.chainUp()
@@ -85,7 +85,7 @@ func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 	if e.Gone() {
 		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
 	}
-	p.noteOpen(ctx, e)
+	p.cp.noteOpen(ctx, e)
 	checked := e.Attr() // what the kernel checked the caller against
 	changed, sf, c, err := p.val.validate(ctx, e)
 	if err != nil {
@@ -123,7 +123,7 @@ func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 		return r, nil
 	}
 	p.attach(ctx, r)
-	p.noteFill(ctx, e) // after attach: the fill finds this file's copy started
+	p.cp.noteFill(ctx, e) // after attach: the fill finds this file's copy started
 	if i := e.Tier(); r.fl == nil && i >= 0 {
 		// Installed since the check above (attach saw it).
 		if c := p.openResident(e, i, r.attr); c != nil {
@@ -135,7 +135,7 @@ func (p *Placer) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 
 // copyLater notes e to be copied once the walk has ended; false when it
 // has (the caller copies it now).
-func (p *Placer) copyLater(e *catalog.Entry) bool {
+func (p *copier) copyLater(e *catalog.Entry) bool {
 	p.walkMu.Lock()
 	defer p.walkMu.Unlock()
 	if p.readDuringWalk == nil {
@@ -147,7 +147,7 @@ func (p *Placer) copyLater(e *catalog.Entry) bool {
 
 // copyAfterWalk queues, in path order, the files read while the walk ran,
 // once it has ended.
-func (p *Placer) copyAfterWalk() {
+func (p *copier) copyAfterWalk() {
 	defer p.wg.Done()
 	select {
 	case <-p.cat.WalkDone():
@@ -176,18 +176,18 @@ func (p *Placer) copyAfterWalk() {
 // is what the remote spares.
 const remoteSlotWait = 5 * time.Second
 
-func (p *Placer) attach(ctx context.Context, r *Reader) {
+func (p *opener) attach(ctx context.Context, r *Reader) {
 	e := r.e
 	if e.Residency().NoSpace() {
 		return
 	}
-	if p.cat.Walking() && p.copyLater(e) {
+	if p.cat.Walking() && p.cp.copyLater(e) {
 		// While the source is walked nothing is copied (no record
 		// could name the copy before the tree is stored): the reader
 		// reads the source, and the file is copied after the walk.
 		return
 	}
-	if f, ok := p.flights.Load(e); ok {
+	if f, ok := p.cp.flights.Load(e); ok {
 		// A copy of another version (started before the source changed)
 		// is no use to this reader.
 		if f.attr == r.attr && f.acquire() {
@@ -195,31 +195,31 @@ func (p *Placer) attach(ctx context.Context, r *Reader) {
 		}
 		return
 	}
-	if !p.demandSlot(ctx) {
+	if !p.cp.demandSlot(ctx) {
 		// Too many copies started by reads: read the source and let a
 		// worker copy it.
-		p.fallbacks.Add(1)
-		p.enqueue(e)
+		p.cp.fallbacks.Add(1)
+		p.cp.enqueue(e)
 		return
 	}
-	f, started := p.startFlight(e)
+	f, started := p.cp.startFlight(e)
 	if f == nil {
-		<-p.demand
+		<-p.cp.demand
 		return
 	}
 	if started && (f.attr != r.attr || e.Tier() >= 0) {
 		// Not to be run: the entry changed since the reader's open, or
 		// the copy before this one installed the file after the open
 		// looked (it records the residency before it leaves the map).
-		p.dropFlight(f)
+		p.cp.dropFlight(f)
 		f.finish(errResident)
 		f.release()
-		<-p.demand
+		<-p.cp.demand
 		return
 	}
 	if f.attr != r.attr {
 		f.release()
-		<-p.demand
+		<-p.cp.demand
 		return
 	}
 	if started {
@@ -229,15 +229,15 @@ func (p *Placer) attach(ctx context.Context, r *Reader) {
 		f.src, r.src = r.src, nil
 		r.mu.Unlock()
 		f.acquire() // the copier's reference
-		p.queued.Add(1)
+		p.cp.queued.Add(1)
 		go func() {
-			p.run(f)
-			p.queued.Add(-1)
+			p.cp.run(f)
+			p.cp.queued.Add(-1)
 			f.release()
-			<-p.demand
+			<-p.cp.demand
 		}()
 	} else {
-		<-p.demand
+		<-p.cp.demand
 	}
 	r.fl = f
 }
@@ -247,7 +247,7 @@ func (p *Placer) attach(ctx context.Context, r *Reader) {
 // With one it waits (up to remoteSlotWait, or ctx): reading the source
 // directly would fetch from the PFS a file the remote may hold, which is
 // the traffic the remote exists to spare.
-func (p *Placer) demandSlot(ctx context.Context) bool {
+func (p *copier) demandSlot(ctx context.Context) bool {
 	select {
 	case p.demand <- struct{}{}:
 		return true
@@ -273,7 +273,7 @@ func (p *Placer) demandSlot(ctx context.Context) bool {
 // file opened (and kept if the budget has room; resident.go). nil means the
 // copy cannot be read: it was dropped when it is missing or has the wrong
 // size; another error (out of descriptors, a disk error) leaves it.
-func (p *Placer) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident {
+func (p *opener) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident {
 	if c := p.res.lookup(e, i, a); c != nil {
 		return c
 	}
@@ -300,7 +300,7 @@ func (p *Placer) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident
 
 // dropCopy forgets an unusable tier copy of e; false when e's copy was not
 // in tier i (any more).
-func (p *Placer) dropCopy(e *catalog.Entry, i int) bool {
+func (p *opener) dropCopy(e *catalog.Entry, i int) bool {
 	if !e.DropTier(i) {
 		return false
 	}
@@ -396,7 +396,7 @@ func (r *Reader) readRemote(ctx context.Context, buf []byte, off int64) (int, bo
 		r.mu.Unlock()
 		return 0, false
 	}
-	r.p.remoteReads.Add(1)
+	r.p.cp.remoteReads.Add(1)
 	return n, true
 }
 
@@ -451,7 +451,7 @@ func (r *Reader) openSource(ctx context.Context) (*source.File, error) {
 	// What the open descriptor is (its fstat, taken on the inode it
 	// opened): the version the open saw, and the access the kernel
 	// checked, or nothing is read.
-	if err := r.p.opened(r.e, sf, r.attr); err != nil {
+	if err := r.p.cp.opened(r.e, sf, r.attr); err != nil {
 		if !errors.Is(err, ErrAccessChanged) || r.may == nil || !r.may(catalog.AttrFromInfo(sf.Info())) {
 			sf.Close()
 			return nil, fmt.Errorf("placement: read since it was opened: %w", err)
@@ -520,7 +520,7 @@ func preadFull(fd int, buf []byte, off int64) (int, error) {
 // ReadSample reads sample s (the catalog's file number, Entry.Index) whole
 // through the read path, as ReadFile does: the views' engine loads its
 // samples with it (preprocess.EngineOptions.Load).
-func (p *Placer) ReadSample(ctx context.Context, s int) ([]byte, error) {
+func (p *opener) ReadSample(ctx context.Context, s int) ([]byte, error) {
 	e := p.cat.ByIndex(s)
 	if e == nil || e.Gone() {
 		return nil, fmt.Errorf("placement: sample %d: %w", s, ErrNoEntry)
@@ -530,7 +530,7 @@ func (p *Placer) ReadSample(ctx context.Context, s int) ([]byte, error) {
 
 // ReadFile reads e whole through the read path (a tier copy, the copy in
 // flight, the shared buffer or the source, placing it as any read does).
-func (p *Placer) ReadFile(ctx context.Context, e *catalog.Entry) ([]byte, error) {
+func (p *opener) ReadFile(ctx context.Context, e *catalog.Entry) ([]byte, error) {
 	r, err := p.Open(ctx, e)
 	if err != nil {
 		return nil, err

@@ -149,7 +149,7 @@ func (c *Resident) closeFDLocked() {
 // useFD returns the copy's descriptor for a reader, opening it again if it
 // was closed; the reader calls unuseFD when done. It fails when the copy
 // was dropped meanwhile or cannot be opened.
-func (c *Resident) useFD(p *Placer) (int, error) {
+func (c *Resident) useFD(p *opener) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
@@ -280,7 +280,7 @@ type ResidentStats struct {
 }
 
 // ResidentStats returns the counters of the copies kept ready.
-func (p *Placer) ResidentStats() ResidentStats {
+func (p *opener) ResidentStats() ResidentStats {
 	c := p.res
 	return ResidentStats{Kept: c.kept.Load(), KeptBudget: int64(c.keepMax), Open: c.open.Load(), OpenBudget: int64(c.fdMax),
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Reopens: c.reopens.Load(), Released: c.released.Load(), NotKept: c.unkept.Load(), Prewarmed: c.prewarmed.Load()}
@@ -427,7 +427,7 @@ func (rc *residentCache) close() {
 
 // forgetResident is called wherever a copy of e is dropped, after its tier
 // was cleared: the copy's kept Resident is no longer served.
-func (p *Placer) forgetResident(e *catalog.Entry) {
+func (p *opener) forgetResident(e *catalog.Entry) {
 	e.Residency().BumpCopyGen()
 	p.res.forget(e)
 }

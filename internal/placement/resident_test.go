@@ -120,8 +120,8 @@ func TestADroppedCopyIsNeverServedFromItsKeptDescriptor(t *testing.T) {
 	if err := os.WriteFile(e.tiers[i].Path(p), bytes.Repeat([]byte{'x'}, 70_000), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.p.dropCopy(en, i)
-	if !e.p.enqueue(en) {
+	e.p.op.dropCopy(en, i)
+	if !e.p.cp.enqueue(en) {
 		t.Fatal("not queued")
 	}
 	e.waitResident()
@@ -144,8 +144,8 @@ func TestConcurrentOpensDropsAndEvictionsReadTheRightBytes(t *testing.T) {
 				en := e.entry(p)
 				if w == 0 && i%10 == 0 {
 					if t := en.Tier(); t >= 0 {
-						e.p.dropCopy(en, t)
-						e.p.enqueue(en)
+						e.p.op.dropCopy(en, t)
+						e.p.cp.enqueue(en)
 					}
 					continue
 				}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/epochfs/epochfs/internal/source"
 )
 
 // Scrubs: work on demand that compares the catalog and the tier copies with
@@ -96,7 +97,24 @@ type ScrubProgress struct {
 // the paths a request names, and the copies dropped on purpose (drop.go).
 // Its runs work on the placer's catalog, tiers and source (p).
 type Scrubber struct {
-	p        *Placer
+	o   *Options
+	cat *catalog.Catalog
+	src *source.Source
+	log *zap.Logger
+	ctx context.Context // the placer's: ends at Close
+	wg  *sync.WaitGroup // the placer's background work
+	// What it needs of the placer's other parts, set by New: the copier
+	// (a changed file of a warm dataset is copied again), the validator
+	// (the changes and removals a refresh finds), the opener (the copies
+	// it drops), warmup (whether the dataset is warm) and the kernel's
+	// notification.
+	cp      *copier
+	val     *validator
+	op      *opener
+	warmups *Warmups
+	notify  func(k EventKind, e *catalog.Entry, sync bool)
+
+	drops    dropStats // what Drop removed since the mount (drop.go)
 	mu       sync.Mutex
 	queue    []ScrubRequest
 	running  bool
@@ -132,7 +150,7 @@ func (r *scrubRun) removeLater(e *catalog.Entry) {
 
 // removeMissing removes the entries the run found missing (removeLater),
 // after its additions.
-func (p *Placer) removeMissing(run *scrubRun) {
+func (p *Scrubber) removeMissing(run *scrubRun) {
 	run.missingMu.Lock()
 	missing := run.missing
 	run.missing = nil
@@ -149,7 +167,7 @@ func (p *Placer) removeMissing(run *scrubRun) {
 
 // remove drops e (a file or a directory with all under it) within the
 // run's budget, counting what it removed or held.
-func (p *Placer) remove(e *catalog.Entry, run *scrubRun, cause error) bool {
+func (p *Scrubber) remove(e *catalog.Entry, run *scrubRun, cause error) bool {
 	files := countFiles(e)
 	if err := p.val.dropEntry(e, run.guard, cause); err != nil {
 		run.heldOnce.Do(func() { run.fail(err) })
@@ -173,7 +191,7 @@ func (r *scrubRun) fail(err error) {
 // validate = "once" or "open"), and a refresh of the whole dataset learns what
 // the new mount holds (dropping copies of changed files, within MaxDrop).
 func (s *Scrubber) NewSourceMount() {
-	p := s.p
+	p := s
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		e.Residency().SetValidated(false)
 		e.SetChecked(0)
@@ -188,7 +206,7 @@ func (s *Scrubber) NewSourceMount() {
 func (p *Placer) Scrubber() *Scrubber { return p.scrub }
 
 func (s *Scrubber) Request(req ScrubRequest) error {
-	p := s.p
+	p := s
 	for i, raw := range req.Paths {
 		rel := strings.Trim(path.Clean("/"+raw), "/")
 		if req.Kind != ScrubRefresh && p.cat.Find(rel) == nil {
@@ -234,7 +252,7 @@ func (s *Scrubber) Status() ScrubProgress {
 	return pr
 }
 
-func (p *Placer) runScrubs() {
+func (p *Scrubber) runScrubs() {
 	defer p.wg.Done()
 	// A scrub works on the whole tree (and a refresh numbers what it
 	// adds after it): none runs before the walk has ended.
@@ -242,7 +260,7 @@ func (p *Placer) runScrubs() {
 	case <-p.cat.WalkDone():
 	case <-p.ctx.Done():
 	}
-	s := p.scrub
+	s := p
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 || p.ctx.Err() != nil {
@@ -294,7 +312,7 @@ func (p *Placer) runScrubs() {
 // scrubWorkers is how many directories or files a scrub works on at once.
 const scrubWorkers = 8
 
-func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
+func (p *Scrubber) scrubOne(req ScrubRequest, run *scrubRun) {
 	paths := req.Paths
 	if len(paths) == 0 {
 		paths = []string{""}
@@ -334,13 +352,13 @@ func (p *Placer) scrubOne(req ScrubRequest, run *scrubRun) {
 	p.removeMissing(run)
 }
 
-// op waits for the scrub's rate limit.
-func (p *Placer) op() error { return p.scrub.lim.Wait(p.ctx) }
+// scrubWait waits for the scrub's rate limit.
+func (p *Scrubber) scrubWait() error { return p.lim.Wait(p.ctx) }
 
 // refreshPath refreshes one dataset path: a directory with everything
 // under it, a file, or a path the catalog does not know (added on the
 // source: its missing parents are refreshed one level at a time).
-func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
+func (p *Scrubber) refreshPath(pool *pool, rel string, run *scrubRun) {
 	e := p.cat.Find(rel)
 	if e == nil {
 		cur := p.cat.Root()
@@ -369,8 +387,8 @@ func (p *Placer) refreshPath(pool *pool, rel string, run *scrubRun) {
 }
 
 // refreshLeaf revalidates a file or a symlink on its own.
-func (p *Placer) refreshLeaf(e *catalog.Entry, run *scrubRun) {
-	if p.op() != nil {
+func (p *Scrubber) refreshLeaf(e *catalog.Entry, run *scrubRun) {
+	if p.scrubWait() != nil {
 		return
 	}
 	fi, err := p.src.Stat(p.ctx, e.Path)
@@ -395,7 +413,7 @@ func (p *Placer) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 }
 
 // refreshSame updates an entry whose source is still of the same kind.
-func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
+func (p *Scrubber) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 	switch e.Kind {
 	case catalog.KindFile:
 		run.checked.Add(1)
@@ -411,7 +429,7 @@ func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 	case catalog.KindDir:
 		p.val.setAttr(e, catalog.AttrFromInfo(fi), false)
 	case catalog.KindSymlink:
-		if p.op() != nil {
+		if p.scrubWait() != nil {
 			return
 		}
 		target, err := p.src.Readlink(p.ctx, e.Path)
@@ -432,8 +450,8 @@ func (p *Placer) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
 // what the source no longer has, adds what is new, updates the rest. It
 // returns d's subdirectories, for a refresh that goes on below d
 // (catalog.Descend).
-func (p *Placer) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catalog.Entry) {
-	if p.op() != nil {
+func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catalog.Entry) {
+	if p.scrubWait() != nil {
 		return nil
 	}
 	des, err := p.src.ReadDir(p.ctx, d.Path)
@@ -455,7 +473,7 @@ func (p *Placer) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catalog
 		}
 	}
 	for _, de := range des {
-		if p.ctx.Err() != nil || p.op() != nil {
+		if p.ctx.Err() != nil || p.scrubWait() != nil {
 			return subdirs
 		}
 		rel := catalog.ChildPath(d.Path, de.Name())
@@ -506,7 +524,7 @@ func (p *Placer) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catalog
 }
 
 // addEntry adds a new entry found on the source.
-func (p *Placer) addEntry(e *catalog.Entry, run *scrubRun) bool {
+func (p *Scrubber) addEntry(e *catalog.Entry, run *scrubRun) bool {
 	if err := p.cat.Add(e); err != nil {
 		run.fail(err)
 		return false
@@ -523,10 +541,10 @@ func (p *Placer) addEntry(e *catalog.Entry, run *scrubRun) bool {
 
 // enqueueIfWarm queues a new or changed file when the whole dataset was
 // asked to be warmed up.
-func (p *Placer) enqueueIfWarm(e *catalog.Entry) {
+func (p *Scrubber) enqueueIfWarm(e *catalog.Entry) {
 	all := p.warmups.wholeDataset()
 	if all {
-		p.enqueue(e)
+		p.cp.enqueue(e)
 	}
 }
 
@@ -547,37 +565,3 @@ func countFiles(e *catalog.Entry) int64 {
 	e.Files(func(*catalog.Entry) bool { n++; return true })
 	return n
 }
-
-// pool runs at most n tasks at once; do blocks for a slot. Tasks may start
-// tasks (a directory its subdirectories) without deadlock: a task that
-// cannot get a slot runs in its caller.
-type pool struct {
-	ctx context.Context
-	sem chan struct{}
-	wg  sync.WaitGroup
-}
-
-func newPool(ctx context.Context, n int) *pool {
-	return &pool{ctx: ctx, sem: make(chan struct{}, n)}
-}
-
-// do runs fn; it reports false once the pool's context has ended.
-func (pl *pool) do(fn func()) bool {
-	if pl.ctx.Err() != nil {
-		return false
-	}
-	select {
-	case pl.sem <- struct{}{}:
-		pl.wg.Add(1)
-		go func() {
-			defer pl.wg.Done()
-			defer func() { <-pl.sem }()
-			fn()
-		}()
-	default:
-		fn()
-	}
-	return true
-}
-
-func (pl *pool) wait() { pl.wg.Wait() }

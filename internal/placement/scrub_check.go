@@ -16,7 +16,7 @@ import (
 // gained since the walk, refused only when neither the catalog nor the
 // source has it (ErrNoEntry).
 func (s *Scrubber) CheckPath(who *catalog.Cred, kind ScrubKind, path string) error {
-	cat := s.p.cat
+	cat := s.cat
 	if kind != ScrubRefresh || !who.Root() {
 		_, err := cat.LookupAs(who, path)
 		return err
@@ -38,7 +38,7 @@ func (s *Scrubber) CheckPath(who *catalog.Cred, kind ScrubKind, path string) err
 		}
 		next = parts[0]
 	}
-	if _, err := s.p.src.Stat(context.Background(), next); errors.Is(err, os.ErrNotExist) {
+	if _, err := s.src.Stat(context.Background(), next); errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: %q (not in the dataset, nor on the source)", ErrNoEntry, path)
 	}
 	return nil

@@ -17,9 +17,9 @@ import (
 
 // verifyFile checks a resident file's copy against its record and the
 // source.
-func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
+func (p *Scrubber) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 	i := e.Tier()
-	if i < 0 || p.op() != nil {
+	if i < 0 || p.scrubWait() != nil {
 		return
 	}
 	run.checked.Add(1)
@@ -27,9 +27,9 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 	t := p.o.Tiers[i]
 	if fi, err := os.Lstat(t.Path(e.Path)); err != nil || !fi.Mode().IsRegular() || fi.Size() != rec.Size {
 		p.log.Warn("verify: bad tier copy; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
-		p.dropCopy(e, i)
+		p.op.dropCopy(e, i)
 		run.dropped.Add(1)
-		p.enqueue(e)
+		p.cp.enqueue(e)
 		return
 	}
 	fi, err := p.src.Stat(p.ctx, e.Path)
@@ -52,7 +52,7 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 		if resident {
 			run.dropped.Add(1) // setAttr dropped the stale copy
 		}
-		p.enqueue(e)
+		p.cp.enqueue(e)
 		return
 	}
 	if !content {
@@ -65,14 +65,14 @@ func (p *Placer) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 	}
 	if !same && e.Tier() == i {
 		p.log.Warn("verify: tier copy differs from the source; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
-		p.dropCopy(e, i)
+		p.op.dropCopy(e, i)
 		run.dropped.Add(1)
-		p.enqueue(e)
+		p.cp.enqueue(e)
 	}
 }
 
 // sameContent compares e's copy in tier i with the source, byte for byte.
-func (p *Placer) sameContent(e *catalog.Entry, i int, size int64) (bool, error) {
+func (p *Scrubber) sameContent(e *catalog.Entry, i int, size int64) (bool, error) {
 	tf, err := p.o.Tiers[i].OpenFile(e.Path)
 	if err != nil {
 		return false, nil // gone: not the same

@@ -36,7 +36,7 @@ type seqDetector struct {
 
 // noteOpen records an open of e and reads ahead when it continues a run:
 // only the files the opener (ctx's caller) could open, as a fill does.
-func (p *Placer) noteOpen(ctx context.Context, e *catalog.Entry) {
+func (p *copier) noteOpen(ctx context.Context, e *catalog.Entry) {
 	i := e.Index
 	if i < 0 || p.cat.Walking() {
 		return
@@ -73,7 +73,7 @@ func (p *Placer) noteOpen(ctx context.Context, e *catalog.Entry) {
 
 // copyAhead starts the copy of f unless one runs; false when no demand
 // slot is free.
-func (p *Placer) copyAhead(f *catalog.Entry) bool {
+func (p *copier) copyAhead(f *catalog.Entry) bool {
 	if _, ok := p.flights.Load(f); ok {
 		return true
 	}
@@ -111,7 +111,7 @@ func (p *Placer) copyAhead(f *catalog.Entry) bool {
 // it opened (validate.go: openChecked looks for copies after it registered
 // its check), so the source sees one open. The caller still holds its
 // reference.
-func (p *Placer) yieldToCheck(fl *flight) bool {
+func (p *copier) yieldToCheck(fl *flight) bool {
 	if _, checking := p.val.checks.Load(fl.e); !checking {
 		return false
 	}

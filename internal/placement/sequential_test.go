@@ -36,7 +36,7 @@ func TestAReaderInPathOrderIsReadAhead(t *testing.T) {
 					t.Fatalf("%s: %d bytes, %v", p, len(got), err)
 				}
 			}
-			waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+			waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 			st, ss := e.p.Stats(), e.source.Stats()
 			if shuffled && st.ReadAhead != 0 {
 				t.Errorf("a shuffled reader started %d copies ahead", st.ReadAhead)
@@ -72,7 +72,7 @@ func TestReadingAheadCopiesOnlyWhatTheReaderMayOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	waitFor(t, "copies settled", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 	if e.p.Stats().ReadAhead == 0 {
 		t.Fatal("no copy read ahead of a reader in path order")
 	}

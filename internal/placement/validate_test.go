@@ -85,7 +85,7 @@ func TestValidateNeverChecksOnlyFilesReadFromTheSource(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<20+100), Options{Validate: ValidateNever})
 	e.p.warmups.queueAll()
-	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 	var resident, other int64
 	for _, p := range d.Paths() {
 		if e.entry(p).Tier() >= 0 {
@@ -133,10 +133,10 @@ func TestStaleIfErrorServesResidentCopiesWhileTheSourceFails(t *testing.T) {
 	e := newEnv(t, d, oneTier(1<<30), Options{Validate: ValidateOpen})
 	for _, p := range d.Paths() {
 		if p != "late/not-resident" {
-			e.p.enqueue(e.entry(p))
+			e.p.cp.enqueue(e.entry(p))
 		}
 	}
-	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 	repair := breakSource(t, e.src)
 	for _, p := range d.Paths() {
 		err := e.openRead(p, d[p])
@@ -168,9 +168,9 @@ func TestACopyIsRecordedOnlyForTheVersionItStartedFrom(t *testing.T) {
 	d := dataset{"f": content("old", size)}
 	e := newEnvSource(t, d, oneTier(1<<30), Options{Validate: ValidateOpen}, source.Options{Bandwidth: 2 << 20})
 	en := e.entry("f")
-	e.p.enqueue(en)
+	e.p.cp.enqueue(en)
 	waitFor(t, "the copy under way", func() bool {
-		f, ok := e.p.flights.Load(en)
+		f, ok := e.p.cp.flights.Load(en)
 		if !ok {
 			return false
 		}
@@ -191,7 +191,7 @@ func TestACopyIsRecordedOnlyForTheVersionItStartedFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	waitFor(t, "the copy ended", func() bool { return e.p.flights.Size() == 0 && e.p.Stats().Queued == 0 })
+	waitFor(t, "the copy ended", func() bool { return e.p.cp.flights.Size() == 0 && e.p.Stats().Queued == 0 })
 	if i := en.Tier(); i >= 0 {
 		got, _ := os.ReadFile(e.tiers[i].Path("f"))
 		if !bytes.Equal(got, fresh) {
@@ -258,7 +258,7 @@ func TestFirstEpochOpensEachFileOnceAndStatsNone(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	e.readAllFiles() // every file by len(patterns) readers at once
-	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+	waitFor(t, "placement settled", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 	st := e.source.Stats()
 	if st.Stats != 0 {
 		t.Errorf("%d source stats in the first epoch, want 0", st.Stats)

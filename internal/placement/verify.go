@@ -92,7 +92,7 @@ func (p *Placer) checkCopies() []*catalog.Entry {
 	if len(lost) > 0 {
 		p.cat.PersistAll(lost)
 	}
-	p.check = c
+	p.cp.check = c
 	took := time.Since(start)
 	log := p.log.Info
 	if len(lost) > 0 {

@@ -226,7 +226,7 @@ func TestCopyFailingForItsOwnReasonIsServedFromTheSourceAndLeavesTheTierHealthy(
 	const passes = 4
 	for i := 0; i < passes; i++ {
 		e.readAllFiles()
-		waitFor(t, "copies to end", func() bool { return e.p.Stats().Queued == 0 && e.p.flights.Size() == 0 })
+		waitFor(t, "copies to end", func() bool { return e.p.Stats().Queued == 0 && e.p.cp.flights.Size() == 0 })
 	}
 	if n, _ := e.p.residency(); n != int64(len(d)-1) || e.entry(bad).Tier() != -1 {
 		t.Errorf("%d resident, %s in tier %d; want every other file resident", n, bad, e.entry(bad).Tier())

@@ -34,7 +34,7 @@ func (p *Placer) Warmups() *Warmups { return p.warmups }
 
 // newWarmups is the warmup of p.
 func (p *Placer) newWarmups() *Warmups {
-	return &Warmups{cat: p.cat, max: p.o.MaxWarmupPerUser, queued: &p.queued, feed: p.feedCounted}
+	return &Warmups{cat: p.cat, max: p.o.MaxWarmupPerUser, queued: &p.cp.queued, feed: p.cp.feedCounted}
 }
 
 // warmup is the set of files users asked to have placed ahead of reads.
@@ -248,7 +248,7 @@ func (h *WarmupHold) Cancel() {
 }
 
 // feedCounted is feed for files already counted in queued.
-func (p *Placer) feedCounted(files []*catalog.Entry) {
+func (p *copier) feedCounted(files []*catalog.Entry) {
 	n := int64(len(files))
 	if files == nil {
 		n = p.cat.Files()
