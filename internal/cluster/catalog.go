@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/cluster/layout"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -39,7 +40,7 @@ return 1`)
 // publication as long as that node keeps its lease; if the cluster fails
 // at any point it walks on its own. Only walk's error is returned.
 func (c *Cluster) LoadOrWalk(ctx context.Context, source string, rescan bool, walk func(context.Context) ([]byte, error)) (doc []byte, walked bool, err error) {
-	ck := c.keys.catalog(source)
+	ck := c.keys.Catalog(source)
 	if !rescan {
 		if doc, err := c.loadCatalog(ctx, ck, source); err == nil {
 			c.st.catalogState.Store("loaded")
@@ -58,7 +59,7 @@ func (c *Cluster) LoadOrWalk(ctx context.Context, source string, rescan bool, wa
 		if !c.Usable() {
 			return c.walkAlone(ctx, ck, source, walk)
 		}
-		lease, err := c.takeLease(ctx, ck.lease)
+		lease, err := c.takeLease(ctx, ck.Lease)
 		if err != nil {
 			c.log.Warn("cannot take the walk lease; walking the source", zap.Error(err))
 			return c.walkAlone(ctx, ck, source, walk)
@@ -97,7 +98,7 @@ func (c *Cluster) LoadOrWalk(ctx context.Context, source string, rescan bool, wa
 }
 
 // walkAlone walks without the lease and publishes if it can.
-func (c *Cluster) walkAlone(ctx context.Context, ck catKeys, source string, walk func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+func (c *Cluster) walkAlone(ctx context.Context, ck layout.Catalog, source string, walk func(context.Context) ([]byte, error)) ([]byte, bool, error) {
 	doc, err := walk(ctx)
 	if err != nil {
 		return nil, false, err
@@ -112,12 +113,12 @@ func (c *Cluster) walkAlone(ctx context.Context, ck catKeys, source string, walk
 }
 
 // loadCatalog reads and checks the published catalog: ErrMiss if none.
-func (c *Cluster) loadCatalog(ctx context.Context, ck catKeys, source string) ([]byte, error) {
+func (c *Cluster) loadCatalog(ctx context.Context, ck layout.Catalog, source string) ([]byte, error) {
 	if !c.Usable() {
 		return nil, ErrDown
 	}
 	octx, cancel := c.op(ctx)
-	raw, err := c.rdb.Get(octx, ck.manifest).Bytes()
+	raw, err := c.rdb.Get(octx, ck.Manifest).Bytes()
 	cancel()
 	if errors.Is(c.note(err), redis.Nil) {
 		return nil, ErrMiss
@@ -137,7 +138,7 @@ func (c *Cluster) loadCatalog(ctx context.Context, ck catKeys, source string) ([
 	doc := make([]byte, 0, m.size)
 	for i := range m.sums {
 		octx, cancel := c.op(ctx)
-		data, err := c.rdb.Get(octx, ck.chunk(m.gen, i)).Bytes()
+		data, err := c.rdb.Get(octx, ck.Chunk(m.gen, i)).Bytes()
 		cancel()
 		if errors.Is(c.note(err), redis.Nil) {
 			// Replaced and expired while we read: look again.
@@ -156,7 +157,7 @@ func (c *Cluster) loadCatalog(ctx context.Context, ck catKeys, source string) ([
 }
 
 // publish stores doc as a new generation and swaps the manifest to it.
-func (c *Cluster) publish(ctx context.Context, ck catKeys, source string, doc []byte) error {
+func (c *Cluster) publish(ctx context.Context, ck layout.Catalog, source string, doc []byte) error {
 	var gb [8]byte
 	rand.Read(gb[:])
 	gen := hex.EncodeToString(gb[:])
@@ -164,20 +165,20 @@ func (c *Cluster) publish(ctx context.Context, ck catKeys, source string, doc []
 	for i := 0; i < len(doc); i += ChunkSize {
 		part := doc[i:min(i+ChunkSize, len(doc))]
 		octx, cancel := c.op(ctx)
-		err := c.rdb.Set(octx, ck.chunk(gen, len(m.sums)), part, 0).Err()
+		err := c.rdb.Set(octx, ck.Chunk(gen, len(m.sums)), part, 0).Err()
 		cancel()
 		if c.note(err) != nil {
 			return fmt.Errorf("cluster: publish catalog: %w", err)
 		}
 		m.seal(c.seal, part)
 	}
-	keys := []string{ck.manifest}
+	keys := []string{ck.Manifest}
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	if raw, err := c.rdb.Get(octx, ck.manifest).Bytes(); err == nil {
+	if raw, err := c.rdb.Get(octx, ck.Manifest).Bytes(); err == nil {
 		if old, derr := decodeManifest(raw, c.seal); derr == nil {
 			for i := range old.sums {
-				keys = append(keys, ck.chunk(old.gen, i))
+				keys = append(keys, ck.Chunk(old.gen, i))
 			}
 		}
 	}

@@ -15,7 +15,7 @@
 // read. Every operation runs under Options.Timeout; the health (health.go)
 // counts failures, and while the cluster fails callers are told to skip it
 // (Usable) and read the source. A probe every Options.ProbeInterval finds
-// out when it is back. Keys are namespaced by the dataset id (keys.go);
+// out when it is back. Keys are namespaced by the dataset id (internal/cluster/layout);
 // every value read back is checked against its keyed MAC (mac.go).
 package cluster
 
@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/cluster/layout"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -143,7 +144,7 @@ type Cluster struct {
 	o    Options
 	rdb  *redis.ClusterClient
 	log  *zap.Logger
-	keys keys
+	keys layout.Keys
 	seal sealer
 	hl   health
 	st   counters
@@ -235,7 +236,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		DisableIdentity:       true,
 		ClientName:            "epochfs",
 	}
-	c := &Cluster{o: o, log: o.Logger, keys: newKeys(o.DatasetID), seal: sealer{key: key, ns: o.DatasetID}}
+	c := &Cluster{o: o, log: o.Logger, keys: layout.New(o.DatasetID), seal: sealer{key: key, ns: o.DatasetID}}
 	if err := check(ctx, copts); err != nil {
 		return nil, &configError{err}
 	}
@@ -346,3 +347,6 @@ func QuietRedis() { redis.SetLogger(discardLogger{}) }
 type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...interface{}) {}
+
+// FileKey names one version of a dataset file (its keys: layout.Keys.File).
+type FileKey = layout.FileKey

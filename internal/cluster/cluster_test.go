@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/cluster/layout"
 	"github.com/epochfs/epochfs/internal/sampler"
 	"github.com/epochfs/epochfs/internal/status"
 	"github.com/epochfs/epochfs/test/rediscluster"
@@ -174,7 +175,7 @@ func TestRangesOfAStoredFileAreReadFromTheCluster(t *testing.T) {
 		t.Errorf("the source was read %d times, want once (a's fill)", s.reads.Load())
 	}
 	// A bad chunk: an error, and the copy is dropped.
-	if err := rc.SetRaw(ChunkKey("ds", k, 3), bytes.Repeat([]byte{'x'}, 777)); err != nil {
+	if err := rc.SetRaw(layout.New("ds").File(k).Chunk(3), bytes.Repeat([]byte{'x'}, 777)); err != nil {
 		t.Fatal(err)
 	}
 	cp, err = b.Lookup(context.Background(), k)
@@ -236,7 +237,7 @@ func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
 	copyOf(t, a, k, s)
 	// Overwrite chunk 1 with bytes of the same length.
 	bad := bytes.Repeat([]byte{'x'}, ChunkSize)
-	if err := rc.SetRaw(ChunkKey("ds", k, 1), bad); err != nil {
+	if err := rc.SetRaw(layout.New("ds").File(k).Chunk(1), bad); err != nil {
 		t.Fatal(err)
 	}
 	copyOf(t, b, k, s) // the right bytes: the source's
@@ -246,7 +247,7 @@ func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
 	if stat(b, "corrupt") != "1" {
 		t.Errorf("cluster.corrupt = %s, want 1", stat(b, "corrupt"))
 	}
-	if out, _ := rc.CLI("EXISTS", ManifestKey("ds", k)); out != "0\n" {
+	if out, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Manifest); out != "0\n" {
 		t.Errorf("the manifest of the bad copy is still there: EXISTS = %q", out)
 	}
 	// Filled again by the next reader, then served from the cluster.
@@ -256,7 +257,7 @@ func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
 		t.Errorf("source reads %d, want 3", s.reads.Load())
 	}
 	// A corrupted manifest is dropped as well.
-	if err := rc.SetRaw(ManifestKey("ds", k), []byte("EPM1 garbage")); err != nil {
+	if err := rc.SetRaw(layout.New("ds").File(k).Manifest, []byte("EPM1 garbage")); err != nil {
 		t.Fatal(err)
 	}
 	copyOf(t, b, k, s)
@@ -265,7 +266,7 @@ func TestCorruptedValueIsDroppedAndNeverServed(t *testing.T) {
 	}
 	// And a bad chunk 0, which arrives with the manifest.
 	copyOf(t, a, k, s) // filled again
-	if err := rc.SetRaw(ChunkKey("ds", k, 0), bad); err != nil {
+	if err := rc.SetRaw(layout.New("ds").File(k).Chunk(0), bad); err != nil {
 		t.Fatal(err)
 	}
 	copyOf(t, b, k, s)
@@ -292,7 +293,7 @@ func TestValuesWrittenWithoutTheKeyAreNeverServed(t *testing.T) {
 		if _, err := w.Copy(context.Background(), k, &sink, nil, evil.copy); err != nil {
 			t.Fatal(err)
 		}
-		if out, _ := rc.CLI("EXISTS", ManifestKey("ds", k)); out != "1\n" {
+		if out, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Manifest); out != "1\n" {
 			t.Fatal("the forger's copy was not stored; the test checks nothing")
 		}
 		before := s.reads.Load()
@@ -300,7 +301,7 @@ func TestValuesWrittenWithoutTheKeyAreNeverServed(t *testing.T) {
 		if s.reads.Load() != before+1 {
 			t.Errorf("the node with the key did not read the source past a forged copy")
 		}
-		rc.CLI("DEL", ManifestKey("ds", k), ChunkKey("ds", k, 0), ChunkKey("ds", k, 1))
+		rc.CLI("DEL", layout.New("ds").File(k).Manifest, layout.New("ds").File(k).Chunk(0), layout.New("ds").File(k).Chunk(1))
 		rc.CLI("DEL", "epochfs:ds:{q}:bytes", "epochfs:ds:{q}:sizes")
 	}
 	if stat(good, "corrupt") != "2" {
@@ -323,9 +324,9 @@ func TestValuesWrittenWithoutTheKeyAreNeverServed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	move(ManifestKey("ds", k), ManifestKey("ds", k2))
-	move(ChunkKey("ds", k, 0), ChunkKey("ds", k2, 0))
-	move(ChunkKey("ds", k, 1), ChunkKey("ds", k2, 1))
+	move(layout.New("ds").File(k).Manifest, layout.New("ds").File(k2).Manifest)
+	move(layout.New("ds").File(k).Chunk(0), layout.New("ds").File(k2).Chunk(0))
+	move(layout.New("ds").File(k).Chunk(1), layout.New("ds").File(k2).Chunk(1))
 	s2 := newSource(t, len(s.data))
 	copyOf(t, good, k2, s2)
 	if s2.reads.Load() != 1 {
@@ -337,9 +338,9 @@ func TestValuesWrittenWithoutTheKeyAreNeverServed(t *testing.T) {
 	big := newSource(t, 2*ChunkSize)
 	kb := key("big.bin", big)
 	copyOf(t, good, kb, big)
-	c0, _ := raw.Get(ctx, ChunkKey("ds", kb, 0)).Bytes()
-	move(ChunkKey("ds", kb, 1), ChunkKey("ds", kb, 0))
-	if err := raw.Set(ctx, ChunkKey("ds", kb, 1), c0, 0).Err(); err != nil {
+	c0, _ := raw.Get(ctx, layout.New("ds").File(kb).Chunk(0)).Bytes()
+	move(layout.New("ds").File(kb).Chunk(1), layout.New("ds").File(kb).Chunk(0))
+	if err := raw.Set(ctx, layout.New("ds").File(kb).Chunk(1), c0, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	copyOf(t, good, kb, big)
@@ -441,7 +442,7 @@ func TestQuotaIsNeverExceeded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	out, err := rc.CLI("GET", newKeys("ds").quotaBytes())
+	out, err := rc.CLI("GET", layout.New("ds").QuotaBytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +453,7 @@ func TestQuotaIsNeverExceeded(t *testing.T) {
 	}
 	var stored int
 	for i, s := range files {
-		if o, _ := rc.CLI("EXISTS", ManifestKey("ds", key(fmt.Sprintf("f%d", i), s))); o == "1\n" {
+		if o, _ := rc.CLI("EXISTS", layout.New("ds").File(key(fmt.Sprintf("f%d", i), s)).Manifest); o == "1\n" {
 			stored++
 		}
 	}
@@ -476,7 +477,7 @@ func TestNodeKilledMidFillLeavesNothingVisibleAndAnotherFills(t *testing.T) {
 	// The node dies: its renewals stop, nothing is cleaned up.
 	dead.stop()
 	dead.wg.Wait()
-	if o, _ := rc.CLI("EXISTS", ManifestKey("ds", k)); o != "0\n" {
+	if o, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Manifest); o != "0\n" {
 		t.Fatal("a half-filled file is visible")
 	}
 	b := node(t, rc, "ds", 1<<30)
@@ -822,7 +823,7 @@ func TestClusterClaimQuotaIsTheSamplersRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jk := c.keys.job("q")
+	jk := c.keys.Job("q")
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	for ep := 1; ep <= 200; ep++ {
 		world, share := 1+rng.IntN(6), 1+rng.IntN(40)
@@ -831,10 +832,10 @@ func TestClusterClaimQuotaIsTheSamplersRule(t *testing.T) {
 			switch rng.IntN(4) {
 			case 0:
 				lost[r] = rng.IntN(share + 1)
-				c.rdb.HSet(ctx, jk.lost(run, ep), r, lost[r])
+				c.rdb.HSet(ctx, jk.Lost(run, ep), r, lost[r])
 			case 1:
 				done[r] = share + rng.IntN(5)
-				c.rdb.HSet(ctx, jk.done(run, ep), r, done[r])
+				c.rdb.HSet(ctx, jk.Done(run, ep), r, done[r])
 			}
 		}
 		for r := range world {

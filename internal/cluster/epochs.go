@@ -182,7 +182,7 @@ return 1`)
 // the run id its claims use. ErrShape: other nodes run it with another
 // shape.
 func (c *Cluster) JoinJob(ctx context.Context, name, shape string) (run string, err error) {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	var rb [8]byte
 	rand.Read(rb[:])
 	// The script keeps "shape\nrun": the shape goes as its hash, which
@@ -191,7 +191,7 @@ func (c *Cluster) JoinJob(ctx context.Context, name, shape string) (run string, 
 	shape = hex.EncodeToString(sum[:])
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	res, err := joinScript.Run(octx, c.rdb, []string{jk.shape, jk.members}, shape, c.o.Node,
+	res, err := joinScript.Run(octx, c.rdb, []string{jk.Shape, jk.Members}, shape, c.o.Node,
 		hex.EncodeToString(rb[:]), c.o.JobTTL.Milliseconds()).Slice()
 	if c.note(err) != nil {
 		return "", fmt.Errorf("cluster: job %s: join: %w", name, err)
@@ -209,10 +209,10 @@ func (c *Cluster) JoinJob(ctx context.Context, name, shape string) (run string, 
 // LeaveJob takes this node out of the job; the last node out deletes its
 // shape (the epochs expire).
 func (c *Cluster) LeaveJob(ctx context.Context, name string) error {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	if err := c.note(leaveScript.Run(octx, c.rdb, []string{jk.shape, jk.members}, c.o.Node).Err()); err != nil {
+	if err := c.note(leaveScript.Run(octx, c.rdb, []string{jk.Shape, jk.Members}, c.o.Node).Err()); err != nil {
 		return fmt.Errorf("cluster: job %s: leave: %w", name, err)
 	}
 	return nil
@@ -251,7 +251,7 @@ type ClaimResult struct {
 // until q.Want are claimed or the rank's count reaches its quota: its
 // share, plus its part of what the epoch's lost ranks (LoseRank) left.
 func (c *Cluster) Claim(ctx context.Context, name, run string, q ClaimRequest) (ClaimResult, error) {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	flag := func(b bool) int {
 		if b {
 			return 1
@@ -264,8 +264,8 @@ func (c *Cluster) Claim(ctx context.Context, name, run string, q ClaimRequest) (
 		args = append(args, s)
 	}
 	ep := q.Epoch
-	keys := []string{jk.seen(run, ep), jk.got(run, ep), jk.shape, jk.members, jk.seen(run, ep-2), jk.got(run, ep-2),
-		jk.ended(run), jk.lost(run, ep), jk.lost(run, ep-2), jk.done(run, ep), jk.done(run, ep-2)}
+	keys := []string{jk.Seen(run, ep), jk.Got(run, ep), jk.Shape, jk.Members, jk.Seen(run, ep-2), jk.Got(run, ep-2),
+		jk.Ended(run), jk.Lost(run, ep), jk.Lost(run, ep-2), jk.Done(run, ep), jk.Done(run, ep-2)}
 	octx, cancel := c.op(ctx)
 	defer cancel()
 	res, err := claimScript.Run(octx, c.rdb, keys, args...).Int64Slice()
@@ -294,7 +294,7 @@ func (c *Cluster) Claim(ctx context.Context, name, run string, q ClaimRequest) (
 // unseen samples, and what it had yet to get of its share goes to the
 // live ranks' quotas (Claim). A rank's first report in an epoch counts.
 func (c *Cluster) LoseRank(ctx context.Context, name, run string, ep, rank int, returned []int32) error {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	args := make([]any, 0, 2+len(returned))
 	args = append(args, rank, c.o.JobTTL.Milliseconds())
 	for _, s := range returned {
@@ -302,7 +302,7 @@ func (c *Cluster) LoseRank(ctx context.Context, name, run string, ep, rank int, 
 	}
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	err := lostScript.Run(octx, c.rdb, []string{jk.seen(run, ep), jk.got(run, ep), jk.lost(run, ep), jk.done(run, ep)}, args...).Err()
+	err := lostScript.Run(octx, c.rdb, []string{jk.Seen(run, ep), jk.Got(run, ep), jk.Lost(run, ep), jk.Done(run, ep)}, args...).Err()
 	if c.note(err) != nil {
 		return fmt.Errorf("cluster: job %s: rank %d lost in epoch %d: %w", name, rank, ep, err)
 	}
@@ -313,10 +313,10 @@ func (c *Cluster) LoseRank(ctx context.Context, name, run string, ep, rank int, 
 // (the most significant bit of byte i/8 first) is subset-local sample i,
 // set once a rank claimed it; nil when nothing was claimed.
 func (c *Cluster) Seen(ctx context.Context, name, run string, ep int) ([]byte, error) {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	b, err := c.rdb.Get(octx, jk.seen(run, ep)).Bytes()
+	b, err := c.rdb.Get(octx, jk.Seen(run, ep)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -331,10 +331,10 @@ func (c *Cluster) Seen(ctx context.Context, name, run string, ep int) ([]byte, e
 // resumed job continues ep with the samples an interrupted run handed out
 // left out. Every node of the resumed job seeds the same bits.
 func (c *Cluster) Seed(ctx context.Context, name, run string, ep, world int, bitmap []byte) error {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	keys := []string{jk.seen(run, ep), jk.seen(run, ep) + ":seed", jk.ended(run), jk.shape, jk.members}
+	keys := []string{jk.Seen(run, ep), jk.Seen(run, ep) + ":seed", jk.Ended(run), jk.Shape, jk.Members}
 	err := seedScript.Run(octx, c.rdb, keys, bitmap, ep, world, c.o.JobTTL.Milliseconds()).Err()
 	if c.note(err) != nil {
 		return fmt.Errorf("cluster: job %s: seed epoch %d: %w", name, ep, err)
@@ -345,10 +345,10 @@ func (c *Cluster) Seed(ctx context.Context, name, run string, ep, world int, bit
 // EndEpoch records that rank read the end of epoch ep of run run (the
 // claims' check of how far ahead a rank may run).
 func (c *Cluster) EndEpoch(ctx context.Context, name, run string, ep, rank int) error {
-	jk := c.keys.job(name)
+	jk := c.keys.Job(name)
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	err := endScript.Run(octx, c.rdb, []string{jk.ended(run)}, rank, ep, c.o.JobTTL.Milliseconds()).Err()
+	err := endScript.Run(octx, c.rdb, []string{jk.Ended(run)}, rank, ep, c.o.JobTTL.Milliseconds()).Err()
 	if c.note(err) != nil {
 		return fmt.Errorf("cluster: job %s: end of epoch %d: %w", name, ep, err)
 	}

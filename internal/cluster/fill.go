@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/cluster/layout"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -80,7 +81,7 @@ var errStored = errors.New("cluster: stored meanwhile")
 type Fill struct {
 	c     *Cluster
 	k     FileKey
-	fk    fileKeys
+	fk    layout.File
 	token string
 	buf   []byte
 	man   manifest // the chunks' MACs so far
@@ -98,13 +99,13 @@ func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
 	if !c.Usable() {
 		return nil, ErrDown
 	}
-	fk := c.keys.file(k)
+	fk := c.keys.File(k)
 	var tb [12]byte
 	rand.Read(tb[:])
 	token := c.o.Node + "/" + hex.EncodeToString(tb[:])
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	ok, err := c.rdb.SetNX(octx, fk.lease, token, c.o.Lease).Result()
+	ok, err := c.rdb.SetNX(octx, fk.Lease, token, c.o.Lease).Result()
 	if c.note(err) != nil {
 		return nil, fmt.Errorf("cluster: fill %s: lease: %w", k.Path, err)
 	}
@@ -116,7 +117,7 @@ func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
 	// Another node may have committed the file between the caller's
 	// lookup and this lease (its commit deletes its lease): look again
 	// rather than fill it twice.
-	stored, err := c.rdb.Exists(octx, fk.manifest).Result()
+	stored, err := c.rdb.Exists(octx, fk.Manifest).Result()
 	if c.note(err) != nil || stored != 0 {
 		f.release()
 		if err != nil {
@@ -124,8 +125,8 @@ func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
 		}
 		return nil, errStored
 	}
-	charged, err := reserveScript.Run(octx, c.rdb, []string{c.keys.quotaBytes(), c.keys.quotaSizes()},
-		fk.id, k.Size, c.o.Quota).Int64()
+	charged, err := reserveScript.Run(octx, c.rdb, []string{c.keys.QuotaBytes(), c.keys.QuotaSizes()},
+		fk.ID, k.Size, c.o.Quota).Int64()
 	if c.note(err) != nil || charged != 1 {
 		f.release()
 		if err != nil {
@@ -155,7 +156,7 @@ func (f *Fill) renew(ctx context.Context) {
 		case <-t.C:
 		}
 		octx, cancel := c.op(ctx)
-		n, err := renewScript.Run(octx, c.rdb, []string{f.fk.lease}, f.token, c.o.Lease.Milliseconds()).Int64()
+		n, err := renewScript.Run(octx, c.rdb, []string{f.fk.Lease}, f.token, c.o.Lease.Milliseconds()).Int64()
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -200,7 +201,7 @@ func (f *Fill) flush(ctx context.Context) error {
 	c := f.c
 	i := len(f.man.sums)
 	octx, cancel := c.op(ctx)
-	err := c.rdb.Set(octx, f.fk.chunk(i), f.buf, chunkTTL).Err()
+	err := c.rdb.Set(octx, f.fk.Chunk(i), f.buf, chunkTTL).Err()
 	cancel()
 	if c.note(err) != nil {
 		return fmt.Errorf("cluster: fill %s chunk %d: %w", f.k.Path, i, err)
@@ -232,9 +233,9 @@ func (f *Fill) Commit(ctx context.Context) error {
 		f.Abort()
 		return fmt.Errorf("cluster: fill %s: %w", f.k.Path, ErrLeaseLost)
 	}
-	keys := []string{f.fk.lease, f.fk.manifest}
+	keys := []string{f.fk.Lease, f.fk.Manifest}
 	for i := range f.man.sums {
-		keys = append(keys, f.fk.chunk(i))
+		keys = append(keys, f.fk.Chunk(i))
 	}
 	octx, cancel := c.op(ctx)
 	n, err := commitScript.Run(octx, c.rdb, keys, f.token, f.man.encode(c.seal)).Int64()
@@ -273,12 +274,12 @@ func (f *Fill) Abort() {
 		// another filler's once it is lost.
 		var keys []string
 		for i := range len(f.man.sums) {
-			keys = append(keys, f.fk.chunk(i))
+			keys = append(keys, f.fk.Chunk(i))
 		}
 		if len(keys) > 0 {
 			c.note(c.rdb.Del(ctx, keys...).Err())
 		}
-		c.note(unreserveScript.Run(ctx, c.rdb, []string{c.keys.quotaBytes(), c.keys.quotaSizes()}, f.fk.id).Err())
+		c.note(unreserveScript.Run(ctx, c.rdb, []string{c.keys.QuotaBytes(), c.keys.QuotaSizes()}, f.fk.ID).Err())
 	}
 	f.release()
 }
@@ -288,5 +289,5 @@ func (f *Fill) release() {
 	c := f.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 	defer cancel()
-	c.note(releaseScript.Run(ctx, c.rdb, []string{f.fk.lease}, f.token).Err())
+	c.note(releaseScript.Run(ctx, c.rdb, []string{f.fk.Lease}, f.token).Err())
 }

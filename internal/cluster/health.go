@@ -123,7 +123,7 @@ func (c *Cluster) probe() {
 	}
 	if err == nil {
 		var n int64
-		n, err = c.rdb.Get(ctx, c.keys.quotaBytes()).Int64()
+		n, err = c.rdb.Get(ctx, c.keys.QuotaBytes()).Int64()
 		if errors.Is(err, redis.Nil) {
 			n, err = 0, nil
 		}

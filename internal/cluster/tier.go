@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/cluster/layout"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -22,7 +23,7 @@ import (
 type Copy struct {
 	c   *Cluster
 	k   FileKey
-	fk  fileKeys
+	fk  layout.File
 	man *manifest
 	raw []byte     // the manifest as stored (the drop compares it)
 	mu  sync.Mutex // guards first, counted and last
@@ -45,12 +46,12 @@ func (c *Cluster) Lookup(ctx context.Context, k FileKey) (*Copy, error) {
 	if !c.Usable() {
 		return nil, ErrDown
 	}
-	fk := c.keys.file(k)
+	fk := c.keys.File(k)
 	octx, cancel := c.op(ctx)
 	// The manifest and chunk 0 in one round trip: most dataset files are
 	// one chunk, so a hit costs one round trip, not two.
 	pipe := c.rdb.Pipeline()
-	mcmd, ccmd := pipe.Get(octx, fk.manifest), pipe.Get(octx, fk.chunk(0))
+	mcmd, ccmd := pipe.Get(octx, fk.Manifest), pipe.Get(octx, fk.Chunk(0))
 	_, _ = pipe.Exec(octx)
 	cancel()
 	raw, err := mcmd.Bytes()
@@ -103,7 +104,7 @@ func (cp *Copy) Chunk(ctx context.Context, i int) ([]byte, error) {
 	cp.mu.Unlock()
 	if data == nil {
 		octx, cancel := c.op(ctx)
-		data, err = c.rdb.Get(octx, cp.fk.chunk(i)).Bytes()
+		data, err = c.rdb.Get(octx, cp.fk.Chunk(i)).Bytes()
 		cancel()
 	}
 	if errors.Is(c.note(err), redis.Nil) {
@@ -181,9 +182,9 @@ return 1`)
 func (cp *Copy) drop(ctx context.Context) {
 	c := cp.c
 	c.st.corrupt.Add(1)
-	keys := []string{cp.fk.manifest}
+	keys := []string{cp.fk.Manifest}
 	for i := range chunksOf(cp.man.size, cp.man.chunkSize) {
-		keys = append(keys, cp.fk.chunk(i))
+		keys = append(keys, cp.fk.Chunk(i))
 	}
 	octx, cancel := c.op(context.WithoutCancel(ctx))
 	defer cancel()
@@ -193,7 +194,7 @@ func (cp *Copy) drop(ctx context.Context) {
 		return
 	}
 	if n == 1 {
-		if err := c.note(unreserveScript.Run(octx, c.rdb, []string{c.keys.quotaBytes(), c.keys.quotaSizes()}, cp.fk.id).Err()); err != nil {
+		if err := c.note(unreserveScript.Run(octx, c.rdb, []string{c.keys.QuotaBytes(), c.keys.QuotaSizes()}, cp.fk.ID).Err()); err != nil {
 			c.log.Warn("cannot release a dropped copy's quota", zap.String("path", cp.k.Path), zap.Error(err))
 		}
 	}
@@ -205,17 +206,17 @@ func (cp *Copy) drop(ctx context.Context) {
 // shows as one manifest SET, and a poll is one round trip of a few bytes.
 func (c *Cluster) Wait(ctx context.Context, k FileKey) error {
 	c.st.leaseWaits.Add(1)
-	fk := c.keys.file(k)
+	fk := c.keys.File(k)
 	delay := 5 * time.Millisecond
 	for {
 		if !c.Usable() {
 			return ErrDown
 		}
 		octx, cancel := c.op(ctx)
-		n, err := c.rdb.Exists(octx, fk.lease).Result()
+		n, err := c.rdb.Exists(octx, fk.Lease).Result()
 		var m int64
 		if err == nil {
-			m, err = c.rdb.Exists(octx, fk.manifest).Result()
+			m, err = c.rdb.Exists(octx, fk.Manifest).Result()
 		}
 		cancel()
 		if err := ctx.Err(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/cluster"
+	"github.com/epochfs/epochfs/internal/cluster/layout"
 	"github.com/epochfs/epochfs/test/rediscluster"
 )
 
@@ -201,7 +202,7 @@ func TestClusterCorruptedValueIsNeverServedThroughTheMount(t *testing.T) {
 	a.settle()
 	k := fileKey(t, src, "big.bin")
 	bad := bytes.Repeat([]byte{0}, cluster.ChunkSize)
-	if err := rc.SetRaw(cluster.ChunkKey("ds", k, 1), bad); err != nil {
+	if err := rc.SetRaw(layout.New("ds").File(k).Chunk(1), bad); err != nil {
 		t.Fatal(err)
 	}
 	b := clusterNode(t, rc, src)
@@ -309,7 +310,7 @@ func TestClusterNodeSIGKILLedMidFillOthersFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		out, _ := rc.CLI("EXISTS", cluster.LeaseKey("ds", k))
+		out, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Lease)
 		return out == "1\n"
 	})
 	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
@@ -322,7 +323,7 @@ func TestClusterNodeSIGKILLedMidFillOthersFinish(t *testing.T) {
 	if code, out := cli(t, "unmount", "--lazy", mnt); code != 0 {
 		t.Fatalf("unmount --lazy of the dead node: exit %d: %s", code, out)
 	}
-	if out, _ := rc.CLI("EXISTS", cluster.ManifestKey("ds", k)); out != "0\n" {
+	if out, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Manifest); out != "0\n" {
 		t.Fatal("the dead node's half fill is visible")
 	}
 	// The others finish: every byte right, each file from the source once.
@@ -535,7 +536,7 @@ func TestClusterACopyOrCatalogWrittenWithoutTheKeyIsNeverServed(t *testing.T) {
 	}
 	f.settle()
 	f.unmount()
-	if out, _ := rc.CLI("EXISTS", cluster.ManifestKey("ds", k)); out != "1\n" {
+	if out, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Manifest); out != "1\n" {
 		t.Fatalf("the forged copy is not in the cluster (EXISTS %q): the test would check nothing", out)
 	}
 	// Control: a node with the forger's key takes both.
@@ -567,7 +568,7 @@ func TestClusterACopyOrCatalogWrittenWithoutTheKeyIsNeverServed(t *testing.T) {
 	if n := b.num("cluster.corrupt"); n < 2 {
 		t.Errorf("cluster.corrupt = %d, want at least 2 (the catalog and the copy)", n)
 	}
-	if out, _ := rc.CLI("EXISTS", cluster.ManifestKey("ds", k)); out != "1\n" {
+	if out, _ := rc.CLI("EXISTS", layout.New("ds").File(k).Manifest); out != "1\n" {
 		t.Errorf("the node with the key did not store the real copy in place of the forged one")
 	}
 	checkAll(t, src, b.mnt, paths)
