@@ -12,7 +12,9 @@ import (
 // copy's registration is kept with the copy (attach: placement.Resident's
 // Lend and Keep);
 // FS.backings maps each inode to the registration its passthrough opens
-// name, which rawFS adds to the OPEN reply (raw.go).
+// name. Each passthrough handle hands its ID to go-fuse's bridge
+// (fusefs.FileBackingIDer), which puts it in the OPEN reply and leaves
+// the registration to us: it neither registers nor unregisters one.
 
 // backing is the kernel's registration of a descriptor as a backing file
 // of an inode: its backing ID (ID) and the inode (Ino).
@@ -81,4 +83,17 @@ func (fsys *FS) registerBacking(ino uint64, fd int) (*backing, func(), error) {
 		fsys.server.UnregisterBackingFd(id)
 		fsys.ptBackings.Add(-1)
 	}, nil
+}
+
+// backingID is the registration published for inode ino, which its
+// passthrough opens name. Not found is not reached: a node answers
+// FOPEN_PASSTHROUGH only while it holds the copy whose registration it
+// published. Without an ID the kernel fails the open with EIO and
+// releases the handle.
+func (fsys *FS) backingID(ino uint64) (int32, bool) {
+	if b, ok := fsys.backings.Load(ino); ok {
+		return b.ID, true
+	}
+	fsys.log.Error("passthrough open without a backing registration", zap.Uint64("ino", ino))
+	return 0, false
 }

@@ -31,7 +31,8 @@ import (
 // inode has passthrough handles it holds a reference on the copy they
 // share, so the registration outlives every one of them. A repeat open of a
 // resident file therefore costs the daemon no system call: the backing ID
-// comes from the registration (rawFS adds it to the reply).
+// comes from the registration (the handle's BackingID, which go-fuse's
+// bridge adds to the reply).
 //
 // Lock order: ioMode.mu, then the placer's (Resident.Lend, Keep and Release).
 
@@ -154,8 +155,9 @@ type ptHandle struct {
 }
 
 var (
-	_ fusefs.FileReader   = (*ptHandle)(nil)
-	_ fusefs.FileReleaser = (*ptHandle)(nil)
+	_ fusefs.FileReader      = (*ptHandle)(nil)
+	_ fusefs.FileReleaser    = (*ptHandle)(nil)
+	_ fusefs.FileBackingIDer = (*ptHandle)(nil)
 )
 
 // Read is used only if the kernel does not pass the read through.
@@ -178,15 +180,30 @@ func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
 // a direct I/O open in passthrough mode beside live passthrough handles (an
 // mmap of it maps the backing file of those: the kernel maps the backing
 // file of an inode in passthrough mode).
+// BackingID is the passthrough registration of the handle's inode
+// (fusefs.FileBackingIDer: the bridge answers the open with it).
+func (h *ptHandle) BackingID() (int32, bool) { return h.n.fsys.backingID(h.n.StableAttr().Ino) }
+
 type cachedHandle struct {
 	n      *node
 	r      *placement.Reader
 	direct bool
 }
 
+// BackingID is the inode's passthrough registration for a handle opened
+// in direct I/O beside passthrough handles (the kernel wants every open
+// of a passthrough inode to name it); none for a cached-mode handle.
+func (h *cachedHandle) BackingID() (int32, bool) {
+	if !h.direct {
+		return 0, false
+	}
+	return h.n.fsys.backingID(h.n.StableAttr().Ino)
+}
+
 var (
-	_ fusefs.FileReader   = (*cachedHandle)(nil)
-	_ fusefs.FileReleaser = (*cachedHandle)(nil)
+	_ fusefs.FileReader      = (*cachedHandle)(nil)
+	_ fusefs.FileReleaser    = (*cachedHandle)(nil)
+	_ fusefs.FileBackingIDer = (*cachedHandle)(nil)
 )
 
 func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

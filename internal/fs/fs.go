@@ -10,8 +10,9 @@
 // cached-mode open of the same inode is live (and the reverse) with EIO, so
 // each inode counts its open handles by mode and a new open joins the mode
 // already in use (file.go). The descriptor and its kernel registration are
-// kept between opens, so a repeat open makes no system call; go-fuse's
-// bridge is wrapped to name the registration in the reply (raw.go).
+// kept between opens, so a repeat open makes no system call; each handle
+// names the registration to go-fuse's bridge, which puts it in the reply
+// (fusefs.FileBackingIDer: backing.go).
 package fs
 
 import (
@@ -90,7 +91,7 @@ type FS struct {
 	passthrough atomic.Bool   // some tier's files go through passthrough
 	ptTiers     []atomic.Bool // per tier: its files may be passed through
 	// backings is the registration the passthrough opens of an inode name,
-	// by inode number (file.go, raw.go).
+	// by inode number (file.go, backing.go).
 	backings     *xsync.MapOf[uint64, *backing]
 	ptRegistered atomic.Int64 // backing files registered since the mount
 	ptBackings   atomic.Int64 // registrations held now
@@ -155,7 +156,7 @@ func Mount(o Options) (*FS, error) {
 		// Modes as the source has them: without this go-fuse shows a
 		// file whose permission bits are all zero as 0644.
 		NullPermissions: true,
-		// The kernel's node IDs are our inode numbers (raw.go).
+		// The kernel's node IDs are our inode numbers (ino.go).
 		ExternalNodeID: true,
 	}
 	if o.IoUring == IoUringOn {
@@ -164,9 +165,9 @@ func Mount(o Options) (*FS, error) {
 		}
 	}
 	o.transportOptions(&fo.MountOptions)
-	// fusefs.Mount, with the bridge wrapped.
-	raw := &rawFS{RawFileSystem: fusefs.NewNodeFS(fsys.root, fo), fsys: fsys}
-	server, err := fuse.NewServer(raw, o.Mountpoint, &fo.MountOptions)
+	// fusefs.Mount: the bridge answers a passthrough open with the
+	// registration its handle names (backing.go).
+	server, err := fuse.NewServer(fusefs.NewNodeFS(fsys.root, fo), o.Mountpoint, &fo.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount %s: %w", o.Mountpoint, err)
 	}

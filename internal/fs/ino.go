@@ -1,7 +1,7 @@
 package fs
 
 // The mount's inode numbers, in one place. The kernel's node IDs are
-// these numbers (ExternalNodeID, raw.go), so two nodes must never share
+// these numbers (ExternalNodeID: fs.go), so two nodes must never share
 // one unless they are one file (hard links of the source do: catalog
 // IDs are shared there, placement/catalog.go). Ranges, from the bottom:
 //

@@ -226,9 +226,19 @@ type batchHandle struct {
 	released bool // guarded by n.mu
 }
 
+// BackingID is the registration of the batch's memory file the handle
+// names (fusefs.FileBackingIDer); none in direct I/O without it.
+func (h *batchHandle) BackingID() (int32, bool) {
+	if h.bk == nil {
+		return 0, false
+	}
+	return h.bk.b.ID, true
+}
+
 var (
-	_ fusefs.FileReader   = (*batchHandle)(nil)
-	_ fusefs.FileReleaser = (*batchHandle)(nil)
+	_ fusefs.FileReader      = (*batchHandle)(nil)
+	_ fusefs.FileReleaser    = (*batchHandle)(nil)
+	_ fusefs.FileBackingIDer = (*batchHandle)(nil)
 )
 
 // sharedBatch counts who still uses a batch's buffer: the handle that

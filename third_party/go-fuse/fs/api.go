@@ -686,6 +686,19 @@ type FilePassthroughFder interface {
 	PassthroughFd() (int, bool)
 }
 
+// FileBackingIDer is a file whose backing file the file system has
+// registered itself (fuse.Server.RegisterBackingFd), for example once
+// for many opens of the same inode, or before the first open. When
+// BackingID returns true, the Create or Open is answered with
+// FOPEN_PASSTHROUGH and that ID; the bridge neither registers nor
+// unregisters a backing file for the handle: the registration is the
+// file system's, and it must outlive every open that uses it. When it
+// returns false, passthrough is not used for this open. A handle that
+// implements FileBackingIDer is never asked for PassthroughFd.
+type FileBackingIDer interface {
+	BackingID() (int32, bool)
+}
+
 // See NodeReleaser.
 type FileReleaser interface {
 	Release(ctx context.Context) syscall.Errno

@@ -843,6 +843,13 @@ func (b *rawBridge) Open(cancel <-chan struct{}, input *fuse.OpenIn, out *fuse.O
 
 // must hold backingMu
 func (b *rawBridge) addBackingID(e *nodeEntry, f FileHandle, out *fuse.OpenOut) {
+	if bi, ok := f.(FileBackingIDer); ok {
+		if id, ok := bi.BackingID(); ok {
+			out.BackingID = id
+			out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+		}
+		return
+	}
 	if b.disableBackingFiles {
 		return
 	}
