@@ -1,5 +1,7 @@
 // Package ctlpath is the one rule by which control files write a dataset
-// path as a line, and read it back.
+// path as a line, and read it back; and the documents of such lines the
+// command line writes (docs.go: warmup, drop and refresh lists, split to
+// fit a control file, and the path lists of warmup -f).
 //
 // A path that is a plain line is written as it is. A path that is not (it
 // holds a newline or another control character, bytes that are not UTF-8,
