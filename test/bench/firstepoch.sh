@@ -25,6 +25,8 @@
 # Usage: bash test/bench/firstepoch.sh   (as root; bin/epochfs built)
 # Env: FILES (4000) SIZE (8192 bytes) DELAY_MS (1) RATE (100) REPS (3)
 #      WALK_FILES ("200000") WORK (/var/tmp/epochfs-firstepoch) OUT (- = stdout)
+#      EPOCHFS (bin/epochfs: another binary to measure, e.g. one built from an
+#      earlier commit)
 #      ONLY_WALK=1 skips the epoch figures; ORDERS ("path shuffled") the
 #      readers' orders; FILL_AFTER sets placement.fill_after (default: the
 #      config's)
@@ -38,7 +40,7 @@ REPS=${REPS:-3}
 WALK_FILES=${WALK_FILES-200000}
 WORK=${WORK:-/var/tmp/epochfs-firstepoch}
 OUT=${OUT:--}
-EPOCHFS=$ROOT/bin/epochfs
+EPOCHFS=${EPOCHFS:-$ROOT/bin/epochfs}
 export PATH=$PATH:/usr/local/go/bin
 
 log() { echo "firstepoch: $*" >&2; }
