@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -85,7 +86,14 @@ func TestReadinessReportsOnceOnOneLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tc.report(OpenReadiness(int(pw.Fd())))
+		// The report owns its descriptor, as the daemon's does: a copy
+		// of the pipe's, so that pw's own is closed once, here.
+		fd, err := syscall.Dup(int(pw.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		tc.report(OpenReadiness(fd))
 		got, _ := bufio.NewReader(pr).ReadString('\n')
 		rest := make([]byte, 16)
 		n, _ := pr.Read(rest)
