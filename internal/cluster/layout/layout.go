@@ -110,11 +110,11 @@ func (k Keys) Job(name string) Job {
 	return Job{Shape: base + "shape", Members: base + "members", base: base}
 }
 
-// Seen is epoch ep's seen bitmap of run run (one bit per subset sample);
-// got its per-rank counts.
+// Seen is epoch ep's seen bitmap of run run (one bit per subset sample).
 func (j Job) Seen(run string, ep int) string {
 	return j.base + "r" + run + ":e" + strconv.Itoa(ep) + ":seen"
 }
+
 // Got is epoch ep's per-rank counts of run run.
 func (j Job) Got(run string, ep int) string {
 	return j.base + "r" + run + ":e" + strconv.Itoa(ep) + ":got"
