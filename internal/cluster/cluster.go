@@ -128,6 +128,18 @@ type Options struct {
 	// JobTTL: a cluster job's state expires this long after its last
 	// claim (default DefaultJobTTL).
 	JobTTL time.Duration
+	// Data is where file bytes are kept: DataRedis (default: chunks in
+	// the cluster, within Quota) or DataPeers (on the nodes' tiers, read
+	// from each other: peers.go).
+	Data string
+	// PeerAdvertise is the host:port the other nodes reach this node's
+	// peer server at (DataPeers): it names this node among the members.
+	PeerAdvertise string
+	// Replicas is how many more nodes than the owner keep each file
+	// (DataPeers; 0 to 8).
+	Replicas int
+	// PeerTLS, if set, speaks HTTPS to the peers.
+	PeerTLS *tls.Config
 	// Node names this node in leases and logs (default host:pid:random).
 	Node   string
 	Logger *zap.Logger
@@ -146,6 +158,7 @@ type Cluster struct {
 	log  *zap.Logger
 	keys layout.Keys
 	seal sealer
+	pr   *peers // data = "peers" (peers.go), or nil
 	hl   health
 	st   counters
 
@@ -237,6 +250,9 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		ClientName:            "epochfs",
 	}
 	c := &Cluster{o: o, log: o.Logger, keys: layout.New(o.DatasetID), seal: sealer{key: key, ns: o.DatasetID}}
+	if err := c.openPeers(o, key); err != nil {
+		return nil, &configError{err}
+	}
 	if err := check(ctx, copts); err != nil {
 		return nil, &configError{err}
 	}
@@ -246,6 +262,11 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	c.probe()
 	if !c.hl.reachable.Load() {
 		c.log.Warn("the cluster answers but is not whole; reading the source until it is", zap.String("why", c.hl.why()))
+	}
+	if c.pr != nil {
+		c.heartbeat(false)
+		c.wg.Add(1)
+		go c.holderWriter()
 	}
 	c.wg.Add(1)
 	go c.prober()
@@ -258,6 +279,10 @@ func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		c.stop()
 		c.wg.Wait()
+		if c.pr != nil {
+			c.heartbeat(true) // leave: the others take this node's share now
+			c.pr.client.Close()
+		}
 		if cerr := c.rdb.Close(); cerr != nil {
 			err = fmt.Errorf("cluster: close: %w", cerr)
 		}

@@ -43,6 +43,9 @@ func (c *Cluster) Copy(ctx context.Context, k FileKey, w io.Writer, progress fun
 	if progress == nil {
 		progress = func(int64) {}
 	}
+	if c.pr != nil {
+		return c.copyPeers(ctx, k, w, progress, source)
+	}
 	deadline := time.Now().Add(c.o.MaxWait)
 	for range maxLookups {
 		cp, err := c.Lookup(ctx, k)
@@ -93,9 +96,16 @@ type writeError struct{ err error }
 func (e *writeError) Error() string { return e.err.Error() }
 func (e *writeError) Unwrap() error { return e.err }
 
+// chunked is a stored copy read chunk by chunk: the cluster tier's (Copy)
+// or a peer's (PeerCopy).
+type chunked interface {
+	Chunks() int
+	Chunk(ctx context.Context, i int) ([]byte, error)
+}
+
 // readCopy writes the stored copy's chunks to w. An error of w comes back
 // as *writeError; n is the bytes written either way.
-func (c *Cluster) readCopy(ctx context.Context, cp *Copy, w io.Writer, progress func(int64)) (n int64, err error) {
+func (c *Cluster) readCopy(ctx context.Context, cp chunked, w io.Writer, progress func(int64)) (n int64, err error) {
 	for i := range cp.Chunks() {
 		data, err := cp.Chunk(ctx, i)
 		if err != nil {

@@ -88,6 +88,9 @@ type Fill struct {
 	n     int64    // bytes written so far
 	lost  atomic.Bool
 	done  bool
+	// peers: a fill of data = "peers": the chunks are sealed, not
+	// stored, and the commit records this node as the holder.
+	peers bool
 
 	stopRenew context.CancelFunc
 	renewWG   sync.WaitGroup
@@ -96,24 +99,13 @@ type Fill struct {
 // Fill takes k's fill lease and charges its size to the quota. ErrBusy:
 // another node fills it; ErrFull: no room; ErrDown: the cluster fails.
 func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
-	if !c.Usable() {
-		return nil, ErrDown
+	f, err := c.lease(ctx, k)
+	if err != nil {
+		return nil, err
 	}
-	fk := c.keys.File(k)
-	var tb [12]byte
-	rand.Read(tb[:])
-	token := c.o.Node + "/" + hex.EncodeToString(tb[:])
+	fk := f.fk
 	octx, cancel := c.op(ctx)
 	defer cancel()
-	ok, err := c.rdb.SetNX(octx, fk.Lease, token, c.o.Lease).Result()
-	if c.note(err) != nil {
-		return nil, fmt.Errorf("cluster: fill %s: lease: %w", k.Path, err)
-	}
-	if !ok {
-		return nil, ErrBusy
-	}
-	f := &Fill{c: c, k: k, fk: fk, token: token,
-		man: manifest{kind: kindFile, size: k.Size, mtime: k.Mtime, chunkSize: ChunkSize, path: k.Path}}
 	// Another node may have committed the file between the caller's
 	// lookup and this lease (its commit deletes its lease): look again
 	// rather than fill it twice.
@@ -135,11 +127,38 @@ func (c *Cluster) Fill(ctx context.Context, k FileKey) (*Fill, error) {
 		c.st.full.Add(1)
 		return nil, ErrFull
 	}
-	rctx, stop := context.WithCancel(c.ctx)
+	f.startRenew()
+	return f, nil
+}
+
+// lease takes k's fill lease: ErrBusy when another node holds it.
+func (c *Cluster) lease(ctx context.Context, k FileKey) (*Fill, error) {
+	if !c.Usable() {
+		return nil, ErrDown
+	}
+	fk := c.keys.File(k)
+	var tb [12]byte
+	rand.Read(tb[:])
+	token := c.o.Node + "/" + hex.EncodeToString(tb[:])
+	octx, cancel := c.op(ctx)
+	defer cancel()
+	ok, err := c.rdb.SetNX(octx, fk.Lease, token, c.o.Lease).Result()
+	if c.note(err) != nil {
+		return nil, fmt.Errorf("cluster: fill %s: lease: %w", k.Path, err)
+	}
+	if !ok {
+		return nil, ErrBusy
+	}
+	return &Fill{c: c, k: k, fk: fk, token: token,
+		man: manifest{kind: kindFile, size: k.Size, mtime: k.Mtime, chunkSize: ChunkSize, path: k.Path}}, nil
+}
+
+// startRenew starts renewing the lease while the fill runs.
+func (f *Fill) startRenew() {
+	rctx, stop := context.WithCancel(f.c.ctx)
 	f.stopRenew = stop
 	f.renewWG.Add(1)
 	go f.renew(rctx)
-	return f, nil
 }
 
 // renew extends the lease every third of its life until stopped; a lease
@@ -200,6 +219,11 @@ func (f *Fill) Write(ctx context.Context, p []byte) error {
 func (f *Fill) flush(ctx context.Context) error {
 	c := f.c
 	i := len(f.man.sums)
+	if f.peers {
+		f.man.seal(c.seal, f.buf)
+		f.buf = f.buf[:0]
+		return nil
+	}
 	octx, cancel := c.op(ctx)
 	err := c.rdb.Set(octx, f.fk.Chunk(i), f.buf, chunkTTL).Err()
 	cancel()
@@ -233,12 +257,19 @@ func (f *Fill) Commit(ctx context.Context) error {
 		f.Abort()
 		return fmt.Errorf("cluster: fill %s: %w", f.k.Path, ErrLeaseLost)
 	}
-	keys := []string{f.fk.Lease, f.fk.Manifest}
-	for i := range f.man.sums {
-		keys = append(keys, f.fk.Chunk(i))
-	}
+	var n int64
+	var err error
 	octx, cancel := c.op(ctx)
-	n, err := commitScript.Run(octx, c.rdb, keys, f.token, f.man.encode(c.seal)).Int64()
+	if f.peers {
+		n, err = peerCommitScript.Run(octx, c.rdb, []string{f.fk.Lease, f.fk.Manifest, f.fk.Holders},
+			f.token, f.man.encode(c.seal), c.pr.self).Int64()
+	} else {
+		keys := []string{f.fk.Lease, f.fk.Manifest}
+		for i := range f.man.sums {
+			keys = append(keys, f.fk.Chunk(i))
+		}
+		n, err = commitScript.Run(octx, c.rdb, keys, f.token, f.man.encode(c.seal)).Int64()
+	}
 	cancel()
 	if c.note(err) != nil || n != 1 {
 		f.Abort()
@@ -269,7 +300,7 @@ func (f *Fill) Abort() {
 	f.renewWG.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 	defer cancel()
-	if !f.lost.Load() {
+	if !f.lost.Load() && !f.peers {
 		// Only while the lease is ours: the charge and the chunks may be
 		// another filler's once it is lost.
 		var keys []string

@@ -93,6 +93,9 @@ func (c *Cluster) prober() {
 			return
 		case <-t.C:
 			c.probe()
+			if c.pr != nil {
+				c.heartbeat(false)
+			}
 		}
 	}
 }
@@ -191,4 +194,7 @@ func (c *Cluster) Status(d *status.Doc) {
 	d.Int("job_claims", c.st.claims.Load())
 	d.Int("job_claim_calls", c.st.claimCalls.Load())
 	d.Int("job_claims_ahead", c.st.claimsAhead.Load())
+	if c.pr != nil {
+		c.peersStatus(d)
+	}
 }

@@ -26,17 +26,13 @@ type Copy struct {
 	fk  layout.File
 	man *manifest
 	raw []byte     // the manifest as stored (the drop compares it)
-	mu  sync.Mutex // guards first, counted and last
+	mu  sync.Mutex // guards first and counted
 	// first is chunk 0 as read with the manifest (the keys share a hash
 	// slot, so one round trip fetches both), until Chunk takes it.
 	first []byte
 	// counted: the hit was counted (at the first chunk read).
 	counted bool
-	// last is the chunk ReadAt read last (reads follow one another).
-	last struct {
-		i    int
-		data []byte
-	}
+	last    lastChunk
 }
 
 // Lookup returns the stored copy of k: ErrMiss if there is none, ErrDown
@@ -61,11 +57,8 @@ func (c *Cluster) Lookup(ctx context.Context, k FileKey) (*Copy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: lookup %s: %w", k.Path, err)
 	}
-	m, err := decodeManifest(raw, c.seal)
-	if err == nil && (m.kind != kindFile || m.path != k.Path || m.size != k.Size || m.mtime != k.Mtime || m.chunkSize < minChunkSize) {
-		err = fmt.Errorf("%w: for %q size %d, not %q size %d", errBadManifest, m.path, m.size, k.Path, k.Size)
-	}
 	cp := &Copy{c: c, k: k, fk: fk, raw: raw}
+	m, err := c.fileManifest(k, raw)
 	if err != nil {
 		c.log.Warn("stored manifest is bad; dropped", zap.String("path", k.Path), zap.Error(err))
 		cp.man = &manifest{size: k.Size, chunkSize: ChunkSize}
@@ -77,6 +70,15 @@ func (c *Cluster) Lookup(ctx context.Context, k FileKey) (*Copy, error) {
 		cp.first = first
 	}
 	return cp, nil
+}
+
+// fileManifest decodes and checks the stored manifest of file version k.
+func (c *Cluster) fileManifest(k FileKey, raw []byte) (*manifest, error) {
+	m, err := decodeManifest(raw, c.seal)
+	if err == nil && (m.kind != kindFile || m.path != k.Path || m.size != k.Size || m.mtime != k.Mtime || m.chunkSize < minChunkSize) {
+		err = fmt.Errorf("%w: for %q size %d, not %q size %d", errBadManifest, m.path, m.size, k.Path, k.Size)
+	}
+	return m, err
 }
 
 // Size is the file's size; ChunkSize its chunks'; Chunks their count.
@@ -135,26 +137,41 @@ func (cp *Copy) Chunk(ctx context.Context, i int) ([]byte, error) {
 // the copy was dropped meanwhile; ErrCorrupt; ErrDown) leaves the rest of
 // buf unfilled.
 func (cp *Copy) ReadAt(ctx context.Context, buf []byte, off int64) (int, error) {
+	return cp.last.readAt(ctx, buf, off, cp.man, cp.Chunk)
+}
+
+// lastChunk keeps the chunk a ReadAt read last, for the next read (reads
+// of one file follow one another).
+type lastChunk struct {
+	mu   sync.Mutex
+	i    int
+	data []byte
+}
+
+// readAt fills buf from off with the chunks of the file m describes, each
+// got from chunk; see Copy.ReadAt.
+func (l *lastChunk) readAt(ctx context.Context, buf []byte, off int64, m *manifest,
+	chunk func(context.Context, int) ([]byte, error)) (int, error) {
 	n := 0
-	for n < len(buf) && off+int64(n) < cp.man.size {
+	for n < len(buf) && off+int64(n) < m.size {
 		pos := off + int64(n)
-		i := int(pos / cp.man.chunkSize)
-		cp.mu.Lock()
-		data := cp.last.data
-		if cp.last.i != i {
+		i := int(pos / m.chunkSize)
+		l.mu.Lock()
+		data := l.data
+		if l.i != i {
 			data = nil
 		}
-		cp.mu.Unlock()
+		l.mu.Unlock()
 		if data == nil {
 			var err error
-			if data, err = cp.Chunk(ctx, i); err != nil {
+			if data, err = chunk(ctx, i); err != nil {
 				return n, err
 			}
-			cp.mu.Lock()
-			cp.last.i, cp.last.data = i, data
-			cp.mu.Unlock()
+			l.mu.Lock()
+			l.i, l.data = i, data
+			l.mu.Unlock()
 		}
-		n += copy(buf[n:], data[pos-int64(i)*cp.man.chunkSize:])
+		n += copy(buf[n:], data[pos-int64(i)*m.chunkSize:])
 	}
 	return n, nil
 }

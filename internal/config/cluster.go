@@ -43,6 +43,36 @@ type Cluster struct {
 	// it also bounds how long a node waits for another node's fill before
 	// reading the source itself (default "10s").
 	Lease string `toml:"lease"`
+	// Data is where file bytes are kept: "redis" (default: chunks in the
+	// cluster, within tier_quota) or "peers" (on the nodes' own tiers,
+	// read from each other: a dataset larger than one node).
+	Data string `toml:"data"`
+	// PeerListen is the address this node serves its copies at (data =
+	// "peers"); PeerAdvertise the host:port the other nodes reach it at
+	// (default: peer_listen, which then must name a host).
+	PeerListen    string `toml:"peer_listen"`
+	PeerAdvertise string `toml:"peer_advertise"`
+	// Replicas is how many more nodes than a file's owner keep it (data =
+	// "peers"; default 0).
+	Replicas int `toml:"replicas"`
+}
+
+// Data modes.
+const (
+	ClusterDataRedis = "redis"
+	ClusterDataPeers = "peers"
+)
+
+// Peers reports whether file data stays on the nodes (data = "peers").
+func (c *Cluster) Peers() bool { return c.Data == ClusterDataPeers }
+
+// Advertise is the address the other nodes reach this node's peer server
+// at.
+func (c *Cluster) Advertise() string {
+	if c.PeerAdvertise != "" {
+		return c.PeerAdvertise
+	}
+	return c.PeerListen
 }
 
 // On reports whether the section configures a cluster.
@@ -72,6 +102,7 @@ func (c *Cluster) Validate() error {
 		for _, k := range []struct{ key, v string }{
 			{"password_file", c.PasswordFile}, {"key_file", c.KeyFile}, {"tier_quota", c.TierQuota.Raw}, {"dataset", c.Dataset},
 			{"ca_file", c.CAFile}, {"username", c.Username}, {"timeout", c.Timeout}, {"lease", c.Lease},
+			{"data", c.Data}, {"peer_listen", c.PeerListen}, {"peer_advertise", c.PeerAdvertise},
 		} {
 			if k.v != "" {
 				return fmt.Errorf("cluster.%s is set but cluster.redis is not (give the seed addresses, e.g. redis = [\"node01:7000\"])", k.key)
@@ -79,6 +110,9 @@ func (c *Cluster) Validate() error {
 		}
 		if c.TLS || c.Insecure {
 			return fmt.Errorf("cluster.tls or cluster.insecure is set but cluster.redis is not")
+		}
+		if c.Replicas != 0 {
+			return fmt.Errorf("cluster.replicas is set but cluster.redis is not")
 		}
 		return nil
 	}
@@ -96,7 +130,10 @@ func (c *Cluster) Validate() error {
 			return fmt.Errorf("cluster.%s = %q: must be absolute", f.key, f.v)
 		}
 	}
-	if c.TierQuota.Raw == "" {
+	if err := c.validatePeers(); err != nil {
+		return err
+	}
+	if c.TierQuota.Raw == "" && !c.Peers() {
 		return fmt.Errorf("cluster.tier_quota: missing (the bytes of file data the cluster may hold, e.g. \"400GiB\"; \"0\" for none)")
 	}
 	if err := c.TierQuota.Err(); err != nil {
@@ -132,6 +169,51 @@ func (c *Cluster) Validate() error {
 		if f.v == "" && !c.Insecure {
 			return fmt.Errorf("cluster.%s: missing (a root-only file; without password_file and key_file anyone who can reach Redis can serve their bytes as dataset files: set insecure = true to accept that)", f.key)
 		}
+	}
+	return nil
+}
+
+// validatePeers checks data and the peer addresses.
+func (c *Cluster) validatePeers() error {
+	switch c.Data {
+	case "", ClusterDataRedis:
+		for _, k := range []struct{ key, v string }{{"peer_listen", c.PeerListen}, {"peer_advertise", c.PeerAdvertise}} {
+			if k.v != "" {
+				return fmt.Errorf("cluster.%s is set but cluster.data is not \"peers\"", k.key)
+			}
+		}
+		if c.Replicas != 0 {
+			return fmt.Errorf("cluster.replicas is set but cluster.data is not \"peers\"")
+		}
+		return nil
+	case ClusterDataPeers:
+	default:
+		return fmt.Errorf("cluster.data = %q: want \"redis\" (file bytes in Redis) or \"peers\" (on the nodes, read from each other)", c.Data)
+	}
+	if c.PeerListen == "" {
+		return fmt.Errorf("cluster.peer_listen: missing (data = \"peers\": the address this node serves its copies at, e.g. \"10.0.0.1:7070\")")
+	}
+	for _, a := range []struct{ key, v string }{{"peer_listen", c.PeerListen}, {"peer_advertise", c.PeerAdvertise}} {
+		if a.v == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(a.v)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("cluster.%s = %q: want HOST:PORT with a port of 1 to 65535", a.key, a.v)
+		}
+		if a.key == "peer_advertise" && host == "" {
+			return fmt.Errorf("cluster.peer_advertise = %q: name the host the other nodes reach this node at", a.v)
+		}
+	}
+	host, _, _ := net.SplitHostPort(c.Advertise())
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("cluster.peer_listen = %q listens on every address: set cluster.peer_advertise to the host:port the other nodes reach this node at", c.PeerListen)
+	}
+	if c.Replicas < 0 || c.Replicas > 8 {
+		return fmt.Errorf("cluster.replicas = %d: want 0 to 8", c.Replicas)
+	}
+	if c.TierQuota.Raw != "" {
+		return fmt.Errorf("cluster.tier_quota is set but data = \"peers\" keeps no file bytes in Redis (the nodes' tiers hold them)")
 	}
 	return nil
 }

@@ -64,3 +64,48 @@ timeout = "500ms"
 		t.Errorf("insecure = true without password_file and key_file refused: %v", err)
 	}
 }
+
+func TestPeersSettingsAreValidatedNamingTheKey(t *testing.T) {
+	base := "[cluster]\nredis = [\"n:1\"]\ninsecure = true\n"
+	good := map[string]string{
+		"data = \"peers\"\npeer_listen = \"10.0.0.1:7070\"":                                         "10.0.0.1:7070",
+		"data = \"peers\"\npeer_listen = \":7070\"\npeer_advertise = \"node01:7070\"\nreplicas = 1": "node01:7070",
+		"data = \"peers\"\npeer_listen = \"0.0.0.0:7070\"\npeer_advertise = \"10.0.0.1:7070\"":      "10.0.0.1:7070",
+		"data = \"redis\"\ntier_quota = \"1GiB\"":                                                   "",
+	}
+	for text, adv := range good {
+		cfg, err := Parse(Default(), base+text, "t")
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if err := cfg.Cluster.Validate(); err != nil {
+			t.Errorf("%q refused: %v", text, err)
+		}
+		if cfg.Cluster.Peers() && cfg.Cluster.Advertise() != adv {
+			t.Errorf("%q: advertises %q, want %q", text, cfg.Cluster.Advertise(), adv)
+		}
+	}
+	bad := map[string]string{
+		"data = \"disk\"":  "cluster.data",
+		"data = \"peers\"": "cluster.peer_listen: missing",
+		"data = \"peers\"\npeer_listen = \"10.0.0.1\"":                          "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \"10.0.0.1:0\"":                        "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \":7070\"":                             "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \"0.0.0.0:7070\"":                      "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \":7070\"\npeer_advertise = \":7070\"": "cluster.peer_advertise",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\nreplicas = 9":              "cluster.replicas",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\ntier_quota = \"1GiB\"":     "cluster.tier_quota",
+		"tier_quota = \"1GiB\"\npeer_listen = \"h:7070\"":                       "cluster.peer_listen",
+		"tier_quota = \"1GiB\"\nreplicas = 1":                                   "cluster.replicas",
+	}
+	for text, want := range bad {
+		cfg, err := Parse(Default(), base+text, "t")
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		err = cfg.Cluster.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: error %v; want one starting with %s", text, err, want)
+		}
+	}
+}

@@ -104,6 +104,7 @@ func (j clusterJobs) EndEpoch(ctx context.Context, name, run string, ep, rank in
 func (m *Mount) clusterStatus(d *status.Doc) {
 	sec := d.Under("cluster.")
 	m.cl.Status(sec)
+	m.peerServerStatus(sec)
 	js := m.jm.Stats()
 	sec.Int("job_fallbacks", js.ClaimFallbacks)
 	sec.Int("job_ahead_timeouts", js.AheadTimeouts)

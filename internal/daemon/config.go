@@ -67,6 +67,7 @@ func FromConfig(cfg config.Config) (Options, error) {
 		Views:         viewsOptions(cfg.Preprocess),
 		Metrics:       MetricsOptions{Listen: cfg.Metrics.Listen, Pprof: cfg.Metrics.Pprof},
 		Cluster:       clusterOptions(cfg),
+		PeerListen:    cfg.Cluster.PeerListen,
 	}, nil
 }
 
@@ -137,11 +138,16 @@ func clusterOptions(cfg config.Config) *cluster.Options {
 		lease = cluster.DefaultLease
 	}
 	wait := min(lease, cfg.Placement.SourceTimeoutDuration()/2)
-	return &cluster.Options{
+	o := &cluster.Options{
 		Addrs: cc.Redis, Username: cc.Username, PasswordFile: cc.PasswordFile, KeyFile: cc.KeyFile, Insecure: cc.Insecure,
 		TLS: cc.TLS, CAFile: cc.CAFile, DatasetID: cc.DatasetOrDefault(), Quota: cc.TierQuota.Bytes,
 		Timeout: cc.TimeoutDuration(), Lease: lease, MaxWait: wait,
+		Data: cc.Data, Replicas: cc.Replicas,
 	}
+	if cc.Peers() {
+		o.PeerAdvertise = cc.Advertise()
+	}
+	return o
 }
 
 // ModelSettings is the [model] section as the model's plain settings.

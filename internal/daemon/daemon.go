@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/epochfs/epochfs/internal/cluster"
+	"github.com/epochfs/epochfs/internal/cluster/peer"
 	"github.com/epochfs/epochfs/internal/fs"
 	"github.com/epochfs/epochfs/internal/jobs"
 	"github.com/epochfs/epochfs/internal/metrics"
@@ -106,6 +107,10 @@ type Options struct {
 	// (cluster.go): a cluster tier between the local tiers and the source.
 	// A cluster that cannot be used fails New with ErrConfig.
 	Cluster *cluster.Options
+	// PeerListen is where this node serves its copies to its peers
+	// (cluster data = "peers"; Cluster.PeerAdvertise is where they reach
+	// it, by default the address listened at: a port 0 takes a free one).
+	PeerListen string
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -140,6 +145,7 @@ type Mount struct {
 	view    *preprocess.View
 	split   *split.Split
 	cl      *cluster.Cluster
+	peerSrv *peer.Server
 	metSrv  *metrics.Server
 	dev     string
 	rec     mounts.Record
@@ -181,7 +187,17 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
+	peerL, err := m.listenPeers()
+	if err != nil {
+		return nil, err
+	}
 	if err := m.openCluster(ctx); err != nil {
+		if peerL != nil {
+			peerL.Close()
+		}
+		return nil, err
+	}
+	if err := m.startPeerServer(peerL); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -251,7 +267,10 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	}
 	po := o.Placement
 	po.Catalog, po.Source, po.Tiers, po.Logger, po.Remote, po.ObserveOpen = m.cat, m.src, tiers, o.Logger, nil, nil
-	if m.cl != nil {
+	switch {
+	case m.cl != nil && m.cl.Peers():
+		po.Remote = peersRemote{m.cl}
+	case m.cl != nil:
 		po.Remote = clusterRemote{m.cl}
 	}
 	if m.met != nil {
@@ -264,6 +283,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	m.placer.Store(m.p)
 	m.steps = append(m.steps, step{what: "the placer (copies in progress, reading the source)",
 		close: func() error { m.p.Close(); return nil }})
+	m.startSharePasses()
 	var vset *views.Set
 	if o.Views != nil {
 		dec, aug := m.split.CacheBudgets(splitViews(o.Views))

@@ -22,6 +22,8 @@ var unmapped = map[string]string{
 	"catalog.ErrOtherSource":   "the state directory is another source's, at mount",
 	"catalog.ErrNoCatalog":     "a mount of a source that does not answer with no earlier catalog fails at mount",
 	"placement.ErrPlaced":      "a copy already placed; placement's own",
+	"placement.ErrNoRoom":      "the peer server's answer to another node; never a reader's",
+	"placement.ErrNotResident": "the peer server's answer to another node; never a reader's",
 	"source.ErrBadPath":        "catalog paths are clean relative paths; one that is not is a bug (EIO, logged)",
 	"source.ErrNotRegular":     "placement drops an entry whose source is not a file (ErrVanished)",
 	"source.ErrNotSymlink":     "a refresh finds a symlink replaced; placement's own",

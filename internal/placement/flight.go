@@ -329,6 +329,7 @@ func (p *copier) copy(f *flight) error {
 	}
 	e.SetTier(idx)
 	p.val.refreshMu.Unlock()
+	p.o.holds(e, f.attr)
 	// The copy read the version it checked at its open: a check of this
 	// mount (its record is written next).
 	e.Residency().SetValidated(true)

@@ -438,7 +438,7 @@ func (p *copier) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 
 // wants reports whether e still needs a copy.
 func (p *copier) wants(e *catalog.Entry) bool {
-	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() {
+	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() || !p.o.keeps(e, e.Attr()) {
 		return false
 	}
 	_, busy := p.flights.Load(e)

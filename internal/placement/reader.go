@@ -178,7 +178,9 @@ const remoteSlotWait = 5 * time.Second
 
 func (p *opener) attach(ctx context.Context, r *Reader) {
 	e := r.e
-	if e.Residency().NoSpace() {
+	if e.Residency().NoSpace() || !p.o.keeps(e, r.attr) {
+		// No room, or another node's share: the reader reads the
+		// remote's copy or the source.
 		return
 	}
 	if p.cat.Walking() && p.cp.copyLater(e) {
@@ -305,6 +307,7 @@ func (p *opener) dropCopy(e *catalog.Entry, i int) bool {
 		return false
 	}
 	p.forgetResident(e)
+	p.o.dropped(e, e.Attr())
 	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
 		p.log.Warn("remove tier copy", zap.String("path", e.Path), zap.Error(err))
 	}

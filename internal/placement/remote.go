@@ -73,3 +73,48 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 	w.n += copy(w.b[w.n:], p)
 	return len(p), nil
 }
+
+// Sharer is a Remote whose nodes split the dataset between them (a cluster
+// with data = "peers"): each node keeps its own share in its tiers, and
+// reads the rest from the node that holds it (RangeRemote) rather than
+// copying it. The copier asks Keeps before it copies a file into a tier
+// (a background copy, a fill, a warmup, the copy a read starts) and tells
+// the others what it installed and dropped.
+type Sharer interface {
+	RangeRemote
+	// Keeps reports whether this node keeps version k in its tiers.
+	Keeps(k RemoteKey) bool
+	// Holds records that this node installed a copy of version k in a
+	// tier; Dropped that it no longer has one. Both are bounded in time
+	// and their failures are the remote's own (a directory entry missing
+	// costs a peer a wasted request, never a wrong byte).
+	Holds(k RemoteKey)
+	Dropped(k RemoteKey)
+}
+
+// sharer is o.Remote as a Sharer, or nil.
+func (o *Options) sharer() Sharer {
+	s, _ := o.Remote.(Sharer)
+	return s
+}
+
+// keeps reports whether this node keeps e (in version a) in its tiers:
+// always, unless the remote shares the dataset between nodes.
+func (o *Options) keeps(e *catalog.Entry, a catalog.Attr) bool {
+	s := o.sharer()
+	return s == nil || s.Keeps(remoteKey(e, a))
+}
+
+// holds and dropped tell a Sharer of an installed or dropped copy of e in
+// version a.
+func (o *Options) holds(e *catalog.Entry, a catalog.Attr) {
+	if s := o.sharer(); s != nil {
+		s.Holds(remoteKey(e, a))
+	}
+}
+
+func (o *Options) dropped(e *catalog.Entry, a catalog.Attr) {
+	if s := o.sharer(); s != nil {
+		s.Dropped(remoteKey(e, a))
+	}
+}

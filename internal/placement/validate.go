@@ -500,6 +500,7 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 	if i := e.Tier(); i >= 0 && changed {
 		e.SetTier(-1)
 		p.forgetResident(e)
+		p.o.dropped(e, old)
 		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
 			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
 		}
@@ -538,6 +539,7 @@ func (p *validator) removeEntry(e *catalog.Entry) {
 		if i := f.Tier(); i >= 0 {
 			f.SetTier(-1)
 			p.forgetResident(f)
+			p.o.dropped(f, f.Attr())
 			if err := p.o.Tiers[i].Remove(f.Path, f.Attr().Size); err != nil {
 				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path), zap.Error(err))
 			}

@@ -87,6 +87,7 @@ func (p *Placer) checkCopies() []*catalog.Entry {
 			c.wrongSize++
 		}
 		e.SetTier(-1)
+		p.o.dropped(e, e.Attr())
 		lost = append(lost, e)
 	}
 	if len(lost) > 0 {

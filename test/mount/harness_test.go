@@ -201,6 +201,8 @@ type envOpts struct {
 	openFiles, keptCopies int
 	// cluster makes the mount a node of a Redis Cluster (cluster_test.go).
 	cluster *cluster.Options
+	// peerListen is where a peers node serves its copies (peers_test.go).
+	peerListen string
 	// maxWarmupPerUser bounds one user's warmup backlog (0: none).
 	maxWarmupPerUser int64
 	// docBudget bounds one user's open ctl documents (0: the default).
@@ -252,7 +254,7 @@ func (e *env) mount() {
 		FUSE:    fs.Options{NoPassthrough: e.opts.noPassthrough, Version: "test", DocBudget: e.opts.docBudget, Prewarm: e.opts.prewarm},
 		Metrics: epochd.MetricsOptions{Listen: e.opts.metricsListen}, Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model,
-		Cluster:  e.opts.cluster,
+		Cluster: e.opts.cluster, PeerListen: e.opts.peerListen,
 		WaitWalk: !e.opts.serveWhileWalking,
 	})
 	if err != nil {

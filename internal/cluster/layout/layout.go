@@ -2,13 +2,15 @@
 // place key names are made, for the cluster package and for the tests and
 // admins that look at what it stored.
 //
-// Every key starts Every key starts with "epochfs:<dataset id>:", so two datasets
+// Every key starts with "epochfs:<dataset id>:", so two datasets
 // never share one. The part in braces is the Redis Cluster hash tag: keys
 // that one Lua script touches together share it (one slot, one master).
 //
 //	epochfs:<ds>:{f<id>}:m         a file's manifest (manifest.go)
 //	epochfs:<ds>:{f<id>}:l         its fill lease (SET NX PX, renewed)
 //	epochfs:<ds>:{f<id>}:c<i>      its chunk i
+//	epochfs:<ds>:{f<id>}:h         the nodes holding it (data = "peers")
+//	epochfs:<ds>:{p}:live          live members: node → expiry (data = "peers")
 //	epochfs:<ds>:{q}:bytes         bytes stored or being filled (quota counter)
 //	epochfs:<ds>:{q}:sizes         file id → bytes it is charged
 //	epochfs:<ds>:{k<src>}:m        the catalog's manifest (catalog.go)
@@ -65,6 +67,7 @@ type File struct {
 	ID       string
 	Manifest string
 	Lease    string
+	Holders  string // the set of nodes holding a copy (peers)
 	prefix   string // + chunk index
 }
 
@@ -72,7 +75,7 @@ type File struct {
 func (k Keys) File(fk FileKey) File {
 	id := FileID(fk)
 	base := k.ns + "{f" + id + "}:"
-	return File{ID: id, Manifest: base + "m", Lease: base + "l", prefix: base + "c"}
+	return File{ID: id, Manifest: base + "m", Lease: base + "l", Holders: base + "h", prefix: base + "c"}
 }
 
 // Chunk is the key of chunk i.
@@ -82,6 +85,10 @@ func (f File) Chunk(i int) string { return f.prefix + strconv.Itoa(i) }
 // charged sizes, one slot.
 func (k Keys) QuotaBytes() string { return k.ns + "{q}:bytes" }
 func (k Keys) QuotaSizes() string { return k.ns + "{q}:sizes" }
+
+// Members is the sorted set of the live members of a peers cluster: each
+// node's score is when its membership expires (unix milliseconds).
+func (k Keys) Members() string { return k.ns + "{p}:live" }
 
 // Catalog are the keys of a source's published catalog.
 type Catalog struct {

@@ -23,7 +23,7 @@ func TestKeysShareTheirSlotAndNeverCollide(t *testing.T) {
 	if !regexp.MustCompile(`^epochfs:ds:\{f[0-9a-f]{32}\}:m$`).MatchString(f.Manifest) {
 		t.Errorf("manifest key %q does not follow the layout", f.Manifest)
 	}
-	for _, key := range []string{f.Lease, f.Chunk(0), f.Chunk(17)} {
+	for _, key := range []string{f.Lease, f.Holders, f.Chunk(0), f.Chunk(17)} {
 		if hashTag(key) != hashTag(f.Manifest) {
 			t.Errorf("%q is not in the manifest's slot (%q)", key, f.Manifest)
 		}
@@ -49,6 +49,8 @@ func TestKeysShareTheirSlotAndNeverCollide(t *testing.T) {
 		"other dataset": New("ds2").File(fk).Manifest,
 		"other job":     k.Job("resnet2").Shape,
 		"job":           j.Shape,
+		"members":       k.Members(),
+		"holders":       f.Holders,
 	} {
 		if other, dup := seen[key]; dup {
 			t.Errorf("%s and %s share the key %q", name, other, key)

@@ -159,6 +159,15 @@ func (c *Catalog) ByIndex(i int) *Entry {
 	return (*t)[i]
 }
 
+// Indexed is the count of file numbers given (ByIndex takes 0 to it
+// minus one; removed files keep theirs).
+func (c *Catalog) Indexed() int {
+	if t := c.byIndex.Load(); t != nil {
+		return len(*t)
+	}
+	return 0
+}
+
 // Resident reports whether sample i (Entry.Index) has a tier copy: the
 // sampler's view of residency (sampler.Residency).
 func (c *Catalog) Resident(i int) bool {

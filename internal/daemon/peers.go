@@ -1,0 +1,183 @@
+package daemon
+
+// A cluster with data = "peers" (package cluster, peers.go): this node's
+// peer server (package peer) serves its tier copies to the other nodes and
+// copies, on their request, the files it owns; the placer keeps this
+// node's share (placement.Sharer) and reads the rest from the peers; a
+// pass copies the share at mount and again whenever the members change.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/epochfs/epochfs/internal/cluster"
+	"github.com/epochfs/epochfs/internal/cluster/peer"
+	"github.com/epochfs/epochfs/internal/placement"
+	"github.com/epochfs/epochfs/internal/status"
+	"go.uber.org/zap"
+)
+
+// listenPeers listens on o.PeerListen before the cluster opens (the
+// address names this node among the members): a port the mount cannot
+// take fails it at once.
+func (m *Mount) listenPeers() (net.Listener, error) {
+	co := m.o.Cluster
+	if co == nil || co.Data != cluster.DataPeers {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", m.o.PeerListen)
+	if err != nil {
+		return nil, &configError{fmt.Errorf("daemon: cluster.peer_listen: %w", err)}
+	}
+	if co.PeerAdvertise == "" {
+		c := *co
+		c.PeerAdvertise = l.Addr().String()
+		m.o.Cluster = &c
+	}
+	return l, nil
+}
+
+// startPeerServer serves this node's copies on l. Until the placer
+// exists every request is answered "not held".
+func (m *Mount) startPeerServer(l net.Listener) error {
+	if l == nil {
+		return nil
+	}
+	signer, err := cluster.PeerSigner(*m.o.Cluster)
+	if err != nil {
+		l.Close()
+		return &configError{fmt.Errorf("daemon: %w", err)}
+	}
+	m.peerSrv = peer.NewServer(peer.ServerOptions{Signer: signer, Store: peerStore{m}, Logger: m.log.Named("peer")})
+	done := make(chan struct{})
+	go func() {
+		if err := m.peerSrv.Serve(l); err != nil {
+			m.log.Error("peer server stopped", zap.Error(err))
+		}
+		close(done)
+	}()
+	m.log.Info("serving this node's copies to its peers", zap.String("listen", l.Addr().String()),
+		zap.String("advertise", m.o.Cluster.PeerAdvertise))
+	m.steps = append(m.steps, step{what: "the peer server", always: true, close: func() error {
+		err := m.peerSrv.Close()
+		<-done
+		return err
+	}})
+	return nil
+}
+
+// peerStore is the placer as the peer server's store.
+type peerStore struct{ m *Mount }
+
+func (s peerStore) placer() *placement.Placer { return s.m.placer.Load() }
+
+func (s peerStore) Open(k peer.Key) (peer.File, error) {
+	p := s.placer()
+	if p == nil {
+		return nil, peer.ErrNotHeld
+	}
+	f, err := p.OpenCopy(placement.RemoteKey(k))
+	if errors.Is(err, placement.ErrNotResident) || errors.Is(err, placement.ErrNoEntry) {
+		return nil, fmt.Errorf("%w: %w", peer.ErrNotHeld, err)
+	}
+	return f, err
+}
+
+func (s peerStore) Fetch(_ context.Context, k peer.Key) error {
+	p := s.placer()
+	if p == nil {
+		return peer.ErrNotHeld
+	}
+	err := p.FetchNow(placement.RemoteKey(k))
+	switch {
+	case errors.Is(err, placement.ErrNoRoom):
+		return fmt.Errorf("%w: %w", peer.ErrNoRoom, err)
+	case errors.Is(err, placement.ErrNoEntry):
+		return fmt.Errorf("%w: %w", peer.ErrNotHeld, err)
+	}
+	return err
+}
+
+// peersRemote adapts a peers cluster to placement.Sharer.
+type peersRemote struct{ c *cluster.Cluster }
+
+func key(k placement.RemoteKey) cluster.FileKey { return cluster.FileKey(k) }
+
+func (r peersRemote) Copy(ctx context.Context, k placement.RemoteKey, w io.Writer, progress func(int64), source placement.SourceCopy) (int64, error) {
+	return r.c.Copy(ctx, key(k), w, progress, source)
+}
+
+func (r peersRemote) Stored(ctx context.Context, k placement.RemoteKey) (placement.RemoteFile, bool) {
+	pc, ok := r.c.PeerStored(ctx, key(k))
+	if !ok {
+		return nil, false
+	}
+	return pc, true
+}
+
+func (r peersRemote) Keeps(k placement.RemoteKey) bool { return r.c.Keeps(key(k)) }
+func (r peersRemote) Holds(k placement.RemoteKey)      { r.c.Holds(key(k)) }
+func (r peersRemote) Dropped(k placement.RemoteKey)    { r.c.Dropped(key(k)) }
+
+// startSharePasses copies this node's share in the background: once now
+// and again (the previous pass cancelled) whenever the members change.
+func (m *Mount) startSharePasses() {
+	if m.cl == nil || !m.cl.Peers() {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	m.cl.OnMembersChange(func([]string) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			pctx, stop := context.WithCancel(ctx)
+			passDone := make(chan struct{})
+			go func() {
+				defer close(passDone)
+				n, err := m.p.CopyShare(pctx)
+				if err == nil {
+					m.log.Info("this node's share is queued for copying", zap.Int("files", n))
+				}
+			}()
+			select {
+			case <-ctx.Done():
+				stop()
+				<-passDone
+				return
+			case <-kick:
+				stop()
+				<-passDone
+			}
+		}
+	}()
+	m.steps = append(m.steps, step{what: "the share's copy pass", close: func() error {
+		m.cl.OnMembersChange(nil)
+		cancel()
+		<-done
+		return nil
+	}})
+}
+
+// peerServerStatus adds the peer server's counters to the cluster's
+// section.
+func (m *Mount) peerServerStatus(d *status.Doc) {
+	if m.peerSrv == nil {
+		return
+	}
+	st := m.peerSrv.Stats()
+	d.Int("peer_served", st.Served.Load())
+	d.Int("peer_served_bytes", st.ServedBytes.Load())
+	d.Int("peer_requests_refused", st.Refused.Load())
+	d.Int("peer_busy", st.Busy.Load())
+	d.Int("peer_fetches", st.Fetches.Load())
+}
