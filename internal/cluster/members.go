@@ -114,6 +114,22 @@ func (c *Cluster) Keeps(k FileKey) bool {
 	return slices.Contains(peer.Owners(buf[:0], c.keys.File(k).ID, c.Members(), 1+c.o.Replicas), c.pr.self)
 }
 
+// KeptElsewhere reports whether another live member keeps version k (its
+// owner or a replica is not this node). False without peers, and before
+// the members are settled.
+func (c *Cluster) KeptElsewhere(k FileKey) bool {
+	if c.pr == nil || !c.pr.settled.Load() {
+		return false
+	}
+	var buf [9]string
+	for _, o := range peer.Owners(buf[:0], c.keys.File(k).ID, c.Members(), 1+c.o.Replicas) {
+		if o != c.pr.self {
+			return true
+		}
+	}
+	return false
+}
+
 // Holds records that this node holds a copy of k; Dropped that it holds
 // none. Both are queued and written in batches.
 func (c *Cluster) Holds(k FileKey) {

@@ -188,15 +188,19 @@ func (pr *peers) good(h string) {
 // read the source.
 func (c *Cluster) PeerStored(ctx context.Context, k FileKey) (*PeerCopy, bool) {
 	pc, err := c.peerLookup(ctx, k)
-	if err == nil && len(pc.holders) > 0 {
+	if err == nil && slices.ContainsFunc(pc.holders, func(h string) bool { return !c.pr.isDown(h) }) {
 		return pc, true
 	}
 	if err != nil && !errors.Is(err, ErrMiss) && !errors.Is(err, ErrCorrupt) {
 		return nil, false
 	}
+	// Held by no live peer that answers: its owner among the members that
+	// answer (the owner it will have once a dead holder's membership
+	// expires) fetches it.
+	members := slices.DeleteFunc(slices.Clone(c.Members()), c.pr.isDown)
 	asked := false
-	for _, o := range c.Owners(k) {
-		if o == c.pr.self || c.pr.isDown(o) {
+	for _, o := range peer.Owners(nil, c.keys.File(k).ID, members, 1+c.o.Replicas) {
+		if o == c.pr.self {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, c.peerTimeout())
@@ -223,7 +227,7 @@ func (c *Cluster) PeerStored(ctx context.Context, k FileKey) (*PeerCopy, bool) {
 		}
 		return nil, false
 	}
-	if pc, err = c.peerLookup(ctx, k); err == nil && len(pc.holders) > 0 {
+	if pc, err = c.peerLookup(ctx, k); err == nil && slices.ContainsFunc(pc.holders, func(h string) bool { return !c.pr.isDown(h) }) {
 		return pc, true
 	}
 	return nil, false
@@ -252,7 +256,7 @@ func (c *Cluster) waitHeld(ctx context.Context, k FileKey, leased bool) error {
 		}
 		members := c.Members()
 		for _, h := range hcmd.Val() {
-			if _, ok := slices.BinarySearch(members, h); ok && h != c.pr.self {
+			if _, ok := slices.BinarySearch(members, h); ok && h != c.pr.self && !c.pr.isDown(h) {
 				return nil
 			}
 		}
@@ -278,6 +282,27 @@ func (c *Cluster) waitHeld(ctx context.Context, k FileKey, leased bool) error {
 // fill.
 func (c *Cluster) copyPeers(ctx context.Context, k FileKey, w io.Writer, progress func(int64),
 	source func(w io.Writer, progress func(int64)) (int64, error)) (int64, error) {
+	if !c.Keeps(k) {
+		// A copy of another node's share (the shared buffer's, a copy a
+		// peer asked for): read from its holders, or from the source
+		// through its owner; never fill it here, or the node that keeps it
+		// would find this node listed as a holder of a copy it does not
+		// serve.
+		if pc, ok := c.PeerStored(ctx, k); ok {
+			n, err := c.readCopy(ctx, pc, w, progress)
+			if err == nil {
+				c.st.hits.Add(1)
+				c.st.hitBytes.Add(n)
+				return n, nil
+			}
+			var werr *writeError
+			if errors.As(err, &werr) {
+				return n, werr.err
+			}
+			return c.finishFromSource(w, n, progress, source)
+		}
+		return source(w, progress)
+	}
 	deadline := time.Now().Add(c.o.MaxWait)
 	for range maxLookups {
 		pc, err := c.peerLookup(ctx, k)

@@ -298,6 +298,9 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 	if m.cl != nil {
 		jo.Cluster = clusterJobs{m.cl}
 	}
+	if m.cl != nil && m.cl.Peers() {
+		jo.PeerHeld = m.peerHeld
+	}
 	m.jm, err = jobs.New(jo)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)

@@ -168,6 +168,17 @@ func (m *Mount) startSharePasses() {
 	}})
 }
 
+// peerHeld reports whether another node keeps sample i, a file this node
+// has no tier copy of (the jobs' PeerHeld).
+func (m *Mount) peerHeld(i int) bool {
+	e := m.cat.ByIndex(i)
+	if e == nil || e.Tier() >= 0 {
+		return false
+	}
+	a := e.Attr()
+	return m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime})
+}
+
 // peerServerStatus adds the peer server's counters to the cluster's
 // section.
 func (m *Mount) peerServerStatus(d *status.Doc) {

@@ -53,6 +53,10 @@ type Options struct {
 	// Cluster, if set, is the mount's cluster: jobs with cluster=true
 	// claim their epochs in it (cluster.go). Nil: cluster=true is refused.
 	Cluster ClusterJobs
+	// PeerHeld, if set, reports whether another node of a peers cluster
+	// keeps sample i (a file this node does not): ODS jobs propose those
+	// after this node's, and the status counts reads from peers.
+	PeerHeld func(i int) bool
 	// MaxJobsPerUser bounds the live jobs of one user other than root
 	// (DefaultMaxJobsPerUser if 0, none if negative): one user cannot take
 	// every job slot of the mount.
@@ -219,7 +223,7 @@ func (m *Manager) start() error {
 		Samples: len(files),
 		// The catalog's methods: the sampler asks placement, not a
 		// closure of this package (no call goes back up).
-		Residency:   cat,
+		Residency:   residency(cat, o.PeerHeld),
 		BufferSlots: slots,
 		Lookahead:   o.Lookahead,
 		Lease:       o.Lease,
@@ -554,3 +558,19 @@ func (m *Manager) MountStatus(d *status.Doc) {
 		d.Int("jobs.uid."+strconv.FormatUint(uint64(uid), 10), int64(byUser[uid]))
 	}
 }
+
+// residency is the catalog as the sampler's Residency, and with peerHeld
+// a PeerResidency.
+func residency(cat *catalog.Catalog, peerHeld func(int) bool) sampler.Residency {
+	if peerHeld == nil {
+		return cat
+	}
+	return peerResidency{cat, peerHeld}
+}
+
+type peerResidency struct {
+	*catalog.Catalog
+	held func(int) bool
+}
+
+func (r peerResidency) PeerHeld(i int) bool { return r.held(i) }

@@ -153,7 +153,11 @@ func (m *Manager) Status(ref Ref) (*status.Doc, error) {
 	ints(d, "batch_size size world_size", st.BatchSize, st.Size, st.WorldSize)
 	d.Flag("drop_last", st.DropLast, status.TrueFalse)
 	ints(d, "per_rank epoch position planned batches", st.PerRank, st.Epoch, st.Position, st.Planned, st.Batches)
-	ints(d, "resident_reads buffer_reads source_reads", st.ResidentReads, st.BufferReads, st.SourceReads)
+	ints(d, "resident_reads buffer_reads source_reads peer_reads", st.ResidentReads, st.BufferReads, st.SourceReads, st.PeerReads)
+	for _, er := range st.EpochReads {
+		p := "epoch." + strconv.Itoa(er.Epoch) + "."
+		ints(d, p+"reads_local "+p+"reads_peer "+p+"reads_source", er.Local, er.Peer, er.Source)
+	}
 	ints(d, "substitutions shared_draws padded skipped resumed ranks_live",
 		st.Substitutions, st.SharedDraws, st.Padded, st.Skipped, st.Resumed, st.RanksLive)
 	d.Text("ranks_lost", lost)

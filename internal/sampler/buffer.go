@@ -1,6 +1,9 @@
 package sampler
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // The per-sample status byte: the low 2 bits are the buffer state, the high
 // 6 bits the reference count, valid while the state is not stNone: the
@@ -75,7 +78,19 @@ func (s *Sampler) bufRemove(e int32, release bool) {
 // serve accounts for rank r of job j reading e. A planned sample has left
 // its epoch's plan already: if the job no longer wants it, its reference
 // goes. Padding was not planned: the job had it already.
-func (s *Sampler) serve(j *job, planned bool, e int32) {
+func (s *Sampler) serve(j *job, epoch int, planned bool, e int32) {
+	// An epoch's reads by where the sample's bytes are kept: on this node,
+	// on a peer (whether the buffer prefetched it or the reader reads it
+	// from the peer), or only on the source.
+	er := j.epochReads(epoch)
+	switch {
+	case s.res.Resident(int(e)):
+		er.Local++
+	case s.peerHeld(int(e)):
+		er.Peer++
+	default:
+		er.Source++
+	}
 	switch st := s.state(e); {
 	case st != stNone:
 		j.st.BufferReads++
@@ -84,9 +99,40 @@ func (s *Sampler) serve(j *job, planned bool, e int32) {
 		}
 	case s.res.Resident(int(e)):
 		j.st.ResidentReads++
+	case s.peerHeld(int(e)):
+		j.st.PeerReads++
 	default:
 		j.st.SourceReads++
 	}
+}
+
+// peerHeld reports whether another node keeps sample i (PeerResidency).
+func (s *Sampler) peerHeld(i int) bool {
+	pr, ok := s.res.(PeerResidency)
+	return ok && pr.PeerHeld(i)
+}
+
+// epochReads is the count of epoch's reads, added (and the oldest
+// dropped past MaxEpochReads) at the epoch's first read.
+func (j *job) epochReads(epoch int) *EpochReads {
+	rs := j.st.EpochReads
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].Epoch == epoch {
+			return &rs[i]
+		}
+	}
+	rs = append(rs, EpochReads{Epoch: epoch})
+	slices.SortFunc(rs, func(a, b EpochReads) int { return a.Epoch - b.Epoch })
+	if len(rs) > MaxEpochReads {
+		rs = slices.Delete(rs, 0, len(rs)-MaxEpochReads)
+	}
+	j.st.EpochReads = rs
+	for i := range rs {
+		if rs[i].Epoch == epoch {
+			return &rs[i]
+		}
+	}
+	return &EpochReads{} // older than every epoch kept: not counted
 }
 
 // unwant drops j's reference to the buffer entry e if j no longer wants

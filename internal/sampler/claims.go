@@ -285,15 +285,17 @@ func (s *Sampler) candidates(j *job, r *rank, n int) []int32 {
 }
 
 // farness orders candidates: 0 resident in a tier, 1 buffered or being
-// fetched, 2 neither.
+// fetched, 2 kept by another node (PeerResidency), 3 none of those.
 func (s *Sampler) farness(e int32) int {
 	switch {
 	case s.res.Resident(int(e)):
 		return 0
 	case s.state(e) != stNone:
 		return 1
+	case s.peerHeld(int(e)):
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // applyClaim applies a claim's answer: the rank's quota follows the

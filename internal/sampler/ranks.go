@@ -353,7 +353,7 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 			if ep.first[r.id] < 0 {
 				ep.first[r.id] = e
 			}
-			s.serve(j, true, e)
+			s.serve(j, ep.num, true, e)
 		}
 		r.plan = append(r.plan[:0], r.plan[n:]...)
 	}
@@ -389,7 +389,7 @@ func (s *Sampler) nextRank(j *job, r *rank) (batch []int, end bool, err error) {
 		}
 		r.st.Padded++
 		j.st.Padded++
-		s.serve(j, false, e)
+		s.serve(j, ep.num, false, e)
 	}
 	if len(batch) == 0 {
 		// Only a cluster job's read gets here: claims of another read

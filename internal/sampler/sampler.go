@@ -27,6 +27,16 @@ type Residency interface {
 	Resident(i int) bool
 }
 
+// PeerResidency is a Residency that also knows the samples another node
+// of a peers cluster keeps (cluster data = "peers"): reading one costs a
+// read from that node, not from the source. ODS proposes them after this
+// node's, before the rest, and the jobs' status counts reads by where the
+// sample was.
+type PeerResidency interface {
+	Residency
+	PeerHeld(i int) bool
+}
+
 // ResidencyFunc adapts a function to Residency.
 type ResidencyFunc func(i int) bool
 

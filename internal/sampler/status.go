@@ -1,6 +1,9 @@
 package sampler
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // JobStatus is a job's progress and counters.
 type JobStatus struct {
@@ -18,7 +21,12 @@ type JobStatus struct {
 	// Samples handed out, all epochs, by where they were then.
 	ResidentReads int // in a tier
 	BufferReads   int // in the shared buffer or being fetched into it
-	SourceReads   int // neither: the reader fetches from the source
+	PeerReads     int // kept by another node of a peers cluster (PeerResidency)
+	SourceReads   int // none of those: the reader fetches from the source
+	// EpochReads are the samples handed out in each of the last
+	// MaxEpochReads epochs, by where their bytes were kept then (a
+	// buffered sample counts where it was fetched from).
+	EpochReads    []EpochReads
 	Substitutions int // draws replaced by buffered or cached samples (ODS)
 	// CacheSubstitutions: of them, by samples the views' caches hold.
 	CacheSubstitutions int
@@ -49,6 +57,17 @@ type JobStatus struct {
 	LastRead time.Time
 }
 
+// EpochReads counts one epoch's samples by where their bytes were kept
+// when handed out: in this node's tiers, on a peer, or only on the
+// source.
+type EpochReads struct {
+	Epoch               int
+	Local, Peer, Source int
+}
+
+// MaxEpochReads bounds JobStatus.EpochReads.
+const MaxEpochReads = 8
+
 // RankStatus is one rank's progress.
 type RankStatus struct {
 	Rank     int
@@ -77,6 +96,7 @@ func (s *Sampler) Status(name string) (JobStatus, error) {
 		return JobStatus{}, err
 	}
 	st := j.st
+	st.EpochReads = slices.Clone(j.st.EpochReads)
 	var slow *epoch
 	started := false
 	st.Cluster = j.cfg.Claimer != nil

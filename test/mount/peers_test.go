@@ -5,11 +5,17 @@ package mount
 // others over the peer port (loopback), the PFS read once per file.
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/epochfs/epochfs/internal/cluster"
 	"github.com/epochfs/epochfs/test/rediscluster"
@@ -138,4 +144,194 @@ func TestPeersACorruptCopyOnItsHolderIsNeverServedElsewhere(t *testing.T) {
 		t.Errorf("peer_refused = 0 on b after reading %d damaged copies of a", damaged)
 	}
 	t.Logf("damaged %d copies on a; b: peer_refused %d, source_bytes %d", damaged, b.num("cluster.peer_refused"), b.num("source_bytes"))
+}
+
+// freePort is a loopback address nobody listens at now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead: a node's
+// daemon is SIGKILLed and its tier wiped while two others read the whole
+// dataset: their reads never fail nor differ, and its share comes back to
+// them (held by the survivors once its membership expires).
+func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	src, paths, total := clusterTree(t, 1<<20)
+	quota := total * 75 / 100
+	// The victim: the binary, its own process, on a port of its own.
+	base := t.TempDir()
+	mnt, tierDir := filepath.Join(base, "mnt"), filepath.Join(base, "tier")
+	os.Mkdir(mnt, 0o755)
+	var q []string
+	for _, a := range rc.Addrs() {
+		q = append(q, strconv.Quote(a))
+	}
+	cfg := filepath.Join(base, "peers.toml")
+	text := fmt.Sprintf("[cluster]\nredis = [%s]\ninsecure = true\nkey_file = %q\ndataset = \"peers\"\nlease = \"1s\"\ntimeout = \"300ms\"\ndata = \"peers\"\npeer_listen = %q\n",
+		strings.Join(q, ", "), secretFile(t, clusterKey), freePort(t))
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, fmt.Sprintf("--tier=disk=%s:%d", tierDir, quota))
+	a := peersNode(t, rc, src, quota)
+	b := peersNode(t, rc, src, quota)
+	for _, n := range []*env{a, b} {
+		waitFor(t, func() bool {
+			st := n.status()
+			return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes"
+		})
+	}
+	waitFor(t, func() bool { return statusOf(t, mnt)["cluster.members_settled"] == "yes" })
+	// Each node copies its share; the victim's is on its disk.
+	waitFor(t, func() bool {
+		st := statusOf(t, mnt)
+		return st["placements_queued"] == "0" && st["files_resident"] != "0"
+	})
+	a.settle()
+	b.settle()
+	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
+	if pid <= 0 {
+		t.Fatal("no pid in the victim's status")
+	}
+	// Readers on a and b go through the dataset twice; the victim dies
+	// and loses its disk early in the first pass.
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 2)
+	for _, n := range []*env{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			readAllShuffled(t, src, n.mnt, paths)
+			readAllShuffled(t, src, n.mnt, paths)
+		}()
+	}
+	<-started
+	<-started
+	syscall.Kill(pid, syscall.SIGKILL)
+	os.RemoveAll(tierDir)
+	wg.Wait()
+	waitFor(t, func() bool { return !processAlive(pid) })
+	if code, out := cli(t, "unmount", "--lazy", mnt); code != 0 {
+		t.Fatalf("unmount --lazy of the dead node: exit %d: %s", code, out)
+	}
+	// Its membership expires; the survivors take its share.
+	for _, n := range []*env{a, b} {
+		waitFor(t, func() bool { return n.status()["cluster.members"] == "2" })
+	}
+	for _, n := range []*env{a, b} {
+		waitFor(t, func() bool { return n.p.Stats().Queued == 0 })
+	}
+	time.Sleep(500 * time.Millisecond)
+	a.settle()
+	b.settle()
+	held := a.num("files_resident") + b.num("files_resident")
+	before := a.num("source_bytes") + b.num("source_bytes")
+	// Every file is held by a survivor now: a pass over both reads none
+	// from the source.
+	checkAll(t, src, a.mnt, paths)
+	checkAll(t, src, b.mnt, paths)
+	after := a.num("source_bytes") + b.num("source_bytes")
+	t.Logf("survivors: %d files held of %d; source bytes %d for a dataset of %d (the victim's share again, and reads while it was still a member); a pass after: %d more",
+		held, len(paths), before, total, after-before)
+	if held < int64(len(paths)) {
+		t.Errorf("the survivors hold %d copies of %d files: part of the dead node's share is held nowhere", held, len(paths))
+	}
+	if after != before {
+		t.Errorf("a pass after the share moved read %d bytes from the source, want 0", after-before)
+	}
+	if before > 2*total {
+		t.Errorf("the survivors read %d bytes from the source for a dataset of %d", before, total)
+	}
+}
+
+// TestPeersClusterJobReadsItsOwnNodesSamplesFirst: an ODS cluster job with
+// one rank per node over a dataset split between three nodes: every epoch
+// exactly once, each rank reading its samples through its node's mount,
+// and jobs/NAME/status (read with bash) counting each epoch's samples by
+// where they were kept.
+func TestPeersClusterJobReadsItsOwnNodesSamplesFirst(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	const n, w, epochs = 240, 3, 3
+	src, paths := makeSamples(t, n, 3000)
+	total := int64(n * 3000)
+	var nodes []*env
+	for range w {
+		nodes = append(nodes, peersNode(t, rc, src, total*65/100))
+	}
+	for _, e := range nodes {
+		waitFor(t, func() bool { st := e.status(); return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes" })
+	}
+	for _, e := range nodes {
+		waitFor(t, func() bool { return e.num("files_resident") > 0 })
+		e.settle()
+	}
+	dirs := make([]string, w)
+	for i, e := range nodes {
+		dirs[i] = filepath.Join(e.mnt, ".epochfs", "jobs", "peers")
+		if err := os.Mkdir(dirs[i], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dirs[i], "config"), []byte("batch_size=8\nworld_size=3\ncluster=true\nsampler=ods\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ep := 1; ep <= epochs; ep++ {
+		shares := make([][]string, w)
+		var wg sync.WaitGroup
+		for r := range w {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				shares[r] = rankEpochOf(t, dirs[r], r)
+				checkAll(t, src, nodes[r].mnt, shares[r])
+			}()
+		}
+		wg.Wait()
+		seen := map[string]int{}
+		for _, sh := range shares {
+			for _, p := range sh {
+				seen[p]++
+			}
+		}
+		if len(seen) != len(paths) {
+			t.Fatalf("epoch %d: %d distinct samples of %d", ep, len(seen), len(paths))
+		}
+	}
+	var local, all int64
+	for r := range nodes {
+		out, err := exec.Command("bash", "-c", `cat "$1"/status`, "bash", dirs[r]).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := kv(out)
+		for ep := 1; ep <= epochs; ep++ {
+			p := fmt.Sprintf("epoch.%d.", ep)
+			l, _ := strconv.ParseInt(st[p+"reads_local"], 10, 64)
+			pe, _ := strconv.ParseInt(st[p+"reads_peer"], 10, 64)
+			so, _ := strconv.ParseInt(st[p+"reads_source"], 10, 64)
+			if l+pe+so != n/w {
+				t.Errorf("node %d epoch %d: local %d + peer %d + source %d != %d", r, ep, l, pe, so, n/w)
+			}
+			if so != 0 {
+				t.Errorf("node %d epoch %d: %d samples only on the source; every file is kept by a node", r, ep, so)
+			}
+			if ep >= 2 {
+				local, all = local+l, all+l+pe+so
+			}
+		}
+		t.Logf("node %d: %s", r, strings.Join([]string{st["epoch.1.reads_local"], st["epoch.2.reads_local"], st["epoch.3.reads_local"]}, "/"))
+	}
+	frac := float64(local) / float64(all)
+	t.Logf("epochs 2-3: %.2f of the samples read on the node that keeps them (a third with plain draws)", frac)
+	if frac < 0.5 {
+		t.Errorf("epochs 2-3: %.2f of the samples read locally, want well over a third", frac)
+	}
 }
