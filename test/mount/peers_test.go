@@ -267,7 +267,10 @@ func TestPeersClusterJobReadsItsOwnNodesSamplesFirst(t *testing.T) {
 		nodes = append(nodes, peersNode(t, rc, src, total*65/100))
 	}
 	for _, e := range nodes {
-		waitFor(t, func() bool { st := e.status(); return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes" })
+		waitFor(t, func() bool {
+			st := e.status()
+			return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes"
+		})
 	}
 	for _, e := range nodes {
 		waitFor(t, func() bool { return e.num("files_resident") > 0 })
