@@ -146,11 +146,16 @@ bench-model: build
 # tier"): 3 epochfs mounts with a 3-master Redis Cluster against one node
 # alone and 3 nodes without it, over the emulated slow PFS; PFS bytes,
 # epoch-1 times, reads from the cluster against the DSI model's remote-cache
-# prediction. Needs root, sshd, sshfs, redis-server, redis-tools, jq;
-# ~20 minutes (QUICK=1: ~2 minutes).
+# prediction (SCENARIO=tier); datasets larger than a node, data = "peers"
+# against data = "redis", no cluster and a dataset that fits, a training job
+# over 3 nodes in network namespaces with capped links, and the peer read
+# rate against the link (SCENARIO=peers, test/bench/cluster/peers.sh). Needs
+# root, sshd, sshfs, redis-server, redis-tools, jq, python3-torch; ~20 + ~30
+# minutes (QUICK=1: a few minutes each).
 .PHONY: bench-cluster
 bench-cluster: bench-deps build
-	bash test/bench/cluster/run.sh
+	case "$${SCENARIO:-all}" in tier|all) bash test/bench/cluster/run.sh;; esac
+	case "$${SCENARIO:-all}" in peers|all) bash test/bench/cluster/peers.sh;; esac
 
 # The FUSE transport of resident data: a PyTorch training loop and 8 raw
 # readers over a local copy, the mount and libfuse's passthrough_hp (with

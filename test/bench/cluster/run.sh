@@ -90,67 +90,14 @@ done
 source "$ROOT/test/bench/epochs/pfs.sh"
 
 # ---- processes and mounts of this run ------------------------------------------
-REDIS_PIDS=() REDIS_PORTS=()
 HOLDER=()      # node i's mount namespace holder (unshare -m ... sleep)
 NODE_PID=()    # node i's epochfs daemon
 NODE_SSHFS=()  # node i's sshfs client
 node_dir() { echo "$RUN/node$1"; }
 nsx() { local i=$1; shift; nsenter -t "${HOLDER[$i]}" -m -- "$@"; }
 
-# ---- Redis Cluster ----------------------------------------------------------------
-port_free() { ! (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
-rcli() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@"; }
-
-redis_start() {
-  local i p d ok
-  for i in $(seq 0 $((NODES - 1))); do
-    for _ in $(seq 200); do
-      p=$((20000 + RANDOM % 15000))
-      port_free "$p" && port_free $((p + 10000)) && break
-    done
-    d=$WORK/redis/$i
-    rm -rf "$d"; mkdir -p "$d"
-    redis-server --port "$p" --bind 127.0.0.1 --protected-mode no \
-      --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 5000 \
-      --dir "$d" --save "" --appendonly no --daemonize no \
-      --maxmemory 4gb --maxmemory-policy noeviction --logfile "$d/redis.log" &
-    REDIS_PIDS+=($!) REDIS_PORTS+=("$p")
-    for _ in $(seq 100); do rcli "$p" PING 2>/dev/null | grep -q PONG && break; sleep 0.1; done
-    rcli "$p" PING | grep -q PONG || die "redis-server on port $p did not start: $(tail -3 "$d/redis.log")"
-  done
-  local addrs=()
-  for p in "${REDIS_PORTS[@]}"; do addrs+=("127.0.0.1:$p"); done
-  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$WORK/redis/create.log" 2>&1 ||
-    die "redis-cli --cluster create failed: $(tail -5 "$WORK/redis/create.log")"
-  for _ in $(seq 300); do
-    ok=1
-    for p in "${REDIS_PORTS[@]}"; do rcli "$p" CLUSTER INFO | grep -q cluster_state:ok || ok=; done
-    [ -n "$ok" ] && { log "Redis Cluster up: ${addrs[*]} (pids ${REDIS_PIDS[*]})"; return 0; }
-    sleep 0.1
-  done
-  die "the Redis Cluster's state is not ok after 30 s"
-}
-
-redis_flush() { local p; for p in "${REDIS_PORTS[@]}"; do rcli "$p" FLUSHALL SYNC >/dev/null; done; }
-redis_used() { # bytes of used_memory summed over the masters
-  local p s=0 u
-  for p in "${REDIS_PORTS[@]}"; do
-    u=$(rcli "$p" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
-    s=$((s + u))
-  done
-  echo "$s"
-}
-
-redis_stop() {
-  local p
-  for p in "${REDIS_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && kill "$p" 2>/dev/null; done
-  for p in "${REDIS_PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null
-    wait "$p" 2>/dev/null || true
-  done
-  REDIS_PIDS=()
-}
+# ---- Redis Cluster: test/bench/cluster/redis.sh ------------------------------------
+source "$HERE/redis.sh"
 
 # ---- nodes ------------------------------------------------------------------------
 # node_up I CLUSTER(0|1): node I's sshfs, mount namespace and epochfs mount,
