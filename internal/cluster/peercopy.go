@@ -289,17 +289,7 @@ func (c *Cluster) copyPeers(ctx context.Context, k FileKey, w io.Writer, progres
 		// would find this node listed as a holder of a copy it does not
 		// serve.
 		if pc, ok := c.PeerStored(ctx, k); ok {
-			n, err := c.readCopy(ctx, pc, w, progress)
-			if err == nil {
-				c.st.hits.Add(1)
-				c.st.hitBytes.Add(n)
-				return n, nil
-			}
-			var werr *writeError
-			if errors.As(err, &werr) {
-				return n, werr.err
-			}
-			return c.finishFromSource(w, n, progress, source)
+			return c.readPeers(ctx, pc, w, progress, source)
 		}
 		return source(w, progress)
 	}
@@ -307,20 +297,7 @@ func (c *Cluster) copyPeers(ctx context.Context, k FileKey, w io.Writer, progres
 	for range maxLookups {
 		pc, err := c.peerLookup(ctx, k)
 		if err == nil && len(pc.holders) > 0 {
-			n, err := c.readCopy(ctx, pc, w, progress)
-			if err == nil {
-				c.st.hits.Add(1)
-				c.st.hitBytes.Add(n)
-				return n, nil
-			}
-			var werr *writeError
-			if errors.As(err, &werr) {
-				return n, werr.err
-			}
-			// No holder served it: the rest from the source (this node
-			// then holds it: Holds).
-			c.log.Debug("no peer served the file; reading the source", zap.String("path", k.Path), zap.Error(err))
-			return c.finishFromSource(w, n, progress, source)
+			return c.readPeers(ctx, pc, w, progress, source)
 		}
 		if err != nil && !errors.Is(err, ErrMiss) && !errors.Is(err, ErrCorrupt) {
 			return source(w, progress)
@@ -372,4 +349,23 @@ func (c *Cluster) peerFill(ctx context.Context, k FileKey) (*Fill, error) {
 	}
 	f.startRenew()
 	return f, nil
+}
+
+// readPeers writes pc's chunks, read from its holders, to w; when no
+// holder serves one, the rest comes from the source (a keeper then holds
+// the file: Holds). w's errors are returned, the peers' never.
+func (c *Cluster) readPeers(ctx context.Context, pc *PeerCopy, w io.Writer, progress func(int64),
+	source func(w io.Writer, progress func(int64)) (int64, error)) (int64, error) {
+	n, err := c.readCopy(ctx, pc, w, progress)
+	if err == nil {
+		c.st.hits.Add(1)
+		c.st.hitBytes.Add(n)
+		return n, nil
+	}
+	var werr *writeError
+	if errors.As(err, &werr) {
+		return n, werr.err
+	}
+	c.log.Debug("no peer served the file; reading the source", zap.String("path", pc.k.Path), zap.Error(err))
+	return c.finishFromSource(w, n, progress, source)
 }

@@ -55,6 +55,11 @@ type Cluster struct {
 	// Replicas is how many more nodes than a file's owner keep it (data =
 	// "peers"; default 0).
 	Replicas int `toml:"replicas"`
+	// PeerCertFile and PeerKeyFile are this node's certificate and key
+	// for the peer port (data = "peers" with tls = true: the peers speak
+	// TLS, their certificates checked against ca_file).
+	PeerCertFile string `toml:"peer_cert_file"`
+	PeerKeyFile  string `toml:"peer_key_file"`
 }
 
 // Data modes.
@@ -103,6 +108,7 @@ func (c *Cluster) Validate() error {
 			{"password_file", c.PasswordFile}, {"key_file", c.KeyFile}, {"tier_quota", c.TierQuota.Raw}, {"dataset", c.Dataset},
 			{"ca_file", c.CAFile}, {"username", c.Username}, {"timeout", c.Timeout}, {"lease", c.Lease},
 			{"data", c.Data}, {"peer_listen", c.PeerListen}, {"peer_advertise", c.PeerAdvertise},
+			{"peer_cert_file", c.PeerCertFile}, {"peer_key_file", c.PeerKeyFile},
 		} {
 			if k.v != "" {
 				return fmt.Errorf("cluster.%s is set but cluster.redis is not (give the seed addresses, e.g. redis = [\"node01:7000\"])", k.key)
@@ -177,7 +183,8 @@ func (c *Cluster) Validate() error {
 func (c *Cluster) validatePeers() error {
 	switch c.Data {
 	case "", ClusterDataRedis:
-		for _, k := range []struct{ key, v string }{{"peer_listen", c.PeerListen}, {"peer_advertise", c.PeerAdvertise}} {
+		for _, k := range []struct{ key, v string }{{"peer_listen", c.PeerListen}, {"peer_advertise", c.PeerAdvertise},
+			{"peer_cert_file", c.PeerCertFile}, {"peer_key_file", c.PeerKeyFile}} {
 			if k.v != "" {
 				return fmt.Errorf("cluster.%s is set but cluster.data is not \"peers\"", k.key)
 			}
@@ -211,6 +218,16 @@ func (c *Cluster) validatePeers() error {
 	}
 	if c.Replicas < 0 || c.Replicas > 8 {
 		return fmt.Errorf("cluster.replicas = %d: want 0 to 8", c.Replicas)
+	}
+	for _, f := range []struct{ key, v string }{{"peer_cert_file", c.PeerCertFile}, {"peer_key_file", c.PeerKeyFile}} {
+		switch {
+		case c.TLS && f.v == "":
+			return fmt.Errorf("cluster.%s: missing (tls = true with data = \"peers\": the peer port speaks TLS with this node's certificate)", f.key)
+		case !c.TLS && f.v != "":
+			return fmt.Errorf("cluster.%s is set but cluster.tls is not true", f.key)
+		case f.v != "" && !filepath.IsAbs(f.v):
+			return fmt.Errorf("cluster.%s = %q: must be absolute", f.key, f.v)
+		}
 	}
 	if c.TierQuota.Raw != "" {
 		return fmt.Errorf("cluster.tier_quota is set but data = \"peers\" keeps no file bytes in Redis (the nodes' tiers hold them)")

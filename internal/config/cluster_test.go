@@ -68,10 +68,11 @@ timeout = "500ms"
 func TestPeersSettingsAreValidatedNamingTheKey(t *testing.T) {
 	base := "[cluster]\nredis = [\"n:1\"]\ninsecure = true\n"
 	good := map[string]string{
-		"data = \"peers\"\npeer_listen = \"10.0.0.1:7070\"":                                         "10.0.0.1:7070",
-		"data = \"peers\"\npeer_listen = \":7070\"\npeer_advertise = \"node01:7070\"\nreplicas = 1": "node01:7070",
-		"data = \"peers\"\npeer_listen = \"0.0.0.0:7070\"\npeer_advertise = \"10.0.0.1:7070\"":      "10.0.0.1:7070",
-		"data = \"redis\"\ntier_quota = \"1GiB\"":                                                   "",
+		"data = \"peers\"\npeer_listen = \"10.0.0.1:7070\"":                                                               "10.0.0.1:7070",
+		"data = \"peers\"\npeer_listen = \":7070\"\npeer_advertise = \"node01:7070\"\nreplicas = 1":                       "node01:7070",
+		"data = \"peers\"\npeer_listen = \"0.0.0.0:7070\"\npeer_advertise = \"10.0.0.1:7070\"":                            "10.0.0.1:7070",
+		"data = \"redis\"\ntier_quota = \"1GiB\"":                                                                         "",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\ntls = true\npeer_cert_file = \"/c.pem\"\npeer_key_file = \"/k.pem\"": "h:7070",
 	}
 	for text, adv := range good {
 		cfg, err := Parse(Default(), base+text, "t")
@@ -88,15 +89,19 @@ func TestPeersSettingsAreValidatedNamingTheKey(t *testing.T) {
 	bad := map[string]string{
 		"data = \"disk\"":  "cluster.data",
 		"data = \"peers\"": "cluster.peer_listen: missing",
-		"data = \"peers\"\npeer_listen = \"10.0.0.1\"":                          "cluster.peer_listen",
-		"data = \"peers\"\npeer_listen = \"10.0.0.1:0\"":                        "cluster.peer_listen",
-		"data = \"peers\"\npeer_listen = \":7070\"":                             "cluster.peer_listen",
-		"data = \"peers\"\npeer_listen = \"0.0.0.0:7070\"":                      "cluster.peer_listen",
-		"data = \"peers\"\npeer_listen = \":7070\"\npeer_advertise = \":7070\"": "cluster.peer_advertise",
-		"data = \"peers\"\npeer_listen = \"h:7070\"\nreplicas = 9":              "cluster.replicas",
-		"data = \"peers\"\npeer_listen = \"h:7070\"\ntier_quota = \"1GiB\"":     "cluster.tier_quota",
-		"tier_quota = \"1GiB\"\npeer_listen = \"h:7070\"":                       "cluster.peer_listen",
-		"tier_quota = \"1GiB\"\nreplicas = 1":                                   "cluster.replicas",
+		"data = \"peers\"\npeer_listen = \"10.0.0.1\"":                                                           "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \"10.0.0.1:0\"":                                                         "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \":7070\"":                                                              "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \"0.0.0.0:7070\"":                                                       "cluster.peer_listen",
+		"data = \"peers\"\npeer_listen = \":7070\"\npeer_advertise = \":7070\"":                                  "cluster.peer_advertise",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\nreplicas = 9":                                               "cluster.replicas",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\ntier_quota = \"1GiB\"":                                      "cluster.tier_quota",
+		"tier_quota = \"1GiB\"\npeer_listen = \"h:7070\"":                                                        "cluster.peer_listen",
+		"tier_quota = \"1GiB\"\nreplicas = 1":                                                                    "cluster.replicas",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\ntls = true":                                                 "cluster.peer_cert_file: missing",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\npeer_cert_file = \"/c\"\npeer_key_file = \"/k\"":            "cluster.peer_cert_file is set but cluster.tls",
+		"data = \"peers\"\npeer_listen = \"h:7070\"\ntls = true\npeer_cert_file = \"c\"\npeer_key_file = \"/k\"": "cluster.peer_cert_file = \"c\": must be absolute",
+		"tier_quota = \"1GiB\"\npeer_key_file = \"/k\"":                                                          "cluster.peer_key_file",
 	}
 	for text, want := range bad {
 		cfg, err := Parse(Default(), base+text, "t")

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/epochfs/epochfs/internal/cluster"
+	"github.com/epochfs/epochfs/internal/cluster/peer"
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/fs"
 	"github.com/epochfs/epochfs/internal/jobs"
@@ -68,6 +69,7 @@ func FromConfig(cfg config.Config) (Options, error) {
 		Metrics:       MetricsOptions{Listen: cfg.Metrics.Listen, Pprof: cfg.Metrics.Pprof},
 		Cluster:       clusterOptions(cfg),
 		PeerListen:    cfg.Cluster.PeerListen,
+		PeerTLS:       peerTLS(cfg.Cluster),
 	}, nil
 }
 
@@ -177,4 +179,13 @@ func ModelSettings(m config.Model) model.Settings {
 		Rules: m.Rules, Jobs: m.Jobs, DecodedBytes: size(m.DecodedBytes), AugmentedBytes: size(m.AugmentedBytes),
 		ShareWindow: m.ShareWindow, IngestOnCPU: m.IngestOnCPU,
 	}
+}
+
+// peerTLS is the peer port's TLS: with data = "peers" and tls = true, this
+// node's certificate and key, the peers' checked against ca_file.
+func peerTLS(cc config.Cluster) peer.TLSFiles {
+	if !cc.Peers() || !cc.TLS {
+		return peer.TLSFiles{}
+	}
+	return peer.TLSFiles{Cert: cc.PeerCertFile, Key: cc.PeerKeyFile, CA: cc.CAFile}
 }

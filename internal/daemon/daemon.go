@@ -15,6 +15,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -111,6 +112,8 @@ type Options struct {
 	// (cluster data = "peers"; Cluster.PeerAdvertise is where they reach
 	// it, by default the address listened at: a port 0 takes a free one).
 	PeerListen string
+	// PeerTLS, if set, serves and reads the peers over TLS.
+	PeerTLS peer.TLSFiles
 	// ShutdownTimeout bounds Close (DefaultShutdownTimeout if 0).
 	ShutdownTimeout time.Duration
 	// RuntimeDir, if set, is where the runtime record is written (the
@@ -146,11 +149,15 @@ type Mount struct {
 	split   *split.Split
 	cl      *cluster.Cluster
 	peerSrv *peer.Server
-	metSrv  *metrics.Server
-	dev     string
-	rec     mounts.Record
-	recPath string
-	done    chan struct{} // closed when the kernel mount is gone
+	peerTLS *tls.Config // the peer server's, or nil
+	// census is the peers' census of the dataset (peers.go).
+	censusMu sync.Mutex
+	census   census
+	metSrv   *metrics.Server
+	dev      string
+	rec      mounts.Record
+	recPath  string
+	done     chan struct{} // closed when the kernel mount is gone
 
 	closeOnce sync.Once
 	closeErr  error

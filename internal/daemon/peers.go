@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/epochfs/epochfs/internal/cluster"
 	"github.com/epochfs/epochfs/internal/cluster/peer"
@@ -28,15 +29,22 @@ func (m *Mount) listenPeers() (net.Listener, error) {
 	if co == nil || co.Data != cluster.DataPeers {
 		return nil, nil
 	}
+	c := *co
+	if m.o.PeerTLS.On() {
+		srv, cli, err := m.o.PeerTLS.Configs()
+		if err != nil {
+			return nil, &configError{fmt.Errorf("daemon: cluster.%w", err)}
+		}
+		m.peerTLS, c.PeerTLS = srv, cli
+	}
 	l, err := net.Listen("tcp", m.o.PeerListen)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("daemon: cluster.peer_listen: %w", err)}
 	}
-	if co.PeerAdvertise == "" {
-		c := *co
+	if c.PeerAdvertise == "" {
 		c.PeerAdvertise = l.Addr().String()
-		m.o.Cluster = &c
 	}
+	m.o.Cluster = &c
 	return l, nil
 }
 
@@ -51,7 +59,7 @@ func (m *Mount) startPeerServer(l net.Listener) error {
 		l.Close()
 		return &configError{fmt.Errorf("daemon: %w", err)}
 	}
-	m.peerSrv = peer.NewServer(peer.ServerOptions{Signer: signer, Store: peerStore{m}, Logger: m.log.Named("peer")})
+	m.peerSrv = peer.NewServer(peer.ServerOptions{Signer: signer, Store: peerStore{m}, Logger: m.log.Named("peer"), TLS: m.peerTLS})
 	done := make(chan struct{})
 	go func() {
 		if err := m.peerSrv.Serve(l); err != nil {
@@ -179,11 +187,63 @@ func (m *Mount) peerHeld(i int) bool {
 	return m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime})
 }
 
-// peerServerStatus adds the peer server's counters to the cluster's
-// section.
+// census is where the dataset's files are kept, as this node sees it:
+// in its tiers, by a live peer (the file's owner or a replica is another
+// member), or nowhere (this node keeps it and has no copy yet, or had no
+// room for it). A count is kept for a second, or 20 times what it took
+// (a catalog of millions of files: a few percent of a core at most).
+type census struct {
+	at, until                           time.Time
+	here, peers, nowhere                int64
+	hereBytes, peersBytes, nowhereBytes int64
+}
+
+func (m *Mount) takeCensus() census {
+	m.censusMu.Lock()
+	defer m.censusMu.Unlock()
+	if time.Now().Before(m.census.until) {
+		return m.census
+	}
+	var c census
+	start := time.Now()
+	for i := range m.cat.Indexed() {
+		e := m.cat.ByIndex(i)
+		if e == nil || e.Gone() {
+			continue
+		}
+		a := e.Attr()
+		switch {
+		case e.Tier() >= 0:
+			c.here++
+			c.hereBytes += a.Size
+		case m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime}):
+			c.peers++
+			c.peersBytes += a.Size
+		default:
+			c.nowhere++
+			c.nowhereBytes += a.Size
+		}
+	}
+	c.at = time.Now()
+	c.until = c.at.Add(max(time.Second, 20*c.at.Sub(start)))
+	m.census = c
+	return c
+}
+
+// peerServerStatus adds the census and the peer server's counters to the
+// cluster's section.
 func (m *Mount) peerServerStatus(d *status.Doc) {
 	if m.peerSrv == nil {
 		return
+	}
+	if m.cat != nil {
+		c := m.takeCensus()
+		d.Int("files_here", c.here)
+		d.Int("bytes_here", c.hereBytes)
+		d.Int("files_peers", c.peers)
+		d.Int("bytes_peers", c.peersBytes)
+		d.Int("files_nowhere", c.nowhere)
+		d.Int("bytes_nowhere", c.nowhereBytes)
 	}
 	st := m.peerSrv.Stats()
 	d.Int("peer_served", st.Served.Load())

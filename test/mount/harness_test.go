@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/cluster"
+	"github.com/epochfs/epochfs/internal/cluster/peer"
 	epochd "github.com/epochfs/epochfs/internal/daemon"
 	"github.com/epochfs/epochfs/internal/fs"
 	"github.com/epochfs/epochfs/internal/jobs"
@@ -203,6 +204,8 @@ type envOpts struct {
 	cluster *cluster.Options
 	// peerListen is where a peers node serves its copies (peers_test.go).
 	peerListen string
+	// peerTLS makes the peer port speak TLS.
+	peerTLS peer.TLSFiles
 	// maxWarmupPerUser bounds one user's warmup backlog (0: none).
 	maxWarmupPerUser int64
 	// docBudget bounds one user's open ctl documents (0: the default).
@@ -254,7 +257,7 @@ func (e *env) mount() {
 		FUSE:    fs.Options{NoPassthrough: e.opts.noPassthrough, Version: "test", DocBudget: e.opts.docBudget, Prewarm: e.opts.prewarm},
 		Metrics: epochd.MetricsOptions{Listen: e.opts.metricsListen}, Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model,
-		Cluster: e.opts.cluster, PeerListen: e.opts.peerListen,
+		Cluster: e.opts.cluster, PeerListen: e.opts.peerListen, PeerTLS: e.opts.peerTLS,
 		WaitWalk: !e.opts.serveWhileWalking,
 	})
 	if err != nil {

@@ -78,6 +78,12 @@ func TestPeersNodesHoldTheirSharesAndServeEveryFileIdentically(t *testing.T) {
 		if st["placements_skipped_nospace"] != "0" {
 			t.Errorf("node %d: %s files found no room: its share does not fit", i, st["placements_skipped_nospace"])
 		}
+		// The census is counted at most once a second: it comes to every
+		// file kept here or by a peer.
+		waitFor(t, func() bool {
+			return n.num("cluster.files_here") == n.num("files_resident") && n.num("cluster.files_nowhere") == 0 &&
+				n.num("cluster.files_here")+n.num("cluster.files_peers") == int64(len(paths))
+		})
 		srcBytes += n.num("source_bytes")
 		resident += n.num("files_resident")
 		peerReads += n.num("cluster.peer_reads")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +12,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/epochfs/epochfs/test/pki"
 )
 
 func TestOwnersAreStableAndMoveOnlyTheLeaversShare(t *testing.T) {
@@ -302,4 +306,60 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("parseRange accepted %d+%d of %d", o, l, k.Size)
 		}
 	})
+}
+
+func TestRangesOverTLSReachOnlyAClientThatTrustsTheCA(t *testing.T) {
+	p := pki.Write(t, "127.0.0.1")
+	files := TLSFiles(p)
+	srvConf, cliConf, err := files.Configs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Path: "f", Size: 5000}
+	data := make([]byte, k.Size)
+	rand.Read(data)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(ServerOptions{Signer: NewSigner([]byte(testKey)), Store: &memStore{files: map[Key][]byte{k: data}}, TLS: srvConf})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	defer func() { s.Close(); <-done }()
+	addr := l.Addr().String()
+	c := NewClient(ClientOptions{Signer: NewSigner([]byte(testKey)), Node: "n1", TLS: cliConf})
+	defer c.Close()
+	got, err := c.Range(context.Background(), addr, k, 100, 1000)
+	if err != nil || !bytes.Equal(got, data[100:1100]) {
+		t.Fatalf("Range over TLS: %d bytes, %v", len(got), err)
+	}
+	req, _ := http.NewRequest("GET", "https://"+addr+"/v1/health", nil)
+	NewSigner([]byte(testKey)).Sign(req, "n1", time.Now())
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.TLS == nil {
+		t.Fatalf("health: %s, TLS %v; want HTTP/2 over TLS", resp.Proto, resp.TLS != nil)
+	}
+	// A client that does not trust the CA, and a client without TLS, read
+	// nothing.
+	other := NewClient(ClientOptions{Signer: NewSigner([]byte(testKey)), Node: "n2", TLS: &tls.Config{MinVersion: tls.VersionTLS13}})
+	defer other.Close()
+	if _, err := other.Range(context.Background(), addr, k, 0, 10); err == nil {
+		t.Fatal("a client that does not trust the CA read a range")
+	}
+	plain := NewClient(ClientOptions{Signer: NewSigner([]byte(testKey)), Node: "n3"})
+	defer plain.Close()
+	if _, err := plain.Range(context.Background(), addr, k, 0, 10); err == nil {
+		t.Fatal("a client without TLS read a range from a TLS server")
+	}
+	// Bad files are named.
+	if _, _, err := (TLSFiles{Cert: files.Cert, Key: files.CA}).Configs(); err == nil || !strings.Contains(err.Error(), "peer_key_file") {
+		t.Fatalf("a CA as the key: %v", err)
+	}
+	if _, _, err := (TLSFiles{Cert: files.Cert, Key: files.Key, CA: files.Key}).Configs(); err == nil || !strings.Contains(err.Error(), "ca_file") {
+		t.Fatalf("a key as the CA: %v", err)
+	}
 }

@@ -124,27 +124,15 @@ net_cleanup() {
 }
 
 # ---- nodes ------------------------------------------------------------------------
-HOLDER=() NODE_PID=() NODE_SSHFS=()
-node_dir() { echo "$RUN/node$1"; }
-nsx() { local i=$1; shift; nsenter -t "${HOLDER[$i]}" -m -- "$@"; }
+source "$HERE/nodes.sh"
 node_mnt() { echo "/proc/${HOLDER[$1]}/root$(node_dir "$1")/mnt"; }
-node_status() { cat "$(node_mnt "$1")/.epochfs/status"; }
 stat_of() { node_status "$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 
 # node_up I SETUP DATASET_DIR DATASET_BYTES
 node_up() {
   local i=$1 setup=$2 ds=$3 bytes=$4 d quota
   d=$(node_dir "$i")
-  rm -rf "$d"; mkdir -p "$d/tier" "$d/mnt" "$SRC"
-  pfs_sshfs "$ds" "$d/sshfs"
-  NODE_SSHFS[$i]=$PFS_SSHFS_PID
-  unshare --mount --propagation slave sleep infinity &
-  HOLDER[$i]=$!
-  for _ in $(seq 100); do
-    [ "$(readlink /proc/"${HOLDER[$i]}"/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] && break
-    sleep 0.05
-  done
-  nsx "$i" mount --bind "$d/sshfs/images" "$SRC"
+  node_ns "$i" "$ds"
   quota=$((bytes * 2 / 5))
   if [ "$setup" = fits ] || [ "$setup" = link ]; then quota=$((bytes * 5 / 4)); fi
   [ -s "$RUN/cluster.key" ] || (umask 077; head -c 32 /dev/urandom | base64 >"$RUN/cluster.key")
@@ -162,36 +150,9 @@ node_up() {
   } >"$d/epochfs.toml"
   nsenter -t "${HOLDER[$i]}" -m --net="/run/netns/$NET-$i" -- "$EPOCHFS" mount --config "$d/epochfs.toml" \
     --tier "disk=$d/tier:$quota" --state "$d/state" "$SRC" "$d/mnt" >&2
-  NODE_PID[$i]=$(stat_of "$i" pid)
-  [ -n "${NODE_PID[$i]}" ] || die "node $i: no pid in .epochfs/status"
+  node_pid "$i"
 }
 
-node_down() {
-  local i=$1 d p
-  d=$(node_dir "$i")
-  p=${NODE_PID[$i]:-}
-  if [ -n "${HOLDER[$i]:-}" ] && kill -0 "${HOLDER[$i]}" 2>/dev/null; then
-    if grep -q " $d/mnt fuse" "/proc/${HOLDER[$i]}/mounts" 2>/dev/null; then
-      nsx "$i" "$EPOCHFS" unmount "$d/mnt" >/dev/null 2>&1 || nsx "$i" umount -l "$d/mnt" 2>/dev/null || true
-    fi
-  fi
-  if [ -n "$p" ]; then
-    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$p" 2>/dev/null && { log "node $i: epochfs daemon $p alive after unmount: SIGTERM"; kill "$p"; sleep 1; }
-    kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null
-  fi
-  NODE_PID[$i]=
-  [ -f "$d/state/epochfs.log" ] && cp "$d/state/epochfs.log" "$WORK/logs/$RUN_TAG-node$i.log"
-  if [ -n "${HOLDER[$i]:-}" ]; then
-    kill "${HOLDER[$i]}" 2>/dev/null || true
-    wait "${HOLDER[$i]}" 2>/dev/null || true
-    HOLDER[$i]=
-  fi
-  if [ -n "${NODE_SSHFS[$i]:-}" ]; then
-    pfs_unmount "$d/sshfs" "${NODE_SSHFS[$i]}"
-    NODE_SSHFS[$i]=
-  fi
-}
 
 TRAIN_PIDS=()
 cleanup() {
