@@ -132,6 +132,9 @@ func TestEveryStatusKeyIsExportedWithUnitsInTheNames(t *testing.T) {
 		{"epochfs_job_epoch", map[string]string{"job": "resnet", "owner": "alice"}, 2},
 		{"epochfs_job_batches_total", map[string]string{"job": "resnet", "owner": "alice"}, 70},
 		{"epochfs_job_source_reads_total", map[string]string{"job": "resnet"}, 5},
+		{"epochfs_job_epoch_reads_local_samples", map[string]string{"job": "resnet", "epoch": "1"}, 40},
+		{"epochfs_job_epoch_reads_peer_samples", map[string]string{"job": "resnet", "epoch": "1"}, 7},
+		{"epochfs_job_epoch_reads_local_samples", map[string]string{"job": "resnet", "epoch": "2"}, 45},
 		{"epochfs_job_info", map[string]string{"job": "resnet", "sampler": "ods"}, 1},
 		{"epochfs_job_last_read_timestamp_seconds", map[string]string{"job": "resnet"}, 1767323045},
 		{"epochfs_resident_open_seconds", nil, 1},
@@ -236,6 +239,9 @@ func jobStatus() *status.Doc {
 	d.Int("position", 64)
 	d.Int("batches", 70)
 	d.Int("source_reads", 5)
+	d.Int("epoch.1.reads_local", 40)
+	d.Int("epoch.1.reads_peer", 7)
+	d.Int("epoch.2.reads_local", 45)
 	d.Time("last_read", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), time.RFC3339Nano, "never")
 	return d
 }

@@ -88,8 +88,17 @@ var jobSpecs = map[string]spec{
 	"resident_reads": counter("job_resident_reads_total", "Samples served while in a tier."),
 	"buffer_reads":   counter("job_buffer_reads_total", "Samples served from the shared buffer."),
 	"source_reads":   counter("job_source_reads_total", "Samples the job read from the source."),
+	"peer_reads":     counter("job_peer_reads_total", "Samples another node kept (cluster data = \"peers\")."),
 	"substitutions":  counter("job_substitutions_total", "Draws replaced by buffered samples (ODS)."),
 	"shared_draws":   counter("job_shared_draws_total", "Draws shared with another job (DSA)."),
+}
+
+// jobEpochSpecs name the keys epoch.N.KEY of a job's status: the metrics
+// carry an epoch label besides the job's.
+var jobEpochSpecs = map[string]spec{
+	"reads_local":  gauge("job_epoch_reads_local_samples", "Samples of the epoch kept in this node's tiers when handed out."),
+	"reads_peer":   gauge("job_epoch_reads_peer_samples", "Samples of the epoch kept by another node when handed out."),
+	"reads_source": gauge("job_epoch_reads_source_samples", "Samples of the epoch kept only on the source when handed out."),
 }
 
 // specFor returns the spec of key in table, or one derived from the key:
@@ -163,6 +172,12 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 						prometheus.GaugeValue, e.Num, values...)
 				}
 				continue
+			}
+			if rest, ok := strings.CutPrefix(e.Key, "epoch."); ok {
+				if ep, key, ok := strings.Cut(rest, "."); ok {
+					emit(ch, specFor(jobEpochSpecs, "job_epoch_", key), e, append(labels[:2:2], "epoch"), append(values[:2:2], ep))
+					continue
+				}
 			}
 			if !emit(ch, specFor(jobSpecs, "job_", e.Key), e, labels, values) {
 				jinfo[sanitize(e.Key)] = e.Value
