@@ -153,11 +153,13 @@ type Mount struct {
 	// census is the peers' census of the dataset (peers.go).
 	censusMu sync.Mutex
 	census   census
-	metSrv   *metrics.Server
-	dev      string
-	rec      mounts.Record
-	recPath  string
-	done     chan struct{} // closed when the kernel mount is gone
+	// sharePasses counts the passes that queued this node's share.
+	sharePasses atomic.Int64
+	metSrv      *metrics.Server
+	dev         string
+	rec         mounts.Record
+	recPath     string
+	done        chan struct{} // closed when the kernel mount is gone
 
 	closeOnce sync.Once
 	closeErr  error

@@ -154,6 +154,7 @@ func (m *Mount) startSharePasses() {
 				defer close(passDone)
 				n, err := m.p.CopyShare(pctx)
 				if err == nil {
+					m.sharePasses.Add(1)
 					m.log.Info("this node's share is queued for copying", zap.Int("files", n))
 				}
 			}()
@@ -245,6 +246,7 @@ func (m *Mount) peerServerStatus(d *status.Doc) {
 		d.Int("files_nowhere", c.nowhere)
 		d.Int("bytes_nowhere", c.nowhereBytes)
 	}
+	d.Int("share_passes", m.sharePasses.Load())
 	st := m.peerSrv.Stats()
 	d.Int("peer_served", st.Served.Load())
 	d.Int("peer_served_bytes", st.ServedBytes.Load())

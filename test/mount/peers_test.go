@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/epochfs/epochfs/internal/cluster"
 	"github.com/epochfs/epochfs/test/rediscluster"
@@ -206,6 +205,7 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 	if pid <= 0 {
 		t.Fatal("no pid in the victim's status")
 	}
+	passes := []int64{a.num("cluster.share_passes"), b.num("cluster.share_passes")}
 	// Readers on a and b go through the dataset twice; the victim dies
 	// and loses its disk early in the first pass.
 	var wg sync.WaitGroup
@@ -228,16 +228,14 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 	if code, out := cli(t, "unmount", "--lazy", mnt); code != 0 {
 		t.Fatalf("unmount --lazy of the dead node: exit %d: %s", code, out)
 	}
-	// Its membership expires; the survivors take its share.
-	for _, n := range []*env{a, b} {
-		waitFor(t, func() bool { return n.status()["cluster.members"] == "2" })
+	// Its membership expires; the survivors take its share: a pass after
+	// the change queues it, and the copies end.
+	for i, n := range []*env{a, b} {
+		waitFor(t, func() bool {
+			return n.status()["cluster.members"] == "2" && n.num("cluster.share_passes") > passes[i]
+		})
+		n.settle()
 	}
-	for _, n := range []*env{a, b} {
-		waitFor(t, func() bool { return n.p.Stats().Queued == 0 })
-	}
-	time.Sleep(500 * time.Millisecond)
-	a.settle()
-	b.settle()
 	held := a.num("files_resident") + b.num("files_resident")
 	before := a.num("source_bytes") + b.num("source_bytes")
 	// Every file is held by a survivor now: a pass over both reads none
