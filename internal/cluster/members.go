@@ -99,10 +99,16 @@ func (c *Cluster) Owners(k FileKey) []string {
 }
 
 // Keeps reports whether this node keeps version k in its tiers: it is the
-// file's owner or one of its replicas. Until the members are settled
-// (heartbeat) it keeps nothing: its reads go to the peers, and to the
-// source through the file's owner. Without peers, every node keeps every
-// file.
+// file's owner or one of its replicas, among the members or among those
+// that answer. Until the members are settled (heartbeat) it keeps
+// nothing: its reads go to the peers, and to the source through the file's
+// owner. Without peers, every node keeps every file.
+//
+// A member that does not answer (a node that died, until its membership
+// expires) still owns its share; the node that will own a file of it once
+// it is gone keeps the file already. Otherwise, until then, every read of
+// the file here would go to the source, and the pass after the change
+// would fetch it once more.
 func (c *Cluster) Keeps(k FileKey) bool {
 	if c.pr == nil {
 		return true
@@ -111,7 +117,16 @@ func (c *Cluster) Keeps(k FileKey) bool {
 		return false
 	}
 	var buf [9]string
-	return slices.Contains(peer.Owners(buf[:0], c.keys.File(k).ID, c.Members(), 1+c.o.Replicas), c.pr.self)
+	id, members := c.keys.File(k).ID, c.Members()
+	owners := peer.Owners(buf[:0], id, members, 1+c.o.Replicas)
+	if slices.Contains(owners, c.pr.self) {
+		return true
+	}
+	if !slices.ContainsFunc(owners, c.pr.isDown) {
+		return false
+	}
+	live := slices.DeleteFunc(slices.Clone(members), c.pr.isDown)
+	return slices.Contains(peer.Owners(buf[:0], id, live, 1+c.o.Replicas), c.pr.self)
 }
 
 // KeptElsewhere reports whether another live member keeps version k (its

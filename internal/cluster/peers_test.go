@@ -381,6 +381,22 @@ func TestANodeThatDiesLosesNothingForTheOthers(t *testing.T) {
 			t.Fatalf("%s: wrong bytes", k.Path)
 		}
 	}
+	// Still a member, but it does not answer: the node that will own a
+	// file of its share once it is gone keeps the file already, and no
+	// other node does.
+	for _, n := range live {
+		n.c.pr.fail(dead.addr, errors.New("connection refused"))
+	}
+	after := []string{live[0].addr, live[1].addr}
+	slices.Sort(after)
+	for _, k := range lost {
+		for _, n := range live {
+			want := peer.Owners(nil, n.c.keys.File(k).ID, after, 1)[0] == n.addr
+			if got := n.c.Keeps(k); got != want {
+				t.Errorf("%s on %s with its owner down: Keeps %v, want %v", k.Path, n.addr, got, want)
+			}
+		}
+	}
 	dead.stop() // its prober stops and it leaves
 	select {
 	case m := <-moved:

@@ -243,7 +243,7 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 	checkAll(t, src, a.mnt, paths)
 	checkAll(t, src, b.mnt, paths)
 	after := a.num("source_bytes") + b.num("source_bytes")
-	t.Logf("survivors: %d files held of %d; source bytes %d for a dataset of %d (the victim's share again, and reads while it was still a member); a pass after: %d more",
+	t.Logf("survivors: %d files held of %d; source bytes %d for a dataset of %d; a pass after: %d more",
 		held, len(paths), before, total, after-before)
 	if held < int64(len(paths)) {
 		t.Errorf("the survivors hold %d copies of %d files: part of the dead node's share is held nowhere", held, len(paths))
@@ -251,8 +251,12 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 	if after != before {
 		t.Errorf("a pass after the share moved read %d bytes from the source, want 0", after-before)
 	}
-	if before > 2*total {
-		t.Errorf("the survivors read %d bytes from the source for a dataset of %d", before, total)
+	// The lost share is fetched from the source once, by the nodes that
+	// will own it (Cluster.Keeps), not by every read until the victim's
+	// membership expires: at most the file or two each survivor was
+	// reading from the victim when it died come from the source twice.
+	if before > total+total/10 {
+		t.Errorf("the survivors read %d bytes from the source for a dataset of %d (want at most 1.1×)", before, total)
 	}
 }
 
