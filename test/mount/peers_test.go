@@ -165,11 +165,25 @@ func freePort(t *testing.T) string {
 // TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead: a node's
 // daemon is SIGKILLed and its tier wiped while two others read the whole
 // dataset: their reads never fail nor differ, and its share comes back to
-// them (held by the survivors once its membership expires).
+// them (held by the survivors once its membership expires), read from the
+// PFS once.
 func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
+	killAndWipeMidEpoch(t, 0)
+}
+
+// TestPeersWithAReplicaANodeKilledCostsThePFSNothing: the same with
+// replicas = 1: every file of the dead node's share has a copy on a
+// survivor, so the survivors read nothing more from the PFS.
+func TestPeersWithAReplicaANodeKilledCostsThePFSNothing(t *testing.T) {
+	killAndWipeMidEpoch(t, 1)
+}
+
+func killAndWipeMidEpoch(t *testing.T, replicas int) {
 	rc := rediscluster.Start(t, rediscluster.Options{})
 	src, paths, total := clusterTree(t, 1<<20)
-	quota := total * 75 / 100
+	// Each node keeps (1+replicas)/3 of the dataset, give or take the
+	// luck of the hashing over 50 files.
+	quota := total * int64(75+15*replicas) / 100
 	// The victim: the binary, its own process, on a port of its own.
 	base := t.TempDir()
 	mnt, tierDir := filepath.Join(base, "mnt"), filepath.Join(base, "tier")
@@ -179,14 +193,15 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 		q = append(q, strconv.Quote(a))
 	}
 	cfg := filepath.Join(base, "peers.toml")
-	text := fmt.Sprintf("[cluster]\nredis = [%s]\ninsecure = true\nkey_file = %q\ndataset = \"peers\"\nlease = \"1s\"\ntimeout = \"300ms\"\ndata = \"peers\"\npeer_listen = %q\n",
-		strings.Join(q, ", "), secretFile(t, clusterKey), freePort(t))
+	text := fmt.Sprintf("[cluster]\nredis = [%s]\ninsecure = true\nkey_file = %q\ndataset = \"peers\"\nlease = \"1s\"\ntimeout = \"300ms\"\ndata = \"peers\"\npeer_listen = %q\nreplicas = %d\n",
+		strings.Join(q, ", "), secretFile(t, clusterKey), freePort(t), replicas)
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	binMount(t, src, mnt, filepath.Join(base, "state"), "--config", cfg, fmt.Sprintf("--tier=disk=%s:%d", tierDir, quota))
-	a := peersNode(t, rc, src, quota)
-	b := peersNode(t, rc, src, quota)
+	withReplicas := func(o *cluster.Options) { o.Replicas = replicas }
+	a := peersNode(t, rc, src, quota, withReplicas)
+	b := peersNode(t, rc, src, quota, withReplicas)
 	for _, n := range []*env{a, b} {
 		waitFor(t, func() bool {
 			st := n.status()
@@ -206,6 +221,7 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 		t.Fatal("no pid in the victim's status")
 	}
 	passes := []int64{a.num("cluster.share_passes"), b.num("cluster.share_passes")}
+	filled := a.num("source_bytes") + b.num("source_bytes")
 	// Readers on a and b go through the dataset twice; the victim dies
 	// and loses its disk early in the first pass.
 	var wg sync.WaitGroup
@@ -243,8 +259,8 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 	checkAll(t, src, a.mnt, paths)
 	checkAll(t, src, b.mnt, paths)
 	after := a.num("source_bytes") + b.num("source_bytes")
-	t.Logf("survivors: %d files held of %d; source bytes %d for a dataset of %d; a pass after: %d more",
-		held, len(paths), before, total, after-before)
+	t.Logf("replicas=%d: survivors: %d files held of %d; source bytes %d for a dataset of %d (%d after the kill); a pass after: %d more",
+		replicas, held, len(paths), before, total, before-filled, after-before)
 	if held < int64(len(paths)) {
 		t.Errorf("the survivors hold %d copies of %d files: part of the dead node's share is held nowhere", held, len(paths))
 	}
@@ -255,6 +271,10 @@ func TestPeersANodeKilledAndWipedMidEpochCostsTheOthersNoRead(t *testing.T) {
 	// will own it (Cluster.Keeps), not by every read until the victim's
 	// membership expires: at most the file or two each survivor was
 	// reading from the victim when it died come from the source twice.
+	if replicas > 0 && before != filled {
+		// Every file of the dead node's share has a replica on a survivor.
+		t.Errorf("with replicas = %d the survivors read %d bytes from the source after the kill, want 0", replicas, before-filled)
+	}
 	if before > total+total/10 {
 		t.Errorf("the survivors read %d bytes from the source for a dataset of %d (want at most 1.1×)", before, total)
 	}
