@@ -129,6 +129,77 @@ func (c *Cluster) Keeps(k FileKey) bool {
 	return slices.Contains(peer.Owners(buf[:0], id, live, 1+c.o.Replicas), c.pr.self)
 }
 
+// Sharing reports whether this node takes its share: the members are
+// settled. Always without peers.
+func (c *Cluster) Sharing() bool { return c.pr == nil || c.pr.settled.Load() }
+
+// Rank is this node's place in the order of the members for version k:
+// 0 for its owner, 1 to replicas for the nodes that keep a copy, more for
+// those that would keep one with fewer members; -1 before the members are
+// settled, 0 without peers.
+func (c *Cluster) Rank(k FileKey) int {
+	if c.pr == nil {
+		return 0
+	}
+	if !c.pr.settled.Load() {
+		return -1
+	}
+	var buf [16]string
+	members := c.Members()
+	return slices.Index(peer.Owners(buf[:0], c.keys.File(k).ID, members, len(members)), c.pr.self)
+}
+
+// HeldElsewhere reports whether a live member other than this node is
+// listed as a holder of version k; false when Redis does not answer.
+func (c *Cluster) HeldElsewhere(ctx context.Context, k FileKey) bool {
+	if c.pr == nil || !c.Usable() {
+		return false
+	}
+	octx, cancel := c.op(ctx)
+	holders, err := c.rdb.SMembers(octx, c.keys.File(k).Holders).Result()
+	cancel()
+	if c.note(err) != nil {
+		return false
+	}
+	members := c.Members()
+	for _, h := range holders {
+		if _, ok := slices.BinarySearch(members, h); ok && h != c.pr.self && !c.pr.isDown(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// ProbeHolders asks each live member listed as a holder of version k
+// whether it answers, and marks those that do not as down (Keeps then
+// counts this node among the owners the file will have without them). A
+// peer that asks this node to fetch k found no holder that answers: this
+// node may not have tried them yet.
+func (c *Cluster) ProbeHolders(ctx context.Context, k FileKey) {
+	if c.pr == nil || !c.Usable() {
+		return
+	}
+	octx, cancel := c.op(ctx)
+	holders, err := c.rdb.SMembers(octx, c.keys.File(k).Holders).Result()
+	cancel()
+	if c.note(err) != nil {
+		return
+	}
+	members := c.Members()
+	for _, h := range holders {
+		if _, ok := slices.BinarySearch(members, h); !ok || h == c.pr.self || c.pr.isDown(h) {
+			continue
+		}
+		// Within the Redis timeout: the asker waits at most peerTimeout
+		// for this node's answer.
+		hctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+		if err := c.pr.client.Health(hctx, h); err != nil {
+			c.pr.fail(h, err)
+		}
+		cancel()
+	}
+}
+
 // KeptElsewhere reports whether another live member keeps version k (its
 // owner or a replica is not this node). False without peers, and before
 // the members are settled.

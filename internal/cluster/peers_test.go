@@ -384,8 +384,12 @@ func TestANodeThatDiesLosesNothingForTheOthers(t *testing.T) {
 	// Still a member, but it does not answer: the node that will own a
 	// file of its share once it is gone keeps the file already, and no
 	// other node does.
-	for _, n := range live {
-		n.c.pr.fail(dead.addr, errors.New("connection refused"))
+	live[0].c.pr.fail(dead.addr, errors.New("connection refused"))
+	// live[1] finds it down by asking the holders of a file (a peer asks
+	// it to fetch one).
+	live[1].c.ProbeHolders(context.Background(), lost[0])
+	if !live[1].c.pr.isDown(dead.addr) {
+		t.Fatal("ProbeHolders did not find the dead holder down")
 	}
 	after := []string{live[0].addr, live[1].addr}
 	slices.Sort(after)

@@ -94,11 +94,14 @@ func (s peerStore) Open(k peer.Key) (peer.File, error) {
 	return f, err
 }
 
-func (s peerStore) Fetch(_ context.Context, k peer.Key) error {
+func (s peerStore) Fetch(ctx context.Context, k peer.Key) error {
 	p := s.placer()
 	if p == nil {
 		return peer.ErrNotHeld
 	}
+	// The peer found no holder that answers; a dead one makes this node
+	// the file's owner-to-be (Cluster.Keeps) once it is seen down here.
+	s.m.cl.ProbeHolders(ctx, cluster.FileKey(k))
 	err := p.FetchNow(placement.RemoteKey(k))
 	switch {
 	case errors.Is(err, placement.ErrNoRoom):
@@ -129,6 +132,12 @@ func (r peersRemote) Stored(ctx context.Context, k placement.RemoteKey) (placeme
 func (r peersRemote) Keeps(k placement.RemoteKey) bool { return r.c.Keeps(key(k)) }
 func (r peersRemote) Holds(k placement.RemoteKey)      { r.c.Holds(key(k)) }
 func (r peersRemote) Dropped(k placement.RemoteKey)    { r.c.Dropped(key(k)) }
+func (r peersRemote) Sharing() bool                    { return r.c.Sharing() }
+func (r peersRemote) Rank(k placement.RemoteKey) int   { return r.c.Rank(key(k)) }
+
+func (r peersRemote) HeldElsewhere(ctx context.Context, k placement.RemoteKey) bool {
+	return r.c.HeldElsewhere(ctx, key(k))
+}
 
 // startSharePasses copies this node's share in the background: once now
 // and again (the previous pass cancelled) whenever the members change.
@@ -247,6 +256,11 @@ func (m *Mount) peerServerStatus(d *status.Doc) {
 		d.Int("bytes_nowhere", c.nowhereBytes)
 	}
 	d.Int("share_passes", m.sharePasses.Load())
+	if p := m.placer.Load(); p != nil {
+		due, dropped := p.ShareStats()
+		d.Int("share_due_bytes", due)
+		d.Int("beyond_share_dropped", dropped)
+	}
 	st := m.peerSrv.Stats()
 	d.Int("peer_served", st.Served.Load())
 	d.Int("peer_served_bytes", st.ServedBytes.Load())

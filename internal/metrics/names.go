@@ -53,6 +53,7 @@ var statusSpecs = map[string]spec{
 	"buffer_entries":             gauge("buffer_entries", "Files in the shared buffer."),
 	"buffer_fetches":             counter("buffer_fetches_total", "Files fetched into the shared buffer."),
 	"buffer_hits":                counter("buffer_hits_total", "Opens served from the shared buffer."),
+	"buffer_hits_waiting":        counter("buffer_hits_waiting_total", "Opens served from the shared buffer that waited for its fetch to end."),
 	"buffer_refused":             counter("buffer_refused_total", "Fetches the shared buffer had no room for."),
 	"revalidate_pending":         gauge("revalidate_pending_files", "Resident files checked longer ago than validate_ttl, waiting for the background revalidation."),
 	"read_ahead_copies":          counter("read_ahead_copies_total", "Copies started ahead of a reader going through the dataset in path order."),

@@ -40,8 +40,9 @@ type Buffer struct {
 	// place copies a file into a tier now, or waits for the copy in
 	// flight (the copier's); read reads a file whole, from the cluster or
 	// the source.
-	place func(e *catalog.Entry)
-	read  func(ctx context.Context, e *catalog.Entry, size int64) ([]byte, error)
+	place     func(e *catalog.Entry)
+	placeable func(e *catalog.Entry) bool
+	read      func(ctx context.Context, e *catalog.Entry, size int64) ([]byte, error)
 
 	hook      atomic.Pointer[DemandHook]
 	fetchMu   sync.Mutex // guards fetchDone and fetchWG.Add
@@ -54,7 +55,7 @@ func (p *Placer) Buffer() *Buffer { return p.buffer }
 
 // newBuffer is the buffer of p's options (BufferBytes 0: none).
 func (p *Placer) newBuffer() *Buffer {
-	b := &Buffer{cat: p.cat, tiers: p.o.Tiers, log: p.log, ctx: p.ctx, demand: p.cp.demand, place: p.place, read: p.readWhole}
+	b := &Buffer{cat: p.cat, tiers: p.o.Tiers, log: p.log, ctx: p.ctx, demand: p.cp.demand, place: p.place, placeable: p.cp.placeable, read: p.readWhole}
 	if p.o.BufferBytes > 0 {
 		b.buf = sharedbuf.New[*catalog.Entry](p.o.BufferBytes, p.o.BufferGrace, nil)
 	}
@@ -209,14 +210,14 @@ func (b *Buffer) Fetch(e *catalog.Entry, done func(error)) {
 	}
 	b.fetchWG.Add(1)
 	b.fetchMu.Unlock()
-	if !e.Residency().NoSpace() && !b.has(e) {
+	if !e.Residency().NoSpace() && !b.has(e) && b.placeable(e) {
 		go func() {
 			defer b.fetchWG.Done()
 			b.place(e)
 			switch {
 			case e.Tier() >= 0:
 				done(ErrPlaced)
-			case !e.Residency().NoSpace():
+			case !e.Residency().NoSpace() && b.placeable(e):
 				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path))
 			default:
 				b.fetchWG.Add(1) // balanced by fetchBuffered

@@ -30,6 +30,10 @@ var errNoTier = errors.New("placement: no tier has room")
 // flight map): it is not copied again.
 var errResident = errors.New("placement: already resident")
 
+// errShareFirst: a copy of a file beyond this node's share found no room
+// beyond the share (share.go).
+var errShareFirst = errors.New("placement: no room beyond this node's share")
+
 // flight is one whole-file copy in progress, shared by every reader of the
 // file. Its temp file stays open until the last reader lets go; after the
 // install it is the tier file itself.
@@ -216,7 +220,7 @@ func (p *copier) run(f *flight) {
 		return
 	}
 	switch {
-	case errors.Is(err, errNoTier), errors.Is(err, errResident), errors.Is(err, context.Canceled):
+	case errors.Is(err, errNoTier), errors.Is(err, errResident), errors.Is(err, errShareFirst), errors.Is(err, context.Canceled):
 	case tier.IsFileError(err):
 		// The file keeps being served from the source. A failure of its
 		// own (a name the tier refuses) recurs at every open: warn once.
@@ -243,14 +247,39 @@ func (p *copier) copy(f *flight) error {
 	if e.Tier() >= 0 {
 		return errResident
 	}
+	kept := p.o.keeps(e, f.attr)
+	if !kept && p.roomBeyondShare() < f.size {
+		return errShareFirst
+	}
 	t, idx, res, allFull := p.reserve(0, f.size)
+	if t == nil && kept && allFull && p.o.sharer() != nil && p.makeRoom(f.size) {
+		t, idx, res, allFull = p.reserve(0, f.size)
+	}
 	if t == nil {
 		// No eviction: a file every tier refused for space will not fit
-		// later this mount. Unhealthy tiers may take it later.
-		if allFull && !e.Residency().SetNoSpace(true) {
+		// later this mount. Unhealthy tiers may take it later. A file
+		// beyond this node's share may fit once the share moves.
+		if kept && allFull && !e.Residency().SetNoSpace(true) {
 			p.nospace.Add(1)
+			p.shareCopied(f.size)
 		}
 		return errNoTier
+	}
+	if !kept && p.roomBeyondShare() < 0 {
+		// Another copy took the room beyond the share meanwhile.
+		res.Release()
+		return errShareFirst
+	}
+	installed := false
+	if kept {
+		// The reservation holds the share's room from now on: counted
+		// in both, it would keep copies beyond the share out.
+		p.shareCopied(f.size)
+		defer func() {
+			if !installed {
+				p.shareCopied(-f.size)
+			}
+		}()
 	}
 	// Without a remote the source is opened (and its version checked)
 	// before the tier is asked for a temp file, so a vanished or changed
@@ -330,6 +359,7 @@ func (p *copier) copy(f *flight) error {
 	e.SetTier(idx)
 	p.val.refreshMu.Unlock()
 	p.o.holds(e, f.attr)
+	installed = true
 	// The copy read the version it checked at its open: a check of this
 	// mount (its record is written next).
 	e.Residency().SetValidated(true)

@@ -146,6 +146,8 @@ type Placer struct {
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	// roomMu makes room for the share one pass at a time (share.go).
+	roomMu sync.Mutex
 
 	closeOnce sync.Once
 
@@ -197,6 +199,10 @@ type copier struct {
 	// the count changing, so Stats never sees it twice or not at all.
 	queued, done, failed, nospace, placedBytes, fallbacks atomic.Int64
 	remoteReads                                           atomic.Int64
+	// shareDue is the bytes of this node's share with no copy yet, with
+	// a Sharer (share.go): copies beyond the share take room beyond it.
+	// extraDrops counts the copies beyond the share dropped for it.
+	shareDue, extraDrops atomic.Int64
 
 	check copyCheck // set in New, read-only after
 	// failedFiles holds the files whose copy failed for a reason of their
@@ -205,9 +211,10 @@ type copier struct {
 	failedFiles *xsync.MapOf[*catalog.Entry, struct{}]
 
 	// What it needs of the placer's other parts, set by New.
-	val    *validator
-	buffer *Buffer
-	notify func(k EventKind, e *catalog.Entry, sync bool)
+	val      *validator
+	buffer   *Buffer
+	makeRoom func(size int64) bool // share.go
+	notify   func(k EventKind, e *catalog.Entry, sync bool)
 }
 
 // opener opens readers on files: the read chain (a kept copy, a tier,
@@ -287,7 +294,7 @@ func New(o Options) (*Placer, error) {
 	p.val = &validator{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg,
 		checks:  xsync.NewMapOf[*catalog.Entry, *check](),
 		flights: p.cp.flights, buffer: p.buffer, scrub: p.scrub, notify: p.notify, forgetResident: p.op.forgetResident}
-	p.cp.val, p.cp.buffer = p.val, p.buffer
+	p.cp.val, p.cp.buffer, p.cp.makeRoom = p.val, p.buffer, p.makeRoomNow
 	p.op.cp, p.op.val, p.op.buffer = p.cp, p.val, p.buffer
 	p.scrub.cp, p.scrub.val, p.scrub.op, p.scrub.warmups = p.cp, p.val, p.op, p.warmups
 	p.cat.SetSync(p.cp.syncTiers)
@@ -436,9 +443,13 @@ func (p *copier) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 	}
 }
 
-// wants reports whether e still needs a copy.
+// wants reports whether e still needs a copy: a file of this node's
+// share, or one beyond it that the room beyond the share takes (share.go).
 func (p *copier) wants(e *catalog.Entry) bool {
-	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() || !p.o.keeps(e, e.Attr()) {
+	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() {
+		return false
+	}
+	if !p.placeable(e) {
 		return false
 	}
 	_, busy := p.flights.Load(e)

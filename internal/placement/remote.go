@@ -90,6 +90,19 @@ type Sharer interface {
 	// costs a peer a wasted request, never a wrong byte).
 	Holds(k RemoteKey)
 	Dropped(k RemoteKey)
+	// Sharing reports whether this node takes a share now (not until
+	// the nodes agree on who keeps what): it copies nothing until then.
+	Sharing() bool
+	// Rank is this node's place in the order in which the nodes keep
+	// version k: 0 for its owner, up to the replicas for the nodes that
+	// keep it, more for those that would keep it with fewer nodes; -1
+	// while it keeps nothing. Copies beyond the share are taken in this
+	// order, and dropped in the reverse one.
+	Rank(k RemoteKey) int
+	// HeldElsewhere reports whether another live node holds a copy of
+	// version k now (false when it cannot tell): a copy of a file this
+	// node does not keep is dropped to make room for its share only then.
+	HeldElsewhere(ctx context.Context, k RemoteKey) bool
 }
 
 // sharer is o.Remote as a Sharer, or nil.

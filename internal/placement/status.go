@@ -65,5 +65,6 @@ func (p *Placer) Status(d *status.Doc) {
 	d.Int("buffer_entries", bs.Entries)
 	d.Int("buffer_fetches", bs.Fetches)
 	d.Int("buffer_hits", bs.Hits)
+	d.Int("buffer_hits_waiting", bs.Waiting)
 	d.Int("buffer_refused", bs.Refused)
 }

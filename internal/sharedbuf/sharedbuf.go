@@ -37,6 +37,7 @@ type Stats struct {
 	Entries  int64 // entries in the map (buffered or being fetched)
 	Fetches  int64 // fetches started, total
 	Hits     int64 // entries handed to readers (Acquire), total
+	Waiting  int64 // of those, entries whose fetch had not ended: the reader waited for it
 	Released int64 // entries released and waiting for their grace period
 	Refused  int64 // fetches refused for want of room, total
 }
@@ -67,6 +68,7 @@ type Buffer[K comparable] struct {
 	used     int64
 	fetches  int64
 	hits     int64
+	waiting  int64
 	refused  int64
 }
 
@@ -95,6 +97,11 @@ func (b *Buffer[K]) Acquire(k K) *Entry[K] {
 	}
 	be.refs++
 	b.hits++
+	select {
+	case <-be.done:
+	default:
+		b.waiting++
+	}
 	return be
 }
 
@@ -253,5 +260,5 @@ func (b *Buffer[K]) Stats() Stats {
 			rel++
 		}
 	}
-	return Stats{Budget: b.budget, Bytes: b.used, Entries: int64(len(b.entries)), Fetches: b.fetches, Hits: b.hits, Released: int64(rel), Refused: b.refused}
+	return Stats{Budget: b.budget, Bytes: b.used, Entries: int64(len(b.entries)), Fetches: b.fetches, Hits: b.hits, Waiting: b.waiting, Released: int64(rel), Refused: b.refused}
 }
