@@ -75,6 +75,11 @@ func runJob(e *env, name, config string, want map[string][]byte) ([]string, erro
 	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return readJobEpoch(e, dir, want)
+}
+
+// readJobEpoch reads the next epoch of the job at dir as runJob does.
+func readJobEpoch(e *env, dir string, want map[string][]byte) ([]string, error) {
 	var got []string
 	for i := 0; ; i++ {
 		b, err := os.ReadFile(filepath.Join(dir, "next"))

@@ -366,3 +366,82 @@ func TestPeersClusterJobReadsItsOwnNodesSamplesFirst(t *testing.T) {
 		t.Errorf("epochs 2-3: %.2f of the samples read locally, want well over a third", frac)
 	}
 }
+
+// TestPeersBufferFetchesARanksNextSamplesFromTheirHolders: a job on one
+// node of three, the dataset split between them and the node's tier too
+// small for more than its share and a little: the shared buffer fetches
+// the samples the rank reads next (the job's known order) from the peers
+// that hold them, ahead of the reads and within its budget; the PFS is
+// not read at all.
+func TestPeersBufferFetchesARanksNextSamplesFromTheirHolders(t *testing.T) {
+	rc := rediscluster.Start(t, rediscluster.Options{})
+	const n, size = 240, 16 << 10
+	src, paths := makeSamples(t, n, size)
+	total := int64(n * size)
+	quota := total * 45 / 100
+	// Node 0 runs the job, with a buffer of a fifth of the dataset.
+	a := clusterEnv(t, rc, src, clusterKey, quota)
+	a.opts.cluster.Data, a.opts.cluster.Quota, a.opts.cluster.DatasetID = cluster.DataPeers, 0, "peers"
+	a.opts.peerListen = "127.0.0.1:0"
+	a.opts.bufferBytes = total / 5
+	a.mount()
+	nodes := []*env{a, peersNode(t, rc, src, quota), peersNode(t, rc, src, quota)}
+	for _, e := range nodes {
+		waitFor(t, func() bool {
+			st := e.status()
+			return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes"
+		})
+	}
+	for _, e := range nodes {
+		waitFor(t, func() bool { return e.num("files_resident") > 0 })
+		e.settle()
+	}
+	// Every file is held by some node before the job starts.
+	waitFor(t, func() bool { return a.num("cluster.files_nowhere") == 0 })
+	want := map[string][]byte{}
+	for _, p := range paths {
+		want[p], _ = os.ReadFile(filepath.Join(src, p))
+	}
+	srcBefore, peerBefore := a.num("source_bytes"), a.num("cluster.peer_reads")
+	resident := a.num("files_resident")
+	dir := filepath.Join(a.mnt, ".epochfs", "jobs", "pf")
+	if _, err := runJob(a, "pf", "batch_size=8\nsampler=random\n", want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readJobEpoch(a, dir, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("epoch 2: %d samples of %d", len(got), n)
+	}
+	out, err := exec.Command("bash", "-c", `cat "$1"/status`, "bash", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := kv(out)
+	num := func(k string) int64 { v, _ := strconv.ParseInt(st[k], 10, 64); return v }
+	buffered, fromPeers := num("buffer_reads"), num("peer_reads")
+	t.Logf("resident %d of %d; job: resident_reads %d, buffer_reads %d, peer_reads %d, source_reads %d; node: buffer_fetches %d, buffer_hits %d (%d waited), peer_reads %d, source bytes %d",
+		resident, n, num("resident_reads"), buffered, fromPeers, num("source_reads"), a.num("buffer_fetches"),
+		a.num("buffer_hits"), a.num("buffer_hits_waiting"), a.num("cluster.peer_reads")-peerBefore, a.num("source_bytes")-srcBefore)
+	if d := a.num("source_bytes") - srcBefore; d != 0 {
+		t.Errorf("the job's node read %d bytes from the source; every file is held by a node", d)
+	}
+	if num("source_reads") != 0 {
+		t.Errorf("%d samples handed out as kept by no node", num("source_reads"))
+	}
+	if a.num("buffer_fetches") == 0 || a.num("cluster.peer_reads") == peerBefore {
+		t.Fatalf("the buffer fetched %d files, %d chunks from peers: nothing was prefetched from the peers",
+			a.num("buffer_fetches"), a.num("cluster.peer_reads")-peerBefore)
+	}
+	// The samples other nodes keep were mostly in the buffer (fetched or
+	// being fetched) when the rank was handed them.
+	if buffered < 3*(buffered+fromPeers)/4 {
+		t.Errorf("of %d samples kept by peers, %d were in the buffer when handed out; want at least 3/4",
+			buffered+fromPeers, buffered)
+	}
+	if b, bud := a.num("buffer_bytes"), a.num("buffer_budget"); b > bud {
+		t.Errorf("buffer_bytes %d over the budget %d", b, bud)
+	}
+}

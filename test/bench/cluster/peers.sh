@@ -17,6 +17,9 @@
 # Setups, each run with fresh tiers, state and page cache, in an order
 # rotated per repetition, REPS times:
 #   peers   [cluster] data = "peers": each node keeps its share
+#   peersbuf  the same with a shared buffer of 1/10 of the dataset per node
+#           ([sampler] buffer): the samples a rank reads next are fetched
+#           from their holders ahead of the reads
 #   redis   [cluster] data = "redis" (tier_quota 1.25x the dataset): Redis
 #           holds every file, each node keeps what fits
 #   none    no cluster: torch's DistributedSampler, each node on its own
@@ -42,7 +45,8 @@
 # Environment: QUICK=1; WORK (/var/tmp/epochfs-bench-peers); FILES (3000,
 # quick 600); CLASSES (50); RATE (50 MB/s); LINK (10gbit); LINK_TEST (200mbit:
 # slow enough to sample on this machine); LINK_FILES (400, quick 200); REPS (3, quick 1); NODES (3); EPOCHS (3);
-# WORKERS (epochfs [placement] workers, 6); SETUPS ("peers redis none fits").
+# WORKERS (epochfs [placement] workers, 6); SETUPS ("peers redis none fits";
+# also peersbuf); LINK_RUN (1: the link measurement each repetition; 0: none).
 # Needs root, ip/tc/nsenter/unshare, sshd, sshfs, redis-server, redis-cli, jq,
 # Debian's python3-torch and python3-torchvision (make bench-deps).
 set -euo pipefail
@@ -66,6 +70,7 @@ NODES=${NODES:-3}
 EPOCHS=${EPOCHS:-3}
 WORKERS=${WORKERS:-6}
 SETUPS=${SETUPS:-peers redis none fits}
+LINK_RUN=${LINK_RUN:-1}
 EPOCHFS=$WORK/bin/epochfs
 RUN=$WORK/run
 SRC=$RUN/src
@@ -138,10 +143,11 @@ node_up() {
   [ -s "$RUN/cluster.key" ] || (umask 077; head -c 32 /dev/urandom | base64 >"$RUN/cluster.key")
   {
     printf '[placement]\nworkers = %s\nsource_bandwidth = "0"\nvalidate = "once"\n' "$WORKERS"
+    if [ "$setup" = peersbuf ]; then printf '\n[sampler]\nbuffer = "%s"\n' $((bytes / 10)); fi
     if [ "$setup" != none ]; then
       printf '\n[cluster]\nredis = [%s]\ndataset = "bench"\nkey_file = "%s"\ninsecure = true\n' \
         "$(printf '"%s:%s",' "$REDIS_BIND" "${REDIS_PORTS[@]}" | sed 's/,$//')" "$RUN/cluster.key"
-      if [ "$setup" = peers ] || [ "$setup" = link ]; then
+      if [ "$setup" = peers ] || [ "$setup" = peersbuf ] || [ "$setup" = link ]; then
         printf 'data = "peers"\npeer_listen = "%s.%s:7070"\n' "$SUBNET" $((10 + i))
       else
         printf 'tier_quota = "%s"\n' $((bytes * 5 / 4))
@@ -213,7 +219,7 @@ run_job() { # SETUP REP
   drop_caches
   : >"$PFS_DIR/sftp.log"   # from the mounts on: the walk, the shares' copies, the job
   for i in $(seq 0 $((NODES - 1))); do node_up "$i" "$setup" "$DS" "$DS_BYTES"; done
-  if [ "$setup" = peers ]; then
+  if [ "$setup" = peers ] || [ "$setup" = peersbuf ]; then
     for i in $(seq 0 $((NODES - 1))); do wait_until 60 settled "$i" "$NODES" || die "node $i: members not settled"; done
   fi
   local warm_pfs=""
@@ -240,7 +246,7 @@ run_job() { # SETUP REP
     [ "$sampler" = epochfs ] && jobst=$(cat "$(node_mnt "$i")/.epochfs/jobs/bench/status" 2>/dev/null |
       jq -R -s -c 'split("\n") | map(select(test("^(epoch\\.|resident_reads|buffer_reads|peer_reads|source_reads)")) | split("=") | {(.[0]): .[1]}) | add // {}')
     per_node+=$(jq -c --argjson job "$jobst" --arg st "$(node_status "$i")" \
-      '. + {job: $job, status: ($st | split("\n") | map(select(test("^(source_bytes|files_resident|cluster\\.(peer_|hits|fills|members))")) | split("=") | {(.[0]): .[1]}) | add)}' \
+      '. + {job: $job, status: ($st | split("\n") | map(select(test("^(source_bytes|files_resident|buffer_|cluster\\.(peer_|hits|fills|members))")) | split("=") | {(.[0]): .[1]}) | add)}' \
       "$WORK/out.$i"),
   done
   for i in $(seq 0 $((NODES - 1))); do node_down "$i"; done
@@ -293,7 +299,7 @@ for rep in $(seq "$REPS"); do
   for setup in $(rotate "$((rep - 1))" $SETUPS); do
     run_job "$setup" "$rep"
   done
-  run_link "$rep"
+  [ "$LINK_RUN" = 0 ] || run_link "$rep"
 done
 printf '{"meta_end":true,"load_end":"%s","seconds":%s}\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$((SECONDS - T0))" >>"$RESULTS"
 log "results: $RESULTS ($((SECONDS - T0)) s)"

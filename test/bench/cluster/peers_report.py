@@ -64,6 +64,25 @@ def main(path):
                     l, t = l + vals[0], t + sum(vals)
             local.append(l / t if t else None)
         print(f"| {s} | {med(pfs)} | " + " | ".join(cols) + f" | {med(ratio)} | {med(local)} |")
+    peers = {r["rep"]: r for r in jobs if r["setup"] == "peers"}
+    buf = [r for r in jobs if r["setup"] == "peersbuf"]
+    if buf:
+        # Prefetch by the known order: of the samples kept by a peer, the share that was in the
+        # buffer (fetched or being fetched) when the rank was handed it; the buffer's opens that
+        # still waited for the fetch; epochs >= 2 against the same job without the buffer.
+        print()
+        print("| with the shared buffer | peer-kept samples in the buffer at hand-out | buffer opens that waited | epochs ≥ 2 ÷ peers |")
+        print("|---|---|---|---|")
+        inbuf, waited = [], []
+        for r in buf:
+            b = sum(int((n.get("job") or {}).get("buffer_reads", 0)) for n in r["per_node"])
+            p = sum(int((n.get("job") or {}).get("peer_reads", 0)) for n in r["per_node"])
+            h = sum(int(n["status"].get("buffer_hits", 0)) for n in r["per_node"])
+            w = sum(int(n["status"].get("buffer_hits_waiting", 0)) for n in r["per_node"])
+            inbuf.append(b / (b + p) if b + p else None)
+            waited.append(w / h if h else None)
+        ratio = [later(r) / later(peers[r["rep"]]) for r in buf if r["rep"] in peers]
+        print(f"| 1/10 of the dataset per node | {med(inbuf)} | {med(waited)} | {med(ratio)} |")
     if links:
         print()
         print("| link | files | peer read rate MB/s | ÷ link |")
