@@ -39,6 +39,11 @@ return redis.call('ZRANGE', KEYS[1], 0, -1)`)
 // memberTTL is how long a member stays live without a heartbeat.
 func (c *Cluster) memberTTL() time.Duration { return max(5*c.o.ProbeInterval, time.Second) }
 
+// MemberTTL is how long a member stays live without a heartbeat: the time
+// the members must stay the same before this node takes its share, and
+// before it copies a share that moved.
+func (c *Cluster) MemberTTL() time.Duration { return c.memberTTL() }
+
 // heartbeat renews this node's membership and reads the members.
 func (c *Cluster) heartbeat(leave bool) {
 	ctx, cancel := c.op(c.ctx)

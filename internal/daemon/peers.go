@@ -141,6 +141,11 @@ func (r peersRemote) HeldElsewhere(ctx context.Context, k placement.RemoteKey) b
 
 // startSharePasses copies this node's share in the background: once now
 // and again (the previous pass cancelled) whenever the members change.
+// After a change the next pass waits until the members have stayed the
+// same for the member TTL: nodes leave one after another at a job's end
+// (each epilog unmounts its node), and the nodes still mounted would
+// otherwise start copying each leaver's share from the PFS. Reads need no
+// pass: a node copies a file of its new share when it is read.
 func (m *Mount) startSharePasses() {
 	if m.cl == nil || !m.cl.Peers() {
 		return
@@ -156,7 +161,9 @@ func (m *Mount) startSharePasses() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		shared := false // a pass ran with the members settled
 		for {
+			shared = shared || m.cl.Sharing()
 			pctx, stop := context.WithCancel(ctx)
 			passDone := make(chan struct{})
 			go func() {
@@ -176,6 +183,9 @@ func (m *Mount) startSharePasses() {
 				stop()
 				<-passDone
 			}
+			if shared && !quiet(ctx, kick, m.cl.MemberTTL()) {
+				return
+			}
 		}
 	}()
 	m.steps = append(m.steps, step{what: "the share's copy pass", close: func() error {
@@ -184,6 +194,22 @@ func (m *Mount) startSharePasses() {
 		<-done
 		return nil
 	}})
+}
+
+// quiet waits until kick stays silent for d: false when ctx ends first.
+func quiet(ctx context.Context, kick <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-kick:
+			t.Reset(d)
+		case <-t.C:
+			return true
+		}
+	}
 }
 
 // peerHeld reports whether another node keeps sample i, a file this node

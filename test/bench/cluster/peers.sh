@@ -240,6 +240,9 @@ run_job() { # SETUP REP
   TRAIN_PIDS=()
   [ -n "$ok" ] || { tail -n 5 "$WORK"/err.* >&2; die "a rank failed"; }
   local t1; t1=$(date +%s.%N)
+  # The job's PFS bytes: before the nodes unmount (a node left, the others
+  # would take its share).
+  local pfs; pfs=$(pfs_counters | tr '\n' ' ')
   local per_node="" jobst
   for i in $(seq 0 $((NODES - 1))); do
     jobst='{}'
@@ -252,7 +255,7 @@ run_job() { # SETUP REP
   for i in $(seq 0 $((NODES - 1))); do node_down "$i"; done
   printf '{"setup":"%s","rep":%s,"nodes":%s,"dataset_bytes":%s,"dataset_files":%s,"wall_s":%s,"pfs":"%s","warm_pfs":"%s","per_node":[%s]}\n' \
     "$setup" "$rep" "$NODES" "$DS_BYTES" "$DS_FILES" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
-    "$(pfs_counters | tr '\n' ' ')" "$warm_pfs" "${per_node%,}" >>"$RESULTS"
+    "$pfs" "$warm_pfs" "${per_node%,}" >>"$RESULTS"
   log "  $(tail -1 "$RESULTS" | jq -r '"epochs \([range(0; .per_node[0].epochs | length) as $e | [.per_node[].epochs[$e].seconds] | max | . * 10 | round / 10]) s, PFS bytes / dataset \((.pfs | capture("sftp_bytes=(?<b>[0-9]+)").b | tonumber) / .dataset_bytes | . * 1000 | round / 1000)"')"
 }
 
