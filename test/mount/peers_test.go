@@ -24,6 +24,14 @@ import (
 // and one tier of quota bytes.
 func peersNode(t *testing.T, rc *rediscluster.Cluster, src string, quota int64, edit ...func(*cluster.Options)) *env {
 	t.Helper()
+	e := peersEnv(t, rc, src, quota, edit...)
+	e.mount()
+	return e
+}
+
+// peersEnv is peersNode before its mount.
+func peersEnv(t *testing.T, rc *rediscluster.Cluster, src string, quota int64, edit ...func(*cluster.Options)) *env {
+	t.Helper()
 	e := clusterEnv(t, rc, src, clusterKey, quota)
 	e.opts.cluster.Data, e.opts.cluster.Quota = cluster.DataPeers, 0
 	e.opts.cluster.DatasetID = "peers"
@@ -31,8 +39,23 @@ func peersNode(t *testing.T, rc *rediscluster.Cluster, src string, quota int64, 
 		f(e.opts.cluster)
 	}
 	e.opts.peerListen = "127.0.0.1:0"
-	e.mount()
 	return e
+}
+
+// sharesCopied waits until every node sees them all as members, settled,
+// and has copied its share.
+func sharesCopied(t *testing.T, nodes ...*env) {
+	t.Helper()
+	for _, e := range nodes {
+		waitFor(t, func() bool {
+			st := e.status()
+			return st["cluster.members"] == strconv.Itoa(len(nodes)) && st["cluster.members_settled"] == "yes"
+		})
+	}
+	for _, e := range nodes {
+		waitFor(t, func() bool { return e.num("files_resident") > 0 })
+		e.settle()
+	}
 }
 
 func TestPeersNodesHoldTheirSharesAndServeEveryFileIdentically(t *testing.T) {
@@ -294,16 +317,7 @@ func TestPeersClusterJobReadsItsOwnNodesSamplesFirst(t *testing.T) {
 	for range w {
 		nodes = append(nodes, peersNode(t, rc, src, total*65/100))
 	}
-	for _, e := range nodes {
-		waitFor(t, func() bool {
-			st := e.status()
-			return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes"
-		})
-	}
-	for _, e := range nodes {
-		waitFor(t, func() bool { return e.num("files_resident") > 0 })
-		e.settle()
-	}
+	sharesCopied(t, nodes...)
 	dirs := make([]string, w)
 	for i, e := range nodes {
 		dirs[i] = filepath.Join(e.mnt, ".epochfs", "jobs", "peers")
@@ -380,22 +394,10 @@ func TestPeersBufferFetchesARanksNextSamplesFromTheirHolders(t *testing.T) {
 	total := int64(n * size)
 	quota := total * 45 / 100
 	// Node 0 runs the job, with a buffer of a fifth of the dataset.
-	a := clusterEnv(t, rc, src, clusterKey, quota)
-	a.opts.cluster.Data, a.opts.cluster.Quota, a.opts.cluster.DatasetID = cluster.DataPeers, 0, "peers"
-	a.opts.peerListen = "127.0.0.1:0"
+	a := peersEnv(t, rc, src, quota)
 	a.opts.bufferBytes = total / 5
 	a.mount()
-	nodes := []*env{a, peersNode(t, rc, src, quota), peersNode(t, rc, src, quota)}
-	for _, e := range nodes {
-		waitFor(t, func() bool {
-			st := e.status()
-			return st["cluster.members"] == "3" && st["cluster.members_settled"] == "yes"
-		})
-	}
-	for _, e := range nodes {
-		waitFor(t, func() bool { return e.num("files_resident") > 0 })
-		e.settle()
-	}
+	sharesCopied(t, a, peersNode(t, rc, src, quota), peersNode(t, rc, src, quota))
 	// Every file is held by some node before the job starts.
 	waitFor(t, func() bool { return a.num("cluster.files_nowhere") == 0 })
 	want := map[string][]byte{}

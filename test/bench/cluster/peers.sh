@@ -3,7 +3,7 @@
 # no cluster, and against a dataset that fits every node (docs/benchmarks.md,
 # "Datasets larger than a node"; docs/cluster.md).
 #
-#   SCENARIO=peers make bench-cluster    full run (~30 min on 2 cores)
+#   SCENARIO=peers make bench-cluster    full run (~20-40 min on 2 cores)
 #   QUICK=1 SCENARIO=peers make bench-cluster    smoke run
 #
 # Each of NODES nodes is an epochfs mount in its own network namespace (a veth
@@ -45,8 +45,8 @@
 # Environment: QUICK=1; WORK (/var/tmp/epochfs-bench-peers); FILES (3000,
 # quick 600); CLASSES (50); RATE (50 MB/s); LINK (10gbit); LINK_TEST (200mbit:
 # slow enough to sample on this machine); LINK_FILES (400, quick 200); REPS (3, quick 1); NODES (3); EPOCHS (3);
-# WORKERS (epochfs [placement] workers, 6); SETUPS ("peers redis none fits";
-# also peersbuf); LINK_RUN (1: the link measurement each repetition; 0: none).
+# WORKERS (epochfs [placement] workers, 6); SETUPS ("peers peersbuf redis none fits";
+# any subset); LINK_RUN (1: the link measurement each repetition; 0: none).
 # Needs root, ip/tc/nsenter/unshare, sshd, sshfs, redis-server, redis-cli, jq,
 # Debian's python3-torch and python3-torchvision (make bench-deps).
 set -euo pipefail
@@ -69,7 +69,7 @@ LINK_TEST=${LINK_TEST:-200mbit}
 NODES=${NODES:-3}
 EPOCHS=${EPOCHS:-3}
 WORKERS=${WORKERS:-6}
-SETUPS=${SETUPS:-peers redis none fits}
+SETUPS=${SETUPS:-peers peersbuf redis none fits}
 LINK_RUN=${LINK_RUN:-1}
 EPOCHFS=$WORK/bin/epochfs
 RUN=$WORK/run
