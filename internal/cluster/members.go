@@ -157,22 +157,7 @@ func (c *Cluster) Rank(k FileKey) int {
 // HeldElsewhere reports whether a live member other than this node is
 // listed as a holder of version k; false when Redis does not answer.
 func (c *Cluster) HeldElsewhere(ctx context.Context, k FileKey) bool {
-	if c.pr == nil || !c.Usable() {
-		return false
-	}
-	octx, cancel := c.op(ctx)
-	holders, err := c.rdb.SMembers(octx, c.keys.File(k).Holders).Result()
-	cancel()
-	if c.note(err) != nil {
-		return false
-	}
-	members := c.Members()
-	for _, h := range holders {
-		if _, ok := slices.BinarySearch(members, h); ok && h != c.pr.self && !c.pr.isDown(h) {
-			return true
-		}
-	}
-	return false
+	return len(c.liveHolders(ctx, k)) > 0
 }
 
 // ProbeHolders asks each live member listed as a holder of version k
@@ -181,20 +166,7 @@ func (c *Cluster) HeldElsewhere(ctx context.Context, k FileKey) bool {
 // peer that asks this node to fetch k found no holder that answers: this
 // node may not have tried them yet.
 func (c *Cluster) ProbeHolders(ctx context.Context, k FileKey) {
-	if c.pr == nil || !c.Usable() {
-		return
-	}
-	octx, cancel := c.op(ctx)
-	holders, err := c.rdb.SMembers(octx, c.keys.File(k).Holders).Result()
-	cancel()
-	if c.note(err) != nil {
-		return
-	}
-	members := c.Members()
-	for _, h := range holders {
-		if _, ok := slices.BinarySearch(members, h); !ok || h == c.pr.self || c.pr.isDown(h) {
-			continue
-		}
+	for _, h := range c.liveHolders(ctx, k) {
 		// Within the Redis timeout: the asker waits at most peerTimeout
 		// for this node's answer.
 		hctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
@@ -203,6 +175,25 @@ func (c *Cluster) ProbeHolders(ctx context.Context, k FileKey) {
 		}
 		cancel()
 	}
+}
+
+// liveHolders are the members other than this node listed as holders of
+// version k and not found down; none when Redis does not answer.
+func (c *Cluster) liveHolders(ctx context.Context, k FileKey) []string {
+	if c.pr == nil || !c.Usable() {
+		return nil
+	}
+	octx, cancel := c.op(ctx)
+	holders, err := c.rdb.SMembers(octx, c.keys.File(k).Holders).Result()
+	cancel()
+	if c.note(err) != nil {
+		return nil
+	}
+	members := c.Members()
+	return slices.DeleteFunc(holders, func(h string) bool {
+		_, ok := slices.BinarySearch(members, h)
+		return !ok || h == c.pr.self || c.pr.isDown(h)
+	})
 }
 
 // KeptElsewhere reports whether another live member keeps version k (its

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"time"
 
+	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"go.uber.org/zap"
 )
 
