@@ -1,8 +1,19 @@
 # epochfs build and test entry points. Targets wrap scripts; CI calls `make ci`.
 GO      ?= go
 PATH    := $(PATH):/usr/local/go/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The version: the last v0.x.y tag and the commits since (git describe), the
+# commit, and the build date (SOURCE_DATE_EPOCH's when set, for a
+# reproducible build; the man pages carry it too).
+# A version a package manager orders: v0.3.0-5-gabc123-dirty is 0.3.0+5.gabc123.dirty.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null | sed 's/^v//; s/-\([0-9]*\)-g/+\1.g/; s/-dirty/.dirty/' || true)
+ifeq ($(VERSION),)
+VERSION := 0.0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null).$(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo .dirty)
+endif
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell date +%s)
+export SOURCE_DATE_EPOCH
+BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 
 .PHONY: build test ci vet lint tidy-check test-slurm demo bench bench-quick bench-deps fuzz deps clean chaos soak
 
@@ -11,6 +22,38 @@ build:
 
 deps:
 	bash scripts/install-deps.sh
+
+# The manual (man8: epochfs and one page per command, mount.epochfs; man5:
+# epochfs.toml) and the bash, zsh and fish completion, from the command tree.
+.PHONY: man package docs-check test-package
+man: build
+	rm -rf build/man && bin/epochfs gen-docs --docs docs build/man
+
+# dist/epochfs_VERSION_amd64.deb and dist/epochfs-VERSION.x86_64.rpm
+# (packaging/nfpm.yaml).
+package: build
+	VERSION=$(VERSION) LDFLAGS="$(LDFLAGS)" GO=$(GO) bash scripts/package.sh
+
+# The docs against the code: the README's command table and each command's
+# help, the man pages (every command and flag, groff-clean), mount.epochfs(8)
+# against the helper's options, docs/config.md against the config's keys.
+docs-check: build
+	$(GO) test -count=1 -run 'TestHelpMatchesTheReadme|TestManPages|TestMountHelperPage|TestCompletion|TestFlagsAsBefore' ./cmd/epochfs
+	$(GO) test -count=1 -run 'TestConfigDocMatchesTheCode' ./internal/config
+
+# The alert rules: promtool's checks and its unit tests of each alert
+# (contrib/prometheus/epochfs.rules.test.yml). The rules against a real
+# Prometheus scraping a live mount: test/mount/alerts_test.go.
+.PHONY: test-alerts
+test-alerts:
+	promtool check rules contrib/prometheus/epochfs.rules.yml
+	cd contrib/prometheus && promtool test rules epochfs.rules.test.yml
+
+# The package as an admin meets it (test/package/run.sh; root, apt): built,
+# linted, installed with apt, doctor, a mount from /etc/fstab through the
+# installed helper, man and completion, purged.
+test-package: package
+	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} unshare -m --propagation private bash test/package/run.sh
 
 test: build
 	$(GO) test ./...
@@ -64,13 +107,14 @@ test-norace:
 lint:
 	bash scripts/lint.sh
 
-ci: deps build vet lint tidy-check
+ci: deps build vet lint tidy-check docs-check test-alerts
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash scripts/with-transport.sh dev $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-norace
 	bash scripts/with-transport.sh dev $(MAKE) chaos DURATION=$${CHAOS_DURATION:-5m} SEED=$${CHAOS_SEED_DEV:-4}
 	bash scripts/with-transport.sh io_uring $(MAKE) chaos DURATION=$${CHAOS_DURATION:-5m} SEED=$${CHAOS_SEED_URING:-7}
 	$(MAKE) test-io-uring
 	$(MAKE) test-go-fuse
+	$(MAKE) test-package
 	EPOCHFS_REQUIRE_FUSE=$${EPOCHFS_REQUIRE_FUSE:-1} bash test/slurm/run.sh bin/epochfs
 
 # The differential fault harness (test/chaos, docs/benchmarks.md "Chaos";

@@ -50,16 +50,13 @@ func runMountHelper(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err == nil {
-		err = runMount(margs, stdout, stderr)
+		_, err = execute(append([]string{"mount"}, margs...), stdout, stderr)
 	}
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", helperName, err)
-	if ee, ok := err.(*exitError); ok {
-		return ee.code
-	}
-	return exitRuntime
+	return exitCode(err)
 }
 
 // helperArgs turns mount(8)'s call into `epochfs mount` arguments; fake

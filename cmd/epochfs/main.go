@@ -6,14 +6,16 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // Exit codes (DESIGN.md, "CLI").
@@ -24,8 +26,16 @@ const (
 	exitTimeout = 3
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version, commit and buildDate are set at build time with -ldflags
+// "-X main.version=... -X main.commit=... -X main.buildDate=..." (the
+// Makefile: git describe, the commit, the build's UTC time or
+// SOURCE_DATE_EPOCH). A plain `go build` leaves the commit to the build
+// info Go records.
+var (
+	version   = "0.1.0-dev"
+	commit    = ""
+	buildDate = ""
+)
 
 // exitError carries an exit code with a one-line message.
 type exitError struct {
@@ -44,28 +54,37 @@ func runtimeErr(format string, a ...any) error {
 	return &exitError{code: exitRuntime, err: fmt.Errorf(format, a...)}
 }
 
-// command is one subcommand.
+// runFunc is a command's work, given its positional arguments once its
+// flags are parsed.
+type runFunc func(pos []string, stdout, stderr io.Writer) error
+
+// command is one subcommand: its synopsis (the README's command table and
+// the man page show it), a one-line summary, the flags it defines and what
+// its positional arguments complete to.
 type command struct {
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) error
+	synopsis string
+	summary  string
+	flags    func(f *pflag.FlagSet) runFunc
+	args     argKind
 }
 
 func commands() map[string]command {
 	return map[string]command{
-		"mount":      {"mount SOURCE read-only at MOUNTPOINT with local tiers", runMount},
-		"unmount":    {"unmount a mount point and wait for its daemon to exit", runUnmount},
-		"status":     {"show what is where (--raw: every key, for scripts)", runStatus},
-		"stats":      {"one line per second of what the mount does", runStats},
-		"warmup":     {"copy the dataset (or some paths) into the tiers", runWarmup},
-		"refresh":    {"pick up source changes (changed, added, removed files) without a remount", runRefresh},
-		"verify":     {"compare every tier copy with the source; drop bad copies", runVerify},
-		"drop":       {"remove tier copies on purpose (they are read from the source again)", runDrop},
-		"model":      {"run the DSI performance model and print the cache split", runModel},
-		"preprocess": {"run the preprocessing pipeline over images into .npy files", runPreprocess},
-		"config":     {"print the source, mount point and state directory a config file names", runConfig},
-		"doctor":     {"check a node's setup (FUSE, config, tiers, source, state, Slurm) without mounting", runDoctor},
-		"list":       {"list the node's epochfs mounts with their source, state directory and daemon", runList},
-		"version":    {"print the version", runVersion},
+		"mount":      {mountSynopsis, "mount SOURCE read-only at MOUNTPOINT with local tiers", mountCmdFlags, argSourceMountpoint},
+		"unmount":    {unmountSynopsis, "unmount a mount point and wait for its daemon to exit", unmountFlags, argMountpoint},
+		"status":     {statusSynopsis, "show what is where (--raw: every key, for scripts)", statusFlags, argMountpoint},
+		"stats":      {statsSynopsis, "one line per second of what the mount does", statsFlags, argMountpoint},
+		"warmup":     {warmupSynopsis, "copy the dataset (or some paths) into the tiers", warmupFlags, argMountpointPaths},
+		"refresh":    {refreshSynopsis, "pick up source changes (changed, added, removed files) without a remount", refreshFlags, argMountpointPaths},
+		"verify":     {verifySynopsis, "compare every tier copy with the source; drop bad copies", verifyFlags, argMountpointPaths},
+		"drop":       {dropSynopsis, "remove tier copies on purpose (they are read from the source again)", dropFlags, argMountpointPaths},
+		"model":      {modelSynopsis, "run the DSI performance model and print the cache split", modelFlags, argNone},
+		"preprocess": {preprocessSynopsis, "run the preprocessing pipeline over images into .npy files", preprocessFlags, argFiles},
+		"config":     {configSynopsis, "print the source, mount point and state directory a config file names", configFlags, argConfigKey},
+		"doctor":     {doctorSynopsis, "check a node's setup (FUSE, config, tiers, source, state, Slurm) without mounting", doctorFlags, argMountpoint},
+		"list":       {listSynopsis, "list the node's epochfs mounts with their source, state directory and daemon", listFlags, argNone},
+		"version":    {"version", "print the version, commit, Go version and build date", versionFlags, argNone},
+		"completion": {completionSynopsis, "print the shell completion script for bash, zsh or fish", completionFlags, argShell},
 	}
 }
 
@@ -77,41 +96,23 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cmds := commands()
-	if len(args) == 2 && args[0] == "help" {
-		if _, ok := cmds[args[1]]; ok {
-			// `epochfs help mount` is `epochfs mount --help`.
-			args = []string{args[1], "--help"}
-		}
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage(stderr, cmds)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	if len(args) == 0 {
+		printUsage(stderr, commands())
+		return exitUsage
 	}
 	if args[0] == "--version" || args[0] == "-version" {
 		args[0] = "version"
 	}
-	c, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "epochfs: unknown command %q (run 'epochfs help')\n", args[0])
-		return exitUsage
-	}
-	err := c.run(args[1:], stdout, stderr)
+	name, err := execute(args, stdout, stderr)
 	if err == nil {
 		return exitOK
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	if name == "" {
+		fmt.Fprintf(stderr, "epochfs: %v\n", err)
+	} else {
+		fmt.Fprintf(stderr, "epochfs %s: %v\n", name, err)
 	}
-	fmt.Fprintf(stderr, "epochfs %s: %v\n", args[0], err)
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return exitRuntime
+	return exitCode(err)
 }
 
 func printUsage(w io.Writer, cmds map[string]command) {
@@ -124,62 +125,30 @@ func printUsage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintf(w, "\nRun 'epochfs COMMAND -h' for a command's flags.\n")
+	fmt.Fprintf(w, "\nRun 'epochfs COMMAND -h' for a command's flags, 'man epochfs' for the manual.\n")
 }
 
-// parseFlags parses flags that may appear before, between or after the
-// positional arguments, and returns the positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &exitError{code: exitUsage, err: err}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// newFlagSet returns a flag set that reports errors as usage errors and
-// prints its usage to stderr.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: epochfs %s\n", synopsis)
-		printFlags(stderr, fs, synopsis)
-	}
-	return fs
-}
-
-// printFlags lists fs's flags as users write them (--name ARG), leaving out
-// the internal ones (their usage starts with "internal:", for the daemon
-// the CLI starts) and defaults that only mean "off" or "none".
-func printFlags(w io.Writer, fs *flag.FlagSet, synopsis string) {
+// printFlags lists a command's flags as users write them (--name ARG),
+// leaving out the hidden ones (internal, for the daemon the CLI starts) and
+// defaults that only mean "off" or "none".
+func printFlags(w io.Writer, fs *pflag.FlagSet, synopsis string) {
 	words := strings.Fields(strings.NewReplacer("[", " ", "]", " ", "{", " ", "}", " ").Replace(synopsis))
-	fs.VisitAll(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Usage, "internal:") {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "help" {
 			return
 		}
-		arg, usage := flag.UnquoteUsage(f)
-		// The argument's name as the synopsis writes it (--tier
-		// NAME=PATH:QUOTA), else the flag package's guess.
+		arg, usage := pflag.UnquoteUsage(f)
+		if f.Value.Type() == "bool" {
+			arg = ""
+		}
 		dash := "--"
 		if len(f.Name) == 1 {
 			dash = "-" // -f, as the synopsis writes it
 		}
+		// The argument's name as the synopsis writes it (--tier
+		// NAME=PATH:QUOTA), else the type's.
 		for i, wd := range words {
-			if arg != "" && wd == dash+f.Name { // arg "": a boolean flag
+			if arg != "" && wd == dash+f.Name {
 				if i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") && words[i+1] == strings.ToUpper(words[i+1]) {
 					arg = words[i+1]
 				}
@@ -200,17 +169,43 @@ func printFlags(w io.Writer, fs *flag.FlagSet, synopsis string) {
 	})
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func runVersion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "version", stderr)
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
+func versionFlags(*pflag.FlagSet) runFunc {
+	return func(pos []string, stdout, _ io.Writer) error {
+		if len(pos) > 0 {
+			return usageErr("no arguments (usage: epochfs version)")
+		}
+		fmt.Fprintf(stdout, "epochfs %s\ncommit:  %s\ngo:      %s\nbuilt:   %s\n", version, buildCommit(), runtime.Version(), orUnknown(buildDate))
+		return nil
 	}
-	fmt.Fprintf(stdout, "epochfs %s\n", version)
-	return nil
+}
+
+// buildCommit is the commit the binary was built from: the one the build
+// named, else the one Go recorded (a build in a git checkout).
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" && dirty {
+			return rev + " (modified)"
+		}
+		return orUnknown(rev)
+	}
+	return "unknown"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"io"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/daemon"
@@ -38,11 +39,11 @@ type mountArgs struct {
 	configID string
 }
 
-func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
-	f := newFlagSet("mount", mountSynopsis, stderr)
+// mountFlags defines mount's flags on f and returns the function that
+// turns the parsed flags and the positional arguments into a mount.
+func mountFlags(f *pflag.FlagSet) func(pos []string) (*mountArgs, error) {
 	cfgFile := f.String("config", "", "TOML config file")
-	var tiers stringList
-	f.Var(&tiers, "tier", "a tier NAME=PATH:QUOTA, fastest first (repeatable; replaces the config's tiers)")
+	tiers := f.StringArray("tier", nil, "a tier NAME=PATH:QUOTA, fastest first (repeatable; replaces the config's tiers)")
 	state := f.String("state", "", "state directory for the catalog and the log (default /var/lib/epochfs/<mountpoint>)")
 	fg := f.Bool("foreground", false, "stay attached (for systemd); log to stderr")
 	rescan := f.Bool("rescan", false, "walk the source again even if the catalog is complete")
@@ -53,48 +54,47 @@ func parseMountArgs(args []string, stderr io.Writer) (*mountArgs, error) {
 	patience := f.Duration("source-patience", mounts.SourcePatience, "internal: how long the daemon waits for a source an earlier mount knew before it mounts without it")
 	userRef := f.String("user-ref", "", "count ID (e.g. a Slurm job id) as a user of the mount; 'epochfs unmount --user-ref ID' unmounts after the last")
 	keep := f.Bool("keep", false, "never unmount on 'epochfs unmount --user-ref' (only a plain 'epochfs unmount' does)")
-	pos, err := parseFlags(f, args)
-	if err != nil {
-		return nil, err
-	}
-	cfg := config.Default()
-	if *cfgFile != "" {
-		if cfg, err = config.Load(*cfgFile); err != nil {
-			return nil, &exitError{code: exitUsage, err: err}
-		}
-	}
-	switch len(pos) {
-	case 0:
-	case 2:
-		cfg.Source, cfg.Mountpoint = pos[0], pos[1]
-	default:
-		return nil, usageErr("want SOURCE and MOUNTPOINT (usage: epochfs %s)", mountSynopsis)
-	}
-	if len(tiers) > 0 {
-		cfg.Tiers = nil
-		for _, t := range tiers {
-			tc, err := config.ParseTierFlag(t)
-			if err != nil {
-				return nil, usageErr("%v", err)
+	return func(pos []string) (*mountArgs, error) {
+		var err error
+		cfg := config.Default()
+		if *cfgFile != "" {
+			if cfg, err = config.Load(*cfgFile); err != nil {
+				return nil, &exitError{code: exitUsage, err: err}
 			}
-			cfg.Tiers = append(cfg.Tiers, tc)
 		}
+		switch len(pos) {
+		case 0:
+		case 2:
+			cfg.Source, cfg.Mountpoint = pos[0], pos[1]
+		default:
+			return nil, usageErr("want SOURCE and MOUNTPOINT (usage: epochfs %s)", mountSynopsis)
+		}
+		if len(*tiers) > 0 {
+			cfg.Tiers = nil
+			for _, t := range *tiers {
+				tc, err := config.ParseTierFlag(t)
+				if err != nil {
+					return nil, usageErr("%v", err)
+				}
+				cfg.Tiers = append(cfg.Tiers, tc)
+			}
+		}
+		if *state != "" {
+			cfg.StateDir = *state
+		}
+		if err := cfg.ValidateMount(); err != nil {
+			return nil, usageErr("%v", err)
+		}
+		resolvePaths(&cfg)
+		if *shutdownTimeout <= 0 {
+			return nil, usageErr("--shutdown-timeout %s: want a positive duration", *shutdownTimeout)
+		}
+		if err := checkUserRef(*userRef); err != nil {
+			return nil, err
+		}
+		return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, waitWalk: *waitWalk, noPassthrough: *noPT, readyFD: *ready,
+			shutdownTimeout: *shutdownTimeout, sourcePatience: *patience, userRef: *userRef, keep: *keep, configID: daemon.ConfigID(cfg)}, nil
 	}
-	if *state != "" {
-		cfg.StateDir = *state
-	}
-	if err := cfg.ValidateMount(); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	resolvePaths(&cfg)
-	if *shutdownTimeout <= 0 {
-		return nil, usageErr("--shutdown-timeout %s: want a positive duration", *shutdownTimeout)
-	}
-	if err := checkUserRef(*userRef); err != nil {
-		return nil, err
-	}
-	return &mountArgs{cfg: cfg, foreground: *fg, rescan: *rescan, waitWalk: *waitWalk, noPassthrough: *noPT, readyFD: *ready,
-		shutdownTimeout: *shutdownTimeout, sourcePatience: *patience, userRef: *userRef, keep: *keep, configID: daemon.ConfigID(cfg)}, nil
 }
 
 // resolvePaths makes the config's paths absolute and fills in the default

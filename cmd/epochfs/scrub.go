@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
@@ -18,40 +20,34 @@ const (
 	verifySynopsis  = "verify [--content] [--timeout DURATION] MOUNTPOINT [PATH...]"
 )
 
-func runRefresh(args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("refresh", refreshSynopsis, stderr)
+func refreshFlags(f *pflag.FlagSet) runFunc {
 	allow := f.Bool("allow-drop", false, "remove whatever the source no longer has, even more than placement.max_drop of the dataset")
 	timeout := f.Duration("timeout", 0, "give up waiting after this long (exit 3); 0 = no limit")
-	pos, err := parseFlags(f, args)
-	if err != nil {
-		return err
+	return func(pos []string, stdout, stderr io.Writer) error {
+		if len(pos) < 1 {
+			return usageErr("want MOUNTPOINT (usage: epochfs %s)", refreshSynopsis)
+		}
+		opt := ""
+		if *allow {
+			opt = "--allow-drop\n"
+		}
+		return scrub(pos[0], pos[1:], "refresh", opt, *timeout, stdout)
 	}
-	if len(pos) < 1 {
-		return usageErr("want MOUNTPOINT (usage: epochfs %s)", refreshSynopsis)
-	}
-	opt := ""
-	if *allow {
-		opt = "--allow-drop\n"
-	}
-	return scrub(pos[0], pos[1:], "refresh", opt, *timeout, stdout)
 }
 
-func runVerify(args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("verify", verifySynopsis, stderr)
+func verifyFlags(f *pflag.FlagSet) runFunc {
 	content := f.Bool("content", false, "also compare every byte of each copy with the source (reads the whole resident data from the source)")
 	timeout := f.Duration("timeout", 0, "give up waiting after this long (exit 3); 0 = no limit")
-	pos, err := parseFlags(f, args)
-	if err != nil {
-		return err
+	return func(pos []string, stdout, stderr io.Writer) error {
+		if len(pos) < 1 {
+			return usageErr("want MOUNTPOINT (usage: epochfs %s)", verifySynopsis)
+		}
+		opt := ""
+		if *content {
+			opt = "--content\n"
+		}
+		return scrub(pos[0], pos[1:], "verify", opt, *timeout, stdout)
 	}
-	if len(pos) < 1 {
-		return usageErr("want MOUNTPOINT (usage: epochfs %s)", verifySynopsis)
-	}
-	opt := ""
-	if *content {
-		opt = "--content\n"
-	}
-	return scrub(pos[0], pos[1:], "verify", opt, *timeout, stdout)
 }
 
 // scrub writes a request to MNT/.epochfs/NAME, follows its progress until

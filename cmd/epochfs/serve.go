@@ -37,15 +37,41 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/epochfs/epochfs/internal/daemon"
 	"github.com/epochfs/epochfs/internal/mounts"
 )
 
-func runMount(args []string, stdout, stderr io.Writer) error {
-	ma, err := parseMountArgs(args, stderr)
-	if err != nil {
-		return err
+func mountCmdFlags(f *pflag.FlagSet) runFunc {
+	parse := mountFlags(f)
+	return func(pos []string, stdout, stderr io.Writer) error {
+		ma, err := parse(pos)
+		if err != nil {
+			return err
+		}
+		return runMount(ma, flagArgs(f, pos), stdout, stderr)
 	}
+}
+
+// flagArgs writes the flags set on f and the positional arguments back as
+// arguments (for the daemon mount starts).
+func flagArgs(f *pflag.FlagSet, pos []string) []string {
+	var out []string
+	f.Visit(func(fl *pflag.Flag) {
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				out = append(out, "--"+fl.Name+"="+v)
+			}
+			return
+		}
+		out = append(out, "--"+fl.Name+"="+fl.Value.String())
+	})
+	return append(append(out, "--"), pos...)
+}
+
+// runMount mounts ma; args are its arguments, for the daemon it starts.
+func runMount(ma *mountArgs, args []string, stdout, stderr io.Writer) error {
 	if ma.readyFD >= 0 {
 		// The daemon started by mounts.Daemonize: its parent holds the locks
 		// and has done the checks.

@@ -6,48 +6,48 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/status"
 )
 
 const statusSynopsis = "status [--raw | --json] MOUNTPOINT"
 
-// runStatus prints a summary for people; --raw the key=value lines of
+// statusFlags defines status's flags; the command prints a summary for people; --raw the key=value lines of
 // .epochfs/status (the stable form scripts parse), --json stats.json.
-func runStatus(args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("status", statusSynopsis, stderr)
+func statusFlags(f *pflag.FlagSet) runFunc {
 	asJSON := f.Bool("json", false, "print one JSON object")
 	raw := f.Bool("raw", false, "print the key=value lines of .epochfs/status (for scripts)")
-	pos, err := parseFlags(f, args)
-	if err != nil {
-		return err
+	return func(pos []string, stdout, stderr io.Writer) error {
+		var err error
+		if len(pos) != 1 {
+			return usageErr("want one MOUNTPOINT (usage: epochfs %s)", statusSynopsis)
+		}
+		if *asJSON && *raw {
+			return usageErr("--raw or --json, not both")
+		}
+		name := "status"
+		if *asJSON {
+			name = "stats.json"
+		}
+		data, err := os.ReadFile(filepath.Join(pos[0], ".epochfs", name))
+		if err != nil {
+			return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", pos[0], err)
+		}
+		if *asJSON || *raw {
+			_, err = stdout.Write(data)
+			return err
+		}
+		// The rates: a second sample half a second later.
+		time.Sleep(statusSample)
+		later, err := os.ReadFile(filepath.Join(pos[0], ".epochfs", "status"))
+		if err != nil {
+			return runtimeErr("%s: %v", pos[0], err)
+		}
+		status.Summary(stdout, status.Parse(data), status.Parse(later), statusSample, config.FormatBytes)
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageErr("want one MOUNTPOINT (usage: epochfs %s)", statusSynopsis)
-	}
-	if *asJSON && *raw {
-		return usageErr("--raw or --json, not both")
-	}
-	name := "status"
-	if *asJSON {
-		name = "stats.json"
-	}
-	data, err := os.ReadFile(filepath.Join(pos[0], ".epochfs", name))
-	if err != nil {
-		return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", pos[0], err)
-	}
-	if *asJSON || *raw {
-		_, err = stdout.Write(data)
-		return err
-	}
-	// The rates: a second sample half a second later.
-	time.Sleep(statusSample)
-	later, err := os.ReadFile(filepath.Join(pos[0], ".epochfs", "status"))
-	if err != nil {
-		return runtimeErr("%s: %v", pos[0], err)
-	}
-	status.Summary(stdout, status.Parse(data), status.Parse(later), statusSample, config.FormatBytes)
-	return nil
 }
 
 // statusSample is the interval of the summary's rates.

@@ -12,80 +12,80 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/epochfs/epochfs/internal/config"
 	"github.com/epochfs/epochfs/internal/ctlpath"
 )
 
 const warmupSynopsis = "warmup [--wait PCT] [--timeout DURATION] [--dry-run] [-f LIST [-z]] MOUNTPOINT [PATH...]"
 
-func runWarmup(args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("warmup", warmupSynopsis, stderr)
+func warmupFlags(f *pflag.FlagSet) runFunc {
 	wait := f.Float64("wait", -1, "wait until PCT percent of the requested bytes are resident")
 	timeout := f.Duration("timeout", 0, "give up waiting after this long (exit 3); 0 = no limit")
 	dry := f.Bool("dry-run", false, "print the files and bytes and whether they fit the tiers; queue nothing")
-	list := f.String("f", "", "also warm the paths listed in LIST, one per line ('-': standard input)")
-	nul := f.Bool("z", false, "the paths in LIST end with NUL, not newline (find -print0)")
-	pos, err := parseFlags(f, args)
-	if err != nil {
-		return err
-	}
-	if *nul && *list == "" {
-		return usageErr("-z needs -f LIST")
-	}
-	if len(pos) < 1 {
-		return usageErr("want MOUNTPOINT (usage: epochfs %s)", warmupSynopsis)
-	}
-	if *wait > 100 {
-		return usageErr("--wait %g: want 0 to 100", *wait)
-	}
-	mnt, _ := filepath.Abs(pos[0])
-	st, err := readStatus(mnt)
-	if err != nil {
-		return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", mnt, err)
-	}
-	paths := pos[1:]
-	if *list != "" {
-		listed, err := ctlpath.ReadList(*list, *nul, os.Stdin)
+	list := f.StringP("f", "f", "", "also warm the paths listed in LIST, one per line ('-': standard input)")
+	nul := f.BoolP("z", "z", false, "the paths in LIST end with NUL, not newline (find -print0)")
+	return func(pos []string, stdout, stderr io.Writer) error {
+		var err error
+		if *nul && *list == "" {
+			return usageErr("-z needs -f LIST")
+		}
+		if len(pos) < 1 {
+			return usageErr("want MOUNTPOINT (usage: epochfs %s)", warmupSynopsis)
+		}
+		if *wait > 100 {
+			return usageErr("--wait %g: want 0 to 100", *wait)
+		}
+		mnt, _ := filepath.Abs(pos[0])
+		st, err := readStatus(mnt)
 		if err != nil {
-			return usageErr("%v", err)
+			return runtimeErr("%s is not an epochfs mount or its daemon does not answer: %v", mnt, err)
 		}
-		if len(listed) == 0 {
-			return usageErr("-f %s: no paths in it", *list)
-		}
-		paths = append(paths, listed...)
-	}
-	var rels []string
-	for _, p := range paths {
-		rel, err := datasetPath(mnt, p)
-		if err != nil {
-			return err
-		}
-		rels = append(rels, rel)
-	}
-	if *dry {
-		return warmupDryRun(mnt, rels, st, stdout)
-	}
-	docs := []string{"all\n"}
-	if len(rels) > 0 {
-		docs = ctlpath.Docs(rels, ctlpath.DocMax)
-	}
-	for _, doc := range docs {
-		if err := os.WriteFile(filepath.Join(mnt, ".epochfs", "warmup"), []byte(doc), 0); err != nil {
-			if errors.Is(err, syscall.EINVAL) {
-				return usageErr("%s", lastCtlError(mnt, err))
+		paths := pos[1:]
+		if *list != "" {
+			listed, err := ctlpath.ReadList(*list, *nul, os.Stdin)
+			if err != nil {
+				return usageErr("%v", err)
 			}
-			return runtimeErr("queue warmup: %v", err)
+			if len(listed) == 0 {
+				return usageErr("-f %s: no paths in it", *list)
+			}
+			paths = append(paths, listed...)
 		}
-	}
-	if *wait < 0 {
-		w, err := readWarmup(mnt)
-		if err != nil {
-			return runtimeErr("%v", err)
+		var rels []string
+		for _, p := range paths {
+			rel, err := datasetPath(mnt, p)
+			if err != nil {
+				return err
+			}
+			rels = append(rels, rel)
 		}
-		fmt.Fprintf(stdout, "queued %d files (%s); %.1f%% resident\n", w.files, config.FormatBytes(w.bytesTotal), w.pct)
-		return nil
+		if *dry {
+			return warmupDryRun(mnt, rels, st, stdout)
+		}
+		docs := []string{"all\n"}
+		if len(rels) > 0 {
+			docs = ctlpath.Docs(rels, ctlpath.DocMax)
+		}
+		for _, doc := range docs {
+			if err := os.WriteFile(filepath.Join(mnt, ".epochfs", "warmup"), []byte(doc), 0); err != nil {
+				if errors.Is(err, syscall.EINVAL) {
+					return usageErr("%s", lastCtlError(mnt, err))
+				}
+				return runtimeErr("queue warmup: %v", err)
+			}
+		}
+		if *wait < 0 {
+			w, err := readWarmup(mnt)
+			if err != nil {
+				return runtimeErr("%v", err)
+			}
+			fmt.Fprintf(stdout, "queued %d files (%s); %.1f%% resident\n", w.files, config.FormatBytes(w.bytesTotal), w.pct)
+			return nil
+		}
+		return waitWarmup(mnt, *wait, *timeout, stdout)
 	}
-	return waitWarmup(mnt, *wait, *timeout, stdout)
 }
 
 // datasetPath turns a path given on the command line into a dataset path:

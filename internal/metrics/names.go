@@ -92,6 +92,8 @@ var jobSpecs = map[string]spec{
 	"peer_reads":     counter("job_peer_reads_total", "Samples another node kept (cluster data = \"peers\")."),
 	"substitutions":  counter("job_substitutions_total", "Draws replaced by buffered samples (ODS)."),
 	"shared_draws":   counter("job_shared_draws_total", "Draws shared with another job (DSA)."),
+	"ranks_live":     gauge("job_ranks_live", "The job's ranks reading now."),
+	"rank_losses":    counter("job_rank_losses_total", "Ranks lost (no read for the job's lease) since the job began."),
 }
 
 // jobEpochSpecs name the keys epoch.N.KEY of a job's status: the metrics
@@ -147,6 +149,17 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			continue
 		}
+		if e.Kind == status.Time {
+			// An instant is a timestamp gauge (absent while it is the zero
+			// instant), never a label: a label that changes at every probe
+			// (source_last_answer) would make each scrape a new series of
+			// epochfs_info, and no alert on it would ever last its for:.
+			if e.Num > 0 {
+				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("epochfs_"+sanitize(e.Key)+"_timestamp_seconds",
+					"Status key "+e.Key+" as Unix seconds (see docs/ctl.md).", nil, nil), prometheus.GaugeValue, e.Num)
+			}
+			continue
+		}
 		s := specFor(statusSpecs, "", e.Key)
 		if s.label || !emit(ch, s, e, nil, nil) {
 			info[sanitize(e.Key)] = e.Value
@@ -163,13 +176,13 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		labels, values := []string{"job", "owner"}, []string{j.Name, j.Owner}
 		jinfo := map[string]string{}
 		for _, e := range j.Status.Fields() {
-			switch e.Key {
-			case "name":
+			if e.Key == "name" {
 				continue
-			case "last_read":
-				if e.Kind == status.Time && e.Num > 0 {
+			}
+			if e.Kind == status.Time { // last_read, paused_until: timestamps, as above
+				if e.Num > 0 {
 					ch <- prometheus.MustNewConstMetric(
-						prometheus.NewDesc("epochfs_job_last_read_timestamp_seconds", "When the job last took a batch.", labels, nil),
+						prometheus.NewDesc("epochfs_job_"+sanitize(e.Key)+"_timestamp_seconds", "The job's "+e.Key+" as Unix seconds.", labels, nil),
 						prometheus.GaugeValue, e.Num, values...)
 				}
 				continue

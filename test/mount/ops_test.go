@@ -244,19 +244,20 @@ func TestMetricsEndpointExportsEveryStatusCounterTiersJobsAndReadLatencies(t *te
 	}
 }
 
-// The unit in contrib/systemd (and docs/admin.md) is one systemd accepts,
-// with this binary in place of /usr/local/bin/epochfs.
-func TestSystemdUnitVerifies(t *testing.T) {
+// The template in contrib/systemd (and docs/admin.md) is one systemd
+// accepts for an instance, with this binary in place of /usr/bin/epochfs
+// (test/slurm/run.sh runs its lines under Slurm).
+func TestSystemdTemplateVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		testenv.Skip(t, "no systemd-analyze (apt-get install systemd)")
 	}
-	unit, err := os.ReadFile("../../contrib/systemd/epochfs-imagenet.service")
+	unit, err := os.ReadFile("../../contrib/systemd/epochfs@.service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(unit, []byte("Type=notify")) || !bytes.Contains(unit, []byte("mount --foreground")) {
-		t.Fatal("the unit does not run `epochfs mount --foreground` as Type=notify")
+	if !bytes.Contains(unit, []byte("Type=notify")) || !bytes.Contains(unit, []byte("mount --foreground --keep --config /etc/epochfs/%i.toml")) {
+		t.Fatal("the template does not run `epochfs mount --foreground --keep` of /etc/epochfs/%i.toml as Type=notify")
 	}
 	doc, err := os.ReadFile("../../docs/admin.md")
 	if err != nil {
@@ -264,15 +265,27 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	for _, l := range strings.Split(string(unit), "\n") {
 		if strings.HasPrefix(l, "ExecStart=") && !bytes.Contains(doc, []byte(l)) {
-			t.Errorf("docs/admin.md does not show the unit's %s", l)
+			t.Errorf("docs/admin.md does not show the template's %s", l)
 		}
 	}
-	p := filepath.Join(t.TempDir(), "epochfs-imagenet.service")
-	if err := os.WriteFile(p, bytes.ReplaceAll(unit, []byte("/usr/local/bin/epochfs"), []byte(binPath)), 0o644); err != nil {
+	dir := t.TempDir()
+	unit = bytes.ReplaceAll(unit, []byte("/usr/bin/epochfs"), []byte(binPath))
+	unit = bytes.ReplaceAll(unit, []byte("/etc/epochfs/"), []byte(dir+"/"))
+	if err := os.WriteFile(filepath.Join(dir, "epochfs@.service"), unit, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", p).CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+	os.WriteFile(filepath.Join(dir, "imagenet.toml"), nil, 0o644)
+	verify := func() ([]byte, error) {
+		cmd := exec.Command(analyze, "verify", "--man=no", "epochfs@imagenet.service")
+		cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
+		return cmd.CombinedOutput()
+	}
+	if out, err := verify(); err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	// A unit that is not one fails (the check can fail).
+	os.WriteFile(filepath.Join(dir, "epochfs@.service"), bytes.ReplaceAll(unit, []byte("Type=notify"), []byte("Type=notifyy")), 0o644)
+	if out, err := verify(); err == nil && len(bytes.TrimSpace(out)) == 0 {
+		t.Fatal("systemd-analyze verify accepted Type=notifyy")
 	}
 }

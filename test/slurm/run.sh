@@ -14,8 +14,10 @@
 #   4. a job whose mount fails (its source is gone) with
 #      EPOCHFS_ON_FAILURE=deny: the job fails with "Permission denied", the
 #      node is not drained;
-#   5. a mount made by the admin by hand (no --user-ref, as the systemd
-#      unit's): a dataset job uses it and its epilog leaves it mounted;
+#   5. the mount of the systemd template (contrib/systemd/epochfs@.service,
+#      its ExecStartPre and ExecStart run as systemd runs them for
+#      epochfs@imagenet): a dataset job uses it, its epilog leaves it
+#      mounted, and SIGTERM (systemctl stop) unmounts it;
 #   6. an EPOCHFS_MOUNT left in the settings that is not the config's
 #      mountpoint: the prolog fails naming both, the node drains, nothing
 #      is mounted;
@@ -354,17 +356,26 @@ mounted && die "something is mounted"
 settings "$W/imagenet.toml"
 no_drain
 
-say "5: a mount made by the admin by hand (no --user-ref) outlives the jobs"
-"$BIN" mount --config "$W/imagenet.toml" >"$W/log/admin-mount.out" 2>&1 || die "admin mount: $(cat "$W/log/admin-mount.out")"
+say "5: the systemd template's mount (epochfs@imagenet) outlives the jobs; systemctl stop unmounts it"
+# The unit's lines with the instance, the binary and /etc/epochfs of this test.
+unit_line() {
+	sed -n "s/^$1=//p" "$ROOT/contrib/systemd/epochfs@.service" | sed "s|/usr/bin/epochfs|$BIN|g; s|/etc/epochfs/|$W/|g; s|%i|imagenet|g"
+}
+[ -n "$(unit_line ExecStart)" ] || die "the template has no ExecStart"
+eval "$(unit_line ExecStartPre)" || die "the template's ExecStartPre failed"
+(eval "exec $(unit_line ExecStart)") >"$W/log/unit.out" 2>&1 &
+unit_pid=$!
+wait_for "the template's mount" mounted
 jg=$(submit onadmin --constraint=imagenet --wrap "$CHECK")
 wait_done "$jg"
-grep -q CHECKSUMS-OK "$W/jobs/onadmin.out" || die "the job on the admin's mount: $(cat "$W/jobs/onadmin.out")"
-[ "$(job_state "$jg")" = COMPLETED ] || die "the job on the admin's mount is $(job_state "$jg")"
+grep -q CHECKSUMS-OK "$W/jobs/onadmin.out" || die "the job on the template's mount: $(cat "$W/jobs/onadmin.out")"
+[ "$(job_state "$jg")" = COMPLETED ] || die "the job on the template's mount is $(job_state "$jg")"
 wait_for "the job's epilog logged" grep -q "epilog job $jg: epochfs unmount" "$W/log/epochfs-slurm.log"
-mounted || die "the job's epilog unmounted the admin's mount: $(grep "job $jg" "$W/log/epochfs-slurm.log")"
-status_of >/dev/null || die "the admin's mount does not answer after the job"
-"$BIN" unmount "$MNT" >/dev/null 2>&1 || die "plain unmount of the admin's mount"
-mounted && die "the admin's mount is still there after a plain unmount"
+mounted || die "the job's epilog unmounted the template's mount: $(grep "job $jg" "$W/log/epochfs-slurm.log")"
+status_of >/dev/null || die "the template's mount does not answer after the job"
+kill -TERM "$unit_pid"
+wait "$unit_pid" || die "the template's daemon exited with $? on SIGTERM: $(tail -3 "$W/log/unit.out")"
+mounted && die "the template's mount is still there after SIGTERM"
 no_drain
 
 say "6: an EPOCHFS_MOUNT that is not the config's mountpoint"
