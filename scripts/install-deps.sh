@@ -5,12 +5,12 @@ set -euo pipefail
 # slurmctld, slurmd, slurm-client and munge: the Slurm test (test/slurm/); python3-venv, -pip and
 # -setuptools: the Python package's install test.
 # redis-server and redis-tools: the Redis Cluster tests (cluster/, test/mount/cluster_test.go).
-# prometheus (promtool and the server), lintian, rpm, man-db, groff-base, bash-completion and
-# systemd (systemd-analyze): the package, its man pages and completion, the alert rules and the
-# dashboard (make docs-check, make test-package, make test-alerts).
+# prometheus (promtool and the server), lintian, rpm, man-db, groff-base, bash-completion, zsh,
+# fish and systemd (systemd-analyze): the package, its man pages and completion, the alert rules
+# and the dashboard (make docs-check, make test-package, make test-alerts).
 pkgs=(fuse3 libturbojpeg0-dev python3-torch python3-torchvision python3-numpy python3-pil python3-venv python3-pip
   python3-setuptools mate-backgrounds openssh-server sshfs iproute2 slurmctld slurmd slurm-client munge
-  redis-server redis-tools prometheus lintian rpm man-db groff-base bash-completion systemd)
+  redis-server redis-tools prometheus lintian rpm man-db groff-base bash-completion zsh fish systemd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout) // the completion answers; help goes to stderr (the help funcs)
 	root.SetErr(stderr)
 	root.SetHelpFunc(func(*cobra.Command, []string) { printUsage(stderr, cmds) })
+	root.SetUsageFunc(func(*cobra.Command) error { printUsage(stderr, cmds); return nil })
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	for _, name := range sortedNames(cmds) {
 		c := cmds[name]
@@ -89,6 +90,11 @@ func execute(args []string, stdout, stderr io.Writer) (string, error) {
 	}
 	if _, ok := commands()[name]; !ok && !builtin[name] {
 		return "", &exitError{code: exitUsage, err: fmt.Errorf("unknown command %q (run 'epochfs help')", name)}
+	}
+	if name == "help" && len(args) > 1 {
+		if _, ok := commands()[args[1]]; !ok {
+			return "", &exitError{code: exitUsage, err: fmt.Errorf("unknown command %q (run 'epochfs help')", args[1])}
+		}
 	}
 	root := newRoot(stdout, stderr)
 	if sub, _, err := root.Find(args[:1]); err == nil && sub != root {

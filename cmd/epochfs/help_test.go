@@ -74,6 +74,8 @@ func TestFlagsAsBefore(t *testing.T) {
 		{[]string{"status", "--bogus", "/x"}, exitUsage, "epochfs status: unknown flag: --bogus"},
 		{[]string{"unmount", "-timeout=abc", "/x"}, exitUsage, `epochfs unmount: invalid argument "abc" for "--timeout" flag`},
 		{[]string{"frob"}, exitUsage, `epochfs: unknown command "frob" (run 'epochfs help')`},
+		{[]string{"help", "frob"}, exitUsage, `epochfs: unknown command "frob" (run 'epochfs help')`},
+		{[]string{"help"}, exitOK, "usage: epochfs COMMAND"},
 		{[]string{"list", "extra"}, exitUsage, "epochfs list: no arguments"},
 		{nil, exitUsage, "usage: epochfs COMMAND"},
 		{[]string{"--version"}, exitOK, ""},

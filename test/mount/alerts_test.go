@@ -112,9 +112,9 @@ func promAPI(t *testing.T, addr, path string, q url.Values) json.RawMessage {
 	return r.Data
 }
 
-// alertStates are the states ("pending", "firing") of the alerts named
-// name.
-func alertStates(t *testing.T, addr, name string) []string {
+// promAlerts are the alerts Prometheus holds now: name and state
+// ("pending", "firing") of each.
+func promAlerts(t *testing.T, addr string) [][2]string {
 	var d struct {
 		Alerts []struct {
 			Labels map[string]string `json:"labels"`
@@ -124,10 +124,19 @@ func alertStates(t *testing.T, addr, name string) []string {
 	if err := json.Unmarshal(promAPI(t, addr, "/api/v1/alerts", nil), &d); err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	var out [][2]string
 	for _, a := range d.Alerts {
-		if a.Labels["alertname"] == name {
-			out = append(out, a.State)
+		out = append(out, [2]string{a.Labels["alertname"], a.State})
+	}
+	return out
+}
+
+// alertStates are the states of the alerts named name.
+func alertStates(t *testing.T, addr, name string) []string {
+	var out []string
+	for _, a := range promAlerts(t, addr) {
+		if a[0] == name {
+			out = append(out, a[1])
 		}
 	}
 	return out
@@ -135,17 +144,10 @@ func alertStates(t *testing.T, addr, name string) []string {
 
 // firing names every alert that fires now.
 func firing(t *testing.T, addr string) []string {
-	var d struct {
-		Alerts []struct {
-			Labels map[string]string `json:"labels"`
-			State  string            `json:"state"`
-		} `json:"alerts"`
-	}
-	json.Unmarshal(promAPI(t, addr, "/api/v1/alerts", nil), &d)
 	var out []string
-	for _, a := range d.Alerts {
-		if a.State == "firing" {
-			out = append(out, a.Labels["alertname"])
+	for _, a := range promAlerts(t, addr) {
+		if a[1] == "firing" {
+			out = append(out, a[0])
 		}
 	}
 	return out

@@ -5,7 +5,8 @@
 #   2. apt-get install ./dist/epochfs_*.deb installs it, with its
 #      dependencies named;
 #   3. epochfs version, man epochfs (and a subcommand's page, mount.epochfs(8),
-#      epochfs.toml(5)) and bash completion work from the installed files;
+#      epochfs.toml(5)) and bash, fish and zsh completion work from the
+#      installed files;
 #   4. epochfs doctor passes for a config in /etc/epochfs;
 #   5. the template unit verifies for that config (systemd-analyze);
 #   6. a line in /etc/fstab mounts with `mount -a` through the installed
@@ -31,7 +32,7 @@ skip() {
 }
 [ "$(id -u)" = 0 ] || skip "needs root (apt-get install, mount)"
 [ -e /dev/fuse ] || skip "no /dev/fuse"
-for t in lintian rpm apt-get dpkg-deb systemd-analyze man; do
+for t in lintian rpm apt-get dpkg-deb systemd-analyze man fish zsh; do
 	command -v "$t" >/dev/null || die "no $t (scripts/install-deps.sh installs it)"
 done
 shopt -s nullglob
@@ -105,6 +106,13 @@ complete_words() { # the words bash completion offers for a command line
 }
 [ "$(complete_words "epochfs sta" | tr '\n' ' ')" = "stats status " ] || die "completing 'epochfs sta': $(complete_words "epochfs sta")"
 complete_words "epochfs unmount --" | grep -qx -- "--timeout" || die "completing 'epochfs unmount --': $(complete_words "epochfs unmount --")"
+# fish finds the vendor completion by itself; zsh's compinit registers _epochfs.
+fishhome=$W/fishhome
+mkdir -p "$fishhome"
+got=$(HOME=$fishhome XDG_CONFIG_HOME=$fishhome fish -c "complete -C 'epochfs sta'" | cut -f1 | tr '\n' ' ')
+[ "$got" = "stats status " ] || die "fish completing 'epochfs sta': $got"
+got=$(zsh -f -c 'autoload -Uz compinit; compinit -u -d '"$W"'/zcompdump; print -r -- ${_comps[epochfs]}')
+[ "$got" = _epochfs ] || die "zsh's compinit does not register _epochfs for epochfs: $got"
 
 say "4: doctor for /etc/epochfs/$(basename "$CFG")"
 mkdir -p "$W/src/train/cat" "$W/state" "$MNT"
