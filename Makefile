@@ -219,3 +219,11 @@ bench-transport: bench-deps build
 .PHONY: bench-firstepoch
 bench-firstepoch: bench-deps build
 	bash test/bench/firstepoch.sh
+
+# Listings of many small files (docs/benchmarks.md, "Ten million files"):
+# mount, walk, remount, RSS per file, and ls -R, find, os.walk and
+# ImageFolder through the mount against the source and a local copy, on
+# tmpfs and on the emulated PFS. FILES="1000000 10000000" for both sizes.
+.PHONY: bench-listing
+bench-listing: bench-deps build
+	bash test/bench/listing.sh

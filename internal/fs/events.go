@@ -8,9 +8,9 @@ import (
 )
 
 // OnEvent tells the kernel about a change of the tree the placer made, so
-// that its caches (attributes and pages of a file, entries of a directory,
-// which the mount keeps for a day: the dataset is read-only) never serve
-// an old version. It runs in the goroutine that made the change, with no
+// that its caches (attributes and pages of a file, entries and listing of
+// a directory, which the mount keeps for a day: the dataset is read-only)
+// never serve an old version. It runs in the goroutine that made the change, with no
 // placer lock held.
 //
 // A change of attributes found by an open's validation (ev.Sync) is
@@ -62,6 +62,7 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 			}
 			parent.RmChild(name)
 			parent.NotifyEntry(name)
+			parent.NotifyContent(0, 0)
 		}()
 	case placement.EntryAdded:
 		fsys.dropEntry(ev.Entry.Path)
@@ -69,11 +70,15 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 }
 
 // dropEntry tells the kernel, from a goroutine, to forget its entry of
-// path p (and any answer that it has no such entry).
+// path p (and any answer that it has no such entry), and the listing of
+// p's directory it keeps (dir.go).
 func (fsys *FS) dropEntry(p string) {
 	dir, name := splitPath(p)
 	if parent := fsys.inodeOf(dir); parent != nil {
-		go parent.NotifyEntry(name)
+		go func() {
+			parent.NotifyEntry(name)
+			parent.NotifyContent(0, 0)
+		}()
 	}
 }
 

@@ -12,3 +12,15 @@ func (fsys *FS) Status() *status.Doc { return fsys.status() }
 // DocBytes is what the open ctl documents of every user but root hold now
 // (their budget's use).
 func (fsys *FS) DocBytes() int { return fsys.docs.total() }
+
+// Looked returns how many entries of the dataset directory dir (a path
+// relative to the root) the kernel holds an inode of, or -1 when it holds
+// none of dir itself: what a walk of the mount left in memory (a listing
+// that only reads names leaves none).
+func (fsys *FS) Looked(dir string) int {
+	in := fsys.inodeOf(dir)
+	if in == nil {
+		return -1
+	}
+	return len(in.Children())
+}

@@ -249,6 +249,8 @@ func (fsys *FS) openStatus(d *status.Doc) {
 	d.Int("handles_passthrough", fsys.ptHandles.Load())
 	d.Int("handles_cached", fsys.cachedHandles.Load())
 	d.Int("xattr_requests", fsys.xattrs.Load())
+	d.Int("dir_opens", fsys.dirOpens.Load())
+	d.Int("dir_entries", fsys.dirEntries.Load())
 	d.Int("passthrough_backings", fsys.ptBackings.Load())
 	d.Int("passthrough_registrations", fsys.ptRegistered.Load())
 	d.Int("passthrough_refused", fsys.ptRefused.Load())

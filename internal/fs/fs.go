@@ -104,14 +104,17 @@ type FS struct {
 	// I/O ones beside them), and in cached mode.
 	ptHandles, cachedHandles atomic.Int64
 	xattrs                   atomic.Int64 // GETXATTR and LISTXATTR requests of dataset entries
-	dropsPending             atomic.Int64 // drop documents closed whose last descriptor is not
-	seenMu                   sync.Mutex   // guards seenErrs and seenLast (errno.go: logOnce)
-	seenErrs                 map[string]struct{}
-	seenLast                 time.Time
-	errs                     errorRing
-	docs                     docBudget
-	prewarm                  prewarm
-	start                    time.Time
+	// Listings of dataset directories the daemon served (dir.go): opens,
+	// and entries sent (a listing the kernel has cached sends none).
+	dirOpens, dirEntries atomic.Int64
+	dropsPending         atomic.Int64 // drop documents closed whose last descriptor is not
+	seenMu               sync.Mutex   // guards seenErrs and seenLast (errno.go: logOnce)
+	seenErrs             map[string]struct{}
+	seenLast             time.Time
+	errs                 errorRing
+	docs                 docBudget
+	prewarm              prewarm
+	start                time.Time
 }
 
 // Mount mounts the dataset at o.Mountpoint and returns once the kernel
@@ -150,7 +153,13 @@ func Mount(o Options) (*FS, error) {
 			// Many readers of small files: let the kernel keep many reads
 			// in flight.
 			MaxBackground: 64,
-			Debug:         o.Debug,
+			// READDIRPLUS only where the caller looks at the entries: the
+			// first reply of a listing, and the next ones once a child
+			// was looked up (ls -l). A names-only walk (ls -R, find,
+			// os.walk, ImageFolder) then creates no inode per entry, in
+			// the kernel or here.
+			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
+			Debug:             o.Debug,
 		},
 		RootStableAttr: &fusefs.StableAttr{Ino: 1},
 		// Modes as the source has them: without this go-fuse shows a

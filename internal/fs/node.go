@@ -39,24 +39,24 @@ type node struct {
 }
 
 var (
-	_ fusefs.NodeLookuper      = (*node)(nil)
-	_ fusefs.NodeReaddirer     = (*node)(nil)
-	_ fusefs.NodeGetattrer     = (*node)(nil)
-	_ fusefs.NodeOpener        = (*node)(nil)
-	_ fusefs.NodeReadlinker    = (*node)(nil)
-	_ fusefs.NodeGetxattrer    = (*node)(nil)
-	_ fusefs.NodeListxattrer   = (*node)(nil)
-	_ fusefs.NodeSetattrer     = (*node)(nil)
-	_ fusefs.NodeCreater       = (*node)(nil)
-	_ fusefs.NodeMkdirer       = (*node)(nil)
-	_ fusefs.NodeMknoder       = (*node)(nil)
-	_ fusefs.NodeUnlinker      = (*node)(nil)
-	_ fusefs.NodeRmdirer       = (*node)(nil)
-	_ fusefs.NodeRenamer       = (*node)(nil)
-	_ fusefs.NodeSymlinker     = (*node)(nil)
-	_ fusefs.NodeLinker        = (*node)(nil)
-	_ fusefs.NodeSetxattrer    = (*node)(nil)
-	_ fusefs.NodeRemovexattrer = (*node)(nil)
+	_ fusefs.NodeLookuper       = (*node)(nil)
+	_ fusefs.NodeOpendirHandler = (*node)(nil)
+	_ fusefs.NodeGetattrer      = (*node)(nil)
+	_ fusefs.NodeOpener         = (*node)(nil)
+	_ fusefs.NodeReadlinker     = (*node)(nil)
+	_ fusefs.NodeGetxattrer     = (*node)(nil)
+	_ fusefs.NodeListxattrer    = (*node)(nil)
+	_ fusefs.NodeSetattrer      = (*node)(nil)
+	_ fusefs.NodeCreater        = (*node)(nil)
+	_ fusefs.NodeMkdirer        = (*node)(nil)
+	_ fusefs.NodeMknoder        = (*node)(nil)
+	_ fusefs.NodeUnlinker       = (*node)(nil)
+	_ fusefs.NodeRmdirer        = (*node)(nil)
+	_ fusefs.NodeRenamer        = (*node)(nil)
+	_ fusefs.NodeSymlinker      = (*node)(nil)
+	_ fusefs.NodeLinker         = (*node)(nil)
+	_ fusefs.NodeSetxattrer     = (*node)(nil)
+	_ fusefs.NodeRemovexattrer  = (*node)(nil)
 )
 
 func modeType(k catalog.Kind) uint32 {
@@ -147,18 +147,6 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	out.SetAttrTimeout(n.fsys.o.Timeout)
 	ch := newNode(n.fsys, c, a, ver)
 	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: fileIno(c.ID, ver)}), 0
-}
-
-func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	if err := n.fsys.listed(ctx, n.e); err != nil {
-		return nil, n.fsys.toErrno(err)
-	}
-	kids := n.e.Children()
-	list := make([]fuse.DirEntry, len(kids))
-	for i, c := range kids {
-		list[i] = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID, c.Version())}
-	}
-	return fusefs.NewListDirStream(list), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {

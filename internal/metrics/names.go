@@ -60,6 +60,8 @@ var statusSpecs = map[string]spec{
 	"fills":                      counter("fills_total", "Directories whose rest was queued for copying after a user read placement.fill_after of their files in no order."),
 	"fill_copies":                counter("fill_copies_total", "Files queued by those fills."),
 	"xattr_requests":             counter("xattr_requests_total", "GETXATTR and LISTXATTR requests for dataset entries."),
+	"dir_opens":                  counter("dir_opens_total", "Opens of dataset directories."),
+	"dir_entries":                counter("dir_entries_total", "Directory entries the daemon sent in listings (none for a listing the kernel has cached)."),
 	"passthrough":                gauge("passthrough", "1 if resident files are served by FUSE passthrough."),
 	"transport":                  {label: true},
 	"io_uring_queues":            gauge("io_uring_queues", "FUSE over io_uring queues (0: requests come through /dev/fuse)."),
