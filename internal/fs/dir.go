@@ -44,6 +44,9 @@ type dirHandle struct {
 	mu   sync.Mutex
 	kids []*catalog.Entry
 	next int
+	// cur is the entry Readdirent returns: go-fuse copies it before the
+	// next call, so one serves the whole listing.
+	cur fuse.DirEntry
 	// The READDIRPLUS request being answered (go-fuse makes a context per
 	// request), and the index of its first entry.
 	plusReq  context.Context
@@ -66,7 +69,8 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	c := d.kids[d.next]
 	d.next++
 	d.n.fsys.dirEntries.Add(1)
-	return &fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID, c.Version()), Off: uint64(d.next)}, 0
+	d.cur = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID, c.Version()), Off: uint64(d.next)}
+	return &d.cur, 0
 }
 
 // Seekdir moves to offset off (0: the start).
