@@ -50,6 +50,22 @@ func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, log *
 	}
 }
 
+// releaseAfterWalk returns the freed heap to the system once the
+// catalog's tree is whole (done closes): the walk of a source, or a
+// remount's load of the catalog, allocates and frees per entry (directory
+// reads, stat results, records), and left the daemon's RSS at 1.7 times
+// its live heap for a catalog of 1,000,000 files.
+func releaseAfterWalk(ctx context.Context, done <-chan struct{}, log *zap.Logger) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-done:
+	}
+	start := time.Now()
+	freeMemory()
+	log.Debug("catalog whole: freed memory returned to the system", zap.Duration("took", time.Since(start)))
+}
+
 // burstEnded reports that the placer is idle and has installed at least
 // releaseAfter copies since the last release (at lastDone copies).
 func burstEnded(lastDone int64, st placement.Stats) bool {

@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
 
 	"github.com/epochfs/epochfs/internal/placement"
+	"go.uber.org/zap"
 )
 
 func TestMemoryIsReleasedWhenABurstOfCopiesEnds(t *testing.T) {
@@ -47,4 +49,35 @@ func TestFreeMemoryFreesIdlePoolBuffers(t *testing.T) {
 		t.Errorf("freeMemory freed %d bytes of 16 idle pooled MiB", freed)
 	}
 	runtime.KeepAlive(&pool)
+}
+
+// Once the catalog is whole, the garbage of its walk is handed back to
+// the system: the heap keeps no more idle pages than a few spans'.
+func TestMemoryIsReleasedWhenTheCatalogIsWhole(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var keep [][]byte
+	for i := range 64 << 10 {
+		b := make([]byte, 512) // a walk's garbage: many small objects
+		if i%64 == 0 {
+			keep = append(keep, b)
+		}
+	}
+	runtime.GC() // the garbage is freed but its pages stay with the runtime
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	done := make(chan struct{})
+	close(done)
+	releaseAfterWalk(context.Background(), done, zap.NewNop())
+	runtime.ReadMemStats(&after)
+	if idle := before.HeapIdle - before.HeapReleased; idle < 16<<20 {
+		t.Fatalf("the test's garbage left %d idle bytes, want at least 16 MiB to measure", idle)
+	}
+	if idle := after.HeapIdle - after.HeapReleased; idle > 4<<20 {
+		t.Errorf("after the catalog is whole %d idle bytes are not returned to the system (%d before)", idle, before.HeapIdle-before.HeapReleased)
+	}
+	// A mount that ends first returns without waiting.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	releaseAfterWalk(ctx, make(chan struct{}), zap.NewNop())
+	runtime.KeepAlive(keep)
 }
