@@ -17,8 +17,8 @@ import (
 // directory's page cache (FUSE_CACHE_READDIR, since Linux 4.20), and to
 // keep them across opens: a second walk of an unchanged dataset never
 // reaches the daemon but for OPENDIR. The cache of a directory is dropped
-// when its catalog entries change (events.go: dirChanged), and by the
-// kernel when the directory's mtime differs at the start of a listing.
+// when its catalog entries change (events.go: OnEvent, dropEntry), and by
+// the kernel when the directory's mtime differs at the start of a listing.
 const dirOpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 
 // OpendirHandle opens a dataset directory: its entries as the catalog has
@@ -36,9 +36,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHand
 	return &dirHandle{n: n, kids: n.e.Children()}, dirOpenFlags, 0
 }
 
-// dirHandle is an open dataset directory. Offsets are 1 + the index of
-// the entry in kids: entry i is at offset i, and the kernel asks for the
-// entries from the offset of the last one it kept.
+// dirHandle is an open dataset directory. Entry i of kids carries offset
+// i+1, the offset to go on from after it: the kernel asks for the entries
+// from the offset of the last one it kept.
 type dirHandle struct {
 	n    *node
 	mu   sync.Mutex

@@ -10,8 +10,8 @@ import (
 // OnEvent tells the kernel about a change of the tree the placer made, so
 // that its caches (attributes and pages of a file, entries and listing of
 // a directory, which the mount keeps for a day: the dataset is read-only)
-// never serve an old version. It runs in the goroutine that made the change, with no
-// placer lock held.
+// never serve an old version. It runs in the goroutine that made the
+// change, with no placer lock held.
 //
 // A change of attributes found by an open's validation (ev.Sync) is
 // invalidated synchronously: the kernel has dropped the old size and pages
