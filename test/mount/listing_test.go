@@ -59,29 +59,38 @@ func walk(t *testing.T, name, root string) string {
 
 // TestListingsAreNamesOnlyAndCachedUntilTheCatalogChanges: ls -R, find
 // and os.walk through the mount print what they print on the source, and
-// make no inode of a file (the first READDIRPLUS carries no attributes);
-// ls -l gets every entry's attributes right; a second walk is served by
-// the kernel's cache of the listings (the daemon sends no entry), and a
-// refresh that adds and removes files drops the cached listings of their
+// the first of them makes no inode of a file (the first READDIRPLUS of a
+// listing carries no attributes); ls -l gets every entry's attributes
+// right; later walks are served by the kernel's cache of the listings, and
+// a refresh that adds and removes files drops the cached listings of their
 // directories.
+//
+// The kernel now and then reads a directory again although its listing was
+// cached (2 runs in about 110 of this test: one directory each), and then,
+// advised by the earlier lookup of its subdirectory, asks for the rest of
+// it with attributes: so the inodes are counted after the first walk, and
+// the cached walks may send the daemon some entries but not a walk's worth.
 func TestListingsAreNamesOnlyAndCachedUntilTheCatalogChanges(t *testing.T) {
 	requireDebianPython(t)
 	const dirs, n = 4, 700
 	src := listingTree(t, dirs, n)
 	e := newEnv(t, src, 1<<20)
 	e.mount()
-	for _, w := range []string{"ls -R", "find", "os.walk"} {
+	for i, w := range []string{"ls -R", "find", "os.walk"} {
 		if got, want := walk(t, w, e.mnt), walk(t, w, src); got != want {
 			t.Fatalf("%s through the mount differs from the source:\n%s\nwant:\n%s", w, got, want)
 		}
-	}
-	for d := range dirs {
-		if got := e.fsys.Looked(fmt.Sprintf("c%d", d)); got > 1 {
-			t.Errorf("after names-only walks the kernel holds %d inodes of c%d's entries, want at most its subdirectory", got, d)
+		if i > 0 {
+			continue
+		}
+		for d := range dirs {
+			if got := e.fsys.Looked(fmt.Sprintf("c%d", d)); got > 1 {
+				t.Errorf("after a names-only walk the kernel holds %d inodes of c%d's entries, want at most its subdirectory", got, d)
+			}
 		}
 	}
-	// Each walk lists every directory once; only the first reaches the
-	// daemon, the kernel serves the other two.
+	// Each walk lists every directory once; the first reaches the daemon,
+	// the kernel serves the other two.
 	one := int64(dirs*(n+1) + dirs + 1)
 	if sent := e.num("dir_entries"); sent < one || sent >= 2*one {
 		t.Errorf("three walks made the daemon send %d entries; one walk has %d", sent, one)
@@ -93,8 +102,8 @@ func TestListingsAreNamesOnlyAndCachedUntilTheCatalogChanges(t *testing.T) {
 			t.Fatalf("a second %s through the mount differs from the source:\n%s", w, got)
 		}
 	}
-	if got := e.num("dir_entries"); got != sent {
-		t.Errorf("walks of an unchanged dataset made the daemon send %d more entries, want none (the kernel's cache)", got-sent)
+	if got := e.num("dir_entries") - sent; got >= one {
+		t.Errorf("three walks of an unchanged dataset made the daemon send %d more entries (one walk has %d), want the kernel's cache to serve them", got, one)
 	}
 	if got := e.num("dir_opens"); got <= opens {
 		t.Errorf("dir_opens did not count the second walks' opens: %d then %d", opens, got)
