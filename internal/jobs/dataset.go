@@ -6,7 +6,6 @@ package jobs
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/epochfs/epochfs/internal/ctlpath"
@@ -30,18 +29,11 @@ func (m *Manager) grow() {
 	m.growMu.Lock()
 	defer m.growMu.Unlock()
 	files := m.fileList()
-	cat := m.p.Catalog()
-	var added []*catalog.Entry
-	for i := len(files); ; i++ {
-		e := cat.ByIndex(i)
-		if e == nil {
-			break
-		}
-		added = append(added, e)
-	}
-	if len(added) == 0 {
+	all := m.p.Catalog().Numbered()
+	if len(all) <= len(files) {
 		return
 	}
+	added := all[len(files):]
 	add := map[string][]int{}
 	m.mu.Lock()
 	for _, j := range m.jobs {
@@ -55,9 +47,8 @@ func (m *Manager) grow() {
 		}
 	}
 	m.mu.Unlock()
-	grown := append(slices.Clip(files), added...)
-	m.filesp.Store(&grown)
-	if err := m.s.Grow(len(grown), add); err != nil {
+	m.filesp.Store(&all)
+	if err := m.s.Grow(len(all), add); err != nil {
 		m.log.Error("jobs: the files a refresh added cannot join the jobs", zap.Error(err))
 		return
 	}

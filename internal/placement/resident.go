@@ -40,13 +40,13 @@ import (
 //
 // A kept Resident is served only while it is the entry's copy. Every place
 // that drops a copy clears the entry's tier and then calls forgetResident,
-// which bumps the entry's copy generation (Entry.copyGen) and empties its
-// slot; an open that read the tier before the drop and opened the old file
-// keeps its Resident only if the generation it read before opening is
-// still the entry's after the insert; a hit, and a reopen of the
-// descriptor, check the generation too. So a copy dropped and placed again
-// (the same version copied anew after a verify found it bad) is never
-// served from the old file.
+// which bumps the entry's copy generation (residency.State.CopyGen) and
+// empties its slot; an open that read the tier before the drop and
+// opened the old file keeps its Resident only if the generation it read
+// before opening is still the entry's after the insert; a hit, and a
+// reopen of the descriptor, check the generation too. So a copy dropped
+// and placed again (the same version copied anew after a verify found it
+// bad) is never served from the old file.
 //
 // Lock order: residentCache.mu, then Resident.mu. The hit path takes
 // neither.

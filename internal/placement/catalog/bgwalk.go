@@ -120,7 +120,7 @@ func (c *Catalog) WalkProgress() (entries, dirsPending int64) {
 // first). A directory that cannot be read looks empty (logged), as in a
 // walk. It waits at most until ctx ends.
 func (c *Catalog) List(ctx context.Context, d *Entry) error {
-	if d.Kind != KindDir || d.kids.Load() != nil {
+	if d.Listed() {
 		return nil
 	}
 	bg := c.bg.Load()
@@ -134,7 +134,7 @@ func (c *Catalog) List(ctx context.Context, d *Entry) error {
 // one's read of d waits at most until ctx ends. Only the root's read
 // error is returned.
 func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) error {
-	if d.kids.Load() != nil {
+	if d.Listed() {
 		return nil
 	}
 	ch := make(chan struct{})
@@ -150,7 +150,7 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 		bg.listing.Delete(d)
 		close(ch)
 	}()
-	if d.kids.Load() != nil {
+	if d.Listed() {
 		return nil // read between the two looks
 	}
 	kids, err := readKids(bg.ctx, bg.src, d, bg.log)

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/epochfs/epochfs/internal/placement/residency"
@@ -70,20 +71,29 @@ type linkKey struct {
 // write), so readers never lock.
 //
 // An entry is held per dataset file for the life of the mount (1.28 M of
-// them for ImageNet), so its layout is kept small: the fields few entries
-// use are behind ext, the first attributes are stored in the entry itself
-// (a0: one allocation per entry), and the small fields are packed last.
+// them for ImageNet), so its layout is kept small (128 bytes, a size class
+// of Go's allocator): the first attributes are stored in the entry itself
+// in a compact form (attr is nil until they change), a directory's
+// children and the fields few other entries use share one pointer (more),
+// and the small fields are packed last.
 type Entry struct {
 	ID   uint64 // stable for the life of the mount; the root is 1
 	Path string // relative to the source root; "" for the root
-	ext  *entryExt
+	// more is, for a directory, its children (*[]*Entry, sorted by name;
+	// nil until listed), read and replaced atomically; for other entries
+	// the fields few have (*entryExt), set before the entry is shared.
+	more unsafe.Pointer
+	// attr is the attributes once they changed; nil while the compact
+	// first ones (c*) are current.
+	attr atomic.Pointer[Attr]
 
-	kids atomic.Pointer[[]*Entry] // sorted by name; nil for files
-	attr atomic.Pointer[Attr]     // &a0 until the attributes change
-	// checked is when the source was last found to agree with attr (unix
-	// seconds; 0: unknown), persisted in the record.
-	checked atomic.Int64
-	a0      Attr
+	cSize, cMtime, cAtime, cCtime int64
+	cMode, cUID, cGID, cNlink     uint32
+	cBlocks                       uint32
+
+	// checked is when the source was last found to agree with the
+	// attributes (unix seconds; 0: unknown), persisted in the record.
+	checked atomic.Uint32
 	// ver counts the entry's content changes this mount, twice each: odd
 	// while attr is being replaced by a new content's (SetContent), so
 	// that Snapshot reads attributes and version as one (a seqlock).
@@ -93,13 +103,19 @@ type Entry struct {
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
 	Index int32
-	tier  atomic.Int32 // index of the tier holding a copy, or -1
-	gone  atomic.Bool  // removed from the dataset (source file gone)
+	// state holds the tier of the copy plus one (0: none) in its low
+	// byte and stateGone once the entry is removed from the dataset.
+	state atomic.Uint32
 	Kind  Kind
 	// res is the placer's knowledge of the file this mount, which the
 	// catalog holds and never reads (Residency).
 	res residency.State
 }
+
+const (
+	stateTier = 0xff
+	stateGone = 1 << 8
+)
 
 // entryExt is what few entries have: a symlink's target, and the source
 // identity of a file with more than one link (files with the same key
@@ -110,55 +126,80 @@ type entryExt struct {
 	link   *linkKey
 }
 
+// ext is a file's or symlink's entryExt, or nil.
+func (e *Entry) ext() *entryExt {
+	if e.Kind == KindDir {
+		return nil
+	}
+	return (*entryExt)(atomic.LoadPointer(&e.more))
+}
+
+// ensureExt returns a new entry's entryExt, made if it has none (before
+// the entry is shared).
+func (e *Entry) ensureExt() *entryExt {
+	x := e.ext()
+	if x == nil {
+		x = &entryExt{}
+		atomic.StorePointer(&e.more, unsafe.Pointer(x))
+	}
+	return x
+}
+
 // Target is a symlink's target ("" for other entries).
 func (e *Entry) Target() string {
-	if e.ext == nil {
-		return ""
+	if x := e.ext(); x != nil {
+		return x.target
 	}
-	return e.ext.target
+	return ""
 }
 
 // setTarget sets a new entry's symlink target (before it is shared).
 func (e *Entry) setTarget(t string) {
-	if t == "" && e.ext == nil {
+	if t == "" && e.ext() == nil {
 		return
 	}
-	if e.ext == nil {
-		e.ext = &entryExt{}
-	}
-	e.ext.target = t
+	e.ensureExt().target = t
 }
 
 // link is the entry's hard-link key, or nil.
 func (e *Entry) link() *linkKey {
-	if e.ext == nil {
-		return nil
+	if x := e.ext(); x != nil {
+		return x.link
 	}
-	return e.ext.link
+	return nil
 }
 
 // setLink sets a new entry's hard-link key (before it is shared).
 func (e *Entry) setLink(k *linkKey) {
-	if k == nil && e.ext == nil {
+	if k == nil && e.ext() == nil {
 		return
 	}
-	if e.ext == nil {
-		e.ext = &entryExt{}
-	}
-	e.ext.link = k
+	e.ensureExt().link = k
 }
 
-// initAttr sets a new entry's first attributes, in the entry itself.
+// initAttr sets a new entry's first attributes (before it is shared): in
+// the entry itself when they fit its compact form.
 func (e *Entry) initAttr(a Attr) {
-	e.a0 = a
-	e.attr.Store(&e.a0)
+	if a.Blocks < 0 || a.Blocks > 1<<32-1 {
+		e.attr.Store(&a)
+		return
+	}
+	e.cSize, e.cMtime, e.cAtime, e.cCtime = a.Size, a.Mtime, a.Atime, a.Ctime
+	e.cMode, e.cUID, e.cGID, e.cNlink = a.Mode, a.UID, a.GID, a.Nlink
+	e.cBlocks = uint32(a.Blocks)
 }
 
 // Name is the entry's last path element ("" for the root).
 func (e *Entry) Name() string { return e.Path[strings.LastIndexByte(e.Path, '/')+1:] }
 
 // Attr returns the entry's attributes.
-func (e *Entry) Attr() Attr { return *e.attr.Load() }
+func (e *Entry) Attr() Attr {
+	if p := e.attr.Load(); p != nil {
+		return *p
+	}
+	return Attr{Size: e.cSize, Mtime: e.cMtime, Mode: e.cMode, UID: e.cUID, GID: e.cGID, Nlink: e.cNlink,
+		Blocks: int64(e.cBlocks), Atime: e.cAtime, Ctime: e.cCtime}
+}
 
 // Version is the entry's content version: 0 at mount, one more at every
 // change of the file's size or mtime this mount (SetContent). A mount
@@ -174,7 +215,7 @@ func (e *Entry) Snapshot() (Attr, uint32) {
 			runtime.Gosched() // a SetContent is between its two stores
 			continue
 		}
-		a := *e.attr.Load()
+		a := e.Attr()
 		if e.ver.Load() == v {
 			return a, v / 2
 		}
@@ -182,11 +223,14 @@ func (e *Entry) Snapshot() (Attr, uint32) {
 }
 
 // Tier is the index of the tier that holds the entry's copy, or -1.
-func (e *Entry) Tier() int { return int(e.tier.Load()) }
+func (e *Entry) Tier() int { return int(e.state.Load()&stateTier) - 1 }
 
 // Children returns a directory's entries sorted by name. Do not modify.
 func (e *Entry) Children() []*Entry {
-	if p := e.kids.Load(); p != nil {
+	if e.Kind != KindDir {
+		return nil
+	}
+	if p := (*[]*Entry)(atomic.LoadPointer(&e.more)); p != nil {
 		return *p
 	}
 	return nil
@@ -194,12 +238,16 @@ func (e *Entry) Children() []*Entry {
 
 // Listed reports whether e's entries are known (or e is no directory):
 // a background walk lists the others on demand (Catalog.List).
-func (e *Entry) Listed() bool { return e.Kind != KindDir || e.kids.Load() != nil }
+func (e *Entry) Listed() bool { return e.Kind != KindDir || atomic.LoadPointer(&e.more) != nil }
 
-func (e *Entry) setChildren(c []*Entry) { e.kids.Store(&c) }
+// setChildren replaces a directory's children.
+func (e *Entry) setChildren(c []*Entry) { atomic.StorePointer(&e.more, unsafe.Pointer(&c)) }
 
 // Gone reports that the entry was removed from the dataset.
-func (e *Entry) Gone() bool { return e.gone.Load() }
+func (e *Entry) Gone() bool { return e.state.Load()&stateGone != 0 }
+
+// setGone marks the entry removed from the dataset.
+func (e *Entry) setGone() { e.state.Or(stateGone) }
 
 // Lookup finds a child by name.
 func (e *Entry) Lookup(name string) *Entry {

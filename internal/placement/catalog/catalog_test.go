@@ -282,7 +282,7 @@ func TestCatalogReopenLoadsWithoutWalking(t *testing.T) {
 	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
 	// Record residency the way the placer does.
 	deep := c.Find("a/b/c/deep.bin")
-	deep.tier.Store(1)
+	deep.SetTier(1)
 	if err := c.Persist(deep); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestCatalogForgetsCopiesInTiersItNoLongerHas(t *testing.T) {
 	state := fastDir(t)
 	c := openCat(t, Options{StateDir: state, Source: src, Tiers: []string{"mem", "nvme"}})
 	e := c.Find("top.txt")
-	e.tier.Store(1)
+	e.SetTier(1)
 	if err := c.Persist(e); err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	oldSize := map[string]int64{}
 	for p, ti := range resident {
 		e := c.Find(p)
-		e.tier.Store(int32(ti))
+		e.SetTier(ti)
 		if err := c.Persist(e); err != nil {
 			t.Fatal(err)
 		}
@@ -473,7 +473,7 @@ func TestCatalogInterruptedRescanKeepsEveryRecordedCopy(t *testing.T) {
 	c := openCat(t, Options{StateDir: state, Source: src, Tiers: tiers})
 	for p, ti := range map[string]int{"top.txt": 0, "a/b/c/deep.bin": 1} {
 		e := c.Find(p)
-		e.tier.Store(int32(ti))
+		e.SetTier(ti)
 		if err := c.Persist(e); err != nil {
 			t.Fatal(err)
 		}

@@ -24,8 +24,8 @@ func catalogOptions(dir string, readOnly bool) badger.Options {
 		WithLogger(nil).
 		WithMemTableSize(catalogMemTableSize).
 		WithNumMemtables(catalogNumMemtables).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(8 << 20).
+		WithBlockCacheSize(2 << 20).
+		WithIndexCacheSize(2 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
 		WithCompactL0OnClose(false).

@@ -135,12 +135,11 @@ func (c *Catalog) newEntry(p string, rec record) *Entry {
 	if rec.Kind == KindFile && rec.Nlink > 1 && (rec.Dev != 0 || rec.Ino != 0) {
 		e.setLink(&linkKey{dev: rec.Dev, ino: rec.Ino, size: rec.Size, mtime: rec.Mtime})
 	}
-	e.tier.Store(-1)
-	e.checked.Store(rec.Checked)
+	e.checked.Store(checkedBits(rec.Checked))
 	if rec.Tier != "" {
 		for i, t := range c.tiers {
 			if t == rec.Tier {
-				e.tier.Store(int32(i))
+				e.SetTier(i)
 			}
 		}
 	}
@@ -180,7 +179,7 @@ func carryOver(old []copyRecord, cur *Entry, tiers []string) []StaleCopy {
 	for _, o := range old {
 		n := find(cur, o.path)
 		if n != nil && n.Kind == KindFile && n.Attr().Size == o.size && n.Attr().Mtime == o.mtime {
-			n.tier.Store(int32(o.tier))
+			n.SetTier(o.tier)
 		} else {
 			stale = append(stale, StaleCopy{Path: o.path, Size: o.size, Tier: tiers[o.tier]})
 		}

@@ -67,7 +67,7 @@ func fileKey(p string) []byte {
 
 func (c *Catalog) recordOf(e *Entry) *record {
 	r := sourceRecord(e)
-	r.Checked = e.checked.Load()
+	r.Checked = e.Checked()
 	if t := e.Tier(); t >= 0 && t < len(c.tiers) {
 		r.Tier = c.tiers[t]
 	}
@@ -233,7 +233,7 @@ func (tw *treeWriter) complete() {
 func (c *Catalog) PersistAll(es []*Entry) {
 	snap := make(map[string]*Entry, len(es))
 	for _, e := range es {
-		if !e.gone.Load() { // (its record is deleted: write)
+		if !e.Gone() { // (its record is deleted: write)
 			snap[e.Path] = e
 		}
 	}

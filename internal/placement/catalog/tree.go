@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,7 +62,7 @@ func (c *Catalog) Add(e *Entry) error {
 			files++
 			bytes += x.Attr().Size
 		}
-		if x.Kind == KindDir && x.kids.Load() == nil {
+		if !x.Listed() {
 			x.setChildren(nil)
 		}
 		for _, ch := range x.Children() {
@@ -98,7 +99,7 @@ func (c *Catalog) Remove(e *Entry) ([]*Entry, bool) {
 	defer c.treeMu.Unlock()
 	var files []*Entry
 	parent := c.ParentOf(e.Path)
-	if parent == nil || e.gone.Load() {
+	if parent == nil || e.Gone() {
 		return nil, false
 	}
 	old := parent.Children()
@@ -113,7 +114,7 @@ func (c *Catalog) Remove(e *Entry) ([]*Entry, bool) {
 	}
 	parent.setChildren(kids)
 	e.Walk(func(x *Entry) bool {
-		x.gone.Store(true)
+		x.setGone()
 		if x.Kind == KindFile {
 			files = append(files, x)
 			c.files.Add(-1)
@@ -157,6 +158,16 @@ func (c *Catalog) ByIndex(i int) *Entry {
 		return nil
 	}
 	return (*t)[i]
+}
+
+// Numbered is the files by Index (ByIndex of every number given): a
+// table its readers share, never modified once returned (the catalog
+// grows a copy). Do not modify it.
+func (c *Catalog) Numbered() []*Entry {
+	if t := c.byIndex.Load(); t != nil {
+		return slices.Clip(*t)
+	}
+	return nil
 }
 
 // Indexed is the count of file numbers given (ByIndex takes 0 to it
@@ -217,7 +228,6 @@ func NewTree(root *Entry, tiers []string) *Catalog {
 func NewDir(path string, kids []*Entry) *Entry {
 	d := &Entry{Kind: KindDir, Path: path}
 	d.initAttr(Attr{Mode: 0o755})
-	d.tier.Store(-1)
 	d.setChildren(kids)
 	return d
 }

@@ -137,8 +137,7 @@ func entryFromInfo(p string, info fs.FileInfo) *Entry {
 	}
 	e.initAttr(AttrFromInfo(info))
 	e.setLink(linkOf(e.Kind, info))
-	e.tier.Store(-1)
-	e.checked.Store(time.Now().Unix()) // what was just read is the check
+	e.checked.Store(checkedBits(time.Now().Unix())) // what was just read is the check
 	return e
 }
 

@@ -10,10 +10,10 @@ package catalog
 // be recovered). Every such write, with our options (catalogOptions):
 //
 //   - memtable WAL (NNNNN.mem): created by ftruncate to 2 × MemTableSize
-//     (32 MiB, sparse), and every committed entry is copied into the map
+//     (16 MiB, sparse), and every committed entry is copied into the map
 //     (memtable.go writeEntry). Pages are allocated as entries are written;
-//     a memtable is rotated once it holds MemTableSize (16 MiB), so at most
-//     16 MiB + one batch is ever touched per file. A new one is made at
+//     a memtable is rotated once it holds MemTableSize (8 MiB), so at most
+//     8 MiB + one batch is ever touched per file. A new one is made at
 //     every open and rotation (its 20-byte header touches one page).
 //   - SST tables (NNNNNN.sst): table.CreateTable truncates the file to the
 //     built size and copies the whole table into a map. A memtable flush
@@ -48,12 +48,12 @@ package catalog
 // if we never write again, is: the batch's WAL pages (≤ 1 MiB plus a
 // page); the flush of every memtable not yet in a table, each becoming an
 // L0 table no bigger than its WAL — the mutable one, the one being flushed
-// and up to NumMemtables queued (db.flushChan), 4 × 16 MiB = 64 MiB; the
+// and up to NumMemtables queued (db.flushChan), 4 × 8 MiB = 32 MiB; the
 // compactions those tables and earlier ones trigger, at most the table
 // bytes (the second term, which therefore grows with the catalog: ~35 MiB
 // for the 1.28 M records of ImageNet, measured) plus the new L0 tables
-// again (64 MiB); DISCARD (1 MiB) and one page each for the headers of a
-// new WAL and value log. 1 + 64 + 64 + 1 + ε ≈ 130 MiB fits under
+// again (32 MiB); DISCARD (1 MiB) and one page each for the headers of a
+// new WAL and value log. 1 + 32 + 32 + 1 + ε ≈ 66 MiB fits under
 // 160 MiB. The bound is loose: tables are well under the WAL bytes they
 // hold (Snappy, prefix-compressed keys: 35 MiB of tables for ~85 MiB of
 // WAL entries, measured), a flush frees its WAL's pages and a compaction
@@ -126,7 +126,7 @@ const (
 	// DefaultCatalogRetry is how often a degraded catalog checks for room.
 	DefaultCatalogRetry = 5 * time.Second
 
-	catalogMemTableSize = 16 << 20
+	catalogMemTableSize = 8 << 20
 	catalogNumMemtables = 2
 	catalogBatchRecords = 4096
 	catalogBatchBytes   = 1 << 20
@@ -255,7 +255,7 @@ func (c *Catalog) degrade(free, floor uint64, err error) {
 // the catch-up when the catalog cannot be written now.
 func (c *Catalog) write(p string, e *Entry) {
 	c.pendMu.Lock()
-	if e != nil && e.gone.Load() {
+	if e != nil && e.Gone() {
 		// Removed: its record is deleted (forget), never written again
 		// by a late update (a copy that finished after the removal).
 		// Remove marks an entry gone before it forgets it, and both

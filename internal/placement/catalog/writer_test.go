@@ -172,7 +172,7 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 	gone := "top.txt"
 
 	d.set(DefaultCatalogMinFree - 1)
-	e.tier.Store(0)
+	e.SetTier(0)
 	if err := c.Persist(e); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestCatalogMountedOnAFullStateDirWalksAndStoresOnceThereIsRoom(t *testing.T
 		t.Fatalf("mounted full: %s with %d pending, want degraded with %d", s, n, len(want))
 	}
 	e := c.Find("a/b/c/deep.bin")
-	e.tier.Store(1)
+	e.SetTier(1)
 	c.Persist(e)
 	if _, n := c.Health(); n != len(want)+1 {
 		t.Errorf("%d pending after a placement, want %d", n, len(want)+1)
@@ -256,7 +256,7 @@ func TestCatalogMountedOnAFullStateDirWalksAndStoresOnceThereIsRoom(t *testing.T
 		t.Fatal("a walk that was never stored was not redone")
 	}
 	e = c.Find("a/b/c/deep.bin")
-	e.tier.Store(1)
+	e.SetTier(1)
 	c.Persist(e)
 	d.set(roomy)
 	waitHealth(t, c, HealthOK, 0)
@@ -282,7 +282,7 @@ func TestCatalogMountedOnAFullStateDirLoadsItsCatalogReadOnly(t *testing.T) {
 	d := newFakeDisk(roomy)
 	c := openCat(t, diskOpts(src, state, d, nil))
 	one := c.Find("a/b/sibling")
-	one.tier.Store(0)
+	one.SetTier(0)
 	c.Persist(one)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestCatalogMountedOnAFullStateDirLoadsItsCatalogReadOnly(t *testing.T) {
 		t.Fatalf("loaded below the floor: %s with %d pending", s, n)
 	}
 	two := c.Find("z/zz/zzz")
-	two.tier.Store(1)
+	two.SetTier(1)
 	c.Persist(two)
 	if rec, _ := stored(t, c, two.Path); rec.Tier != "" {
 		t.Fatal("written to the read-only catalog")
@@ -328,7 +328,7 @@ func TestCatalogCatchUpWritesInBatchesAndResumesWhereTheDiskFilledAgain(t *testi
 	defer c.Close()
 	d.set(0)
 	c.Root().Files(func(e *Entry) bool {
-		e.tier.Store(0)
+		e.SetTier(0)
 		c.Persist(e)
 		return true
 	})
@@ -412,7 +412,7 @@ func TestCatalogWriteErrorDegradesLikeAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := c.Find("link")
-	e.tier.Store(0) // a symlink's record is written like any other
+	e.SetTier(0) // a symlink's record is written like any other
 	if err := c.Persist(e); err != nil {
 		t.Fatalf("persist returned %v; a failed write must not reach the caller", err)
 	}
@@ -445,7 +445,7 @@ func TestCatalogCloseBelowTheFloorWritesNoTable(t *testing.T) {
 	log, logs := observed()
 	c := openCat(t, diskOpts(src, state, d, log))
 	e := c.Find("a/b/sibling")
-	e.tier.Store(1)
+	e.SetTier(1)
 	c.Persist(e)
 	waitHealth(t, c, HealthOK, 0) // written
 	dir := filepath.Join(state, "catalog")
@@ -518,7 +518,7 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 					continue
 				}
 				forgotten[i].Store(false)
-				e.tier.Store(int32(r.IntN(3)) - 1)
+				e.SetTier(r.IntN(3) - 1)
 				c.Persist(e)
 			}
 		}(w)
@@ -581,7 +581,7 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 	d.gate = gate
 	d.mu.Unlock()
 	checks, batches := d.checks(), c.w.batches.Load()
-	files[0].tier.Store(1)
+	files[0].SetTier(1)
 	c.Persist(files[0]) // its batch waits in the floor check
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -589,7 +589,7 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 		go func(w int) {
 			defer wg.Done()
 			for i := 1 + w; i < n; i += 4 {
-				files[i].tier.Store(1)
+				files[i].SetTier(1)
 				c.Persist(files[i])
 			}
 		}(w)
@@ -635,7 +635,7 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 
 	// Idle: written at once, never held back for the gap.
 	batches, held := c.w.batches.Load(), c.w.held.Load()
-	files[0].tier.Store(1)
+	files[0].SetTier(1)
 	c.Persist(files[0])
 	waitFor(t, "the idle update written", func() bool { return c.w.batches.Load() > batches })
 	if n := c.w.held.Load() - held; n != 0 {
@@ -646,7 +646,7 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	batches, held = c.w.batches.Load(), c.w.held.Load()
 	start := time.Now()
 	for i := 1; i < n && time.Since(start) < 4*catalogBatchGap; i++ {
-		files[i].tier.Store(1)
+		files[i].SetTier(1)
 		c.Persist(files[i])
 		time.Sleep(time.Millisecond)
 	}

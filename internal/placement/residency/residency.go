@@ -17,11 +17,12 @@ import (
 // State is one file's residency this mount. The zero value is a file
 // nothing is known of yet.
 //
-// It is 24 bytes, one of every entry of the catalog: the marks share one
-// word.
+// It is 16 bytes, one of every entry of the catalog: the marks share one
+// word, and the copy generation is 32 bits (a file's copy would have to be
+// dropped 2³² times within one placer's read for two generations to meet).
 type State struct {
 	slot    unsafe.Pointer
-	copyGen atomic.Uint64 // bumped at every drop of a copy (internal/placement/resident.go)
+	copyGen atomic.Uint32 // bumped at every drop of a copy (internal/placement/resident.go)
 	marks   atomic.Uint32
 }
 
@@ -64,7 +65,7 @@ func (s *State) Recheck() bool { return s.has(recheck) }
 func (s *State) SetRecheck(v bool) (was bool) { return s.set(recheck, v) }
 
 // CopyGen is the file's copy generation, bumped at every drop of a copy.
-func (s *State) CopyGen() uint64 { return s.copyGen.Load() }
+func (s *State) CopyGen() uint64 { return uint64(s.copyGen.Load()) }
 
 // BumpCopyGen starts a new copy generation.
 func (s *State) BumpCopyGen() { s.copyGen.Add(1) }
