@@ -127,7 +127,7 @@ ep_mount() { # SRC MNT STATE [ARGS]
   MNTS+=("$mnt")
 }
 ep_down() { "$EPOCHFS" unmount "$1" >/dev/null; }
-rss_of() { awk '/^VmRSS/ { print $2 * 1024 }' "/proc/$1/status"; }
+rss_of() { awk '/^VmRSS/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status"; }
 pid_of() { stat_of "$1" pid; }
 
 RESULTS=$(mktemp)

@@ -34,7 +34,9 @@
 # Env: FILES ("1000000"; "1000000 10000000" for the issue's figures)
 #      PFS_FILES ("1000000"; "" skips the PFS) PER_DIR (1000) REPS (3)
 #      DELAY_MS (1) RATE (100) TMPFS_SIZE (16g) WALKS ("ls-R find os.walk
-#      imagefolder") WORK (/var/tmp/epochfs-listing) OUT (- = stdout)
+#      imagefolder"; "" measures the mount, walk, remount and RSS only and
+#      makes no local copy of the tmpfs trees) WORK (/var/tmp/epochfs-listing)
+#      OUT (- = stdout)
 #      EPOCHFS (bin/epochfs: another binary to measure)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,7 +47,7 @@ REPS=${REPS:-3}
 DELAY_MS=${DELAY_MS:-1}
 RATE=${RATE:-100}
 TMPFS_SIZE=${TMPFS_SIZE:-16g}
-WALKS=${WALKS:-ls-R find os.walk imagefolder}
+WALKS=${WALKS-ls-R find os.walk imagefolder}
 WORK=${WORK:-/var/tmp/epochfs-listing}
 OUT=${OUT:--}
 EPOCHFS=${EPOCHFS:-$ROOT/bin/epochfs}
@@ -100,7 +102,7 @@ EOF
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 stat_of() { "$EPOCHFS" status --raw "$1" | sed -n "s/^$2=//p"; }
-rss_of() { awk '/^VmRSS/ { print $2 * 1024 }' "/proc/$1/status"; }
+rss_of() { awk '/^VmRSS/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status"; }
 # settled_rss MNT: the daemon's RSS once it has returned a burst's garbage
 # (within 10 s of its end).
 settled_rss() { sleep 12; rss_of "$(stat_of "$1" pid)"; }
@@ -176,7 +178,9 @@ sshfs_up() { pfs_sshfs "$1" "$2"; SSHFS_PID=$PFS_SSHFS_PID; }
 [ -n "$PFS_FILES" ] && pfs_setup "$WORK/pfs" "$RATE"
 for n in $FILES; do
   make_tree "$TMPFS/src-$n" "$n"
-  make_tree "$WORK/local-$n" "$n"
+  # The local copy is the walks' reference: without walks (WALKS=""), only
+  # the mount, the walk, the remount and RSS are measured.
+  if [ -n "$WALKS" ]; then make_tree "$WORK/local-$n" "$n"; fi
 done
 for n in $PFS_FILES; do make_tree "$WORK/local-$n" "$n"; done
 rm -rf "$RUN"; mkdir -p "$RUN"
