@@ -153,9 +153,11 @@ func (e *Entry) Target() string {
 	return ""
 }
 
-// setTarget sets a new entry's symlink target (before it is shared).
+// setTarget sets a new entry's symlink target (before it is shared). A
+// directory has none (its pointer holds its children): a target a record
+// gives one is dropped.
 func (e *Entry) setTarget(t string) {
-	if t == "" && e.ext() == nil {
+	if e.Kind == KindDir || t == "" && e.ext() == nil {
 		return
 	}
 	e.ensureExt().target = t
@@ -169,9 +171,10 @@ func (e *Entry) link() *linkKey {
 	return nil
 }
 
-// setLink sets a new entry's hard-link key (before it is shared).
+// setLink sets a new entry's hard-link key (before it is shared); a
+// directory has none.
 func (e *Entry) setLink(k *linkKey) {
-	if k == nil && e.ext() == nil {
+	if e.Kind == KindDir || k == nil && e.ext() == nil {
 		return
 	}
 	e.ensureExt().link = k
