@@ -77,28 +77,29 @@ type linkKey struct {
 // children and the fields few other entries use share one pointer (more),
 // and the small fields are packed last.
 type Entry struct {
+	// What an open reads (Snapshot) is in the first 64 bytes, one cache
+	// line of a 128-byte entry.
+	//
+	// ver counts the entry's content changes this mount, twice each: odd
+	// while attr is being replaced by a new content's (SetContent), so
+	// that Snapshot reads attributes and version as one (a seqlock).
+	ver     atomic.Uint32
+	cBlocks uint32
+	// attr is the attributes once they changed; nil while the compact
+	// first ones (c*) are current.
+	attr                          atomic.Pointer[Attr]
+	cSize, cMtime, cAtime, cCtime int64
+	cMode, cUID, cGID, cNlink     uint32
+
 	ID   uint64 // stable for the life of the mount; the root is 1
 	Path string // relative to the source root; "" for the root
 	// more is, for a directory, its children (*[]*Entry, sorted by name;
 	// nil until listed), read and replaced atomically; for other entries
 	// the fields few have (*entryExt), set before the entry is shared.
 	more unsafe.Pointer
-	// attr is the attributes once they changed; nil while the compact
-	// first ones (c*) are current.
-	attr atomic.Pointer[Attr]
-
-	cSize, cMtime, cAtime, cCtime int64
-	cMode, cUID, cGID, cNlink     uint32
-	cBlocks                       uint32
-
 	// checked is when the source was last found to agree with the
 	// attributes (unix seconds; 0: unknown), persisted in the record.
 	checked atomic.Uint32
-	// ver counts the entry's content changes this mount, twice each: odd
-	// while attr is being replaced by a new content's (SetContent), so
-	// that Snapshot reads attributes and version as one (a seqlock).
-	ver atomic.Uint32
-
 	// Index numbers the regular files 0..Files()-1 in path order (the
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
