@@ -77,12 +77,15 @@ type Options struct {
 	Tiers      []tier.Options // fastest first
 	Rescan     bool           // walk the source even if the catalog is complete
 	Progress   func(int64)    // called during a walk with the entries seen
-	// WaitWalk walks the source before New returns when a first walk is
-	// due (mount --wait-walk); otherwise the mount serves while the
-	// source is walked (catalog.Options.Background), unless the
-	// model splits the memory (model.memory_budget), which needs the
-	// dataset's counts.
+	// WaitWalk walks the source (or loads the stored catalog) before New
+	// returns (mount --wait-walk); otherwise the mount serves while the
+	// source is walked or the catalog loaded (catalog.Options.Background),
+	// unless the model splits the memory (model.memory_budget), which
+	// needs the dataset's counts.
 	WaitWalk bool
+	// LoadHold holds a background load of the stored catalog until it is
+	// closed (catalog.Options.LoadHold; tests).
+	LoadHold <-chan struct{}
 
 	// Each package's own options, as the caller sets them. New fills in
 	// what it wires itself, over what they hold: the source's root, logger
@@ -242,7 +245,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
 		Background: !o.WaitWalk && (o.ModelSettings == nil || o.ModelSettings.MemoryBudget == nil),
-		Offline:    !found,
+		Offline:    !found, LoadHold: o.LoadHold,
 	}
 	if m.cl != nil {
 		copts.Shared = m.sharedWalk

@@ -29,6 +29,7 @@ func newCopier(t *testing.T, e *env, o Options) *copier {
 		demand:      make(chan struct{}, 4),
 		notify:      ev.add,
 		buffer:      &Buffer{},
+		ready:       openGate(),
 	}
 	cp.seq.last.Store(-2)
 	cp.seq.ahead.Store(-1)

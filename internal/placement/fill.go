@@ -66,7 +66,7 @@ func callerOf(ctx context.Context) *catalog.Cred {
 // opened (its copy may have ended since), and fills its tree when the
 // count reaches FillAfter.
 func (p *copier) noteFill(ctx context.Context, e *catalog.Entry) {
-	if p.o.FillAfter <= 0 || p.cat.Walking() {
+	if p.o.FillAfter <= 0 || p.walking() {
 		return
 	}
 	who := callerOf(ctx)

@@ -18,6 +18,7 @@ import (
 )
 
 // The shared fixtures (internal/fixture), by the names these tests use.
+const liveness = fixture.Liveness
 
 type dataset = fixture.Dataset
 
@@ -71,6 +72,9 @@ type env struct {
 	p      *Placer
 	popts  Options
 	sopts  source.Options // Root is set by open
+	// load, if set, opens the catalog with a background load held until
+	// it is closed (catalog.Options.LoadHold).
+	load chan struct{}
 }
 
 // newEnv writes data into a fresh source and opens everything over it.
@@ -109,6 +113,7 @@ func (e *env) open(rescan bool) {
 	e.t.Helper()
 	cat, err := catalog.Open(context.Background(), catalog.Options{
 		StateDir: e.state, Source: e.src, Tiers: e.tierNames(), Rescan: rescan, Workers: 3,
+		Background: e.load != nil, LoadHold: e.load,
 	})
 	if err != nil {
 		e.t.Fatal(err)

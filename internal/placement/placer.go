@@ -204,7 +204,11 @@ type copier struct {
 	// extraDrops counts the copies beyond the share dropped for it.
 	shareDue, extraDrops atomic.Int64
 
-	check copyCheck // set in New, read-only after
+	check atomic.Pointer[copyCheck] // set once the copies are checked (checkCopies)
+	// ready is closed once the tree is whole and the recorded copies are
+	// checked (afterWalk): nothing is copied before, and a bad copy is
+	// not dropped (the check accounts and drops them).
+	ready chan struct{}
 	// failedFiles holds the files whose copy failed for a reason of their
 	// own (tier.IsFileError): the next failure of one is logged at debug
 	// level, since every open of the file tries again.
@@ -284,6 +288,7 @@ func New(o Options) (*Placer, error) {
 		queue:       make(chan *catalog.Entry, o.QueueSize),
 		demand:      make(chan struct{}, o.MaxDemandCopies),
 		notify:      p.notify,
+		ready:       make(chan struct{}),
 	}
 	p.cp.seq.last.Store(-2)
 	p.cp.seq.ahead.Store(-1)
@@ -292,14 +297,35 @@ func New(o Options) (*Placer, error) {
 	p.warmups = p.newWarmups()
 	p.scrub = &Scrubber{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg, notify: p.notify}
 	p.val = &validator{o: &p.o, cat: p.cat, src: p.src, log: p.log, ctx: ctx, wg: &p.wg,
-		checks:  xsync.NewMapOf[*catalog.Entry, *check](),
+		checks: xsync.NewMapOf[*catalog.Entry, *check](), ready: p.cp.ready,
 		flights: p.cp.flights, buffer: p.buffer, scrub: p.scrub, notify: p.notify, forgetResident: p.op.forgetResident}
 	p.cp.val, p.cp.buffer, p.cp.makeRoom = p.val, p.buffer, p.makeRoomNow
 	p.op.cp, p.op.val, p.op.buffer = p.cp, p.val, p.buffer
 	p.scrub.cp, p.scrub.val, p.scrub.op, p.scrub.warmups = p.cp, p.val, p.op, p.warmups
 	p.cat.SetSync(p.cp.syncTiers)
+	if p.cat.Walking() {
+		// A first mount's walk or a remount's load in the background:
+		// the files read meanwhile are copied after it, and the copies
+		// the records name are checked once they are all known.
+		p.cp.readDuringWalk = map[*catalog.Entry]struct{}{}
+		p.wg.Add(1)
+		go p.afterWalk()
+	} else {
+		p.checkRecorded()
+	}
+	for i := 0; i < o.Workers; i++ {
+		p.wg.Add(1)
+		go p.cp.worker()
+	}
+	return p, nil
+}
+
+// checkRecorded removes the copies the catalog found stale, checks the
+// copies its records name, queues the lost ones again and opens the
+// placer's gate (ready).
+func (p *Placer) checkRecorded() {
 	for _, s := range p.cat.Stale() {
-		for _, t := range o.Tiers {
+		for _, t := range p.o.Tiers {
 			if t.Name() == s.Tier {
 				os.Remove(t.Path(s.Path))
 			}
@@ -307,17 +333,20 @@ func New(o Options) (*Placer, error) {
 	}
 	lost := p.checkCopies()
 	p.val.trustChecks()
-	if p.cat.Walking() {
-		p.cp.readDuringWalk = map[*catalog.Entry]struct{}{}
-		p.wg.Add(1)
-		go p.cp.copyAfterWalk()
-	}
-	for i := 0; i < o.Workers; i++ {
-		p.wg.Add(1)
-		go p.cp.worker()
-	}
 	p.warmups.queue(lost)
-	return p, nil
+}
+
+// afterWalk waits for the tree to be whole, checks the recorded copies
+// and copies the files read meanwhile.
+func (p *Placer) afterWalk() {
+	defer p.wg.Done()
+	select {
+	case <-p.cat.WalkDone():
+	case <-p.ctx.Done():
+		return
+	}
+	p.checkRecorded()
+	p.cp.copyAfterWalk()
 }
 
 // Close stops the workers, cancels copies in progress (their temp files
@@ -397,14 +426,18 @@ func (p *Placer) Source() *source.Source { return p.src }
 
 // Stats returns the counters.
 func (p *Placer) Stats() Stats {
+	var chk copyCheck
+	if c := p.cp.check.Load(); c != nil {
+		chk = *c
+	}
 	return Stats{
 		Queued: p.cp.queued.Load(), Done: p.cp.done.Load(), Failed: p.cp.failed.Load(), ReadAhead: p.cp.seqCopies.Load(),
 		Fills: p.cp.fills.Load(), FillQueued: p.cp.fillQueued.Load(),
 		SkippedNoSpace: p.cp.nospace.Load(), BytesPlaced: p.cp.placedBytes.Load(),
 		DemandFallbacks: p.cp.fallbacks.Load(), RemoteReads: p.cp.remoteReads.Load(), StaleOnError: p.val.staleServed.Load(), Removed: p.val.removed.Load(),
-		CopiesCheckedAtMount:   p.cp.check.checked,
-		CopiesMissingAtMount:   p.cp.check.missing,
-		CopiesWrongSizeAtMount: p.cp.check.wrongSize,
+		CopiesCheckedAtMount:   chk.checked,
+		CopiesMissingAtMount:   chk.missing,
+		CopiesWrongSizeAtMount: chk.wrongSize,
 	}
 }
 
@@ -455,6 +488,11 @@ func (p *copier) wants(e *catalog.Entry) bool {
 
 func (p *copier) worker() {
 	defer p.wg.Done()
+	select {
+	case <-p.ready:
+	case <-p.ctx.Done():
+		return
+	}
 	for {
 		select {
 		case <-p.ctx.Done():

@@ -145,15 +145,20 @@ func (p *copier) copyLater(e *catalog.Entry) bool {
 	return true
 }
 
-// copyAfterWalk queues, in path order, the files read while the walk ran,
-// once it has ended.
-func (p *copier) copyAfterWalk() {
-	defer p.wg.Done()
+// walking reports that the placer's gate is not open yet: the tree is not
+// whole or its recorded copies are not checked (Placer.afterWalk).
+func (p *copier) walking() bool {
 	select {
-	case <-p.cat.WalkDone():
-	case <-p.ctx.Done():
-		return
+	case <-p.ready:
+		return false
+	default:
+		return true
 	}
+}
+
+// copyAfterWalk queues, in path order, the files read while the walk ran
+// (Placer.afterWalk calls it once the gate is open).
+func (p *copier) copyAfterWalk() {
 	p.walkMu.Lock()
 	files := make([]*catalog.Entry, 0, len(p.readDuringWalk))
 	for e := range p.readDuringWalk {
@@ -183,7 +188,7 @@ func (p *opener) attach(ctx context.Context, r *Reader) {
 		// remote's copy or the source.
 		return
 	}
-	if p.cat.Walking() && p.cp.copyLater(e) {
+	if p.cp.walking() && p.cp.copyLater(e) {
 		// While the source is walked nothing is copied (no record
 		// could name the copy before the tree is stored): the reader
 		// reads the source, and the file is copied after the walk.
@@ -284,6 +289,11 @@ func (p *opener) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident
 	switch {
 	case err == nil && size == a.Size:
 		return p.res.newResident(e, fd, i, a, gen, false)
+	case (err == nil || errors.Is(err, os.ErrNotExist)) && p.cp.walking():
+		// Not checked yet (checkCopies drops it then): the source.
+		if err == nil {
+			syscall.Close(fd)
+		}
 	case err == nil:
 		syscall.Close(fd)
 		p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),

@@ -257,7 +257,7 @@ func (p *Scrubber) runScrubs() {
 	// A scrub works on the whole tree (and a refresh numbers what it
 	// adds after it): none runs before the walk has ended.
 	select {
-	case <-p.cat.WalkDone():
+	case <-p.cp.ready:
 	case <-p.ctx.Done():
 	}
 	s := p

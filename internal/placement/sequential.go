@@ -38,7 +38,7 @@ type seqDetector struct {
 // only the files the opener (ctx's caller) could open, as a fill does.
 func (p *copier) noteOpen(ctx context.Context, e *catalog.Entry) {
 	i := e.Index
-	if i < 0 || p.cat.Walking() {
+	if i < 0 || p.walking() {
 		return
 	}
 	s := &p.seq

@@ -176,6 +176,11 @@ func (p *Placer) CopyShare(ctx context.Context) (int, error) {
 	if err := p.cat.WaitWalk(ctx); err != nil {
 		return 0, err
 	}
+	select {
+	case <-p.cp.ready:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 	s := p.o.sharer()
 	if s != nil && !s.Sharing() {
 		return 0, nil // a pass follows once the nodes agree

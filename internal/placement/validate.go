@@ -139,7 +139,8 @@ type validator struct {
 	ctx context.Context // the placer's: ends at Close
 	wg  *sync.WaitGroup // the placer's background work
 
-	refreshMu sync.Mutex // serialises changes of an entry's attributes and removals
+	refreshMu sync.Mutex      // serialises changes of an entry's attributes and removals
+	ready     <-chan struct{} // the placer's gate (copier.ready)
 	// checks are the source opens of concurrent first opens of one
 	// file: one opens and checks, the others wait for it.
 	checks *xsync.MapOf[*catalog.Entry, *check]
@@ -501,7 +502,7 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 		e.SetTier(-1)
 		p.forgetResident(e)
 		p.o.dropped(e, old)
-		if err := p.o.Tiers[i].Remove(e.Path, old.Size); err != nil {
+		if err := p.removeCopy(i, e.Path, old.Size); err != nil {
 			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
 		}
 	}
@@ -527,6 +528,18 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 	return changed
 }
 
+// removeCopy removes the copy of path in tier i, of size bytes, under
+// refreshMu: a copy the placer has not accounted yet (its gate is closed:
+// checkCopies) is removed without unaccounting it.
+func (p *validator) removeCopy(i int, path string, size int64) error {
+	select {
+	case <-p.ready:
+		return p.o.Tiers[i].Remove(path, size)
+	default:
+		return p.o.Tiers[i].Discard(path)
+	}
+}
+
 // removeEntry drops e (a file or a directory with everything under it)
 // from the dataset: tier copies, records, the tree. It logs once.
 func (p *validator) removeEntry(e *catalog.Entry) {
@@ -540,7 +553,7 @@ func (p *validator) removeEntry(e *catalog.Entry) {
 			f.SetTier(-1)
 			p.forgetResident(f)
 			p.o.dropped(f, f.Attr())
-			if err := p.o.Tiers[i].Remove(f.Path, f.Attr().Size); err != nil {
+			if err := p.removeCopy(i, f.Path, f.Attr().Size); err != nil {
 				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path), zap.Error(err))
 			}
 		}

@@ -45,14 +45,20 @@ const (
 
 // checkCopies checks every copy the catalog records, accounts the good
 // ones in their tiers and forgets the rest, which it returns in path order
-// for placing again. It runs in New, before the workers start: nothing
-// else touches the entries yet.
+// for placing again, and opens the placer's gate (ready). It runs before
+// the workers copy anything: in New, or after a background walk or load,
+// while readers may open the copies. Until the gate opens a copy is
+// neither accounted nor, when it is dropped (a reader's validation found
+// the source changed: validator.removeCopy), unaccounted; the
+// accounting and the opening hold refreshMu, which those drops hold.
 func (p *Placer) checkCopies() []*catalog.Entry {
 	start := time.Now()
 	var rec []*catalog.Entry
+	var tiers []int
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
-		if e.Tier() >= 0 {
+		if i := e.Tier(); i >= 0 {
 			rec = append(rec, e)
+			tiers = append(tiers, i)
 		}
 		return true
 	})
@@ -68,7 +74,7 @@ func (p *Placer) checkCopies() []*catalog.Entry {
 				if i >= len(rec) {
 					return
 				}
-				outcome[i] = p.checkCopy(rec[i])
+				outcome[i] = p.checkCopy(rec[i], tiers[i])
 			}
 		}()
 	}
@@ -76,24 +82,31 @@ func (p *Placer) checkCopies() []*catalog.Entry {
 
 	var lost []*catalog.Entry
 	c := copyCheck{checked: int64(len(rec))}
+	p.val.refreshMu.Lock()
 	for i, e := range rec {
+		if e.Tier() != tiers[i] {
+			continue // dropped meanwhile (a changed source file)
+		}
 		switch outcome[i] {
 		case copyGood:
-			p.o.Tiers[e.Tier()].Account(e.Attr().Size)
+			p.o.Tiers[tiers[i]].Account(e.Attr().Size)
 			continue
 		case copyMissing:
 			c.missing++
 		case copyWrongSize:
 			c.wrongSize++
 		}
-		e.SetTier(-1)
-		p.o.dropped(e, e.Attr())
-		lost = append(lost, e)
+		if e.DropTier(tiers[i]) {
+			p.o.dropped(e, e.Attr())
+			lost = append(lost, e)
+		}
 	}
+	p.cp.check.Store(&c)
+	close(p.cp.ready)
+	p.val.refreshMu.Unlock()
 	if len(lost) > 0 {
 		p.cat.PersistAll(lost)
 	}
-	p.cp.check = c
 	took := time.Since(start)
 	log := p.log.Info
 	if len(lost) > 0 {
@@ -106,8 +119,8 @@ func (p *Placer) checkCopies() []*catalog.Entry {
 
 // checkCopy lstats the recorded copy of e. A regular file of the wrong
 // size is removed: nothing would ever serve or replace it.
-func (p *Placer) checkCopy(e *catalog.Entry) uint8 {
-	name := p.o.Tiers[e.Tier()].Path(e.Path)
+func (p *Placer) checkCopy(e *catalog.Entry, tier int) uint8 {
+	name := p.o.Tiers[tier].Path(e.Path)
 	var st syscall.Stat_t
 	for {
 		err := syscall.Lstat(name, &st)

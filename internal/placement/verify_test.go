@@ -303,3 +303,90 @@ func benchmarkCheckCopies(b *testing.B, dir string) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*dirs*perDir), "ns/copy")
 }
+
+// walkTo finds p in a catalog that may still be loading: each directory
+// on the way is read on demand, as a lookup through the mount reads it.
+func (e *env) walkTo(p string) *catalog.Entry {
+	e.t.Helper()
+	en := e.cat.Root()
+	for _, name := range strings.Split(p, "/") {
+		if err := e.cat.List(context.Background(), en); err != nil {
+			e.t.Fatal(err)
+		}
+		if en = en.Lookup(name); en == nil {
+			e.t.Fatalf("%s: not found while loading", p)
+		}
+	}
+	return en
+}
+
+// A remount whose catalog loads in the background serves the recorded
+// copies before the load ends, but not a copy of the wrong size nor a
+// missing one (the source instead, nothing dropped or accounted yet), nor
+// the copy of a file the source changed (dropped by the open's check
+// without unaccounting it). Once the load ends the copies are checked:
+// the tiers account exactly the good ones, the lost ones are placed again.
+func TestABackgroundLoadServesCopiesAndChecksThemAfter(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	e.p.warmups.queueAll()
+	e.waitResident()
+	missing, wrong, changed := "val/mib+1", "train/b/img-2.jpg", "z/small-02"
+	copyOf := func(p string) string { return e.tiers[0].Path(p) }
+	e.close()
+	if err := os.Remove(copyOf(missing)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(copyOf(wrong), 10); err != nil {
+		t.Fatal(err)
+	}
+	d[changed] = content("new "+changed, 4321)
+	if err := os.WriteFile(filepath.Join(e.src, changed), d[changed], 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	e.load = make(chan struct{})
+	e.open(false)
+	if !e.cat.Loading() || !e.p.cp.walking() {
+		t.Fatal("the catalog is not loading in the background, or the placer's gate is open")
+	}
+	before := e.source.Stats()
+	for _, p := range d.Paths() {
+		r, err := e.p.Open(context.Background(), e.walkTo(p))
+		if err != nil {
+			t.Fatalf("%s during the load: %v", p, err)
+		}
+		if err := readCheck(context.Background(), r, d[p], readPattern{buf: 1 << 20}); err != nil {
+			t.Errorf("%s during the load: %v", p, err)
+		}
+		r.Close()
+	}
+	if used, files := e.usedTotal(); used != 0 || files != 0 {
+		t.Errorf("during the load the tiers account %d bytes in %d files, want none", used, files)
+	}
+	if st := e.p.Stats(); st.CopiesCheckedAtMount != 0 || st.Done != 0 {
+		t.Errorf("checked or copied during the load: %+v", st)
+	}
+	if n := e.source.Stats().Opens - before.Opens; n < 3 {
+		t.Errorf("%d source opens during the load, want at least the 3 files without a good copy", n)
+	}
+	if e.walkTo(changed).Tier() != -1 {
+		t.Error("the changed file's copy is still recorded")
+	}
+	if _, err := os.Lstat(copyOf(changed)); !os.IsNotExist(err) {
+		t.Errorf("the changed file's old copy is still in the tier: %v", err)
+	}
+	close(e.load)
+	select {
+	case <-e.p.cp.ready:
+	case <-time.After(liveness):
+		t.Fatal("the placer's gate did not open after the load")
+	}
+	if st := e.p.Stats(); st.CopiesCheckedAtMount != int64(len(d)-1) || st.CopiesMissingAtMount != 1 || st.CopiesWrongSizeAtMount != 1 {
+		t.Errorf("check after the load: %+v; want %d checked, 1 missing, 1 of the wrong size", st, len(d)-1)
+	}
+	e.checkAccounting()
+	e.waitResident()
+	e.checkAccounting()
+	e.readAllFiles()
+}

@@ -259,7 +259,7 @@ func (p *copier) feedCounted(files []*catalog.Entry) {
 		if files == nil {
 			// "all" is the whole tree: wait until it is.
 			select {
-			case <-p.cat.WalkDone():
+			case <-p.ready:
 			case <-p.ctx.Done():
 			}
 			p.queued.Add(p.cat.Files() - n)

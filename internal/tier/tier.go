@@ -416,6 +416,17 @@ func (t *Tier) Remove(rel string, size int64) error {
 	return nil
 }
 
+// Discard removes the copy of rel without unaccounting it: a copy the
+// tier never accounted (a recorded one, before the mount checked it).
+func (t *Tier) Discard(rel string) error {
+	err := os.Remove(t.Path(rel))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.noteFileError(err)
+		return t.wrap("remove", rel, err)
+	}
+	return nil
+}
+
 // OpenFile opens the installed copy of rel for reading.
 func (t *Tier) OpenFile(rel string) (*os.File, error) {
 	f, err := os.OpenFile(t.Path(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)

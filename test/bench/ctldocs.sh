@@ -43,7 +43,7 @@ run() { # binary label
   mkdir -p "$m"; chmod 755 "$m"
   "$bin" mount --state "$W/state-$label" --tier=m="$W/tier-$label:1GiB" "$W/src" "$m" >/dev/null
   local pid; pid=$(awk -F= '$1=="pid"{print $2}' "$m/.epochfs/status")
-  while grep -q '^catalog=walking' "$m/.epochfs/status"; do sleep 0.1; done
+  while grep -Eq '^catalog=(walking|loading)' "$m/.epochfs/status"; do sleep 0.1; done
   mkdir "$m/.epochfs/jobs/j"
   local c0 c1 c2 t0 rc=0
   c0=$(cpu "$pid")

@@ -101,9 +101,10 @@ func newRunner(t testing.TB, seed uint64, validate string) *runner {
 			t.Fatalf("the mount's transport is %q, and this run is for %q", got, want)
 		}
 	}
-	// The first walk: the model's files are the catalog's.
+	// The first walk (or a remount's load): the model's files are the
+	// catalog's.
 	deadline := time.Now().Add(60 * time.Second)
-	for r.status()["catalog"] == "walking" && time.Now().Before(deadline) {
+	for st := r.status()["catalog"]; (st == "walking" || st == "loading") && time.Now().Before(deadline); st = r.status()["catalog"] {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return r

@@ -50,11 +50,12 @@ func binDirs(t *testing.T, big int64) (src string, paths []string, base, mnt str
 }
 
 // waitWalked waits until the mount's catalog is whole: a first mount walks
-// the source in the background (walk_test.go tests that); the other tests
-// look at the whole dataset.
+// the source in the background (walk_test.go tests that), a remount loads
+// the catalog in the background; the other tests look at the whole
+// dataset.
 func waitWalked(t *testing.T, mnt string) {
 	t.Helper()
-	waitFor(t, func() bool { return statusOf(t, mnt)["catalog"] != "walking" })
+	waitFor(t, func() bool { st := statusOf(t, mnt)["catalog"]; return st != "walking" && st != "loading" })
 }
 
 // binMount mounts src with the binary, waits for its walk and registers a

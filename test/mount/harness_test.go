@@ -214,6 +214,9 @@ type envOpts struct {
 	// CLI's default); the tests' default is the walk first, so that they
 	// see the whole catalog at once.
 	serveWhileWalking bool
+	// loadHold holds a background load of the stored catalog until it is
+	// closed (with serveWhileWalking).
+	loadHold chan struct{}
 	// prewarm registers the tiers' copies at mount (the CLI's default,
 	// fuse.prewarm); the tests' default is off, so that their counts of
 	// first opens are their readers'.
@@ -258,7 +261,7 @@ func (e *env) mount() {
 		Metrics: epochd.MetricsOptions{Listen: e.opts.metricsListen}, Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model,
 		Cluster: e.opts.cluster, PeerListen: e.opts.peerListen, PeerTLS: e.opts.peerTLS,
-		WaitWalk: !e.opts.serveWhileWalking,
+		WaitWalk: !e.opts.serveWhileWalking, LoadHold: e.opts.loadHold,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -116,8 +116,11 @@ func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
 	e2.state = e.state
 	e2.opts.serveWhileWalking = true
 	e2.mount()
-	if e2.cat.Walked() || e2.cat.Walking() {
+	if e2.cat.Walked() {
 		t.Error("the remount walked the source again: the background walk's catalog was not stored complete")
+	}
+	if err := e2.cat.WaitWalk(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	if n := e2.cat.Files(); n != int64(len(paths)) {
 		t.Errorf("the stored catalog has %d files, want %d", n, len(paths))
@@ -218,5 +221,80 @@ func TestMountReturnsBeforeTheWalkAndWaitWalkAfterIt(t *testing.T) {
 		if code, out := cli(t, "unmount", mnt); code != 0 {
 			t.Fatalf("unmount: exit %d: %s", code, out)
 		}
+	}
+}
+
+// A remount serves before its catalog is loaded: with the load held after
+// the root, status says catalog=loading, directories list through bash and
+// find -printf (read from the stored records on demand), resident files
+// read from their tier copies (no copy started, none accounted yet), and a
+// job's mkdir waits for the load; once it ends every copy is checked and
+// accounted and the catalog is the one a blocking load builds.
+func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
+	requireFUSE(t)
+	src, paths := makeWide(t, 60, 10)
+	e := newEnv(t, src, 1<<30)
+	e.mount()
+	e.warm()
+	want := treeOf(e.cat)
+	e.unmount()
+
+	e.opts.serveWhileWalking = true
+	e.opts.loadHold = make(chan struct{})
+	e.mount()
+	if !e.cat.Loading() || e.cat.Walked() {
+		t.Fatalf("the remount is not loading its catalog in the background (loading %v, walked %v)", e.cat.Loading(), e.cat.Walked())
+	}
+	if st := e.status(); st["catalog"] != "loading" {
+		t.Errorf("status during the load: catalog=%s, want loading", st["catalog"])
+	}
+	out, err := exec.Command("bash", "-c", "ls -A "+filepath.Join(e.mnt, "d059")+" | wc -l").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "10" {
+		t.Errorf("bash ls -A during the load: %q, %v", out, err)
+	}
+	out, err = exec.Command("find", filepath.Join(e.mnt, "d030"), "-type", "f", "-printf", "%s %P\n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	slices.Sort(lines)
+	if len(lines) != 10 || lines[0] != fmt.Sprintf("%d f000.bin", len("d030/f000.bin")) {
+		t.Errorf("find -printf during the load: %q", lines)
+	}
+	opens := e.srcd.Stats().Opens
+	for _, p := range paths[400:450] {
+		got, err := os.ReadFile(filepath.Join(e.mnt, p))
+		if err != nil || string(got) != p {
+			t.Errorf("read %s during the load: %q, %v", p, got, err)
+		}
+	}
+	if n := e.srcd.Stats().Opens - opens; n != 0 {
+		t.Errorf("%d source opens for resident files during the load, want 0 (their tier copies)", n)
+	}
+	if st := e.p.Stats(); st.Done != 0 || st.CopiesCheckedAtMount != 0 {
+		t.Errorf("copies made or checked during the load: %+v", st)
+	}
+	made := make(chan error, 1)
+	go func() { made <- os.Mkdir(filepath.Join(e.mnt, ".epochfs", "jobs", "j"), 0o755) }()
+	select {
+	case err := <-made:
+		t.Fatalf("a job was created during the load (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(e.opts.loadHold)
+	if err := <-made; err != nil {
+		t.Fatalf("mkdir of a job after the load: %v", err)
+	}
+	if e.cat.Walking() {
+		t.Error("a job was created before the load ended")
+	}
+	waitFor(t, func() bool { return e.p.Stats().CopiesCheckedAtMount == int64(len(paths)) })
+	st := e.status()
+	if st["catalog"] != "ok" || st["files_total"] != fmt.Sprint(len(paths)) || st["copies_lost"] != "0" || st["tier.t0.files"] != fmt.Sprint(len(paths)) {
+		t.Errorf("status after the load: catalog=%s files_total=%s copies_lost=%s tier.t0.files=%s, want ok, %d, 0, %d",
+			st["catalog"], st["files_total"], st["copies_lost"], st["tier.t0.files"], len(paths), len(paths))
+	}
+	if got := treeOf(e.cat); !slices.Equal(got, want) {
+		t.Errorf("the catalog loaded in the background differs from the one stored")
 	}
 }

@@ -19,6 +19,15 @@ package catalog
 //     and the writer starts then. A mount stopped before that walks again
 //     next time.
 //
+// A later mount loads the stored catalog the same way (a background
+// load): the root's records are read before Open returns, the rest by
+// the same walk over the stored records instead of the source (one range
+// of keys a directory: readStored), each directory on demand or in turn.
+// Nothing is stored at its end (the records are the catalog); records
+// whose directory the catalog does not have are dropped then. A record
+// that does not decode stops the load (LoadFailed): the directories not
+// read by then fail with its error.
+//
 // Rescans (the records may name tier copies) and cluster walks (another
 // node's tree) stay blocking.
 
@@ -27,10 +36,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/epochfs/epochfs/internal/source"
 	"github.com/epochfs/epochfs/internal/status"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -41,8 +52,12 @@ import (
 // ended.
 var ErrWalkStopped = errors.New("catalog: the walk of the source was stopped")
 
-// bgWalk is a walk in progress in the background.
+// bgWalk is a walk (or a load) in progress in the background.
 type bgWalk struct {
+	// read reads directory d: from the source (readKids) or, with load,
+	// from the stored records (readStored).
+	read     func(ctx context.Context, d *Entry) ([]*Entry, error)
+	load     bool
 	src      *source.Source
 	log      *zap.Logger
 	workers  int
@@ -55,6 +70,13 @@ type bgWalk struct {
 	demanded atomic.Int64 // directories read because someone asked first
 	listing  *xsync.MapOf[*Entry, chan struct{}]
 	progMu   sync.Mutex
+
+	// A load's findings (guarded by dropMu): records without a directory,
+	// the copies they name, the error that stopped it.
+	dropMu  sync.Mutex
+	orphans []string
+	stale   []StaleCopy
+	failed  error
 }
 
 // startBackground prepares the background walk of o's source: the root
@@ -76,6 +98,7 @@ func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	bg := &bgWalk{src: src, log: c.log, workers: o.Workers, progress: o.Progress, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
+	bg.read = func(ctx context.Context, d *Entry) ([]*Entry, error) { return readKids(ctx, src, d, c.log) }
 	bg.pending.Store(1)
 	c.root, c.walked = root, true
 	c.bg.Store(bg)
@@ -88,8 +111,79 @@ func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	return nil
 }
 
-// Walking reports that the background walk has not ended.
+// startLoad prepares the background load of the stored catalog: the
+// root's entries are read now, the rest by run (Open starts it).
+func (c *Catalog) startLoad(ctx context.Context, o Options) error {
+	var rec record
+	err := c.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(keyFilePrefix)
+		if err != nil {
+			return err
+		}
+		rec, err = c.decodeItem(it)
+		return err
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return fmt.Errorf("%w: no root", ErrBadRecord)
+	case err != nil:
+		return fmt.Errorf("catalog: read the root's record: %w", err)
+	case rec.Kind != KindDir:
+		return fmt.Errorf("%w: root is not a directory", ErrBadRecord)
+	}
+	root := c.newEntry("", rec)
+	root.ID, root.Index = c.newID(root), -1
+	wctx, cancel := context.WithCancel(context.Background())
+	bg := &bgWalk{load: true, log: c.log, workers: o.Workers, ctx: wctx, cancel: cancel,
+		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
+	bg.read = func(ctx context.Context, d *Entry) ([]*Entry, error) {
+		kids, orphans, stale, err := c.readStored(ctx, d)
+		if len(orphans) > 0 {
+			bg.dropMu.Lock()
+			bg.orphans = append(bg.orphans, orphans...)
+			bg.stale = append(bg.stale, stale...)
+			bg.dropMu.Unlock()
+		}
+		return kids, err
+	}
+	bg.pending.Store(1)
+	c.root = root
+	c.bg.Store(bg)
+	if err := bg.list(ctx, c, root, false); err != nil {
+		cancel()
+		c.bg.Store(nil)
+		return err
+	}
+	c.startWalk = func() {
+		if o.LoadHold != nil {
+			select {
+			case <-o.LoadHold:
+			case <-bg.ctx.Done():
+			}
+		}
+		bg.run(c, o.Source, root)
+	}
+	return nil
+}
+
+// Walking reports that the tree is not whole yet: a background walk or
+// load has not ended.
 func (c *Catalog) Walking() bool { return c.bg.Load() != nil }
+
+// Loading reports that a background load of the stored catalog runs.
+func (c *Catalog) Loading() bool {
+	bg := c.bg.Load()
+	return bg != nil && bg.load
+}
+
+// LoadFailed is the error that stopped a background load (a record that
+// does not decode, a failed read of the records), or nil.
+func (c *Catalog) LoadFailed() error {
+	if p := c.loadErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // WalkDone is closed once the tree is whole: at once unless a background
 // walk runs, otherwise when it ends (finished or stopped).
@@ -118,13 +212,17 @@ func (c *Catalog) WalkProgress() (entries, dirsPending int64) {
 // List makes sure the directory d's entries are read: during a background
 // walk a directory it has not reached is read now (once, whoever asks
 // first). A directory that cannot be read looks empty (logged), as in a
-// walk. It waits at most until ctx ends.
+// walk. It waits at most until ctx ends. During a load, or after one that
+// failed, a directory the load could not read fails with its error.
 func (c *Catalog) List(ctx context.Context, d *Entry) error {
 	if d.Listed() {
 		return nil
 	}
 	bg := c.bg.Load()
 	if bg == nil {
+		if err := c.LoadFailed(); err != nil && d.Kind == KindDir {
+			return err
+		}
 		return nil
 	}
 	return bg.list(ctx, c, d, true)
@@ -153,7 +251,15 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	if d.Listed() {
 		return nil // read between the two looks
 	}
-	kids, err := readKids(bg.ctx, bg.src, d, bg.log)
+	kids, err := bg.read(bg.ctx, d)
+	if err != nil && bg.load {
+		if bg.ctx.Err() != nil {
+			err = ErrWalkStopped
+		}
+		err = fmt.Errorf("catalog: load the stored catalog: %w", err)
+		bg.fail(err)
+		return err
+	}
 	if err != nil {
 		if d.Path == "" {
 			return fmt.Errorf("catalog: walk %s: %w", bg.src.Root(), err)
@@ -191,6 +297,16 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	return nil
 }
 
+// fail stops a load at its first error.
+func (bg *bgWalk) fail(err error) {
+	bg.dropMu.Lock()
+	if bg.failed == nil {
+		bg.failed = err
+	}
+	bg.dropMu.Unlock()
+	bg.cancel()
+}
+
 // run walks the tree below root, skipping what was read on demand, then
 // stores it whole and starts the catalog's writer.
 func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
@@ -198,6 +314,10 @@ func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
 		bg.list(bg.ctx, c, d, false)
 		return dirsOf(d.Children())
 	})
+	if bg.load {
+		bg.endLoad(c, root)
+		return
+	}
 	if bg.ctx.Err() != nil {
 		c.walkErr = ErrWalkStopped
 		c.log.Info("walk of the source stopped before its end; the next mount walks again",
@@ -216,6 +336,42 @@ func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
 	close(c.walkDone)
 }
 
+// endLoad ends a background load: the tree is numbered, the orphans'
+// records are dropped and the writer starts. A load that failed or was
+// stopped leaves the tree as it is (the directories read so far) and the
+// records untouched.
+func (bg *bgWalk) endLoad(c *Catalog, root *Entry) {
+	bg.dropMu.Lock()
+	failed := bg.failed
+	bg.dropMu.Unlock()
+	if failed == nil && bg.ctx.Err() != nil {
+		failed = ErrWalkStopped
+	}
+	if failed != nil {
+		c.walkErr = failed
+		if !errors.Is(failed, ErrWalkStopped) {
+			c.loadErr.Store(&failed)
+			c.log.Error("the stored catalog cannot be read; the directories not read so far fail with EIO "+
+				"(remove the state directory to walk the source again)", zap.Error(failed))
+		}
+		c.bg.Store(nil)
+		close(c.walkDone)
+		return
+	}
+	if len(bg.orphans) > 0 {
+		slices.Sort(bg.orphans)
+		c.dropOrphans(bg.orphans)
+	}
+	c.stale = bg.stale
+	c.setRoot(root)
+	c.bg.Store(nil)
+	bg.cancel()
+	c.startWriter()
+	c.log.Info("catalog loaded", zap.Bool("background", true), zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()),
+		zap.Int64("read_on_demand", bg.demanded.Load()), zap.Duration("took", time.Since(bg.start)))
+	close(c.walkDone)
+}
+
 // stopWalk stops a background walk and waits for it to end.
 func (c *Catalog) stopWalk() {
 	if bg := c.bg.Load(); bg != nil {
@@ -230,8 +386,13 @@ func (c *Catalog) stopWalk() {
 func (c *Catalog) Status(d *status.Doc) {
 	state, pending := c.Health()
 	entries, dirs := c.WalkProgress()
-	if c.Walking() {
+	switch {
+	case c.Loading():
+		state = "loading"
+	case c.Walking():
 		state = "walking"
+	case c.LoadFailed() != nil:
+		state = "failed"
 	}
 	d.Text("catalog", state)
 	d.Int("walk_entries", entries)

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"path"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -254,14 +253,7 @@ func (e *Entry) Gone() bool { return e.state.Load()&stateGone != 0 }
 func (e *Entry) setGone() { e.state.Or(stateGone) }
 
 // Lookup finds a child by name.
-func (e *Entry) Lookup(name string) *Entry {
-	c := e.Children()
-	i := sort.Search(len(c), func(i int) bool { return c[i].Name() >= name })
-	if i < len(c) && c[i].Name() == name {
-		return c[i]
-	}
-	return nil
-}
+func (e *Entry) Lookup(name string) *Entry { return lookupIn(e.Children(), name) }
 
 // Options configure Open.
 type Options struct {
@@ -297,6 +289,11 @@ type Options struct {
 	// A rescan and a Shared walk still walk before it returns. Needs
 	// Walker.
 	Background bool
+	// LoadHold, if set, holds a background load of a stored catalog
+	// before it reads anything below the root until it is closed (or the
+	// catalog is): directories are read only on demand meanwhile. Tests
+	// use it to act while a load runs.
+	LoadHold <-chan struct{}
 	// Offline: the source does not answer now; only a complete catalog
 	// from an earlier mount is loaded (a rescan waits for a later
 	// mount), and without one Open fails with ErrNoCatalog.
@@ -340,6 +337,7 @@ type Catalog struct {
 	bg        atomic.Pointer[bgWalk]
 	walkDone  chan struct{}
 	walkErr   error
+	loadErr   atomic.Pointer[error] // a background load's failure (LoadFailed)
 	startWalk func()
 }
 
@@ -413,6 +411,9 @@ func (c *Catalog) init(ctx context.Context, o Options) error {
 	if complete != nil && (!o.Rescan || o.Offline) && rescanning == nil {
 		if o.Rescan {
 			c.log.Warn("the source does not answer: the rescan waits for a mount that finds it; loading the last catalog")
+		}
+		if o.Background {
+			return c.startLoad(ctx, o)
 		}
 		start := time.Now()
 		root, err := c.load()

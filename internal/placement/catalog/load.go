@@ -5,8 +5,12 @@ package catalog
 // still up to date: carryOver).
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"path"
+	"slices"
+	"sort"
 	"strings"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -218,4 +222,78 @@ func (c *Catalog) StoredTier(p string) (string, error) {
 		return "", fmt.Errorf("catalog: stored record of %s: %w", p, err)
 	}
 	return rec.Tier, nil
+}
+
+// readStored reads directory d's entries from the stored records, in name
+// order (a background load: bgwalk.go). The records below d are one range
+// of keys: d's own entries are read, a subdirectory's range is skipped
+// with a seek, and a record whose parent d does not have as a directory
+// (a file, or no entry at all) is an orphan, returned for dropOrphans
+// with the stale copy it names.
+func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orphans []string, stale []StaleCopy, err error) {
+	prefix := keyFilePrefix
+	if d.Path != "" {
+		prefix = append(fileKey(d.Path), '/')
+	}
+	err = c.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); n++ {
+			if n%1024 == 1023 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			key := it.Item().Key()
+			rest := key[len(prefix):]
+			if len(rest) == 0 {
+				it.Next() // the root's own record
+				continue
+			}
+			p := string(key[len(keyFilePrefix):])
+			if slash := bytes.IndexByte(rest, '/'); slash >= 0 {
+				name := string(rest[:slash])
+				if k := lookupIn(kids, name); k != nil && k.Kind == KindDir {
+					// Below a subdirectory: its own read takes it.
+					// '0' follows '/': the first key past the range.
+					it.Seek(append(append(slices.Clip(prefix), rest[:slash]...), '0'))
+					continue
+				}
+				orphans = append(orphans, p)
+				if rec, derr := c.decodeItem(it.Item()); derr == nil && rec.Kind == KindFile && rec.Tier != "" {
+					stale = append(stale, StaleCopy{Tier: rec.Tier, Path: p, Size: rec.Size})
+				}
+				it.Next()
+				continue
+			}
+			rec, derr := c.decodeItem(it.Item())
+			if derr != nil {
+				return fmt.Errorf("catalog: entry %q: %w", p, derr)
+			}
+			kids = append(kids, c.newEntry(p, rec))
+			it.Next()
+		}
+		return nil
+	})
+	return kids, orphans, stale, err
+}
+
+func (c *Catalog) decodeItem(item *badger.Item) (rec record, err error) {
+	err = item.Value(func(v []byte) error {
+		var derr error
+		rec, derr = decodeRecord(v)
+		return derr
+	})
+	return rec, err
+}
+
+// lookupIn finds name among kids, sorted by name.
+func lookupIn(kids []*Entry, name string) *Entry {
+	i := sort.Search(len(kids), func(i int) bool { return kids[i].Name() >= name })
+	if i < len(kids) && kids[i].Name() == name {
+		return kids[i]
+	}
+	return nil
 }
