@@ -17,7 +17,9 @@ import (
 // files is no larger than after a remount of the same catalog, but the Go
 // runtime keeps the freed pages (HeapIdle) and returns them only slowly,
 // so the daemon's RSS stayed about twice what a remount shows, for hours.
-// Once the copies stop, the daemon hands those pages back at once.
+// Once the copies stop, the daemon hands those pages back at once, and
+// with them the pages of the catalog's files it mapped meanwhile
+// (catalog.PageOut; pageOut below).
 
 // releaseEvery is how often the daemon looks at the copies, and
 // releaseAfter how many copies a burst must have made to be worth a
@@ -27,9 +29,10 @@ const (
 	releaseAfter = 1000
 )
 
-// releaseAfterCopies returns the freed heap to the system each time the
-// placer goes idle after at least releaseAfter copies, until ctx ends.
-func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, log *zap.Logger) {
+// releaseAfterCopies returns the freed heap (and, pageOut, the catalog's
+// mapped pages) to the system each time the placer goes idle after at
+// least releaseAfter copies, until ctx ends.
+func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, pageOut func(), log *zap.Logger) {
 	t := time.NewTicker(releaseEvery)
 	defer t.Stop()
 	last := stats().Done
@@ -46,6 +49,7 @@ func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, log *
 		last = st.Done
 		start := time.Now()
 		freeMemory()
+		pageOut()
 		log.Debug("copies idle: freed memory returned to the system", zap.Int64("copies", st.Done), zap.Duration("took", time.Since(start)))
 	}
 }
@@ -54,8 +58,9 @@ func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, log *
 // catalog's tree is whole (done closes): the walk of a source, or a
 // remount's load of the catalog, allocates and frees per entry (directory
 // reads, stat results, records), and left the daemon's RSS at 1.7 times
-// its live heap for a catalog of 1,000,000 files.
-func releaseAfterWalk(ctx context.Context, done <-chan struct{}, log *zap.Logger) {
+// its live heap for a catalog of 1,000,000 files; pageOut then hands back
+// the pages of the catalog's files the walk or load read.
+func releaseAfterWalk(ctx context.Context, done <-chan struct{}, pageOut func(), log *zap.Logger) {
 	select {
 	case <-ctx.Done():
 		return
@@ -63,6 +68,7 @@ func releaseAfterWalk(ctx context.Context, done <-chan struct{}, log *zap.Logger
 	}
 	start := time.Now()
 	freeMemory()
+	pageOut()
 	log.Debug("catalog whole: freed memory returned to the system", zap.Duration("took", time.Since(start)))
 }
 

@@ -67,7 +67,7 @@ func TestMemoryIsReleasedWhenTheCatalogIsWhole(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	done := make(chan struct{})
 	close(done)
-	releaseAfterWalk(context.Background(), done, zap.NewNop())
+	releaseAfterWalk(context.Background(), done, func() {}, zap.NewNop())
 	runtime.ReadMemStats(&after)
 	if idle := before.HeapIdle - before.HeapReleased; idle < 16<<20 {
 		t.Fatalf("the test's garbage left %d idle bytes, want at least 16 MiB to measure", idle)
@@ -78,6 +78,6 @@ func TestMemoryIsReleasedWhenTheCatalogIsWhole(t *testing.T) {
 	// A mount that ends first returns without waiting.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	releaseAfterWalk(ctx, make(chan struct{}), zap.NewNop())
+	releaseAfterWalk(ctx, make(chan struct{}), func() {}, zap.NewNop())
 	runtime.KeepAlive(keep)
 }

@@ -56,8 +56,15 @@ func Serve(ctx context.Context, o Options, ready *mounts.Readiness, onReady func
 	setMemoryLimit(m.MemoryBudget(), log)
 	relCtx, endRelease := context.WithCancel(context.Background())
 	defer endRelease()
-	go releaseAfterCopies(relCtx, m.Placer().Stats, log)
-	go releaseAfterWalk(relCtx, m.Catalog().WalkDone(), log)
+	pageOut := func() {
+		if n, err := m.Catalog().PageOut(); err != nil {
+			log.Warn("cannot hand back the catalog's mapped pages", zap.Error(err))
+		} else {
+			log.Debug("catalog's mapped pages handed back", zap.Int64("mapped_bytes", n))
+		}
+	}
+	go releaseAfterCopies(relCtx, m.Placer().Stats, pageOut, log)
+	go releaseAfterWalk(relCtx, m.Catalog().WalkDone(), pageOut, log)
 	log.Info("mounted", zap.String("source", o.Source), zap.String("mountpoint", o.Mountpoint),
 		zap.Bool("passthrough", m.FS().Passthrough()), zap.String("transport", m.FS().Transport()), zap.Int64("files", m.Catalog().Files()),
 		zap.Bool("walked", m.Catalog().Walked()), zap.Int("pid", os.Getpid()),

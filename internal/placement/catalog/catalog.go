@@ -312,6 +312,7 @@ type StaleCopy struct {
 // file lives.
 type Catalog struct {
 	db     *badger.DB
+	mapDir string // the catalog directory as /proc/self/maps names it (pageout.go)
 	log    *zap.Logger
 	root   *Entry
 	tiers  []string

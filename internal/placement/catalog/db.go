@@ -60,6 +60,7 @@ func (c *Catalog) openDB(o Options) error {
 	if err := os.MkdirAll(c.w.dir, 0o700); err != nil && !errors.Is(err, syscall.ENOSPC) {
 		return fmt.Errorf("catalog: %w", err)
 	}
+	c.mapDir = mappedDir(c.w.dir)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	free, floor, err := c.room()
