@@ -303,15 +303,19 @@ func New(o Options) (*Placer, error) {
 	p.op.cp, p.op.val, p.op.buffer = p.cp, p.val, p.buffer
 	p.scrub.cp, p.scrub.val, p.scrub.op, p.scrub.warmups = p.cp, p.val, p.op, p.warmups
 	p.cat.SetSync(p.cp.syncTiers)
-	if p.cat.Walking() {
+	select {
+	case <-p.cat.WalkDone():
+		if p.loadFailed() {
+			break
+		}
+		p.checkRecorded()
+	default:
 		// A first mount's walk or a remount's load in the background:
 		// the files read meanwhile are copied after it, and the copies
 		// the records name are checked once they are all known.
 		p.cp.readDuringWalk = map[*catalog.Entry]struct{}{}
 		p.wg.Add(1)
 		go p.afterWalk()
-	} else {
-		p.checkRecorded()
 	}
 	for i := 0; i < o.Workers; i++ {
 		p.wg.Add(1)
@@ -336,13 +340,29 @@ func (p *Placer) checkRecorded() {
 	p.warmups.queue(lost)
 }
 
+// loadFailed reports (and logs) a background load that failed: the gate
+// then stays closed (afterWalk).
+func (p *Placer) loadFailed() bool {
+	err := p.cat.LoadFailed()
+	if err != nil {
+		p.log.Error("nothing is copied this mount: the stored catalog could not be loaded", zap.Error(err))
+	}
+	return err != nil
+}
+
 // afterWalk waits for the tree to be whole, checks the recorded copies
-// and copies the files read meanwhile.
+// and copies the files read meanwhile. After a load that failed (a
+// damaged record) the gate stays closed: the tree is partial and the
+// catalog is not written, so a copy could never be recorded; readers
+// read the copies already there, or the source.
 func (p *Placer) afterWalk() {
 	defer p.wg.Done()
 	select {
 	case <-p.cat.WalkDone():
 	case <-p.ctx.Done():
+		return
+	}
+	if p.loadFailed() {
 		return
 	}
 	p.checkRecorded()

@@ -3,6 +3,7 @@ package placement
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
 	"github.com/epochfs/epochfs/internal/tier"
@@ -389,4 +392,60 @@ func TestABackgroundLoadServesCopiesAndChecksThemAfter(t *testing.T) {
 	e.waitResident()
 	e.checkAccounting()
 	e.readAllFiles()
+}
+
+// After a background load stopped by a damaged record the placer copies
+// nothing (the catalog is partial and not written): the resident files of
+// the directories read are served from their copies, the others from the
+// source, and no copy starts.
+func TestAFailedLoadCopiesNothing(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{})
+	e.p.warmups.queueAll()
+	e.waitResident()
+	e.close()
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.state, "catalog")).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("fval/zz-damaged"), []byte{0xff, 1}) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.load = make(chan struct{})
+	e.open(false)
+	read := func() {
+		opens := e.source.Stats().Opens
+		for _, p := range []string{"train/a/page", "big/two.tar"} {
+			r, err := e.p.Open(context.Background(), e.walkTo(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := readCheck(context.Background(), r, d[p], readPattern{buf: 1 << 20}); err != nil {
+				t.Errorf("%s: %v", p, err)
+			}
+			r.Close()
+		}
+		if n := e.source.Stats().Opens - opens; n != 0 {
+			t.Errorf("%d source opens for resident files, want their copies", n)
+		}
+	}
+	read() // their directories read on demand, before the load goes on
+	close(e.load)
+	if err := e.cat.WaitWalk(context.Background()); !errors.Is(err, catalog.ErrBadRecord) {
+		t.Fatalf("WaitWalk: %v, want the damaged record's error", err)
+	}
+	if !e.p.cp.walking() {
+		t.Fatal("the placer's gate opened after a failed load")
+	}
+	read()
+	if err := e.cat.List(context.Background(), e.cat.Root().Lookup("val")); !errors.Is(err, catalog.ErrBadRecord) {
+		t.Errorf("List(val): %v, want the damaged record's error", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st := e.p.Stats(); st.Done != 0 || st.CopiesCheckedAtMount != 0 {
+		t.Errorf("copies made or checked after a failed load: %+v", st)
+	}
 }
