@@ -260,8 +260,9 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	}
 	if writing && f.spec.wholeTree {
 		// Paths and "all" mean the whole tree: a write opened while the
-		// source is walked waits for the walk (interruptible).
-		if err := f.fsys.p.Catalog().WaitWalk(ctx); err != nil {
+		// source is walked (or the catalog loaded) waits for it and for
+		// the check of the recorded copies (interruptible).
+		if err := f.fsys.p.WaitReady(ctx); err != nil {
 			return nil, 0, f.fsys.toErrno(err)
 		}
 	}

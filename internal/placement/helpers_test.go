@@ -18,7 +18,6 @@ import (
 )
 
 // The shared fixtures (internal/fixture), by the names these tests use.
-const liveness = fixture.Liveness
 
 type dataset = fixture.Dataset
 

@@ -340,6 +340,24 @@ func (p *Placer) checkRecorded() {
 	p.warmups.queue(lost)
 }
 
+// WaitReady waits until the tree is whole and the copies the catalog
+// records are checked and accounted: what a warmup, a refresh or a verify
+// works on. It fails with ctx's error, the walk's (ErrWalkStopped), a
+// failed load's, or ErrClosed.
+func (p *Placer) WaitReady(ctx context.Context) error {
+	if err := p.cat.WaitWalk(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-p.cp.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.ctx.Done():
+		return ErrClosed
+	}
+}
+
 // loadFailed reports (and logs) a background load that failed: the gate
 // then stays closed (afterWalk).
 func (p *Placer) loadFailed() bool {

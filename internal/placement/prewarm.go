@@ -38,10 +38,21 @@ type PrewarmStats struct {
 // accepts, calling attach on each newly kept copy (held for the call); it
 // returns when every resident file was seen, the budgets are full, attach
 // fails, or ctx or the placer ends. A copy that cannot be opened is left
-// to its first reader, which drops it if it is missing.
+// to its first reader, which drops it if it is missing. It starts once the
+// tree is whole (a remount's catalog loads in the background): the
+// readers meanwhile open their copies themselves.
 func (p *opener) Prewarm(ctx context.Context, want func(tier int) bool, attach func(e *catalog.Entry, c *Resident) error) PrewarmStats {
 	rc := p.res
 	var st PrewarmStats
+	select {
+	case <-p.cat.WalkDone():
+	case <-ctx.Done():
+		st.Stopped = ctx.Err()
+		return st
+	case <-p.ctx.Done():
+		st.Stopped = p.ctx.Err()
+		return st
+	}
 	p.cat.Root().Files(func(e *catalog.Entry) bool {
 		i := e.Tier()
 		switch {

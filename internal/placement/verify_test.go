@@ -379,11 +379,17 @@ func TestABackgroundLoadServesCopiesAndChecksThemAfter(t *testing.T) {
 	if _, err := os.Lstat(copyOf(changed)); !os.IsNotExist(err) {
 		t.Errorf("the changed file's old copy is still in the tier: %v", err)
 	}
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if err := e.p.WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitReady during the load: %v, want the caller's deadline", err)
+	}
+	cancel()
 	close(e.load)
-	select {
-	case <-e.p.cp.ready:
-	case <-time.After(liveness):
-		t.Fatal("the placer's gate did not open after the load")
+	if err := e.p.WaitReady(context.Background()); err != nil {
+		t.Fatalf("WaitReady after the load: %v", err)
+	}
+	if e.p.cp.walking() {
+		t.Fatal("WaitReady returned before the placer's gate opened")
 	}
 	if st := e.p.Stats(); st.CopiesCheckedAtMount != int64(len(d)-1) || st.CopiesMissingAtMount != 1 || st.CopiesWrongSizeAtMount != 1 {
 		t.Errorf("check after the load: %+v; want %d checked, 1 missing, 1 of the wrong size", st, len(d)-1)
@@ -439,6 +445,9 @@ func TestAFailedLoadCopiesNothing(t *testing.T) {
 	}
 	if !e.p.cp.walking() {
 		t.Fatal("the placer's gate opened after a failed load")
+	}
+	if err := e.p.WaitReady(context.Background()); !errors.Is(err, catalog.ErrBadRecord) {
+		t.Errorf("WaitReady after a failed load: %v, want its error", err)
 	}
 	read()
 	if err := e.cat.List(context.Background(), e.cat.Root().Lookup("val")); !errors.Is(err, catalog.ErrBadRecord) {

@@ -228,8 +228,9 @@ func TestMountReturnsBeforeTheWalkAndWaitWalkAfterIt(t *testing.T) {
 // the root, status says catalog=loading, directories list through bash and
 // find -printf (read from the stored records on demand), resident files
 // read from their tier copies (no copy started, none accounted yet), and a
-// job's mkdir waits for the load; once it ends every copy is checked and
-// accounted and the catalog is the one a blocking load builds.
+// job's mkdir and a warmup wait for the load; once it ends every copy is
+// checked and accounted, the prewarm registers the copies nobody opened,
+// and the catalog is the one a blocking load builds.
 func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
 	requireFUSE(t)
 	src, paths := makeWide(t, 60, 10)
@@ -241,6 +242,7 @@ func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
 
 	e.opts.serveWhileWalking = true
 	e.opts.loadHold = make(chan struct{})
+	e.opts.prewarm = true
 	e.mount()
 	if !e.cat.Loading() || e.cat.Walked() {
 		t.Fatalf("the remount is not loading its catalog in the background (loading %v, walked %v)", e.cat.Loading(), e.cat.Walked())
@@ -274,11 +276,17 @@ func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
 	if st := e.p.Stats(); st.Done != 0 || st.CopiesCheckedAtMount != 0 {
 		t.Errorf("copies made or checked during the load: %+v", st)
 	}
-	made := make(chan error, 1)
+	made, warmed := make(chan error, 1), make(chan error, 1)
 	go func() { made <- os.Mkdir(filepath.Join(e.mnt, ".epochfs", "jobs", "j"), 0o755) }()
+	go func() {
+		// As `epochfs warmup --wait` writes it: through bash.
+		warmed <- exec.Command("bash", "-c", "echo all > "+filepath.Join(e.mnt, ".epochfs", "warmup")).Run()
+	}()
 	select {
 	case err := <-made:
 		t.Fatalf("a job was created during the load (%v)", err)
+	case err := <-warmed:
+		t.Fatalf("a warmup was taken during the load (%v)", err)
 	case <-time.After(200 * time.Millisecond):
 	}
 	close(e.opts.loadHold)
@@ -288,7 +296,14 @@ func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
 	if e.cat.Walking() {
 		t.Error("a job was created before the load ended")
 	}
-	waitFor(t, func() bool { return e.p.Stats().CopiesCheckedAtMount == int64(len(paths)) })
+	if err := <-warmed; err != nil {
+		t.Fatalf("warmup after the load: %v", err)
+	}
+	// The write returned once the recorded copies were checked: status
+	// counts them all at once.
+	if st := e.p.Stats(); st.CopiesCheckedAtMount != int64(len(paths)) {
+		t.Errorf("the warmup write returned before the copies were checked: %+v", st)
+	}
 	st := e.status()
 	if st["catalog"] != "ok" || st["files_total"] != fmt.Sprint(len(paths)) || st["copies_lost"] != "0" || st["tier.t0.files"] != fmt.Sprint(len(paths)) {
 		t.Errorf("status after the load: catalog=%s files_total=%s copies_lost=%s tier.t0.files=%s, want ok, %d, 0, %d",
@@ -296,5 +311,12 @@ func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
 	}
 	if got := treeOf(e.cat); !slices.Equal(got, want) {
 		t.Errorf("the catalog loaded in the background differs from the one stored")
+	}
+	if st["passthrough"] == "on" {
+		// 50 files were opened during the load: their readers kept them.
+		waitFor(t, func() bool { return e.status()["prewarm"] == "done" })
+		if n := e.num("prewarm_copies"); n < int64(len(paths)-50) {
+			t.Errorf("prewarm_copies=%d after the load, want at least %d (it ran over the whole tree)", n, len(paths)-50)
+		}
 	}
 }
