@@ -48,7 +48,7 @@ func (p *Placer) Status(d *status.Doc) {
 	d.Int("fill_copies", ps.FillQueued)
 	d.Int("remote_reads", ps.RemoteReads)
 	d.Int("placements_bytes", ps.BytesPlaced)
-	cat.Status(d)
+	cat.Status(d, !p.cp.walking()) // ok once the recorded copies are checked
 	d.Int("copies_lost", ps.CopiesMissingAtMount+ps.CopiesWrongSizeAtMount)
 	backlogs := p.warmups.backlogs()
 	uids := make([]uint32, 0, len(backlogs))

@@ -19,8 +19,8 @@ func Summary(w io.Writer, a, b *Doc, dt time.Duration, size func(int64) string) 
 	sizeOf := func(k string) string { return size(n(k)) }
 	fmt.Fprintf(w, "epochfs %s at %s (pid %s, transport %s, passthrough %s)\n", v("version"), v("mountpoint"), v("pid"), v("transport"), v("passthrough"))
 	catalog := v("catalog")
-	if catalog == "walking" {
-		catalog = fmt.Sprintf("walking (%s entries so far)", v("walk_entries"))
+	if catalog == "walking" || catalog == "loading" {
+		catalog = fmt.Sprintf("%s (%s entries so far)", catalog, v("walk_entries"))
 	}
 	fmt.Fprintf(w, "  dataset   %s: %s files, %s; catalog %s\n", v("source"), v("files_total"), sizeOf("bytes_total"), catalog)
 	fmt.Fprintf(w, "  resident  %s%% (%s files, %s)\n", v("resident_pct"), v("files_resident"), sizeOf("bytes_resident"))

@@ -44,3 +44,15 @@ func TestStatusSummary(t *testing.T) {
 		}
 	}
 }
+
+// A catalog in the making shows how far it got, for a walk and a load.
+func TestStatusSummaryShowsAWalkOrLoadInProgress(t *testing.T) {
+	for _, state := range []string{"walking", "loading"} {
+		b := fromMap(map[string]string{"source": "/pfs/in", "files_total": "10", "bytes_total": "0", "catalog": state, "walk_entries": "1234"})
+		var out bytes.Buffer
+		Summary(&out, b, b, time.Second, config.FormatBytes)
+		if want := "catalog " + state + " (1234 entries so far)"; !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}

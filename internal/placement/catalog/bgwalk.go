@@ -380,19 +380,21 @@ func (c *Catalog) stopWalk() {
 	}
 }
 
-// Status fills the catalog's section of the mount's status: walking, ok
-// or degraded, the background walk's progress, the records not yet
-// written.
-func (c *Catalog) Status(d *status.Doc) {
+// Status fills the catalog's section of the mount's status: walking,
+// loading, ok, degraded or failed, the background walk's progress, the
+// records not yet written. settled is false while the mount's user of
+// the tree (the placer) has not taken it whole yet: a catalog walked or
+// loaded is still "walking" or "loading" until then.
+func (c *Catalog) Status(d *status.Doc, settled bool) {
 	state, pending := c.Health()
 	entries, dirs := c.WalkProgress()
 	switch {
-	case c.Loading():
-		state = "loading"
-	case c.Walking():
-		state = "walking"
 	case c.LoadFailed() != nil:
 		state = "failed"
+	case c.Loading(), !settled && !c.walked:
+		state = "loading"
+	case c.Walking(), !settled:
+		state = "walking"
 	}
 	d.Text("catalog", state)
 	d.Int("walk_entries", entries)

@@ -329,7 +329,7 @@ func TestBackgroundLoadStopsAtADamagedRecord(t *testing.T) {
 		t.Fatalf("List(a/b/c): %v, want ErrBadRecord", err)
 	}
 	doc := status.New()
-	c.Status(doc)
+	c.Status(doc, true)
 	if got := doc.Value("catalog"); got != "failed" {
 		t.Errorf("catalog=%s, want failed", got)
 	}
