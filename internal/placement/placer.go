@@ -381,6 +381,9 @@ func (p *Placer) afterWalk() {
 		return
 	}
 	if p.loadFailed() {
+		p.cp.walkMu.Lock()
+		p.cp.readDuringWalk = nil // nothing will be copied: note nothing more
+		p.cp.walkMu.Unlock()
 		return
 	}
 	p.checkRecorded()

@@ -133,16 +133,14 @@ func (p *opener) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 	return r, nil
 }
 
-// copyLater notes e to be copied once the walk has ended; false when it
-// has (the caller copies it now).
-func (p *copier) copyLater(e *catalog.Entry) bool {
+// copyLater notes e to be copied once the gate opens (copyAfterWalk); a
+// no-op once it has taken the notes, or after a failed load.
+func (p *copier) copyLater(e *catalog.Entry) {
 	p.walkMu.Lock()
 	defer p.walkMu.Unlock()
-	if p.readDuringWalk == nil {
-		return false
+	if p.readDuringWalk != nil {
+		p.readDuringWalk[e] = struct{}{}
 	}
-	p.readDuringWalk[e] = struct{}{}
-	return true
 }
 
 // walking reports that the placer's gate is not open yet: the tree is not
@@ -188,10 +186,13 @@ func (p *opener) attach(ctx context.Context, r *Reader) {
 		// remote's copy or the source.
 		return
 	}
-	if p.cp.walking() && p.cp.copyLater(e) {
-		// While the source is walked nothing is copied (no record
-		// could name the copy before the tree is stored): the reader
-		// reads the source, and the file is copied after the walk.
+	if p.cp.walking() {
+		// Until the placer's gate opens nothing is copied (no record
+		// could name the copy before a walked tree is stored, and the
+		// recorded copies are not accounted yet): the reader reads the
+		// source, and the file is copied once the gate opens (never
+		// after a failed load).
+		p.cp.copyLater(e)
 		return
 	}
 	if f, ok := p.cp.flights.Load(e); ok {

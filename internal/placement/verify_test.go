@@ -402,13 +402,18 @@ func TestABackgroundLoadServesCopiesAndChecksThemAfter(t *testing.T) {
 
 // After a background load stopped by a damaged record the placer copies
 // nothing (the catalog is partial and not written): the resident files of
-// the directories read are served from their copies, the others from the
-// source, and no copy starts.
+// the directories read are served from their copies, a file without one
+// from the source, and no copy starts, not even a reader's.
 func TestAFailedLoadCopiesNothing(t *testing.T) {
 	d := sizedDataset()
 	e := newEnv(t, d, oneTier(1<<30), Options{})
 	e.p.warmups.queueAll()
 	e.waitResident()
+	lost := "train/a/page-1"
+	lostCopy := e.tiers[0].Path(lost)
+	if !e.p.op.dropCopy(e.entry(lost), 0) {
+		t.Fatalf("%s had no copy to drop", lost)
+	}
 	e.close()
 	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.state, "catalog")).WithLogger(nil))
 	if err != nil {
@@ -450,11 +455,26 @@ func TestAFailedLoadCopiesNothing(t *testing.T) {
 		t.Errorf("WaitReady after a failed load: %v, want its error", err)
 	}
 	read()
+	opens := e.source.Stats().Opens
+	r, err := e.p.Open(context.Background(), e.walkTo(lost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readCheck(context.Background(), r, d[lost], readPattern{buf: 1 << 20}); err != nil {
+		t.Errorf("%s: %v", lost, err)
+	}
+	r.Close()
+	if n := e.source.Stats().Opens - opens; n != 1 {
+		t.Errorf("%d source opens for a file without a copy, want 1", n)
+	}
 	if err := e.cat.List(context.Background(), e.cat.Root().Lookup("val")); !errors.Is(err, catalog.ErrBadRecord) {
 		t.Errorf("List(val): %v, want the damaged record's error", err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	if st := e.p.Stats(); st.Done != 0 || st.CopiesCheckedAtMount != 0 {
 		t.Errorf("copies made or checked after a failed load: %+v", st)
+	}
+	if _, err := os.Lstat(lostCopy); !os.IsNotExist(err) {
+		t.Errorf("the missing copy of %s was made again after a failed load (%v)", lost, err)
 	}
 }
