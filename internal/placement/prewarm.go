@@ -70,7 +70,7 @@ func (p *opener) Prewarm(ctx context.Context, want func(tier int) bool, attach f
 			st.Left++
 			return true
 		}
-		if keptOf(e) != nil {
+		if rc.keptOf(e) != nil {
 			return true // a reader was first
 		}
 		a := e.Attr()

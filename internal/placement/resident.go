@@ -5,9 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"github.com/puzpuzpuz/xsync/v3"
 )
 
 // Resident copies kept ready between opens.
@@ -15,9 +15,9 @@ import (
 // The open of a resident file is the daemon's hot path: a training epoch
 // opens every file of the dataset, and on a few cores the daemon's CPU per
 // open bounds the rate. The first open of a copy opens the tier file (open
-// and fstat) into a Resident, which is then kept in the entry's slot
-// (Entry.res): every later open of the same version takes a reference on it
-// with one compare-and-swap, no system call and no lock. The fs layer
+// and fstat) into a Resident, which is then kept in the cache's map by
+// entry (a lock-free read): every later open of the same version takes a
+// reference on it with one compare-and-swap, no system call and no lock. The fs layer
 // registers the descriptor with the kernel for passthrough and keeps the
 // registration with the Resident (Lend, then Keep), so a repeat open costs
 // no ioctl either.
@@ -41,7 +41,7 @@ import (
 // A kept Resident is served only while it is the entry's copy. Every place
 // that drops a copy clears the entry's tier and then calls forgetResident,
 // which bumps the entry's copy generation (residency.State.CopyGen) and
-// empties its slot; an open that read the tier before the drop and
+// takes its kept Resident out of the map; an open that read the tier before the drop and
 // opened the old file keeps its Resident only if the generation it read
 // before opening is still the entry's after the insert; a hit, and a
 // reopen of the descriptor, check the generation too. So a copy dropped
@@ -86,7 +86,7 @@ type Resident struct {
 
 	refs atomic.Int32
 	used atomic.Bool // opened since the hand last passed
-	kept atomic.Bool // in the entry's slot and the cache's ring
+	kept atomic.Bool // in the cache's map and ring
 
 	mu       sync.Mutex // guards fd, fdUsers, detach and closed
 	fd       int        // -1 while closed
@@ -247,6 +247,9 @@ type residentCache struct {
 	mu   sync.Mutex  // guards ring and hand
 	ring []*Resident // kept Residents (and forgotten ones the hand has not removed yet)
 	hand int
+	// kept Residents by entry: a map, not a field of every entry, as few
+	// of a dataset's files are kept at once (keepMax).
+	byEntry *xsync.MapOf[*catalog.Entry, *Resident]
 
 	open, kept                              atomic.Int64
 	hits, misses, reopens, released, unkept atomic.Int64
@@ -262,7 +265,7 @@ func newResidentCache(openFiles, keptCopies int) *residentCache {
 	if keptCopies == 0 {
 		keptCopies = MaxDefaultKeptCopies
 	}
-	return &residentCache{fdMax: max(openFiles, 0), keepMax: max(keptCopies, 0)}
+	return &residentCache{fdMax: max(openFiles, 0), keepMax: max(keptCopies, 0), byEntry: xsync.NewMapOf[*catalog.Entry, *Resident]()}
 }
 
 // ResidentStats are the counters of the copies kept ready between opens.
@@ -289,7 +292,7 @@ func (p *opener) ResidentStats() ResidentStats {
 // lookup returns a held reference on e's kept copy in tier i of version a,
 // or nil.
 func (rc *residentCache) lookup(e *catalog.Entry, i int, a catalog.Attr) *Resident {
-	c := keptOf(e)
+	c := rc.keptOf(e)
 	if c == nil || c.tier != i || c.size != a.Size || c.mtime != a.Mtime || c.gen != e.Residency().CopyGen() || !c.Hold() {
 		return nil
 	}
@@ -319,7 +322,7 @@ func (rc *residentCache) newResident(e *catalog.Entry, fd, i int, a catalog.Attr
 		return c
 	}
 	rc.mu.Lock()
-	if old := keptOf(e); old != nil {
+	if old := rc.keptOf(e); old != nil {
 		if old.Same(c) && old.Hold() {
 			rc.mu.Unlock()
 			c.Release()
@@ -340,7 +343,7 @@ func (rc *residentCache) newResident(e *catalog.Entry, fd, i int, a catalog.Attr
 		rc.prewarmed.Add(1)
 	}
 	rc.ring = append(rc.ring, c)
-	storeKept(e, c)
+	rc.storeKept(e, c)
 	rc.mu.Unlock()
 	if e.Residency().CopyGen() != gen {
 		// The copy was dropped while it was being kept.
@@ -395,10 +398,10 @@ func (rc *residentCache) removeAtHand() {
 	rc.ring = rc.ring[:last]
 }
 
-// unkeep takes c out of e's slot and drops the budget's reference; false if
+// unkeep takes c out of the map (if e's) and drops the budget's reference; false if
 // it was not kept. The ring entry is removed by the hand.
 func (rc *residentCache) unkeep(e *catalog.Entry, c *Resident) bool {
-	casKept(e, c, nil)
+	rc.casKept(e, c, nil)
 	if !c.kept.CompareAndSwap(true, false) {
 		return false
 	}
@@ -407,9 +410,9 @@ func (rc *residentCache) unkeep(e *catalog.Entry, c *Resident) bool {
 	return true
 }
 
-// forget empties e's slot.
+// forget takes e's kept Resident out of the map.
 func (rc *residentCache) forget(e *catalog.Entry) {
-	if c := keptOf(e); c != nil {
+	if c := rc.keptOf(e); c != nil {
 		rc.unkeep(e, c)
 	}
 }
@@ -432,18 +435,24 @@ func (p *opener) forgetResident(e *catalog.Entry) {
 	p.res.forget(e)
 }
 
-// keptOf is e's kept Resident (the entry's slot, catalog.Entry.Slot), or
-// nil.
-func keptOf(e *catalog.Entry) *Resident {
-	return (*Resident)(atomic.LoadPointer(e.Residency().Slot()))
+// keptOf is e's kept Resident, or nil.
+func (rc *residentCache) keptOf(e *catalog.Entry) *Resident {
+	c, _ := rc.byEntry.Load(e)
+	return c
 }
 
 // storeKept makes c e's kept Resident.
-func storeKept(e *catalog.Entry, c *Resident) {
-	atomic.StorePointer(e.Residency().Slot(), unsafe.Pointer(c))
-}
+func (rc *residentCache) storeKept(e *catalog.Entry, c *Resident) { rc.byEntry.Store(e, c) }
 
-// casKept replaces e's kept Resident old by c, if old is still it.
-func casKept(e *catalog.Entry, old, c *Resident) bool {
-	return atomic.CompareAndSwapPointer(e.Residency().Slot(), unsafe.Pointer(old), unsafe.Pointer(c))
+// casKept replaces e's kept Resident old by c (nil: none), if old is still
+// it.
+func (rc *residentCache) casKept(e *catalog.Entry, old, c *Resident) (swapped bool) {
+	rc.byEntry.Compute(e, func(cur *Resident, loaded bool) (*Resident, bool) {
+		if cur != old {
+			return cur, !loaded
+		}
+		swapped = true
+		return c, c == nil
+	})
+	return swapped
 }

@@ -70,35 +70,35 @@ type linkKey struct {
 // write), so readers never lock.
 //
 // An entry is held per dataset file for the life of the mount (1.28 M of
-// them for ImageNet), so its layout is kept small (128 bytes, a size class
+// them for ImageNet), so its layout is kept small (96 bytes, a size class
 // of Go's allocator): the first attributes are stored in the entry itself
-// in a compact form (attr is nil until they change), a directory's
-// children and the fields few other entries use share one pointer (more),
-// and the small fields are packed last.
+// in a compact form (the mode, owner and link count as the number of a
+// class most files share: attrclass.go), what few entries have (a
+// directory's children, a symlink's target, a hard link's key, attributes
+// that changed or do not fit the compact form) is behind one pointer
+// (more), and the small fields are packed last.
 type Entry struct {
 	// What an open reads (Snapshot) is in the first 64 bytes, one cache
-	// line of a 128-byte entry.
+	// line.
 	//
 	// ver counts the entry's content changes this mount, twice each: odd
-	// while attr is being replaced by a new content's (SetContent), so
-	// that Snapshot reads attributes and version as one (a seqlock).
+	// while the attributes are being replaced by a new content's
+	// (SetContent), so that Snapshot reads attributes and version as one
+	// (a seqlock).
 	ver     atomic.Uint32
 	cBlocks uint32
-	// attr is the attributes once they changed; nil while the compact
-	// first ones (c*) are current.
-	attr                          atomic.Pointer[Attr]
+	// more is what few entries have (*entryMore), nil for most files;
+	// replaced whole (copy on write), never changed in place.
+	more                          unsafe.Pointer
 	cSize, cMtime, cAtime, cCtime int64
-	cMode, cUID, cGID, cNlink     uint32
-
-	ID   uint64 // stable for the life of the mount; the root is 1
-	Path string // relative to the source root; "" for the root
-	// more is, for a directory, its children (*[]*Entry, sorted by name;
-	// nil until listed), read and replaced atomically; for other entries
-	// the fields few have (*entryExt), set before the entry is shared.
-	more unsafe.Pointer
+	cClass                        uint16 // the mode, uid, gid and nlink (attrclass.go)
+	Kind                          Kind
 	// checked is when the source was last found to agree with the
 	// attributes (unix seconds; 0: unknown), persisted in the record.
 	checked atomic.Uint32
+
+	ID   uint64 // stable for the life of the mount; the root is 1
+	Path string // relative to the source root; "" for the root (its bytes may share a block: arena.go)
 	// Index numbers the regular files 0..Files()-1 in path order (the
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
@@ -106,7 +106,6 @@ type Entry struct {
 	// state holds the tier of the copy plus one (0: none) in its low
 	// byte and stateGone once the entry is removed from the dataset.
 	state atomic.Uint32
-	Kind  Kind
 	// res is the placer's knowledge of the file this mount, which the
 	// catalog holds and never reads (Residency).
 	res residency.State
@@ -117,56 +116,66 @@ const (
 	stateGone = 1 << 8
 )
 
-// entryExt is what few entries have: a symlink's target, and the source
-// identity of a file with more than one link (files with the same key
-// share an ID, an inode of the mount, as the source's hard links share
-// their inode).
-type entryExt struct {
+// entryMore is what few entries have. An entry's is replaced whole
+// (updateMore), so that a reader holding one sees all of it or none.
+type entryMore struct {
+	// kids are a directory's children, sorted by name, once listed.
+	kids   []*Entry
+	listed bool
+	// target is a symlink's target.
 	target string
-	link   *linkKey
+	// link is the source identity of a file with more than one link
+	// (files with the same key share an ID, an inode of the mount, as the
+	// source's hard links share their inode).
+	link *linkKey
+	// attr is the attributes once they changed (SetAttr, SetContent), or
+	// first ones the compact fields cannot hold; nil while those are
+	// current.
+	attr *Attr
 }
 
-// ext is a file's or symlink's entryExt, or nil.
-func (e *Entry) ext() *entryExt {
-	if e.Kind == KindDir {
-		return nil
-	}
-	return (*entryExt)(atomic.LoadPointer(&e.more))
-}
+// moreOf is e's entryMore, or nil.
+func (e *Entry) moreOf() *entryMore { return (*entryMore)(atomic.LoadPointer(&e.more)) }
 
-// ensureExt returns a new entry's entryExt, made if it has none (before
-// the entry is shared).
-func (e *Entry) ensureExt() *entryExt {
-	x := e.ext()
-	if x == nil {
-		x = &entryExt{}
-		atomic.StorePointer(&e.more, unsafe.Pointer(x))
+// updateMore replaces e's entryMore by a copy that change changed. Callers
+// that change the same field are serialised by the caller; ones changing
+// others may race (a refresh's children and a validation's attributes):
+// each retries on the other's copy.
+func (e *Entry) updateMore(change func(m *entryMore)) {
+	for {
+		old := atomic.LoadPointer(&e.more)
+		m := new(entryMore)
+		if old != nil {
+			*m = *(*entryMore)(old)
+		}
+		change(m)
+		if atomic.CompareAndSwapPointer(&e.more, old, unsafe.Pointer(m)) {
+			return
+		}
 	}
-	return x
 }
 
 // Target is a symlink's target ("" for other entries).
 func (e *Entry) Target() string {
-	if x := e.ext(); x != nil {
-		return x.target
+	if m := e.moreOf(); m != nil {
+		return m.target
 	}
 	return ""
 }
 
 // setTarget sets a new entry's symlink target (before it is shared). A
-// directory has none (its pointer holds its children): a target a record
-// gives one is dropped.
+// directory has none: a target a record gives one is dropped.
 func (e *Entry) setTarget(t string) {
-	if e.Kind == KindDir || t == "" && e.ext() == nil {
+	if e.Kind == KindDir || t == "" && e.Target() == "" {
 		return
 	}
-	e.ensureExt().target = t
+	e.updateMore(func(m *entryMore) { m.target = t })
 }
 
 // link is the entry's hard-link key, or nil.
 func (e *Entry) link() *linkKey {
-	if x := e.ext(); x != nil {
-		return x.link
+	if m := e.moreOf(); m != nil {
+		return m.link
 	}
 	return nil
 }
@@ -174,21 +183,25 @@ func (e *Entry) link() *linkKey {
 // setLink sets a new entry's hard-link key (before it is shared); a
 // directory has none.
 func (e *Entry) setLink(k *linkKey) {
-	if e.Kind == KindDir || k == nil && e.ext() == nil {
+	if e.Kind == KindDir || k == nil && e.link() == nil {
 		return
 	}
-	e.ensureExt().link = k
+	e.updateMore(func(m *entryMore) { m.link = k })
 }
 
 // initAttr sets a new entry's first attributes (before it is shared): in
 // the entry itself when they fit its compact form.
-func (e *Entry) initAttr(a Attr) {
-	if a.Blocks < 0 || a.Blocks > 1<<32-1 {
-		e.attr.Store(&a)
+func (e *Entry) initAttr(a Attr) { e.initAttrIn(classes, a) }
+
+// initAttrIn is initAttr with the class table t.
+func (e *Entry) initAttrIn(t *classTable, a Attr) {
+	class, ok := t.of(attrClass{mode: a.Mode, uid: a.UID, gid: a.GID, nlink: a.Nlink})
+	if !ok || a.Blocks < 0 || a.Blocks > 1<<32-1 {
+		e.setWhole(a)
 		return
 	}
 	e.cSize, e.cMtime, e.cAtime, e.cCtime = a.Size, a.Mtime, a.Atime, a.Ctime
-	e.cMode, e.cUID, e.cGID, e.cNlink = a.Mode, a.UID, a.GID, a.Nlink
+	e.cClass = class
 	e.cBlocks = uint32(a.Blocks)
 }
 
@@ -197,10 +210,11 @@ func (e *Entry) Name() string { return e.Path[strings.LastIndexByte(e.Path, '/')
 
 // Attr returns the entry's attributes.
 func (e *Entry) Attr() Attr {
-	if p := e.attr.Load(); p != nil {
-		return *p
+	if m := e.moreOf(); m != nil && m.attr != nil {
+		return *m.attr
 	}
-	return Attr{Size: e.cSize, Mtime: e.cMtime, Mode: e.cMode, UID: e.cUID, GID: e.cGID, Nlink: e.cNlink,
+	k := classes.at(e.cClass)
+	return Attr{Size: e.cSize, Mtime: e.cMtime, Mode: k.mode, UID: k.uid, GID: k.gid, Nlink: k.nlink,
 		Blocks: int64(e.cBlocks), Atime: e.cAtime, Ctime: e.cCtime}
 }
 
@@ -233,18 +247,26 @@ func (e *Entry) Children() []*Entry {
 	if e.Kind != KindDir {
 		return nil
 	}
-	if p := (*[]*Entry)(atomic.LoadPointer(&e.more)); p != nil {
-		return *p
+	if m := e.moreOf(); m != nil {
+		return m.kids
 	}
 	return nil
 }
 
 // Listed reports whether e's entries are known (or e is no directory):
 // a background walk lists the others on demand (Catalog.List).
-func (e *Entry) Listed() bool { return e.Kind != KindDir || atomic.LoadPointer(&e.more) != nil }
+func (e *Entry) Listed() bool {
+	if e.Kind != KindDir {
+		return true
+	}
+	m := e.moreOf()
+	return m != nil && m.listed
+}
 
 // setChildren replaces a directory's children.
-func (e *Entry) setChildren(c []*Entry) { atomic.StorePointer(&e.more, unsafe.Pointer(&c)) }
+func (e *Entry) setChildren(c []*Entry) {
+	e.updateMore(func(m *entryMore) { m.kids, m.listed = c, true })
+}
 
 // Gone reports that the entry was removed from the dataset.
 func (e *Entry) Gone() bool { return e.state.Load()&stateGone != 0 }

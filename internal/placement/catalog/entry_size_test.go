@@ -1,15 +1,16 @@
 package catalog
 
 import (
+	"sync"
 	"testing"
 	"unsafe"
 )
 
-// An entry stays 128 bytes (a size class of Go's allocator) with the
+// An entry stays 96 bytes (a size class of Go's allocator) with the
 // placer's residency in it: every file of a dataset has one entry.
 func TestEntrySizeWithResidency(t *testing.T) {
-	if n := unsafe.Sizeof(Entry{}); n > 128 {
-		t.Errorf("catalog.Entry is %d bytes, want at most 128", n)
+	if n := unsafe.Sizeof(Entry{}); n > 96 {
+		t.Errorf("catalog.Entry is %d bytes, want at most 96", n)
 	}
 }
 
@@ -82,5 +83,108 @@ func TestEntryStateWords(t *testing.T) {
 	s.setTarget("../x")
 	if s.Target() != "../x" || s.Children() != nil || s.Listed() != true {
 		t.Fatalf("symlink: target %q", s.Target())
+	}
+}
+
+// The class table numbers each class once, gives every caller the same
+// number, and refuses a class more than it holds; an entry whose class
+// does not fit keeps its attributes whole.
+func TestAttrClassTableIsBounded(t *testing.T) {
+	tab := newClassTable(3 * classChunk)
+	var wg sync.WaitGroup
+	got := make([][]uint16, 4)
+	for g := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3 * classChunk {
+				id, ok := tab.of(attrClass{mode: 0o100000 | uint32(i), uid: 1000, gid: 1000, nlink: 1})
+				if !ok {
+					t.Errorf("class %d refused with %d in the table", i, tab.n)
+					return
+				}
+				got[g] = append(got[g], id)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[uint16]bool{}
+	for i, id := range got[0] {
+		for g := range got {
+			if got[g][i] != id {
+				t.Fatalf("class %d numbered %d and %d", i, id, got[g][i])
+			}
+		}
+		if seen[id] {
+			t.Fatalf("number %d given to two classes", id)
+		}
+		seen[id] = true
+		if k := tab.at(id); k.mode != 0o100000|uint32(i) {
+			t.Fatalf("class %d reads back as %+v", id, k)
+		}
+	}
+	if _, ok := tab.of(attrClass{mode: 0o100777, uid: 1}); ok {
+		t.Fatal("a class was added to a full table")
+	}
+	if id, ok := tab.of(attrClass{mode: 0o100005, uid: 1000, gid: 1000, nlink: 1}); !ok || id != got[0][5] {
+		t.Fatalf("a known class in a full table: %d %v", id, ok)
+	}
+	a := Attr{Size: 5, Mtime: 6, Mode: 0o100600, UID: 77, GID: 78, Nlink: 9, Blocks: 8, Atime: 10, Ctime: 11}
+	e := &Entry{Kind: KindFile}
+	e.initAttrIn(tab, a)
+	if m := e.moreOf(); m == nil || m.attr == nil {
+		t.Fatal("an entry whose class did not fit was stored compact")
+	}
+	if got := e.Attr(); got != a {
+		t.Fatalf("attributes %+v, want %+v", got, a)
+	}
+}
+
+// Entries of the same mode, owner and link count share a class; others
+// get their own, and each reads back its own.
+func TestEntriesShareAttrClasses(t *testing.T) {
+	for i := range 1000 {
+		a := Attr{Size: int64(i), Mode: 0o100644 | uint32(i%3)<<6, UID: 4000 + uint32(i%5), GID: 4000, Nlink: 1 + uint32(i%2)}
+		e := &Entry{Kind: KindFile}
+		e.initAttr(a)
+		if m := e.moreOf(); m != nil && m.attr != nil {
+			t.Fatalf("entry %d kept its attributes whole", i)
+		}
+		if got := e.Attr(); got != a {
+			t.Fatalf("entry %d: %+v, want %+v", i, got, a)
+		}
+	}
+}
+
+// A directory's children and its attributes share the entry's one
+// pointer: a refresh replacing the children while a validation replaces
+// the attributes loses neither.
+func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
+	for range 200 {
+		d := &Entry{Kind: KindDir}
+		d.initAttr(Attr{Mode: 0o40755, Nlink: 2})
+		kids := make([][]*Entry, 100)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range kids {
+				kids[i] = []*Entry{{Kind: KindFile, Path: "k"}}
+				d.setChildren(kids[i])
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				d.SetAttr(Attr{Mode: 0o40755, Nlink: 2, Mtime: int64(i)})
+			}
+		}()
+		wg.Wait()
+		if got := d.Children(); len(got) != 1 || got[0] != kids[99][0] || !d.Listed() {
+			t.Fatalf("children after the race: %v (listed %v), want the last set", got, d.Listed())
+		}
+		if a := d.Attr(); a.Mtime != 99 {
+			t.Fatalf("attributes after the race: %+v, want the last set (mtime 99)", a)
+		}
 	}
 }

@@ -30,7 +30,8 @@ func getValue(txn *badger.Txn, key []byte) []byte {
 }
 
 // eachRecord calls fn with the path and the decoded record of every stored
-// entry, in path order; a record that does not decode fails the walk.
+// entry, in path order; a record that does not decode fails the walk. The
+// paths share blocks (arena.go).
 func (c *Catalog) eachRecord(fn func(p string, rec record) error) error {
 	return c.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
@@ -38,9 +39,10 @@ func (c *Catalog) eachRecord(fn func(p string, rec record) error) error {
 		opts.PrefetchSize = 1000
 		it := txn.NewIterator(opts)
 		defer it.Close()
+		var paths pathArena
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			p := string(item.Key()[len(keyFilePrefix):])
+			p := paths.bytes(item.Key()[len(keyFilePrefix):])
 			var rec record
 			err := item.Value(func(v []byte) error {
 				var derr error
@@ -241,6 +243,7 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 		opts.PrefetchValues = false
 		it := txn.NewIterator(opts)
 		defer it.Close()
+		var paths pathArena
 		n := 0
 		for it.Rewind(); it.Valid(); n++ {
 			if n%1024 == 1023 && ctx.Err() != nil {
@@ -252,7 +255,7 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 				it.Next() // the root's own record
 				continue
 			}
-			p := string(key[len(keyFilePrefix):])
+			p := key[len(keyFilePrefix):]
 			if slash := bytes.IndexByte(rest, '/'); slash >= 0 {
 				name := string(rest[:slash])
 				if k := lookupIn(kids, name); k != nil && k.Kind == KindDir {
@@ -261,9 +264,9 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 					it.Seek(append(append(slices.Clip(prefix), rest[:slash]...), '0'))
 					continue
 				}
-				orphans = append(orphans, p)
+				orphans = append(orphans, string(p))
 				if rec, derr := c.decodeItem(it.Item()); derr == nil && rec.Kind == KindFile && rec.Tier != "" {
-					stale = append(stale, StaleCopy{Tier: rec.Tier, Path: p, Size: rec.Size})
+					stale = append(stale, StaleCopy{Tier: rec.Tier, Path: string(p), Size: rec.Size})
 				}
 				it.Next()
 				continue
@@ -272,9 +275,10 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 			if derr != nil {
 				return fmt.Errorf("catalog: entry %q: %w", p, derr)
 			}
-			kids = append(kids, c.newEntry(p, rec))
+			kids = append(kids, c.newEntry(paths.bytes(p), rec))
 			it.Next()
 		}
+		compactPaths(kids)
 		return nil
 	})
 	return kids, orphans, stale, err

@@ -52,14 +52,21 @@ func checkedBits(t int64) uint32 { return uint32(min(max(t, 0), 1<<32-1)) }
 
 // SetAttr records new attributes of the source's file, of the same
 // content (its size and mtime unchanged: SetContent otherwise).
-func (e *Entry) SetAttr(a Attr) { e.attr.Store(&a) }
+func (e *Entry) SetAttr(a Attr) { e.setWhole(a) }
+
+// setWhole makes a the entry's attributes, kept whole (entryMore.attr).
+func (e *Entry) setWhole(a Attr) {
+	whole := new(Attr) // allocated here only: &a would move every caller's a to the heap
+	*whole = a
+	e.updateMore(func(m *entryMore) { m.attr = whole })
+}
 
 // SetContent records the attributes of a new content of the source's
 // file and starts a new content version (Version). Callers are
 // serialised (the placer's validator.refreshMu).
 func (e *Entry) SetContent(a Attr) {
 	e.ver.Add(1)
-	e.attr.Store(&a)
+	e.setWhole(a)
 	e.ver.Add(1)
 }
 

@@ -78,12 +78,14 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 // targets. An error is the directory's own (it could not be read).
 func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
 	des, err := src.WalkReadDir(ctx, d.Path)
-	var kids []*Entry
+	kids := make([]*Entry, 0, len(des))
+	size := 0
 	for _, de := range des {
-		p := de.Name()
-		if d.Path != "" {
-			p = d.Path + "/" + de.Name()
-		}
+		size += len(d.Path) + 1 + len(de.Name())
+	}
+	paths := sizedArena(size)
+	for _, de := range des {
+		p := paths.join(d.Path, de.Name())
 		info, ierr := de.Info()
 		if ierr != nil {
 			log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))

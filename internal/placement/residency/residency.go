@@ -2,26 +2,24 @@
 // what the catalog persists (the tier that holds its copy, its attributes,
 // when the source was last checked): whether it fit no tier, whether the
 // source was checked this mount, whether its background recheck is due,
-// its copy generation, and the placer's kept copy of it.
+// and its copy generation.
 //
 // The catalog holds one State in every entry, so that it costs no map
 // lookup and no memory beyond its fields, and never reads it: only
 // placement does (catalog.Entry.Residency).
 package residency
 
-import (
-	"sync/atomic"
-	"unsafe"
-)
+import "sync/atomic"
 
 // State is one file's residency this mount. The zero value is a file
 // nothing is known of yet.
 //
-// It is 16 bytes, one of every entry of the catalog: the marks share one
+// It is 8 bytes, one of every entry of the catalog: the marks share one
 // word, and the copy generation is 32 bits (a file's copy would have to be
 // dropped 2³² times within one placer's read for two generations to meet).
+// The placer's kept copies of the few files it keeps open are its own
+// (internal/placement/resident.go).
 type State struct {
-	slot    unsafe.Pointer
 	copyGen atomic.Uint32 // bumped at every drop of a copy (internal/placement/resident.go)
 	marks   atomic.Uint32
 }
@@ -69,9 +67,3 @@ func (s *State) CopyGen() uint64 { return uint64(s.copyGen.Load()) }
 
 // BumpCopyGen starts a new copy generation.
 func (s *State) BumpCopyGen() { s.copyGen.Add(1) }
-
-// Slot is where the placer keeps its open copy of the file (a
-// *placement.Resident, loaded and swapped with sync/atomic's pointer
-// functions): a typed pointer would make this package import the placer,
-// and an interface would grow every entry.
-func (s *State) Slot() *unsafe.Pointer { return &s.slot }

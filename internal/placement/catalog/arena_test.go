@@ -1,0 +1,75 @@
+package catalog
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// Strings from an arena read back as given, each its own bytes, however
+// long and however many: later ones never write over earlier ones.
+func TestPathArenaKeepsEveryString(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var a pathArena
+	var want, got []string
+	for i := range 20000 {
+		n := r.IntN(64)
+		if i%997 == 0 {
+			n = arenaMax/4 + r.IntN(arenaMax) // longer than a block takes
+		}
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte('a' + r.IntN(26))
+		}
+		switch i % 3 {
+		case 0:
+			got = append(got, a.bytes(b))
+			want = append(want, string(b))
+		case 1:
+			got = append(got, a.str(string(b)))
+			want = append(want, string(b))
+		default:
+			dir := strings.Repeat("d", r.IntN(3)*5)
+			got = append(got, a.join(dir, string(b)))
+			if dir == "" {
+				want = append(want, string(b))
+			} else {
+				want = append(want, dir+"/"+string(b))
+			}
+		}
+		for j := range b {
+			b[j] = '!' // the caller's bytes are its own
+		}
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("string %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	if a.next != arenaMax {
+		t.Errorf("blocks grew to %d bytes, want %d", a.next, arenaMax)
+	}
+}
+
+// A sized arena takes one block; compactPaths moves paths into one block
+// of their size and keeps them equal.
+func TestSizedArenaAndCompactPaths(t *testing.T) {
+	a := sizedArena(3 + 5 + 6)
+	x, y, z := a.str("abc"), a.join("d", "efg"), a.bytes([]byte("hijklm"))
+	if x != "abc" || y != "d/efg" || z != "hijklm" || len(a.buf) != cap(a.buf) {
+		t.Fatalf("%q %q %q, block %d of %d", x, y, z, len(a.buf), cap(a.buf))
+	}
+	if unsafe.Pointer(unsafe.StringData(y)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(x)), 3) || unsafe.Pointer(unsafe.StringData(z)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(y)), 5) {
+		t.Fatal("a sized arena's strings are not in one block")
+	}
+	var b pathArena
+	kids := []*Entry{{Path: b.str("d/one")}, {Path: ""}, {Path: b.str("d/three")}}
+	compactPaths(kids)
+	if kids[0].Path != "d/one" || kids[1].Path != "" || kids[2].Path != "d/three" {
+		t.Fatalf("paths after compaction: %q %q %q", kids[0].Path, kids[1].Path, kids[2].Path)
+	}
+	if unsafe.Pointer(unsafe.StringData(kids[2].Path)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(kids[0].Path)), 5) {
+		t.Fatal("compacted paths are not in one block")
+	}
+}
