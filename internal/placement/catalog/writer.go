@@ -327,8 +327,15 @@ func (c *Catalog) startWriter() {
 		defer close(c.w.done)
 		t := time.NewTicker(c.w.interval)
 		defer t.Stop()
-		last := time.Now()
+		// last is the start of the last batch written: none yet, so an
+		// update to a catalog whose writer has only just started is not
+		// held back for a gap nothing began.
+		var last time.Time
+		start, before := time.Now(), c.w.batches.Load()
 		c.flush() // updates made before the writer started
+		if c.w.batches.Load() != before {
+			last = start
+		}
 		for {
 			select {
 			case <-c.w.stop:
