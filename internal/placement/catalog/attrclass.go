@@ -14,7 +14,7 @@ import (
 // mode, uid, gid and nlink as the number of a class in one table of the
 // process: 2 bytes instead of 16. The table only grows, and to at most
 // maxClasses classes (1 MiB, made 4 KiB at a time): an entry whose
-// attributes would need a class more keeps them whole (Entry.attr), as
+// attributes would need a class more keeps them whole (entryMore.attr), as
 // one whose blocks do not fit 32 bits does. A source cannot grow the
 // daemon past that bound by varying its modes and owners.
 
