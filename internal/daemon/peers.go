@@ -220,7 +220,7 @@ func (m *Mount) peerHeld(i int) bool {
 		return false
 	}
 	a := e.Attr()
-	return m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime})
+	return m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path(), Size: a.Size, Mtime: a.Mtime})
 }
 
 // census is where the dataset's files are kept, as this node sees it:
@@ -252,7 +252,7 @@ func (m *Mount) takeCensus() census {
 		case e.Tier() >= 0:
 			c.here++
 			c.hereBytes += a.Size
-		case m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime}):
+		case m.cl.KeptElsewhere(cluster.FileKey{Path: e.Path(), Size: a.Size, Mtime: a.Mtime}):
 			c.peers++
 			c.peersBytes += a.Size
 		default:

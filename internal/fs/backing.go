@@ -26,7 +26,7 @@ type backing = placement.Registration
 func (fsys *FS) backingOf(n *node, res *placement.Resident) *backing {
 	b, err := fsys.attach(n.StableAttr().Ino, res)
 	if err != nil {
-		fsys.refused("opening in cached mode", n.e.Path, err)
+		fsys.refused("opening in cached mode", n.e.Path(), err)
 	}
 	return b
 }

@@ -26,7 +26,7 @@ func (f *fakePaths) target(content bool) pathTarget {
 			if strings.Contains(p, "bad") {
 				return nil, fmt.Errorf("%w: %q", placement.ErrNoEntry, p)
 			}
-			return []*catalog.Entry{{Path: p}}, nil
+			return []*catalog.Entry{catalog.NewFile(p, catalog.Attr{})}, nil
 		},
 		hold: func(req pathRequest) (heldRequest, error) {
 			var items []string
@@ -35,7 +35,7 @@ func (f *fakePaths) target(content bool) pathTarget {
 				items = append(items, "ALL")
 			default:
 				for _, e := range req.files {
-					items = append(items, e.Path)
+					items = append(items, e.Path())
 				}
 			}
 			if req.content {
@@ -503,7 +503,7 @@ func TestAConfigChecksEachSubsetPrefixOnce(t *testing.T) {
 func TestALineThatNamesManyFilesIsChargedAtOnce(t *testing.T) {
 	many := make([]*catalog.Entry, 10000)
 	for i := range many {
-		many[i] = &catalog.Entry{Path: "d/f"}
+		many[i] = catalog.NewFile("d/f", catalog.Attr{})
 	}
 	lines := 0
 	target := pathTarget{

@@ -69,7 +69,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	c := d.kids[d.next]
 	d.next++
 	d.n.fsys.dirEntries.Add(1)
-	d.cur = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID, c.Version()), Off: uint64(d.next)}
+	d.cur = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID(), c.Version()), Off: uint64(d.next)}
 	return &d.cur, 0
 }
 

@@ -27,7 +27,7 @@ import (
 func (fsys *FS) OnEvent(ev placement.Event) {
 	switch ev.Kind {
 	case placement.EntryChanged:
-		if in := fsys.inodeOf(ev.Entry.Path); in != nil {
+		if in := fsys.inodeOf(ev.Entry.Path()); in != nil {
 			if n, ok := in.Operations().(*node); ok && n.stale() {
 				// A new content is a new inode (ino.go): the kernel
 				// drops the path's entry and looks it up again; the old
@@ -35,7 +35,7 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 				// the handles still open on it. An open of it answers
 				// ESTALE (file.go), and the kernel looks the path up
 				// again at once.
-				fsys.dropEntry(ev.Entry.Path)
+				fsys.dropEntry(ev.Entry.Path())
 				return
 			}
 			if ev.Sync {
@@ -51,7 +51,7 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 			}
 		}
 	case placement.EntryRemoved:
-		dir, name := splitPath(ev.Entry.Path)
+		dir, name := splitPath(ev.Entry.Path())
 		parent := fsys.inodeOf(dir)
 		if parent == nil {
 			return // the kernel has nothing of it cached
@@ -65,7 +65,7 @@ func (fsys *FS) OnEvent(ev placement.Event) {
 			parent.NotifyContent(0, 0)
 		}()
 	case placement.EntryAdded:
-		fsys.dropEntry(ev.Entry.Path)
+		fsys.dropEntry(ev.Entry.Path())
 	}
 }
 

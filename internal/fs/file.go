@@ -70,7 +70,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	}
 	release()
 	if err != nil {
-		return nil, 0, n.fsys.ioError(ctx, n.e.Path, err)
+		return nil, 0, n.fsys.ioError(ctx, n.e.Path(), err)
 	}
 	r.SetOpener(opener(ctx)) // (a chmod on the source before its first read)
 	if !mayRead(ctx, r.Attr()) {
@@ -166,7 +166,7 @@ func (h *ptHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadR
 	n, err := h.r.ReadAt(rctx, dest, off)
 	release()
 	if err != nil {
-		return nil, h.n.fsys.ioError(ctx, h.n.e.Path, err)
+		return nil, h.n.fsys.ioError(ctx, h.n.e.Path(), err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
@@ -215,7 +215,7 @@ func (h *cachedHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 	n, err := h.r.ReadAt(rctx, dest, off)
 	release()
 	if err != nil {
-		return nil, h.n.fsys.ioError(ctx, h.n.e.Path, err)
+		return nil, h.n.fsys.ioError(ctx, h.n.e.Path(), err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -91,7 +91,7 @@ func (n *node) stale() bool { return n.e.Version() != n.ver }
 
 func fillAttr(e *catalog.Entry, out *fuse.Attr) {
 	fillFrom(e.Kind, e.Attr(), out)
-	out.Ino = e.ID
+	out.Ino = e.ID()
 }
 
 // fillFrom fills out from a of an entry of kind k (the inode number is
@@ -131,7 +131,7 @@ func timeOf(ns int64) (uint64, uint32) {
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if n.e.Path == "" && name == ctlName {
+	if n.e.Path() == "" && name == ctlName {
 		return n.fsys.ctlLookup(ctx, &n.Inode, out)
 	}
 	if err := n.fsys.listed(ctx, n.e); err != nil {
@@ -146,7 +146,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	out.SetEntryTimeout(n.fsys.o.Timeout)
 	out.SetAttrTimeout(n.fsys.o.Timeout)
 	ch := newNode(n.fsys, c, a, ver)
-	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: fileIno(c.ID, ver)}), 0
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: fileIno(c.ID(), ver)}), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -181,7 +181,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		return 0, absentXattr(attr)
 	default:
 		rctx, release := reqCtx(ctx, n.fsys.budget())
-		val, ok, err := n.fsys.p.Source().Xattr(rctx, n.e.Path, attr)
+		val, ok, err := n.fsys.p.Source().Xattr(rctx, n.e.Path(), attr)
 		release()
 		if err != nil {
 			return 0, n.fsys.toErrno(err)
@@ -219,7 +219,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 		return 0, 0
 	}
 	rctx, release := reqCtx(ctx, n.fsys.budget())
-	names, err := n.fsys.p.Source().XattrNames(rctx, n.e.Path)
+	names, err := n.fsys.p.Source().XattrNames(rctx, n.e.Path())
 	release()
 	if err != nil {
 		return 0, n.fsys.toErrno(err)

@@ -50,9 +50,9 @@ func (fsys *FS) startPrewarm() {
 		defer close(pw.done)
 		t0 := time.Now()
 		st := fsys.p.Prewarm(ctx, fsys.passthroughTier, func(e *catalog.Entry, c *placement.Resident) error {
-			_, err := fsys.attach(fileIno(e.ID, e.Version()), c)
+			_, err := fsys.attach(fileIno(e.ID(), e.Version()), c)
 			if err != nil {
-				fsys.refused("prewarm stopped", e.Path, err)
+				fsys.refused("prewarm stopped", e.Path(), err)
 			}
 			return err
 		})

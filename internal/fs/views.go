@@ -113,10 +113,10 @@ var (
 )
 
 func (n *viewNode) ino() uint64 {
-	if n.e.Path == "" {
+	if n.e.Path() == "" {
 		return n.tree.rootIno
 	}
-	return n.tree.inoBase + n.e.ID
+	return n.tree.inoBase + n.e.ID()
 }
 
 // fillAttr: a directory as its source directory; a view read-only with
@@ -193,9 +193,9 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 		}
 		switch c.Kind {
 		case catalog.KindDir:
-			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: n.tree.inoBase + c.ID})
+			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: n.tree.inoBase + c.ID()})
 		case catalog.KindFile:
-			list = append(list, fuse.DirEntry{Name: c.Name() + viewSuffix, Mode: syscall.S_IFREG, Ino: n.tree.inoBase + c.ID})
+			list = append(list, fuse.DirEntry{Name: c.Name() + viewSuffix, Mode: syscall.S_IFREG, Ino: n.tree.inoBase + c.ID()})
 		}
 	}
 	return fusefs.NewListDirStream(list), 0
@@ -233,7 +233,7 @@ func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	defer release()
 	data, err := n.tree.open(rctx, n.e)
 	if err != nil {
-		return nil, 0, n.fsys.viewError(ctx, n.tree.label+"/"+n.e.Path, err)
+		return nil, 0, n.fsys.viewError(ctx, n.tree.label+"/"+n.e.Path(), err)
 	}
 	return &viewHandle{data: data}, fuse.FOPEN_DIRECT_IO, 0
 }

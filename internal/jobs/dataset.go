@@ -62,13 +62,13 @@ func (m *Manager) joins(j *job, e *catalog.Entry) bool {
 	if e.Gone() || e.Kind != catalog.KindFile {
 		return false
 	}
-	if !underSubset(e.Path, j.cfg.Subset) {
+	if !underSubset(e.Path(), j.cfg.Subset) {
 		return false
 	}
 	if j.owner.Root() {
 		return true
 	}
-	files, err := m.p.Catalog().ResolvePathsAs(j.owner, []string{e.Path})
+	files, err := m.p.Catalog().ResolvePathsAs(j.owner, []string{e.Path()})
 	return err == nil && len(files) == 1 && files[0] == e
 }
 

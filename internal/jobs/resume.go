@@ -42,7 +42,7 @@ func (m *Manager) State(ref Ref) ([]byte, error) {
 		// (slow ones, carried to the next batch) were not read.
 		files := m.fileList()
 		for _, i := range m.vs.Carried(j.key, sn.WorldSize) {
-			unread = append(unread, files[i].Path)
+			unread = append(unread, files[i].Path())
 		}
 	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
@@ -87,7 +87,7 @@ func (m *Manager) clusterHanded(name string, j *job, sn *sampler.Snapshot) ([]st
 			if sn.Subset != nil {
 				g = sn.Subset[l]
 			}
-			unread = append(unread, files[g].Path)
+			unread = append(unread, files[g].Path())
 		})
 		sn.Epochs[i].Handed = claimed
 	}
@@ -263,7 +263,7 @@ func (m *Manager) numbered(prefixes []string) int { return numberedOf(m.fileList
 // numberedOf is numbered over files.
 func numberedOf(files []*catalog.Entry, prefixes []string) int {
 	for _, e := range files {
-		if e.Gone() && underSubset(e.Path, prefixes) {
+		if e.Gone() && underSubset(e.Path(), prefixes) {
 			return 0
 		}
 	}
@@ -296,17 +296,17 @@ func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot)
 		globals = append(globals, g)
 	}
 	for g, e := range files[:d.Numbered] {
-		if e.Gone() && underSubset(e.Path, prefixes) {
+		if e.Gone() && underSubset(e.Path(), prefixes) {
 			globals = append(globals, int32(g))
 		}
 	}
 	if len(globals) != d.Samples {
 		return nil, nil, false
 	}
-	slices.SortFunc(globals, func(a, b int32) int { return pathCompare(files[a].Path, files[b].Path) })
+	slices.SortFunc(globals, func(a, b int32) int { return pathCompare(files[a].Path(), files[b].Path()) })
 	h := xxhash.New()
 	for _, g := range globals {
-		h.WriteString(files[g].Path)
+		h.WriteString(files[g].Path())
 		h.Write([]byte{0})
 	}
 	if h.Sum64() != d.Hash {
@@ -420,11 +420,11 @@ func epochOrder(files []*catalog.Entry, gone func(int) bool, base int, subset []
 	}
 	if !walked {
 		// Files a refresh added are numbered after every other.
-		slices.SortFunc(order, func(a, b int32) int { return pathCompare(files[global(a)].Path, files[global(b)].Path) })
+		slices.SortFunc(order, func(a, b int32) int { return pathCompare(files[global(a)].Path(), files[global(b)].Path()) })
 	}
 	h := xxhash.New()
 	for _, l := range order {
-		h.WriteString(files[global(l)].Path)
+		h.WriteString(files[global(l)].Path())
 		h.Write([]byte{0})
 	}
 	return order, h.Sum64()

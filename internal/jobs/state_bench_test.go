@@ -19,7 +19,7 @@ func BenchmarkStateOfImageNet(b *testing.B) {
 	files := make([]*catalog.Entry, n)
 	for i := range files {
 		class := i / 1282
-		files[i] = &catalog.Entry{Path: fmt.Sprintf("train/n%08d/n%08d_%d.JPEG", 1440000+class, 1440000+class, i)}
+		files[i] = catalog.NewFile(fmt.Sprintf("train/n%08d/n%08d_%d.JPEG", 1440000+class, 1440000+class, i), catalog.Attr{})
 	}
 	noneGone := func(int) bool { return false }
 	s, err := sampler.New(sampler.Options{Samples: n, Lease: -1})

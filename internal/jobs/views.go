@@ -116,7 +116,7 @@ func (m *Manager) Augmented(ctx context.Context, ref Ref, e *catalog.Entry) ([]b
 		return nil, fmt.Errorf("%w: %q", ErrNoJob, ref.Name)
 	}
 	if int(e.Index) < 0 || !m.visible(j, e) {
-		return nil, fmt.Errorf("jobs: %s: %w", e.Path, placement.ErrNoEntry)
+		return nil, fmt.Errorf("jobs: %s: %w", e.Path(), placement.ErrNoEntry)
 	}
 	// A job that reads its views is alive, like one that reads next.
 	if err := m.s.TouchJob(j.key); err != nil {
@@ -167,7 +167,7 @@ func (m *Manager) visible(j *job, e *catalog.Entry) bool {
 	if j.owner.Root() {
 		return true
 	}
-	_, err := m.p.Catalog().LookupAs(j.owner, e.Path)
+	_, err := m.p.Catalog().LookupAs(j.owner, e.Path())
 	return err == nil
 }
 

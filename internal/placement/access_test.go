@@ -42,7 +42,7 @@ func setEntryAttr(e *catalog.Entry, mode, uid, gid uint32) {
 func pathsOf(files []*catalog.Entry) []string {
 	var out []string
 	for _, f := range files {
-		out = append(out, f.Path)
+		out = append(out, f.Path())
 	}
 	slices.Sort(out)
 	return out

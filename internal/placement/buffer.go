@@ -109,7 +109,7 @@ func (b *Buffer) fetchInto(ctx context.Context, be *bufEntry) {
 	data, err := b.read(ctx, be.Key, be.Size)
 	b.buf.Finish(be, data, err)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		b.log.Warn("buffer fetch failed", zap.String("path", be.Key.Path), zap.Error(err))
+		b.log.Warn("buffer fetch failed", zap.String("path", be.Key.Path()), zap.Error(err))
 	}
 }
 
@@ -135,24 +135,24 @@ func (p *Placer) readWhole(ctx context.Context, e *catalog.Entry, size int64) ([
 		return nil, err
 	}
 	if n != size {
-		return nil, fmt.Errorf("placement: fetch %s: read %d bytes, expected %d", e.Path, n, size)
+		return nil, fmt.Errorf("placement: fetch %s: read %d bytes, expected %d", e.Path(), n, size)
 	}
 	return data, nil
 }
 
 // readWholeSource reads e whole from the source.
 func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int64) ([]byte, error) {
-	sf, err := p.src.Open(ctx, e.Path)
+	sf, err := p.src.Open(ctx, e.Path())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path())
 		}
-		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, err)
+		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path(), err)
 	}
 	defer sf.Close()
 	a := e.Attr()
 	if a.Size != size {
-		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, source.ErrChanged)
+		return nil, fmt.Errorf("placement: fetch %s: %w", e.Path(), source.ErrChanged)
 	}
 	if err := p.cp.opened(e, sf, a); err != nil {
 		return nil, err
@@ -167,16 +167,16 @@ func (p *Placer) readWholeSource(ctx context.Context, e *catalog.Entry, size int
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("placement: fetch %s: %w", e.Path, err)
+			return nil, fmt.Errorf("placement: fetch %s: %w", e.Path(), err)
 		}
 	}
 	if off != size {
-		return nil, fmt.Errorf("placement: fetch %s: read %d bytes, expected %d", e.Path, off, size)
+		return nil, fmt.Errorf("placement: fetch %s: read %d bytes, expected %d", e.Path(), off, size)
 	}
 	// One more byte would mean the file grew.
 	var one [1]byte
 	if n, _ := sf.ReadAt(ctx, one[:], size); n != 0 {
-		return nil, fmt.Errorf("placement: fetch %s: file grew past %d bytes", e.Path, size)
+		return nil, fmt.Errorf("placement: fetch %s: file grew past %d bytes", e.Path(), size)
 	}
 	return data, nil
 }
@@ -218,7 +218,7 @@ func (b *Buffer) Fetch(e *catalog.Entry, done func(error)) {
 			case e.Tier() >= 0:
 				done(ErrPlaced)
 			case !e.Residency().NoSpace() && b.placeable(e):
-				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path))
+				done(fmt.Errorf("placement: fetch %s: the copy failed", e.Path()))
 			default:
 				b.fetchWG.Add(1) // balanced by fetchBuffered
 				b.fetchBuffered(e, done)
@@ -262,7 +262,7 @@ func (p *Placer) place(e *catalog.Entry) {
 
 // fetchBuffered reads e into the buffer; the caller did fetchWG.Add(1).
 func (b *Buffer) fetchBuffered(e *catalog.Entry, done func(error)) {
-	be, created, err := b.buf.Reserve(e, e.Attr().Size, e.Path)
+	be, created, err := b.buf.Reserve(e, e.Attr().Size, e.Path())
 	if err != nil {
 		b.fetchWG.Done()
 		go done(err)
@@ -378,7 +378,7 @@ func (b *Buffer) attach(r *Reader) bool {
 	default:
 		return false
 	}
-	be, created, err := b.buf.Reserve(e, e.Attr().Size, e.Path)
+	be, created, err := b.buf.Reserve(e, e.Attr().Size, e.Path())
 	if err != nil {
 		<-b.demand
 		return false

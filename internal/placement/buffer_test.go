@@ -84,8 +84,8 @@ func TestBufferOneSourceFetchPerFileUnderConcurrentFetchAndOpen(t *testing.T) {
 				buf := make([]byte, f.Attr().Size)
 				n, err := r.ReadAt(context.Background(), buf, 0)
 				r.Close()
-				if err != nil || string(buf[:n]) != string(data[f.Path]) {
-					errs <- fmt.Errorf("%s: %d bytes differ from the source (err %v)", f.Path, n, err)
+				if err != nil || string(buf[:n]) != string(data[f.Path()]) {
+					errs <- fmt.Errorf("%s: %d bytes differ from the source (err %v)", f.Path(), n, err)
 				}
 			}
 		}()
@@ -121,7 +121,7 @@ func TestBufferBudgetIsRespectedAndReleasedEntriesMakeRoom(t *testing.T) {
 	}
 	// A released entry keeps serving readers until its room is needed.
 	e.p.Buffer().Release(files[0])
-	if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path]) {
+	if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path()]) {
 		t.Fatal("released entry read differs")
 	}
 	if err := fetchWait(e.p, files[3]); err != nil {
@@ -135,8 +135,8 @@ func TestBufferBudgetIsRespectedAndReleasedEntriesMakeRoom(t *testing.T) {
 	}
 	before := e.source.Stats().Bytes
 	for _, f := range files[1:4] {
-		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path]) {
-			t.Fatalf("%s: buffered read differs", f.Path)
+		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path()]) {
+			t.Fatalf("%s: buffered read differs", f.Path())
 		}
 	}
 	if d := e.source.Stats().Bytes - before; d != 0 {
@@ -165,7 +165,7 @@ func TestBufferDropFreesMemoryOnlyWhenNoReaderHoldsIt(t *testing.T) {
 	}
 	buf := make([]byte, f.Attr().Size)
 	n, err := r.ReadAt(context.Background(), buf, 0)
-	if err != nil || string(buf[:n]) != string(data[f.Path]) {
+	if err != nil || string(buf[:n]) != string(data[f.Path()]) {
 		t.Fatalf("read after Drop: %d bytes, %v", n, err)
 	}
 	srcBefore := e.source.Stats().Bytes
@@ -185,8 +185,8 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 	var asked atomic.Int32
 	e.p.Buffer().SetDemandHook(&DemandHook{Wanted: func(en *catalog.Entry) bool { return en != files[4] }, Keep: func(en *catalog.Entry) bool { asked.Add(1); return en == files[0] }})
 	for _, f := range files[:2] {
-		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path]) {
-			t.Fatalf("%s differs", f.Path)
+		if got := readWhole(t, e.p, f); string(got) != string(data[f.Path()]) {
+			t.Fatalf("%s differs", f.Path())
 		}
 	}
 	waitFor(t, "the demand fetches to finish", func() bool { return asked.Load() == 2 && e.p.Buffer().Stats().Released == 1 })
@@ -194,7 +194,7 @@ func TestDemandReadOfAFileThatFitsNoTierAsksTheHook(t *testing.T) {
 	// the kept one stays.
 	for _, f := range files[2:] {
 		if err := fetchWait(e.p, f); err != nil {
-			t.Fatalf("fetch %s: %v", f.Path, err)
+			t.Fatalf("fetch %s: %v", f.Path(), err)
 		}
 	}
 	if !e.p.buffer.has(files[0]) || e.p.buffer.has(files[1]) {
@@ -212,14 +212,14 @@ func TestDemandReadOfAnUnwantedFileBypassesTheBuffer(t *testing.T) {
 	var kept atomic.Int32
 	e.p.Buffer().SetDemandHook(&DemandHook{Wanted: func(*catalog.Entry) bool { return false }, Keep: func(*catalog.Entry) bool { kept.Add(1); return true }})
 	for i := 0; i < 2; i++ {
-		if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path]) {
-			t.Fatalf("%s differs", files[0].Path)
+		if got := readWhole(t, e.p, files[0]); string(got) != string(data[files[0].Path()]) {
+			t.Fatalf("%s differs", files[0].Path())
 		}
 	}
 	if bs := e.p.Buffer().Stats(); bs.Fetches != 0 || bs.Entries != 0 || bs.Hits != 0 || kept.Load() != 0 {
 		t.Fatalf("an unwanted demand read used the buffer: %+v, keep asked %d times", bs, kept.Load())
 	}
-	if got, want := e.source.Stats().Bytes, 2*int64(len(data[files[0].Path])); got != want {
+	if got, want := e.source.Stats().Bytes, 2*int64(len(data[files[0].Path()])); got != want {
 		t.Fatalf("source bytes %d, want %d (each read from the source)", got, want)
 	}
 }

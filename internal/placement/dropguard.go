@@ -82,9 +82,9 @@ func (p *validator) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error
 		p.dropsHeld.Add(n)
 		g.once.Do(func() {
 			p.log.Error("the source no longer has more than placement.max_drop of the dataset's files; keeping them (check the source, then `epochfs refresh --allow-drop`)",
-				zap.String("path", e.Path), zap.Int64("limit", g.limit), zap.Float64("max_drop", p.o.MaxDrop))
+				zap.String("path", e.Path()), zap.Int64("limit", g.limit), zap.Float64("max_drop", p.o.MaxDrop))
 		})
-		return fmt.Errorf("%w: %s (%d files)", ErrDropHeld, e.Path, n)
+		return fmt.Errorf("%w: %s (%d files)", ErrDropHeld, e.Path(), n)
 	}
 	p.removeEntry(e)
 	return nil

@@ -64,7 +64,7 @@ func TestOnePassNeverRemovesMoreThanMaxDrop(t *testing.T) {
 	}
 	e.p.op.dropCopy(bare, bare.Tier())
 	if _, err := e.p.Open(context.Background(), bare); !errors.Is(err, ErrDropHeld) {
-		t.Errorf("open of held %s without a copy: %v, want ErrDropHeld", bare.Path, err)
+		t.Errorf("open of held %s without a copy: %v, want ErrDropHeld", bare.Path(), err)
 	}
 	if int64(kept) != s.Held || e.p.val.heldDrops() < s.Held {
 		t.Errorf("%d files kept, refresh held %d, DropsHeld %d", kept, s.Held, e.p.val.heldDrops())

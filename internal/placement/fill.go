@@ -74,7 +74,7 @@ func (p *copier) noteFill(ctx context.Context, e *catalog.Entry) {
 	if who != nil {
 		uid = who.UID
 	}
-	dir := path.Dir(e.Path)
+	dir := path.Dir(e.Path())
 	if dir == "." {
 		dir = ""
 	}

@@ -172,7 +172,7 @@ func (f *flight) readAt(ctx context.Context, buf []byte, off int64, stall time.D
 		case <-ctx.Done():
 			return 0, true, ctx.Err()
 		case <-t.C:
-			return 0, true, fmt.Errorf("placement: read %s: %w: %w", f.e.Path, source.ErrSource, source.ErrTimeout)
+			return 0, true, fmt.Errorf("placement: read %s: %w: %w", f.e.Path(), source.ErrSource, source.ErrTimeout)
 		}
 	}
 }
@@ -226,13 +226,13 @@ func (p *copier) run(f *flight) {
 		// own (a name the tier refuses) recurs at every open: warn once.
 		p.failed.Add(1)
 		if _, again := p.failedFiles.LoadOrStore(f.e, struct{}{}); !again {
-			p.log.Warn("placement failed", zap.String("path", f.e.Path), zap.Error(err))
+			p.log.Warn("placement failed", zap.String("path", f.e.Path()), zap.Error(err))
 		} else if ce := p.log.Check(zap.DebugLevel, "placement failed again"); ce != nil {
-			ce.Write(zap.String("path", f.e.Path), zap.Error(err))
+			ce.Write(zap.String("path", f.e.Path()), zap.Error(err))
 		}
 	default:
 		p.failed.Add(1)
-		p.log.Warn("placement failed", zap.String("path", f.e.Path), zap.Error(err))
+		p.log.Warn("placement failed", zap.String("path", f.e.Path()), zap.Error(err))
 	}
 }
 
@@ -298,7 +298,7 @@ func (p *copier) copy(f *flight) error {
 			if errors.Is(err, ErrVanished) {
 				return err
 			}
-			return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+			return fmt.Errorf("placement: copy %s: %w", e.Path(), err)
 		}
 		defer sf.Close()
 		// The open found the version being copied: this mount's check
@@ -306,18 +306,18 @@ func (p *copier) copy(f *flight) error {
 		e.Residency().SetValidated(true)
 		f.setChecked(true)
 	}
-	tmp, err := t.Create(e.Path, res)
+	tmp, err := t.Create(e.Path(), res)
 	for err != nil {
 		// The tier could not take the temp file (a disk error, a full or
 		// read-only file system): try the slower tiers before giving up.
 		res.Release()
 		p.log.Warn("tier refused a copy; trying the next tier", zap.String("tier", t.Name()),
-			zap.String("path", e.Path), zap.Error(err))
+			zap.String("path", e.Path()), zap.Error(err))
 		cerr := err
 		if t, idx, res, _ = p.reserve(idx+1, f.size); t == nil {
-			return fmt.Errorf("placement: copy %s: %w", e.Path, cerr)
+			return fmt.Errorf("placement: copy %s: %w", e.Path(), cerr)
 		}
-		tmp, err = t.Create(e.Path, res)
+		tmp, err = t.Create(e.Path(), res)
 	}
 	f.setTemp(tmp)
 	fromSource := func(w io.Writer, progress func(int64)) (int64, error) {
@@ -344,17 +344,17 @@ func (p *copier) copy(f *flight) error {
 		if errors.Is(err, ErrVanished) {
 			return err
 		}
-		return fmt.Errorf("placement: copy %s: %w", e.Path, err)
+		return fmt.Errorf("placement: copy %s: %w", e.Path(), err)
 	}
 	// The copy is of the version it started from: record it only if that
 	// is still the entry's (an open may have found a newer one meanwhile).
 	p.val.refreshMu.Lock()
 	if cur := e.Attr(); cur.Size != f.attr.Size || cur.Mtime != f.attr.Mtime || e.Gone() {
 		p.val.refreshMu.Unlock()
-		if rerr := t.Remove(e.Path, f.size); rerr != nil {
-			p.log.Warn("drop outdated copy", zap.String("path", e.Path), zap.Error(rerr))
+		if rerr := t.Remove(e.Path(), f.size); rerr != nil {
+			p.log.Warn("drop outdated copy", zap.String("path", e.Path()), zap.Error(rerr))
 		}
-		return fmt.Errorf("placement: copy %s: %w", e.Path, source.ErrChanged)
+		return fmt.Errorf("placement: copy %s: %w", e.Path(), source.ErrChanged)
 	}
 	e.SetTier(idx)
 	p.val.refreshMu.Unlock()
@@ -366,7 +366,7 @@ func (p *copier) copy(f *flight) error {
 	e.SetChecked(time.Now().Unix())
 	if err := p.cat.Persist(e); err != nil {
 		// Served from the tier this mount; copied again after a remount.
-		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+		p.log.Warn("catalog update failed", zap.String("path", e.Path()), zap.Error(err))
 	}
 	p.done.Add(1)
 	p.placedBytes.Add(f.size)
@@ -386,13 +386,13 @@ func (p *copier) copySource(e *catalog.Entry, a catalog.Attr, w io.Writer, progr
 
 // openVersion opens e on the source and checks that it is version a.
 func (p *copier) openVersion(e *catalog.Entry, a catalog.Attr) (*source.File, error) {
-	sf, err := p.src.Open(p.ctx, e.Path)
+	sf, err := p.src.Open(p.ctx, e.Path())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if derr := p.val.dropEntry(e, p.val.openGuard(), err); derr != nil {
 				return nil, derr
 			}
-			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+			return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path())
 		}
 		return nil, err
 	}
@@ -415,11 +415,11 @@ func (p *copier) opened(e *catalog.Entry, sf *source.File, a catalog.Attr) error
 	b := catalog.AttrFromInfo(sf.Info())
 	if b.Size != a.Size || b.Mtime != a.Mtime {
 		p.val.setAttr(e, b, false)
-		return fmt.Errorf("placement: %s: %w", e.Path, source.ErrChanged)
+		return fmt.Errorf("placement: %s: %w", e.Path(), source.ErrChanged)
 	}
 	if !catalog.SameAccess(a, b) {
 		p.val.setAttr(e, b, false)
-		return fmt.Errorf("placement: %s: %w", e.Path, ErrAccessChanged)
+		return fmt.Errorf("placement: %s: %w", e.Path(), ErrAccessChanged)
 	}
 	// Readers follow the copy as it goes: no chunk of another version may
 	// reach them.

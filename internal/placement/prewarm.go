@@ -75,7 +75,7 @@ func (p *opener) Prewarm(ctx context.Context, want func(tier int) bool, attach f
 		}
 		a := e.Attr()
 		gen := e.Residency().CopyGen()
-		fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
+		fd, size, err := p.o.Tiers[i].OpenFD(e.Path())
 		if err != nil || size != a.Size {
 			if err == nil {
 				syscall.Close(fd)

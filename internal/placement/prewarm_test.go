@@ -24,9 +24,9 @@ func TestPrewarmKeepsTheCopiesWithinTheBudgetWithoutReleasingAny(t *testing.T) {
 	var attached []string
 	st := e.p.Prewarm(context.Background(), func(int) bool { return true }, func(en *catalog.Entry, c *Resident) error {
 		if c.e != en || !c.kept.Load() || c.used.Load() {
-			t.Errorf("%s: attach got kept=%v used=%v, want a kept, unused copy of the entry", en.Path, c.kept.Load(), c.used.Load())
+			t.Errorf("%s: attach got kept=%v used=%v, want a kept, unused copy of the entry", en.Path(), c.kept.Load(), c.used.Load())
 		}
-		attached = append(attached, en.Path)
+		attached = append(attached, en.Path())
 		return nil
 	})
 	after := e.p.ResidentStats()

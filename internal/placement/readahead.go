@@ -18,7 +18,7 @@ func (b *Buffer) Readahead(e *catalog.Entry) {
 	if i < 0 || e.Kind != catalog.KindFile {
 		return
 	}
-	fd, _, err := b.tiers[i].OpenFD(e.Path)
+	fd, _, err := b.tiers[i].OpenFD(e.Path())
 	if err != nil {
 		return // Open reports it, when the file is read
 	}

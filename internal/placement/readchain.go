@@ -75,7 +75,7 @@ func (r *Reader) readFrom(ctx context.Context, l link, buf []byte, off int64) (n
 			r.p.o.Tiers[r.tierIdx].NoteError(err)
 		}
 		if r.tierBad.CompareAndSwap(false, true) {
-			r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path), zap.Error(err))
+			r.p.log.Warn("tier read failed; reading the source", zap.String("path", r.e.Path()), zap.Error(err))
 		}
 		return 0, false, nil
 	case linkBuffer:

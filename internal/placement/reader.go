@@ -83,7 +83,7 @@ func (p *opener) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 		return nil, ErrClosed
 	}
 	if e.Gone() {
-		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+		return nil, fmt.Errorf("%w: %s", ErrVanished, e.Path())
 	}
 	p.cp.noteOpen(ctx, e)
 	checked := e.Attr() // what the kernel checked the caller against
@@ -96,7 +96,7 @@ func (p *opener) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 		if sf != nil {
 			sf.Close()
 		}
-		return nil, fmt.Errorf("%w: %s", ErrAccessChanged, e.Path)
+		return nil, fmt.Errorf("%w: %s", ErrAccessChanged, e.Path())
 	}
 	r = &Reader{p: p, e: e, tierIdx: -1, changed: changed, attr: e.Attr()}
 	r.tierFD.Store(-1)
@@ -286,7 +286,7 @@ func (p *opener) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident
 		return c
 	}
 	gen := e.Residency().CopyGen()
-	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
+	fd, size, err := p.o.Tiers[i].OpenFD(e.Path())
 	switch {
 	case err == nil && size == a.Size:
 		return p.res.newResident(e, fd, i, a, gen, false)
@@ -297,16 +297,16 @@ func (p *opener) openResident(e *catalog.Entry, i int, a catalog.Attr) *Resident
 		}
 	case err == nil:
 		syscall.Close(fd)
-		p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path),
+		p.log.Warn("tier copy has the wrong size; dropped", zap.String("path", e.Path()),
 			zap.Int64("size", size), zap.Int64("want", a.Size))
 		p.dropCopy(e, i)
 	case errors.Is(err, os.ErrNotExist):
-		p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path), zap.Error(err))
+		p.log.Warn("tier copy missing; dropped", zap.String("path", e.Path()), zap.Error(err))
 		p.dropCopy(e, i)
 	default:
 		// Out of descriptors, a disk error: the copy may be good; the
 		// tier's health counts the error. Read the source this time.
-		p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path), zap.Error(err))
+		p.log.Warn("tier copy cannot be opened; reading the source", zap.String("path", e.Path()), zap.Error(err))
 	}
 	return nil
 }
@@ -319,11 +319,11 @@ func (p *opener) dropCopy(e *catalog.Entry, i int) bool {
 	}
 	p.forgetResident(e)
 	p.o.dropped(e, e.Attr())
-	if err := p.o.Tiers[i].Remove(e.Path, e.Attr().Size); err != nil {
-		p.log.Warn("remove tier copy", zap.String("path", e.Path), zap.Error(err))
+	if err := p.o.Tiers[i].Remove(e.Path(), e.Attr().Size); err != nil {
+		p.log.Warn("remove tier copy", zap.String("path", e.Path()), zap.Error(err))
 	}
 	if err := p.cat.Persist(e); err != nil {
-		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+		p.log.Warn("catalog update failed", zap.String("path", e.Path()), zap.Error(err))
 	}
 	return true
 }
@@ -404,7 +404,7 @@ func (r *Reader) readRemote(ctx context.Context, buf []byte, off int64) (int, bo
 	}
 	n, err := rf.ReadAt(ctx, buf, off)
 	if err != nil {
-		r.p.log.Debug("stored remote copy unusable; reading the source", zap.String("path", r.e.Path), zap.Error(err))
+		r.p.log.Debug("stored remote copy unusable; reading the source", zap.String("path", r.e.Path()), zap.Error(err))
 		r.mu.Lock()
 		r.rem = nil
 		r.mu.Unlock()
@@ -439,11 +439,11 @@ func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, er
 		err = nil
 		if off+int64(n) < r.attr.Size {
 			// Shorter than the open saw: the file changed since.
-			err = fmt.Errorf("%w: %s shrank while open", source.ErrChanged, r.e.Path)
+			err = fmt.Errorf("%w: %s shrank while open", source.ErrChanged, r.e.Path())
 		}
 	}
 	if err != nil {
-		return n, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+		return n, fmt.Errorf("placement: read %s: %w", r.e.Path(), err)
 	}
 	return n, nil
 }
@@ -452,15 +452,15 @@ func (r *Reader) readSource(ctx context.Context, buf []byte, off int64) (int, er
 // saw; a changed file is recorded (the next open reads the new version)
 // and refused.
 func (r *Reader) openSource(ctx context.Context) (*source.File, error) {
-	sf, err := r.p.src.Open(ctx, r.e.Path)
+	sf, err := r.p.src.Open(ctx, r.e.Path())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if derr := r.p.val.dropEntry(r.e, r.p.val.openGuard(), err); derr != nil {
 				return nil, derr
 			}
-			return nil, fmt.Errorf("%w: %s", ErrVanished, r.e.Path)
+			return nil, fmt.Errorf("%w: %s", ErrVanished, r.e.Path())
 		}
-		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path, err)
+		return nil, fmt.Errorf("placement: read %s: %w", r.e.Path(), err)
 	}
 	// What the open descriptor is (its fstat, taken on the inode it
 	// opened): the version the open saw, and the access the kernel
@@ -567,7 +567,7 @@ func (r *Reader) Attr() catalog.Attr { return r.attr }
 // that ends early changed since the open.
 func (r *Reader) ReadFull(ctx context.Context, buf []byte) error {
 	if int64(len(buf)) != r.attr.Size {
-		return fmt.Errorf("placement: read %s: a buffer of %d bytes for a file of %d", r.e.Path, len(buf), r.attr.Size)
+		return fmt.Errorf("placement: read %s: a buffer of %d bytes for a file of %d", r.e.Path(), len(buf), r.attr.Size)
 	}
 	for off := 0; off < len(buf); {
 		n, err := r.ReadAt(ctx, buf[off:], int64(off))
@@ -575,7 +575,7 @@ func (r *Reader) ReadFull(ctx context.Context, buf []byte) error {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", r.e.Path, source.ErrChanged, off, len(buf))
+			return fmt.Errorf("placement: read %s: %w: ended at %d of %d bytes", r.e.Path(), source.ErrChanged, off, len(buf))
 		}
 		off += n
 	}

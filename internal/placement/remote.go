@@ -57,7 +57,7 @@ type RemoteFile interface {
 
 // remoteKey is e's key in version a.
 func remoteKey(e *catalog.Entry, a catalog.Attr) RemoteKey {
-	return RemoteKey{Path: e.Path, Size: a.Size, Mtime: a.Mtime}
+	return RemoteKey{Path: e.Path(), Size: a.Size, Mtime: a.Mtime}
 }
 
 // sliceWriter writes into a preallocated slice, in order.

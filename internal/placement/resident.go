@@ -156,7 +156,7 @@ func (c *Resident) useFD(p *opener) (int, error) {
 		if c.closed || c.e.Residency().CopyGen() != c.gen {
 			return -1, errCopyGone
 		}
-		fd, size, err := p.o.Tiers[c.tier].OpenFD(c.e.Path)
+		fd, size, err := p.o.Tiers[c.tier].OpenFD(c.e.Path())
 		if err != nil {
 			return -1, err
 		}

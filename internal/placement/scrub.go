@@ -391,7 +391,7 @@ func (p *Scrubber) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 	if p.scrubWait() != nil {
 		return
 	}
-	fi, err := p.src.Stat(p.ctx, e.Path)
+	fi, err := p.src.Stat(p.ctx, e.Path())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		run.fail(err)
 		return
@@ -407,7 +407,7 @@ func (p *Scrubber) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 	} else if !p.remove(e, run, err) {
 		return
 	}
-	if d := p.cat.ParentOf(e.Path); err == nil && d != nil { // replaced by something else: add that
+	if d := p.cat.ParentOf(e.Path()); err == nil && d != nil { // replaced by something else: add that
 		p.refreshDir(d, run)
 	}
 }
@@ -432,14 +432,14 @@ func (p *Scrubber) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) 
 		if p.scrubWait() != nil {
 			return
 		}
-		target, err := p.src.Readlink(p.ctx, e.Path)
+		target, err := p.src.Readlink(p.ctx, e.Path())
 		if err != nil {
 			run.fail(err)
 			return
 		}
 		if target != e.Target() {
 			p.val.removeEntry(e) // replaced at once: nothing leaves the dataset
-			p.addEntry(catalog.NewEntry(e.Path, fi, target), run)
+			p.addEntry(catalog.NewEntry(e.Path(), fi, target), run)
 			return
 		}
 		p.val.setAttr(e, catalog.AttrFromInfo(fi), false)
@@ -454,9 +454,9 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 	if p.scrubWait() != nil {
 		return nil
 	}
-	des, err := p.src.ReadDir(p.ctx, d.Path)
+	des, err := p.src.ReadDir(p.ctx, d.Path())
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && d.Path != "" {
+		if errors.Is(err, fs.ErrNotExist) && d.Path() != "" {
 			p.remove(d, run, err)
 			return nil
 		}
@@ -476,7 +476,7 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 		if p.ctx.Err() != nil || p.scrubWait() != nil {
 			return subdirs
 		}
-		rel := catalog.ChildPath(d.Path, de.Name())
+		rel := catalog.ChildPath(d.Path(), de.Name())
 		fi, err := p.src.Stat(p.ctx, rel)
 		c := d.Lookup(de.Name())
 		if err != nil {
@@ -534,7 +534,7 @@ func (p *Scrubber) addEntry(e *catalog.Entry, run *scrubRun) bool {
 		run.added.Add(1)
 		p.enqueueIfWarm(e)
 	}
-	p.log.Info("added on the source; added to the dataset", zap.String("path", e.Path))
+	p.log.Info("added on the source; added to the dataset", zap.String("path", e.Path()))
 	p.notify(EntryAdded, e, false)
 	return true
 }

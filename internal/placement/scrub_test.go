@@ -30,8 +30,8 @@ func (e *env) scrub(req ScrubRequest) ScrubProgress {
 func treePaths(c *catalog.Catalog) []string {
 	var out []string
 	c.Root().Walk(func(x *catalog.Entry) bool {
-		if x.Path != "" {
-			out = append(out, x.Path)
+		if x.Path() != "" {
+			out = append(out, x.Path())
 		}
 		return true
 	})
@@ -122,15 +122,15 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 	// New entries get new IDs and indices: none collides.
 	ids, idx := map[uint64]bool{}, map[int32]bool{}
 	e.cat.Root().Walk(func(x *catalog.Entry) bool {
-		if ids[x.ID] || (x.Index >= 0 && idx[x.Index]) {
-			t.Errorf("%s: ID %d or Index %d given twice", x.Path, x.ID, x.Index)
+		if ids[x.ID()] || (x.Index >= 0 && idx[x.Index]) {
+			t.Errorf("%s: ID %d or Index %d given twice", x.Path(), x.ID(), x.Index)
 		}
-		ids[x.ID], idx[x.Index] = true, x.Index >= 0
+		ids[x.ID()], idx[x.Index] = true, x.Index >= 0
 		return true
 	})
 	e.cat.Root().Files(func(x *catalog.Entry) bool {
 		if e.cat.ByIndex(int(x.Index)) != x {
-			t.Errorf("ByIndex(%d) is not %s", x.Index, x.Path)
+			t.Errorf("ByIndex(%d) is not %s", x.Index, x.Path())
 		}
 		return true
 	})
@@ -258,7 +258,7 @@ func TestARefreshAddsBeforeItRemoves(t *testing.T) {
 		if fewest < 0 || n < fewest {
 			fewest = n
 		}
-		events = append(events, ev.Entry.Path)
+		events = append(events, ev.Entry.Path())
 		mu.Unlock()
 	})
 	s := e.scrub(ScrubRequest{Kind: ScrubRefresh})

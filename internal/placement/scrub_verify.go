@@ -25,14 +25,14 @@ func (p *Scrubber) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 	run.checked.Add(1)
 	rec := e.Attr()
 	t := p.o.Tiers[i]
-	if fi, err := os.Lstat(t.Path(e.Path)); err != nil || !fi.Mode().IsRegular() || fi.Size() != rec.Size {
-		p.log.Warn("verify: bad tier copy; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
+	if fi, err := os.Lstat(t.Path(e.Path())); err != nil || !fi.Mode().IsRegular() || fi.Size() != rec.Size {
+		p.log.Warn("verify: bad tier copy; dropped", zap.String("path", e.Path()), zap.String("tier", t.Name()))
 		p.op.dropCopy(e, i)
 		run.dropped.Add(1)
 		p.cp.enqueue(e)
 		return
 	}
-	fi, err := p.src.Stat(p.ctx, e.Path)
+	fi, err := p.src.Stat(p.ctx, e.Path())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		p.remove(e, run, err)
@@ -64,7 +64,7 @@ func (p *Scrubber) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 		return
 	}
 	if !same && e.Tier() == i {
-		p.log.Warn("verify: tier copy differs from the source; dropped", zap.String("path", e.Path), zap.String("tier", t.Name()))
+		p.log.Warn("verify: tier copy differs from the source; dropped", zap.String("path", e.Path()), zap.String("tier", t.Name()))
 		p.op.dropCopy(e, i)
 		run.dropped.Add(1)
 		p.cp.enqueue(e)
@@ -73,14 +73,14 @@ func (p *Scrubber) verifyFile(e *catalog.Entry, content bool, run *scrubRun) {
 
 // sameContent compares e's copy in tier i with the source, byte for byte.
 func (p *Scrubber) sameContent(e *catalog.Entry, i int, size int64) (bool, error) {
-	tf, err := p.o.Tiers[i].OpenFile(e.Path)
+	tf, err := p.o.Tiers[i].OpenFile(e.Path())
 	if err != nil {
 		return false, nil // gone: not the same
 	}
 	defer tf.Close()
-	sf, err := p.src.Open(p.ctx, e.Path)
+	sf, err := p.src.Open(p.ctx, e.Path())
 	if err != nil {
-		return false, fmt.Errorf("placement: verify %s: %w", e.Path, err)
+		return false, fmt.Errorf("placement: verify %s: %w", e.Path(), err)
 	}
 	defer sf.Close()
 	a, b := make([]byte, copyChunk), make([]byte, copyChunk)
@@ -88,7 +88,7 @@ func (p *Scrubber) sameContent(e *catalog.Entry, i int, size int64) (bool, error
 		n := int(min(copyChunk, size-off))
 		sn, err := sf.ReadAt(p.ctx, a[:n], off)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return false, fmt.Errorf("placement: verify %s: %w", e.Path, err)
+			return false, fmt.Errorf("placement: verify %s: %w", e.Path(), err)
 		}
 		tn, terr := tf.ReadAt(b[:n], off)
 		if terr != nil && !errors.Is(terr, io.EOF) {

@@ -49,14 +49,14 @@ func (p *Placer) OpenCopy(k RemoteKey) (*os.File, error) {
 	if i < 0 {
 		return nil, ErrNotResident
 	}
-	fd, size, err := p.o.Tiers[i].OpenFD(e.Path)
+	fd, size, err := p.o.Tiers[i].OpenFD(e.Path())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, ErrNotResident
 		}
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), e.Path)
+	f := os.NewFile(uintptr(fd), e.Path())
 	if size != a.Size || e.Tier() != i || e.Attr() != a {
 		// Dropped or replaced while it was opened.
 		f.Close()

@@ -217,7 +217,7 @@ func (p *validator) validate(ctx context.Context, e *catalog.Entry) (changed boo
 		if p.o.Remote == nil && !p.buffer.has(e) && !(p.buffer.buf != nil && e.Residency().NoSpace()) {
 			return p.openChecked(ctx, e)
 		}
-		fi, err := p.src.Stat(ctx, e.Path)
+		fi, err := p.src.Stat(ctx, e.Path())
 		changed, err := p.applyStat(e, fi, err, true)
 		return changed, nil, nil, err
 	}
@@ -232,7 +232,7 @@ func (p *validator) validate(ctx context.Context, e *catalog.Entry) (changed boo
 	}
 	res := make(chan statResult, 1)
 	go func() {
-		fi, err := p.src.Stat(p.ctx, e.Path)
+		fi, err := p.src.Stat(p.ctx, e.Path())
 		res <- statResult{fi, err}
 	}()
 	t := time.NewTimer(p.o.ValidateWait)
@@ -255,7 +255,7 @@ func (p *validator) validate(ctx context.Context, e *catalog.Entry) (changed boo
 		end()
 		if changed, err := p.applyStat(e, r.fi, r.err, false); changed || errors.Is(err, ErrVanished) {
 			p.log.Info("a file served while its validation waited has changed on the source",
-				zap.String("path", e.Path), zap.Bool("removed", errors.Is(err, ErrVanished)))
+				zap.String("path", e.Path()), zap.Bool("removed", errors.Is(err, ErrVanished)))
 		}
 	}()
 	return false, nil, nil, nil
@@ -315,7 +315,7 @@ func (p *validator) openChecked(ctx context.Context, e *catalog.Entry) (changed 
 		}
 		c = nil // the check failed (or the leader gave up): check alone
 	}
-	sf, err = p.src.Open(ctx, e.Path)
+	sf, err = p.src.Open(ctx, e.Path())
 	if err != nil {
 		changed, err = p.applyStat(e, nil, err, true)
 	} else if changed, err = p.applyStat(e, sf.Info(), nil, true); err != nil {
@@ -376,17 +376,17 @@ func (p *validator) applyStat(e *catalog.Entry, fi os.FileInfo, err error, sync 
 			// Something else is there: that is no outage, the mass-
 			// deletion guard has nothing to hold back.
 			p.removeEntry(e)
-			p.rewalkAround(e.Path)
+			p.rewalkAround(e.Path())
 		} else if derr := p.dropEntry(e, p.openGuard(), err); derr != nil {
 			return false, derr
 		}
-		return false, fmt.Errorf("%w: %s", ErrVanished, e.Path)
+		return false, fmt.Errorf("%w: %s", ErrVanished, e.Path())
 	}
 	if e.Tier() >= 0 {
 		p.staleServed.Add(1)
 		p.logSourceError(err)
 	}
-	return false, fmt.Errorf("placement: check %s: %w", e.Path, err)
+	return false, fmt.Errorf("placement: check %s: %w", e.Path(), err)
 }
 
 // checkedNow records that the source was just found to agree with e (its
@@ -406,7 +406,7 @@ func (p *validator) checkedNow(e *catalog.Entry) {
 	}
 	if now-old >= every {
 		if err := p.cat.Persist(e); err != nil {
-			p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+			p.log.Warn("catalog update failed", zap.String("path", e.Path()), zap.Error(err))
 		}
 	}
 }
@@ -502,8 +502,8 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 		e.SetTier(-1)
 		p.forgetResident(e)
 		p.o.dropped(e, old)
-		if err := p.removeCopy(i, e.Path, old.Size); err != nil {
-			p.log.Warn("drop stale copy", zap.String("path", e.Path), zap.Error(err))
+		if err := p.removeCopy(i, e.Path(), old.Size); err != nil {
+			p.log.Warn("drop stale copy", zap.String("path", e.Path()), zap.Error(err))
 		}
 	}
 	if changed && e.Kind == catalog.KindFile {
@@ -517,11 +517,11 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 		e.SetAttr(a)
 	}
 	if err := p.cat.Persist(e); err != nil {
-		p.log.Warn("catalog update failed", zap.String("path", e.Path), zap.Error(err))
+		p.log.Warn("catalog update failed", zap.String("path", e.Path()), zap.Error(err))
 	}
 	p.refreshMu.Unlock()
 	if changed && e.Kind == catalog.KindFile {
-		p.log.Info("source file changed; its copy was dropped", zap.String("path", e.Path),
+		p.log.Info("source file changed; its copy was dropped", zap.String("path", e.Path()),
 			zap.Int64("old_size", old.Size), zap.Int64("size", a.Size))
 	}
 	p.notify(EntryChanged, e, sync)
@@ -553,8 +553,8 @@ func (p *validator) removeEntry(e *catalog.Entry) {
 			f.SetTier(-1)
 			p.forgetResident(f)
 			p.o.dropped(f, f.Attr())
-			if err := p.removeCopy(i, f.Path, f.Attr().Size); err != nil {
-				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path), zap.Error(err))
+			if err := p.removeCopy(i, f.Path(), f.Attr().Size); err != nil {
+				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path()), zap.Error(err))
 			}
 		}
 	}
@@ -563,7 +563,7 @@ func (p *validator) removeEntry(e *catalog.Entry) {
 		return // removed already
 	}
 	p.removed.Add(int64(len(files)))
-	p.log.Info("gone from the source; removed from the dataset", zap.String("path", e.Path), zap.Int("files", len(files)))
+	p.log.Info("gone from the source; removed from the dataset", zap.String("path", e.Path()), zap.Int("files", len(files)))
 	p.notify(EntryRemoved, e, false)
 }
 

@@ -226,7 +226,7 @@ func TestNotifyIsToldOfChangedAndRemovedFiles(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(evs) != 2 || evs[0].Kind != EntryChanged || evs[0].Entry.Path != "z/small-00" ||
+	if len(evs) != 2 || evs[0].Kind != EntryChanged || evs[0].Entry.Path() != "z/small-00" ||
 		evs[1].Kind != EntryRemoved || evs[1].Entry != gone {
 		t.Fatalf("events: %+v", evs)
 	}

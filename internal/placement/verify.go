@@ -120,7 +120,7 @@ func (p *Placer) checkCopies() []*catalog.Entry {
 // checkCopy lstats the recorded copy of e. A regular file of the wrong
 // size is removed: nothing would ever serve or replace it.
 func (p *Placer) checkCopy(e *catalog.Entry, tier int) uint8 {
-	name := p.o.Tiers[tier].Path(e.Path)
+	name := p.o.Tiers[tier].Path(e.Path())
 	var st syscall.Stat_t
 	for {
 		err := syscall.Lstat(name, &st)

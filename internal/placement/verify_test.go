@@ -283,10 +283,9 @@ func benchmarkCheckCopies(b *testing.B, dir string) {
 			b.Fatal(err)
 		}
 		for j := 0; j < perDir; j++ {
-			e := &catalog.Entry{Kind: catalog.KindFile, Path: fmt.Sprintf("%s/n%08d_%07d.JPEG", dir, i, j)}
-			e.SetAttr(catalog.Attr{Size: 1000})
+			e := catalog.NewFile(fmt.Sprintf("%s/n%08d_%07d.JPEG", dir, i, j), catalog.Attr{Size: 1000})
 			e.SetTier(0)
-			f, err := os.Create(tr.Path(e.Path))
+			f, err := os.Create(tr.Path(e.Path()))
 			if err != nil {
 				b.Fatal(err)
 			}

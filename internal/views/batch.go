@@ -111,12 +111,12 @@ func (s *Set) assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 			}
 			if r.e != nil && errors.Is(r.err, preprocess.ErrBadSample) {
 				jv.corrupt.Add(1)
-				b.Corrupt = append(b.Corrupt, r.e.Path)
+				b.Corrupt = append(b.Corrupt, r.e.Path())
 				continue
 			}
 			path := "?"
 			if r.e != nil {
-				path = r.e.Path
+				path = r.e.Path()
 			}
 			return nil, fmt.Errorf("views: batch: %s: %w", path, r.err)
 		}
@@ -124,7 +124,7 @@ func (s *Set) assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 			if shape == nil {
 				shape, dtype = r.t.Shape, r.t.DType
 			} else if !slices.Equal(shape, r.t.Shape) {
-				return nil, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, r.e.Path, r.t.Shape, shape)
+				return nil, fmt.Errorf("%w: %s has shape %v, the batch %v: the pipeline does not end every sample at one size", ErrInvalid, r.e.Path(), r.t.Shape, shape)
 			}
 			total += len(tensorBytes(r.t))
 			jv.count(r.info)
@@ -134,7 +134,7 @@ func (s *Set) assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 			total += int(r.e.Attr().Size)
 		}
 		keep = append(keep, i)
-		b.Paths = append(b.Paths, r.e.Path)
+		b.Paths = append(b.Paths, r.e.Path())
 	}
 	if max := s.maxBatchBytes(); int64(total) > max {
 		return nil, fmt.Errorf("%w: a batch of %d files is %d MiB, over the mount's %d MiB (views.max_batch_bytes): lower batch_size", ErrInvalid, len(keep), total>>20, max>>20)
@@ -142,8 +142,8 @@ func (s *Set) assemble(ctx context.Context, jv *Job, pick []int, alloc Alloc) (*
 	quoted := make([]string, len(keep))
 	labels := make([]int64, len(keep))
 	for k, i := range keep {
-		quoted[k] = ctlpath.Quote(res[i].e.Path)
-		labels[k] = jv.label(res[i].e.Path)
+		quoted[k] = ctlpath.Quote(res[i].e.Path())
+		labels[k] = jv.label(res[i].e.Path())
 	}
 
 	x := npyMember{name: "x", descr: "|u1", shape: []int{total}, size: total}

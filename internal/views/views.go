@@ -384,7 +384,7 @@ func (s *Set) classesOf(subset []string) (string, map[string]int) {
 			classes[c.Name()] = len(classes)
 		}
 	}
-	return root.Path, classes
+	return root.Path(), classes
 }
 
 // label is sample p's class for the job, or -1 (not under a class

@@ -96,10 +96,10 @@ func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
 	bg := treeOf(e.cat)
 	ids := map[uint64]string{}
 	e.cat.Root().Files(func(en *catalog.Entry) bool {
-		if prev, dup := ids[en.ID]; dup {
-			t.Errorf("%s and %s share the ID %d", prev, en.Path, en.ID)
+		if prev, dup := ids[en.ID()]; dup {
+			t.Errorf("%s and %s share the ID %d", prev, en.Path(), en.ID())
 		}
-		ids[en.ID] = en.Path
+		ids[en.ID()] = en.Path()
 		return true
 	})
 	// The same source walked first: the same tree, the same numbering.
@@ -140,7 +140,7 @@ func walkSlowly(d time.Duration) func(*faultfs.FS, *env) {
 func treeOf(cat *catalog.Catalog) []string {
 	var out []string
 	cat.Root().Files(func(en *catalog.Entry) bool {
-		out = append(out, fmt.Sprintf("%s:%d:%d", en.Path, en.Attr().Size, en.Index))
+		out = append(out, fmt.Sprintf("%s:%d:%d", en.Path(), en.Attr().Size, en.Index))
 		return true
 	})
 	return out

@@ -123,7 +123,7 @@ func profileViews(ctx context.Context, o Options, obs *model.Observed) {
 
 // readSource reads e whole from the source.
 func readSource(ctx context.Context, src *source.Source, e *catalog.Entry) ([]byte, error) {
-	f, err := src.Open(ctx, e.Path)
+	f, err := src.Open(ctx, e.Path())
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func readSource(ctx context.Context, src *source.Source, e *catalog.Entry) ([]by
 			return nil, err
 		}
 		if k == 0 {
-			return nil, fmt.Errorf("%s: the file ended at %d of %d bytes", e.Path, off, len(buf))
+			return nil, fmt.Errorf("%s: the file ended at %d of %d bytes", e.Path(), off, len(buf))
 		}
 	}
 	return buf, nil

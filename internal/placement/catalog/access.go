@@ -42,11 +42,11 @@ func (c *Catalog) LookupAs(who *Cred, rel string) (*Entry, error) {
 // ReachableAs reports whether who could reach e through the mount:
 // search permission on every directory from the root to e's parent.
 func (c *Catalog) ReachableAs(who *Cred, e *Entry) bool {
-	if who.Root() || e.Path == "" {
+	if who.Root() || e.Path() == "" {
 		return true
 	}
 	d := c.Root()
-	names := strings.Split(e.Path, "/")
+	names := strings.Split(e.Path(), "/")
 	for _, name := range names[:len(names)-1] {
 		if d.Kind != KindDir || !who.May(d.Attr(), PermSearch) {
 			return false
@@ -124,8 +124,8 @@ func (o *Opener) MayOpen(e *Entry) bool {
 		return true
 	}
 	dir := ""
-	if i := strings.LastIndexByte(e.Path, '/'); i >= 0 {
-		dir = e.Path[:i]
+	if i := strings.LastIndexByte(e.Path(), '/'); i >= 0 {
+		dir = e.Path()[:i]
 	}
 	return o.searchable(dir) && o.who.May(e.Attr(), PermRead)
 }

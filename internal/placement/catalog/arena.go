@@ -38,11 +38,11 @@ func sizedArena(n int) pathArena { return pathArena{buf: make([]byte, 0, n), nex
 func compactPaths(kids []*Entry) {
 	n := 0
 	for _, k := range kids {
-		n += len(k.Path)
+		n += len(k.Path())
 	}
 	a := sizedArena(n)
 	for _, k := range kids {
-		k.Path = a.str(k.Path)
+		k.setPath(a.str(k.Path()))
 	}
 }
 

@@ -64,12 +64,12 @@ func TestSizedArenaAndCompactPaths(t *testing.T) {
 		t.Fatal("a sized arena's strings are not in one block")
 	}
 	var b pathArena
-	kids := []*Entry{{Path: b.str("d/one")}, {Path: ""}, {Path: b.str("d/three")}}
+	kids := []*Entry{NewFile(b.str("d/one"), Attr{}), NewFile("", Attr{}), NewFile(b.str("d/three"), Attr{})}
 	compactPaths(kids)
-	if kids[0].Path != "d/one" || kids[1].Path != "" || kids[2].Path != "d/three" {
-		t.Fatalf("paths after compaction: %q %q %q", kids[0].Path, kids[1].Path, kids[2].Path)
+	if kids[0].Path() != "d/one" || kids[1].Path() != "" || kids[2].Path() != "d/three" {
+		t.Fatalf("paths after compaction: %q %q %q", kids[0].Path(), kids[1].Path(), kids[2].Path())
 	}
-	if unsafe.Pointer(unsafe.StringData(kids[2].Path)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(kids[0].Path)), 5) {
+	if unsafe.Pointer(unsafe.StringData(kids[2].Path())) != unsafe.Add(unsafe.Pointer(unsafe.StringData(kids[0].Path())), 5) {
 		t.Fatal("compacted paths are not in one block")
 	}
 }

@@ -94,7 +94,8 @@ func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 		return fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
 	}
 	root := entryFromInfo("", st)
-	root.ID, root.Index = c.newID(root), -1
+	root.setID(c.newID(root))
+	root.Index = -1
 	wctx, cancel := context.WithCancel(context.Background())
 	bg := &bgWalk{src: src, log: c.log, workers: o.Workers, progress: o.Progress, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
@@ -132,7 +133,8 @@ func (c *Catalog) startLoad(ctx context.Context, o Options) error {
 		return fmt.Errorf("%w: root is not a directory", ErrBadRecord)
 	}
 	root := c.newEntry("", rec)
-	root.ID, root.Index = c.newID(root), -1
+	root.setID(c.newID(root))
+	root.Index = -1
 	wctx, cancel := context.WithCancel(context.Background())
 	bg := &bgWalk{load: true, log: c.log, workers: o.Workers, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
@@ -261,17 +263,18 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 		return err
 	}
 	if err != nil {
-		if d.Path == "" {
+		if d.Path() == "" {
 			return fmt.Errorf("catalog: walk %s: %w", bg.src.Root(), err)
 		}
 		if bg.ctx.Err() != nil {
 			return nil // stopped: the tree is not stored
 		}
-		bg.log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
+		bg.log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path()), zap.Error(err))
 	}
 	var files, bytes, dirs int64
 	for _, k := range kids {
-		k.ID, k.Index = c.newID(k), -1
+		k.setID(c.newID(k))
+		k.Index = -1
 		switch k.Kind {
 		case KindFile:
 			files++

@@ -34,10 +34,10 @@ func checkIDs(t *testing.T, c *Catalog) {
 	t.Helper()
 	ids := map[uint64]bool{}
 	c.Root().Walk(func(e *Entry) bool {
-		if e.ID == 0 || ids[e.ID] {
-			t.Errorf("%s: ID %d zero or given twice", e.Path, e.ID)
+		if e.ID() == 0 || ids[e.ID()] {
+			t.Errorf("%s: ID %d zero or given twice", e.Path(), e.ID())
 		}
-		ids[e.ID] = true
+		ids[e.ID()] = true
 		return true
 	})
 }
@@ -58,7 +58,7 @@ func readers(n int, fn func(g int)) {
 func listing(root *Entry) []string {
 	var out []string
 	root.Walk(func(e *Entry) bool {
-		out = append(out, fmt.Sprintf("%s %d %d %d", e.Path, e.Kind, e.Attr().Size, e.Index))
+		out = append(out, fmt.Sprintf("%s %d %d %d", e.Path(), e.Kind, e.Attr().Size, e.Index))
 		return true
 	})
 	return out

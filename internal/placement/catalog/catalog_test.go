@@ -147,13 +147,13 @@ func dump(c *Catalog) map[string]dumpEntry {
 	out := map[string]dumpEntry{}
 	var visit func(e *Entry)
 	visit = func(e *Entry) {
-		d := dumpEntry{ID: e.ID, Kind: e.Kind, Attr: e.Attr(), Target: e.Target(), Tier: e.Tier()}
+		d := dumpEntry{ID: e.ID(), Kind: e.Kind, Attr: e.Attr(), Target: e.Target(), Tier: e.Tier()}
 		d.Attr.Atime = 0 // a walk's readdir moves a directory's atime
 		for _, ch := range e.Children() {
 			d.Kids = append(d.Kids, ch.Name())
 			visit(ch)
 		}
-		out[e.Path] = d
+		out[e.Path()] = d
 	}
 	visit(c.Root())
 	return out
@@ -224,7 +224,7 @@ func TestCatalogLookupFindChildrenSorted(t *testing.T) {
 	defer c.Close()
 	checkTreeSorted(t, c)
 	for _, p := range []string{"a/b/c/deep.bin", "/a/b/c/deep.bin", "a//b/./c/deep.bin", "a/b/../b/c/deep.bin/"} {
-		if e := c.Find(p); e == nil || e.Path != "a/b/c/deep.bin" {
+		if e := c.Find(p); e == nil || e.Path() != "a/b/c/deep.bin" {
 			t.Errorf("Find(%q) = %v", p, e)
 		}
 	}
@@ -233,10 +233,10 @@ func TestCatalogLookupFindChildrenSorted(t *testing.T) {
 	}
 	for _, p := range []string{"nope", "a/b/nope", "top.txt/x", "a/b/fifo", "../etc/passwd"} {
 		if e := c.Find(p); e != nil {
-			t.Errorf("Find(%q) = %q, want nil", p, e.Path)
+			t.Errorf("Find(%q) = %q, want nil", p, e.Path())
 		}
 	}
-	if e := c.Find(""); e != c.Root() || e.ID != 1 || e.Kind != KindDir {
+	if e := c.Find(""); e != c.Root() || e.ID() != 1 || e.Kind != KindDir {
 		t.Errorf("Find(\"\") is not the root with ID 1: %+v", e)
 	}
 	a := c.Find("a")
@@ -262,15 +262,15 @@ func checkTreeSorted(t *testing.T, c *Catalog) {
 		for i, k := range kids {
 			names[i] = k.Name()
 			if e.Lookup(k.Name()) != k {
-				t.Errorf("Lookup(%q) in %q does not find the child", k.Name(), e.Path)
+				t.Errorf("Lookup(%q) in %q does not find the child", k.Name(), e.Path())
 			}
-			if c.Find(k.Path) != k {
-				t.Errorf("Find(%q) does not find the entry", k.Path)
+			if c.Find(k.Path()) != k {
+				t.Errorf("Find(%q) does not find the entry", k.Path())
 			}
 			visit(k)
 		}
 		if !sort.StringsAreSorted(names) {
-			t.Errorf("children of %q not sorted: %q", e.Path, names)
+			t.Errorf("children of %q not sorted: %q", e.Path(), names)
 		}
 	}
 	visit(c.Root())

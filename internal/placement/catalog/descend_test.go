@@ -21,8 +21,8 @@ func tree(fanout, depth int) (*Entry, int) {
 		}
 		var kids []*Entry
 		for i := range fanout {
-			k := &Entry{Kind: KindDir, Path: fmt.Sprintf("%s/%d", d.Path, i)}
-			kids = append(kids, k, &Entry{Kind: KindFile, Path: fmt.Sprintf("%s/f%d", d.Path, i)})
+			k := NewDir(fmt.Sprintf("%s/%d", d.Path(), i), nil)
+			kids = append(kids, k, NewFile(fmt.Sprintf("%s/f%d", d.Path(), i), Attr{}))
 			n++
 			grow(k, level+1)
 		}
@@ -48,7 +48,7 @@ func TestDescendListsEveryDirectoryOnceWithinItsWorkers(t *testing.T) {
 			}
 			defer now.Add(-1)
 			if d.Kind != KindDir {
-				t.Errorf("listed %s, not a directory", d.Path)
+				t.Errorf("listed %s, not a directory", d.Path())
 			}
 			mu.Lock()
 			seen[d]++
@@ -61,7 +61,7 @@ func TestDescendListsEveryDirectoryOnceWithinItsWorkers(t *testing.T) {
 		}
 		for d, n := range seen {
 			if n != 1 {
-				t.Errorf("%+v: %q listed %d times", tc, d.Path, n)
+				t.Errorf("%+v: %q listed %d times", tc, d.Path(), n)
 			}
 		}
 		if p := int(peak.Load()); p > tc.workers {

@@ -6,11 +6,30 @@ import (
 	"unsafe"
 )
 
-// An entry stays 96 bytes (a size class of Go's allocator) with the
+// An entry stays 80 bytes (a size class of Go's allocator) with the
 // placer's residency in it: every file of a dataset has one entry.
 func TestEntrySizeWithResidency(t *testing.T) {
-	if n := unsafe.Sizeof(Entry{}); n > 96 {
-		t.Errorf("catalog.Entry is %d bytes, want at most 96", n)
+	if n := unsafe.Sizeof(Entry{}); n > 80 {
+		t.Errorf("catalog.Entry is %d bytes, want at most 80", n)
+	}
+}
+
+// An ID past 32 bits is kept beside the entry, whole; a path reads back
+// as it was set.
+func TestEntryIDAndPathRoundTrip(t *testing.T) {
+	for _, id := range []uint64{1, 2, 1<<32 - 1, 1 << 32, 1<<32 + 5, 1<<64 - 1} {
+		e := NewFile("d/ü f", Attr{Size: 3})
+		e.setTarget("")
+		e.setID(id)
+		if got := e.ID(); got != id {
+			t.Errorf("ID %d read back as %d", id, got)
+		}
+		if e.Path() != "d/ü f" || e.Name() != "ü f" || e.Attr().Size != 3 {
+			t.Errorf("ID %d: path %q, name %q, size %d", id, e.Path(), e.Name(), e.Attr().Size)
+		}
+	}
+	if r := NewDir("", nil); r.Path() != "" || r.Name() != "" {
+		t.Errorf("the root's path %q, name %q", r.Path(), r.Name())
 	}
 }
 
@@ -169,7 +188,7 @@ func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range kids {
-				kids[i] = []*Entry{{Kind: KindFile, Path: "k"}}
+				kids[i] = []*Entry{NewFile("k", Attr{})}
 				d.setChildren(kids[i])
 			}
 		}()

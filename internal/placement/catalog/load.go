@@ -134,7 +134,8 @@ func (c *Catalog) dropOrphans(paths []string) {
 }
 
 func (c *Catalog) newEntry(p string, rec record) *Entry {
-	e := &Entry{Path: p, Kind: rec.Kind}
+	e := &Entry{Kind: rec.Kind}
+	e.setPath(p)
 	e.setTarget(rec.Target)
 	e.initAttr(Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID,
 		Nlink: rec.Nlink, Blocks: rec.Blocks, Atime: rec.Atime, Ctime: rec.Ctime})
@@ -234,8 +235,8 @@ func (c *Catalog) StoredTier(p string) (string, error) {
 // with the stale copy it names.
 func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orphans []string, stale []StaleCopy, err error) {
 	prefix := keyFilePrefix
-	if d.Path != "" {
-		prefix = append(fileKey(d.Path), '/')
+	if d.Path() != "" {
+		prefix = append(fileKey(d.Path()), '/')
 	}
 	err = c.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions

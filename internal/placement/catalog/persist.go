@@ -19,7 +19,7 @@ func (c *Catalog) store(root *Entry, source string, keep bool) {
 	tw := c.beginTree(root, source, keep)
 	var put func(e *Entry)
 	put = func(e *Entry) {
-		if tw.failed() || !tw.set(fileKey(e.Path), c.recordOf(e).encode(nil)) {
+		if tw.failed() || !tw.set(fileKey(e.Path()), c.recordOf(e).encode(nil)) {
 			return
 		}
 		for _, ch := range e.Children() {
@@ -88,7 +88,7 @@ func sourceRecord(e *Entry) record {
 // Persist writes e's current record, or keeps it for the catch-up when
 // the catalog cannot be written now (writer.go); it does not fail.
 func (c *Catalog) Persist(e *Entry) error {
-	c.write(e.Path, e)
+	c.write(e.Path(), e)
 	return nil
 }
 
@@ -234,7 +234,7 @@ func (c *Catalog) PersistAll(es []*Entry) {
 	snap := make(map[string]*Entry, len(es))
 	for _, e := range es {
 		if !e.Gone() { // (its record is deleted: write)
-			snap[e.Path] = e
+			snap[e.Path()] = e
 		}
 	}
 	c.mu.Lock()

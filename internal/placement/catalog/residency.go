@@ -65,9 +65,9 @@ func (e *Entry) setWhole(a Attr) {
 // file and starts a new content version (Version). Callers are
 // serialised (the placer's validator.refreshMu).
 func (e *Entry) SetContent(a Attr) {
-	e.ver.Add(1)
-	e.setWhole(a)
-	e.ver.Add(1)
+	whole := new(Attr)
+	*whole = a
+	e.updateMore(func(m *entryMore) { m.attr, m.ver = whole, m.ver+1 })
 }
 
 // Residency is the placer's knowledge of the file this mount (package

@@ -32,8 +32,8 @@ func encodeTree(root *Entry) []byte {
 	root.Walk(func(e *Entry) bool {
 		r := sourceRecord(e)
 		rb = r.encode(rb[:0])
-		b = binary.AppendUvarint(b, uint64(len(e.Path)))
-		b = append(b, e.Path...)
+		b = binary.AppendUvarint(b, uint64(len(e.Path())))
+		b = append(b, e.Path()...)
 		b = binary.AppendUvarint(b, uint64(len(rb)))
 		b = append(b, rb...)
 		return true

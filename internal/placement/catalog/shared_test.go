@@ -43,9 +43,9 @@ func TestSharedCatalogDocumentGivesTheWalkedTreeWithoutAWalk(t *testing.T) {
 		t.Fatalf("second node: walked=%v, %d files %d bytes; want %d %d", second.Walked(), second.Files(), second.Bytes(), first.Files(), first.Bytes())
 	}
 	first.Root().Walk(func(e *Entry) bool {
-		o := second.Find(e.Path)
+		o := second.Find(e.Path())
 		if o == nil || o.Kind != e.Kind || o.Attr() != e.Attr() || o.Target() != e.Target() {
-			t.Errorf("%q: not the same entry in the loaded catalog", e.Path)
+			t.Errorf("%q: not the same entry in the loaded catalog", e.Path())
 		}
 		return true
 	})

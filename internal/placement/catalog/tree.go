@@ -42,20 +42,20 @@ func (c *Catalog) ParentOf(p string) *Entry {
 func (c *Catalog) Add(e *Entry) error {
 	c.treeMu.Lock()
 	defer c.treeMu.Unlock()
-	parent := c.ParentOf(e.Path)
+	parent := c.ParentOf(e.Path())
 	if parent == nil {
-		return fmt.Errorf("catalog: add %s: no parent directory in the dataset", e.Path)
+		return fmt.Errorf("catalog: add %s: no parent directory in the dataset", e.Path())
 	}
 	old := parent.Children()
 	name := e.Name()
 	i := sort.Search(len(old), func(i int) bool { return old[i].Name() >= name })
 	if i < len(old) && old[i].Name() == name {
-		return fmt.Errorf("catalog: add %s: already in the dataset", e.Path)
+		return fmt.Errorf("catalog: add %s: already in the dataset", e.Path())
 	}
 	var files, bytes int64
 	var number func(x *Entry)
 	number = func(x *Entry) {
-		x.ID = c.newID(x)
+		x.setID(c.newID(x))
 		x.Index = -1
 		if x.Kind == KindFile {
 			x.Index = int32(c.nextIndex.Add(1) - 1)
@@ -98,7 +98,7 @@ func (c *Catalog) Remove(e *Entry) ([]*Entry, bool) {
 	c.treeMu.Lock()
 	defer c.treeMu.Unlock()
 	var files []*Entry
-	parent := c.ParentOf(e.Path)
+	parent := c.ParentOf(e.Path())
 	if parent == nil || e.Gone() {
 		return nil, false
 	}
@@ -120,7 +120,7 @@ func (c *Catalog) Remove(e *Entry) ([]*Entry, bool) {
 			c.files.Add(-1)
 			c.bytes.Add(-x.Attr().Size)
 		}
-		c.forget(x.Path) // the guarded writer (writer.go)
+		c.forget(x.Path()) // the guarded writer (writer.go)
 		return true
 	})
 	return files, true
@@ -199,7 +199,7 @@ func (c *Catalog) SampleGone(i int) bool {
 // errors (preprocess.EngineOptions.Name).
 func (c *Catalog) SampleName(i int) string {
 	if e := c.ByIndex(i); e != nil {
-		return path.Base(e.Path)
+		return path.Base(e.Path())
 	}
 	return strconv.Itoa(i)
 }
@@ -223,10 +223,20 @@ func NewTree(root *Entry, tiers []string) *Catalog {
 	return c
 }
 
+// NewFile is a regular file's entry at path with the attributes a (for
+// NewTree, and for tests outside the package).
+func NewFile(path string, a Attr) *Entry {
+	e := &Entry{Kind: KindFile}
+	e.setPath(path)
+	e.initAttr(a)
+	return e
+}
+
 // NewDir is a directory entry at path holding kids, sorted by name (for
 // NewTree).
 func NewDir(path string, kids []*Entry) *Entry {
-	d := &Entry{Kind: KindDir, Path: path}
+	d := &Entry{Kind: KindDir}
+	d.setPath(path)
 	d.initAttr(Attr{Mode: 0o755})
 	d.setChildren(kids)
 	return d

@@ -48,11 +48,11 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 	Descend(ctx, root, workers, func(d *Entry) []*Entry {
 		kids, err := readKids(ctx, src, d, log)
 		if err != nil {
-			if d.Path == "" {
+			if d.Path() == "" {
 				firstErr = fmt.Errorf("catalog: walk %s: %w", src.Root(), err)
 				return nil
 			}
-			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path), zap.Error(err))
+			log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path()), zap.Error(err))
 		}
 		d.setChildren(kids)
 		// One call at a time, with a count that only grows: the callback
@@ -77,15 +77,15 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 // entries that cannot be read are skipped (logged), symlinks get their
 // targets. An error is the directory's own (it could not be read).
 func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
-	des, err := src.WalkReadDir(ctx, d.Path)
+	des, err := src.WalkReadDir(ctx, d.Path())
 	kids := make([]*Entry, 0, len(des))
 	size := 0
 	for _, de := range des {
-		size += len(d.Path) + 1 + len(de.Name())
+		size += len(d.Path()) + 1 + len(de.Name())
 	}
 	paths := sizedArena(size)
 	for _, de := range des {
-		p := paths.join(d.Path, de.Name())
+		p := paths.join(d.Path(), de.Name())
 		info, ierr := de.Info()
 		if ierr != nil {
 			log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
@@ -126,7 +126,8 @@ func NewEntry(p string, info fs.FileInfo, target string) *Entry {
 
 // entryFromInfo is the entry of a walk's stat of p.
 func entryFromInfo(p string, info fs.FileInfo) *Entry {
-	e := &Entry{Path: p}
+	e := &Entry{}
+	e.setPath(p)
 	switch {
 	case info.Mode().IsRegular():
 		e.Kind = KindFile

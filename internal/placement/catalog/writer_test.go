@@ -182,7 +182,7 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 	if e.Tier() != 0 {
 		t.Fatal("the in-memory residency was lost")
 	}
-	if rec, _ := stored(t, c, e.Path); rec.Tier != "" {
+	if rec, _ := stored(t, c, e.Path()); rec.Tier != "" {
 		t.Errorf("a record was written below the floor: tier %q", rec.Tier)
 	}
 	if _, ok := stored(t, c, gone); !ok {
@@ -202,7 +202,7 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 
 	d.set(roomy)
 	waitHealth(t, c, HealthOK, 0)
-	if rec, _ := stored(t, c, e.Path); rec.Tier != "mem" {
+	if rec, _ := stored(t, c, e.Path()); rec.Tier != "mem" {
 		t.Errorf("after the catch-up the record has tier %q, want mem", rec.Tier)
 	}
 	if _, ok := stored(t, c, gone); ok {
@@ -218,8 +218,8 @@ func TestCatalogBelowTheFloorWritesNothingAndCatchesUp(t *testing.T) {
 	if c.Walked() {
 		t.Error("the remount walked the source")
 	}
-	if got := c.Find(e.Path); got == nil || got.Tier() != 0 {
-		t.Errorf("residency of %s not kept across the remount", e.Path)
+	if got := c.Find(e.Path()); got == nil || got.Tier() != 0 {
+		t.Errorf("residency of %s not kept across the remount", e.Path())
 	}
 	if c.Find(gone) != nil {
 		t.Errorf("forgotten %s is back after the remount", gone)
@@ -302,13 +302,13 @@ func TestCatalogMountedOnAFullStateDirLoadsItsCatalogReadOnly(t *testing.T) {
 	two := c.Find("z/zz/zzz")
 	two.SetTier(1)
 	c.Persist(two)
-	if rec, _ := stored(t, c, two.Path); rec.Tier != "" {
+	if rec, _ := stored(t, c, two.Path()); rec.Tier != "" {
 		t.Fatal("written to the read-only catalog")
 	}
 	d.set(roomy)
 	waitHealth(t, c, HealthOK, 0)
-	if rec, _ := stored(t, c, two.Path); rec.Tier != "nvme" {
-		t.Errorf("after the catch-up %s has tier %q", two.Path, rec.Tier)
+	if rec, _ := stored(t, c, two.Path()); rec.Tier != "nvme" {
+		t.Errorf("after the catch-up %s has tier %q", two.Path(), rec.Tier)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -354,8 +354,8 @@ func TestCatalogCatchUpWritesInBatchesAndResumesWhereTheDiskFilledAgain(t *testi
 	d.set(roomy)
 	waitHealth(t, c, HealthOK, 0)
 	c.Root().Files(func(e *Entry) bool {
-		if rec, _ := stored(t, c, e.Path); rec.Tier != "mem" {
-			t.Fatalf("%s stored with tier %q after the catch-up", e.Path, rec.Tier)
+		if rec, _ := stored(t, c, e.Path()); rec.Tier != "mem" {
+			t.Fatalf("%s stored with tier %q after the catch-up", e.Path(), rec.Tier)
 		}
 		return true
 	})
@@ -377,7 +377,7 @@ func TestCatalogWalkStoreCutByTheFloorIsRedoneWhole(t *testing.T) {
 	if storedComplete(t, c) {
 		t.Fatal("a cut store marked the catalog complete")
 	}
-	if _, ok := stored(t, c, c.Root().Children()[0].Path); !ok {
+	if _, ok := stored(t, c, c.Root().Children()[0].Path()); !ok {
 		t.Fatal("the first batch was not written (the test's premise)")
 	}
 	d.set(roomy)
@@ -514,7 +514,7 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 				e := files[i]
 				if r.IntN(10) == 0 {
 					forgotten[i].Store(true)
-					c.forget(e.Path)
+					c.forget(e.Path())
 					continue
 				}
 				forgotten[i].Store(false)
@@ -529,10 +529,10 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 	d.set(roomy)
 	waitHealth(t, c, HealthOK, 0)
 	for i, e := range files {
-		rec, ok := stored(t, c, e.Path)
+		rec, ok := stored(t, c, e.Path())
 		if forgotten[i].Load() {
 			if ok {
-				t.Fatalf("%s: forgotten last, but its record is there", e.Path)
+				t.Fatalf("%s: forgotten last, but its record is there", e.Path())
 			}
 			continue
 		}
@@ -541,7 +541,7 @@ func TestCatalogConcurrentUpdatesWhileTheDiskFillsEndWithTheLatestState(t *testi
 			want = ""
 		}
 		if !ok || rec.Tier != want {
-			t.Fatalf("%s: stored tier %q (record %v), the last update said %q", e.Path, rec.Tier, ok, want)
+			t.Fatalf("%s: stored tier %q (record %v), the last update said %q", e.Path(), rec.Tier, ok, want)
 		}
 	}
 }
@@ -613,8 +613,8 @@ func TestCatalogBatchesUpdatesMadeDuringAWriteAndCloseWritesTheRest(t *testing.T
 	c = openCat(t, diskOpts(src, state, newFakeDisk(roomy), nil))
 	defer c.Close()
 	for _, e := range files {
-		if got := c.Find(e.Path); got == nil || got.Tier() != 1 {
-			t.Fatalf("%s: residency not recorded after Close", e.Path)
+		if got := c.Find(e.Path()); got == nil || got.Tier() != 1 {
+			t.Fatalf("%s: residency not recorded after Close", e.Path())
 		}
 	}
 }
@@ -671,8 +671,8 @@ func TestCatalogWritesABusyStreamOfUpdatesOneBatchPerGapAndAnIdleUpdateAtOnce(t 
 	defer c.Close()
 	for _, e := range files {
 		if e.Tier() == 1 {
-			if got := c.Find(e.Path); got == nil || got.Tier() != 1 {
-				t.Fatalf("%s: residency not recorded after Close", e.Path)
+			if got := c.Find(e.Path()); got == nil || got.Tier() != 1 {
+				t.Fatalf("%s: residency not recorded after Close", e.Path())
 			}
 		}
 	}

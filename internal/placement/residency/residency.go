@@ -14,14 +14,17 @@ import "sync/atomic"
 // State is one file's residency this mount. The zero value is a file
 // nothing is known of yet.
 //
-// It is 8 bytes, one of every entry of the catalog: the marks share one
-// word, and the copy generation is 32 bits (a file's copy would have to be
-// dropped 2³² times within one placer's read for two generations to meet).
+// It is 4 bytes, one of every entry of the catalog: the marks are the low
+// bits of one word and the copy generation the 29 above them (a file's
+// copy would have to be dropped 2²⁹ times within one placer's read for
+// two generations to meet).
 // The placer's kept copies of the few files it keeps open are its own
 // (internal/placement/resident.go).
 type State struct {
-	copyGen atomic.Uint32 // bumped at every drop of a copy (internal/placement/resident.go)
-	marks   atomic.Uint32
+	// word holds the marks in its low markBits bits and the copy
+	// generation, bumped at every drop of a copy
+	// (internal/placement/resident.go), above them.
+	word atomic.Uint32
 }
 
 // The marks.
@@ -29,16 +32,18 @@ const (
 	noSpace   uint32 = 1 << iota // did not fit any tier this mount
 	validated                    // source attributes checked this mount, or within the TTL (internal/placement/validate.go)
 	recheck                      // resident, its last check older than the TTL: revalidated in the background
+
+	markBits = 3 // the marks' bits at the bottom of the word; the copy generation is above
 )
 
-func (s *State) has(m uint32) bool { return s.marks.Load()&m != 0 }
+func (s *State) has(m uint32) bool { return s.word.Load()&m != 0 }
 
 // set sets or clears m and reports whether it was set.
 func (s *State) set(m uint32, v bool) (was bool) {
 	if v {
-		return s.marks.Or(m)&m != 0
+		return s.word.Or(m)&m != 0
 	}
-	return s.marks.And(^m)&m != 0
+	return s.word.And(^m)&m != 0
 }
 
 // NoSpace reports whether the file fit no tier this mount.
@@ -63,7 +68,7 @@ func (s *State) Recheck() bool { return s.has(recheck) }
 func (s *State) SetRecheck(v bool) (was bool) { return s.set(recheck, v) }
 
 // CopyGen is the file's copy generation, bumped at every drop of a copy.
-func (s *State) CopyGen() uint64 { return uint64(s.copyGen.Load()) }
+func (s *State) CopyGen() uint64 { return uint64(s.word.Load() >> markBits) }
 
 // BumpCopyGen starts a new copy generation.
-func (s *State) BumpCopyGen() { s.copyGen.Add(1) }
+func (s *State) BumpCopyGen() { s.word.Add(1 << markBits) }

@@ -24,6 +24,15 @@ func TestMarksAreIndependent(t *testing.T) {
 			}
 		}()
 	}
+	// The copy generation shares the marks' word: its bumps neither lose
+	// a mark nor are lost to one.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 1000 {
+			s.BumpCopyGen()
+		}
+	}()
 	for range 1000 {
 		if s.SetNoSpace(true) {
 			t.Fatal("SetNoSpace(true) says it was set")
@@ -41,11 +50,29 @@ func TestMarksAreIndependent(t *testing.T) {
 		t.Errorf("marks mixed up: validated %v, nospace %v, recheck %v", s.Validated(), s.NoSpace(), s.Recheck())
 	}
 	s.BumpCopyGen()
-	if s.CopyGen() != 1 {
-		t.Errorf("copy generation %d after one bump", s.CopyGen())
+	if s.CopyGen() != 1001 {
+		t.Errorf("copy generation %d after 1,001 bumps", s.CopyGen())
+	}
+	if !s.Validated() || s.NoSpace() || s.Recheck() {
+		t.Error("a bump of the copy generation changed a mark")
 	}
 	// One State is in every catalog entry.
-	if n := unsafe.Sizeof(State{}); n > 24 {
-		t.Errorf("State is %d bytes, want at most 24", n)
+	if n := unsafe.Sizeof(State{}); n > 4 {
+		t.Errorf("State is %d bytes, want at most 4", n)
+	}
+}
+
+// The copy generation wraps within its bits and leaves the marks alone.
+func TestCopyGenWrapsWithoutTouchingTheMarks(t *testing.T) {
+	var s State
+	s.SetRecheck(true)
+	s.word.Add(uint32(1<<(32-markBits)-1) << markBits) // the last generation
+	if got := s.CopyGen(); got != 1<<(32-markBits)-1 {
+		t.Fatalf("copy generation %d, want %d", got, 1<<(32-markBits)-1)
+	}
+	s.BumpCopyGen()
+	if s.CopyGen() != 0 || !s.Recheck() || s.Validated() || s.NoSpace() {
+		t.Errorf("after the wrap: generation %d, recheck %v, validated %v, nospace %v",
+			s.CopyGen(), s.Recheck(), s.Validated(), s.NoSpace())
 	}
 }

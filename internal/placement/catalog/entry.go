@@ -1,0 +1,275 @@
+package catalog
+
+// An entry of the tree, and its layout in memory.
+
+import (
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/epochfs/epochfs/internal/placement/residency"
+)
+
+// Entry is one file, directory or symlink of the dataset. The tree is
+// built at mount; while serving, an entry's attributes and residency
+// change, and a refresh (or a file found gone from the source) adds and
+// removes entries: a directory's children are replaced whole (copy on
+// write), so readers never lock.
+//
+// An entry is held per dataset file for the life of the mount (1.28 M of
+// them for ImageNet), so its layout is kept small (80 bytes, a size class
+// of Go's allocator): the first attributes are stored in the entry itself
+// in a compact form (the mode, owner and link count as the number of a
+// class most files share: attrclass.go), what few entries have (a
+// directory's children, a symlink's target, a hard link's key, attributes
+// that changed or do not fit the compact form, the content version once
+// it changed, an ID past 32 bits) is behind one pointer (more), the path
+// is a pointer and a 32-bit length, and the small fields are packed last.
+type Entry struct {
+	// What an open reads (Snapshot) is in the first 48 bytes, one cache
+	// line.
+	//
+	// more is what few entries have (*entryMore), nil for most files;
+	// replaced whole (copy on write), never changed in place. It also
+	// holds the attributes and content version once the content changed,
+	// so that Snapshot reads both as one.
+	more                          unsafe.Pointer
+	cSize, cMtime, cAtime, cCtime int64
+	cBlocks                       uint32
+	cClass                        uint16 // the mode, uid, gid and nlink (attrclass.go)
+	Kind                          Kind
+	// checked is when the source was last found to agree with the
+	// attributes (unix seconds; 0: unknown), persisted in the record.
+	checked atomic.Uint32
+	// id is the entry's ID (ID) when it fits 32 bits; 0 when it is held
+	// in more (a mount that gave out 2^32 IDs).
+	id uint32
+	// path and pathLen are the path's string (Path): a 32-bit length
+	// spares the 4 bytes a string header's length would take.
+	path    *byte
+	pathLen uint32
+	// Index numbers the regular files 0..Files()-1 in path order (the
+	// order of Files); -1 for directories and symlinks. The sampler's
+	// sample indices are these.
+	Index int32
+	// state holds the tier of the copy plus one (0: none) in its low
+	// byte and stateGone once the entry is removed from the dataset.
+	state atomic.Uint32
+	// res is the placer's knowledge of the file this mount, which the
+	// catalog holds and never reads (Residency).
+	res residency.State
+}
+
+const (
+	stateTier = 0xff
+	stateGone = 1 << 8
+)
+
+// entryMore is what few entries have. An entry's is replaced whole
+// (updateMore), so that a reader holding one sees all of it or none.
+type entryMore struct {
+	// kids are a directory's children, sorted by name, once listed.
+	kids   []*Entry
+	listed bool
+	// target is a symlink's target.
+	target string
+	// link is the source identity of a file with more than one link
+	// (files with the same key share an ID, an inode of the mount, as the
+	// source's hard links share their inode).
+	link *linkKey
+	// attr is the attributes once they changed (SetAttr, SetContent), or
+	// first ones the compact fields cannot hold; nil while those are
+	// current.
+	attr *Attr
+	// ver is the content version (Version).
+	ver uint32
+	// id is the entry's ID when it does not fit the entry's 32 bits.
+	id uint64
+}
+
+// moreOf is e's entryMore, or nil.
+func (e *Entry) moreOf() *entryMore { return (*entryMore)(atomic.LoadPointer(&e.more)) }
+
+// updateMore replaces e's entryMore by a copy that change changed. Callers
+// that change the same field are serialised by the caller; ones changing
+// others may race (a refresh's children and a validation's attributes):
+// each retries on the other's copy.
+func (e *Entry) updateMore(change func(m *entryMore)) {
+	for {
+		old := atomic.LoadPointer(&e.more)
+		m := new(entryMore)
+		if old != nil {
+			*m = *(*entryMore)(old)
+		}
+		change(m)
+		if atomic.CompareAndSwapPointer(&e.more, old, unsafe.Pointer(m)) {
+			return
+		}
+	}
+}
+
+// Target is a symlink's target ("" for other entries).
+func (e *Entry) Target() string {
+	if m := e.moreOf(); m != nil {
+		return m.target
+	}
+	return ""
+}
+
+// setTarget sets a new entry's symlink target (before it is shared). A
+// directory has none: a target a record gives one is dropped.
+func (e *Entry) setTarget(t string) {
+	if e.Kind == KindDir || t == "" && e.Target() == "" {
+		return
+	}
+	e.updateMore(func(m *entryMore) { m.target = t })
+}
+
+// link is the entry's hard-link key, or nil.
+func (e *Entry) link() *linkKey {
+	if m := e.moreOf(); m != nil {
+		return m.link
+	}
+	return nil
+}
+
+// setLink sets a new entry's hard-link key (before it is shared); a
+// directory has none.
+func (e *Entry) setLink(k *linkKey) {
+	if e.Kind == KindDir || k == nil && e.link() == nil {
+		return
+	}
+	e.updateMore(func(m *entryMore) { m.link = k })
+}
+
+// initAttr sets a new entry's first attributes (before it is shared): in
+// the entry itself when they fit its compact form.
+func (e *Entry) initAttr(a Attr) { e.initAttrIn(classes, a) }
+
+// initAttrIn is initAttr with the class table t.
+func (e *Entry) initAttrIn(t *classTable, a Attr) {
+	class, ok := t.of(attrClass{mode: a.Mode, uid: a.UID, gid: a.GID, nlink: a.Nlink})
+	if !ok || a.Blocks < 0 || a.Blocks > 1<<32-1 {
+		e.setWhole(a)
+		return
+	}
+	e.cSize, e.cMtime, e.cAtime, e.cCtime = a.Size, a.Mtime, a.Atime, a.Ctime
+	e.cClass = class
+	e.cBlocks = uint32(a.Blocks)
+}
+
+// Name is the entry's last path element ("" for the root).
+func (e *Entry) Name() string { return e.Path()[strings.LastIndexByte(e.Path(), '/')+1:] }
+
+// Attr returns the entry's attributes.
+func (e *Entry) Attr() Attr {
+	if m := e.moreOf(); m != nil && m.attr != nil {
+		return *m.attr
+	}
+	return e.compactAttr()
+}
+
+// compactAttr is the attributes the entry's compact fields hold.
+func (e *Entry) compactAttr() Attr {
+	k := classes.at(e.cClass)
+	return Attr{Size: e.cSize, Mtime: e.cMtime, Mode: k.mode, UID: k.uid, GID: k.gid, Nlink: k.nlink,
+		Blocks: int64(e.cBlocks), Atime: e.cAtime, Ctime: e.cCtime}
+}
+
+// Version is the entry's content version: 0 at mount, one more at every
+// change of the file's size or mtime this mount (SetContent). A mount
+// shows each version as an inode of its own (internal/fs/ino.go).
+func (e *Entry) Version() uint32 {
+	if m := e.moreOf(); m != nil {
+		return m.ver
+	}
+	return 0
+}
+
+// Snapshot returns the entry's attributes and the content version they
+// belong to, read as one: a new content's attributes and version are
+// published together in one entryMore, and the compact fields never
+// change once the entry is shared.
+func (e *Entry) Snapshot() (Attr, uint32) {
+	m := e.moreOf()
+	if m == nil {
+		return e.compactAttr(), 0
+	}
+	if m.attr != nil {
+		return *m.attr, m.ver
+	}
+	return e.compactAttr(), m.ver
+}
+
+// Path is the entry's path relative to the source root; "" for the root
+// (its bytes may share a block: arena.go).
+func (e *Entry) Path() string { return unsafe.String(e.path, e.pathLen) }
+
+// setPath sets a new entry's path (before it is shared).
+func (e *Entry) setPath(p string) {
+	if uint64(len(p)) > 1<<32-1 {
+		panic("catalog: a path of 4 GiB") // a source path is far shorter (PATH_MAX a component)
+	}
+	e.path, e.pathLen = unsafe.StringData(p), uint32(len(p))
+}
+
+// ID is the entry's ID, stable for the life of the mount (the inode
+// number of its first version); the root's is 1.
+func (e *Entry) ID() uint64 {
+	if e.id != 0 {
+		return uint64(e.id)
+	}
+	if m := e.moreOf(); m != nil {
+		return m.id
+	}
+	return 0
+}
+
+// setID sets a new entry's ID (before it is shared): in the entry when
+// it fits 32 bits.
+func (e *Entry) setID(id uint64) {
+	if id != 0 && id <= 1<<32-1 {
+		e.id = uint32(id)
+		return
+	}
+	e.id = 0
+	e.updateMore(func(m *entryMore) { m.id = id })
+}
+
+// Tier is the index of the tier that holds the entry's copy, or -1.
+func (e *Entry) Tier() int { return int(e.state.Load()&stateTier) - 1 }
+
+// Children returns a directory's entries sorted by name. Do not modify.
+func (e *Entry) Children() []*Entry {
+	if e.Kind != KindDir {
+		return nil
+	}
+	if m := e.moreOf(); m != nil {
+		return m.kids
+	}
+	return nil
+}
+
+// Listed reports whether e's entries are known (or e is no directory):
+// a background walk lists the others on demand (Catalog.List).
+func (e *Entry) Listed() bool {
+	if e.Kind != KindDir {
+		return true
+	}
+	m := e.moreOf()
+	return m != nil && m.listed
+}
+
+// setChildren replaces a directory's children.
+func (e *Entry) setChildren(c []*Entry) {
+	e.updateMore(func(m *entryMore) { m.kids, m.listed = c, true })
+}
+
+// Gone reports that the entry was removed from the dataset.
+func (e *Entry) Gone() bool { return e.state.Load()&stateGone != 0 }
+
+// setGone marks the entry removed from the dataset.
+func (e *Entry) setGone() { e.state.Or(stateGone) }
+
+// Lookup finds a child by name.
+func (e *Entry) Lookup(name string) *Entry { return lookupIn(e.Children(), name) }
