@@ -26,8 +26,7 @@ import (
 // it changed, an ID past 32 bits) is behind one pointer (more), the path
 // is a pointer and a 32-bit length, and the small fields are packed last.
 type Entry struct {
-	// What an open reads (Snapshot) is in the first 48 bytes, one cache
-	// line.
+	// What an open reads (Snapshot) is in the first 48 bytes, together.
 	//
 	// more is what few entries have (*entryMore), nil for most files;
 	// replaced whole (copy on write), never changed in place. It also
