@@ -86,6 +86,9 @@ type Options struct {
 	// LoadHold holds a background load of the stored catalog until it is
 	// closed (catalog.Options.LoadHold; tests).
 	LoadHold <-chan struct{}
+	// FirstID starts the catalog's entry IDs (the inode numbers) past it
+	// (catalog.Options.FirstID; tests).
+	FirstID uint64
 
 	// Each package's own options, as the caller sets them. New fills in
 	// what it wires itself, over what they hold: the source's root, logger
@@ -245,7 +248,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
 		Background: !o.WaitWalk && (o.ModelSettings == nil || o.ModelSettings.MemoryBudget == nil),
-		Offline:    !found, LoadHold: o.LoadHold,
+		Offline:    !found, LoadHold: o.LoadHold, FirstID: o.FirstID,
 	}
 	if m.cl != nil {
 		copts.Shared = m.sharedWalk

@@ -217,6 +217,8 @@ type envOpts struct {
 	// loadHold holds a background load of the stored catalog until it is
 	// closed (with serveWhileWalking).
 	loadHold chan struct{}
+	// firstID starts the catalog's IDs (the inode numbers) past it.
+	firstID uint64
 	// prewarm registers the tiers' copies at mount (the CLI's default,
 	// fuse.prewarm); the tests' default is off, so that their counts of
 	// first opens are their readers'.
@@ -261,7 +263,7 @@ func (e *env) mount() {
 		Metrics: epochd.MetricsOptions{Listen: e.opts.metricsListen}, Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model,
 		Cluster: e.opts.cluster, PeerListen: e.opts.peerListen, PeerTLS: e.opts.peerTLS,
-		WaitWalk: !e.opts.serveWhileWalking, LoadHold: e.opts.loadHold,
+		WaitWalk: !e.opts.serveWhileWalking, LoadHold: e.opts.loadHold, FirstID: e.opts.firstID,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -103,6 +103,10 @@ type Options struct {
 	// from an earlier mount is loaded (a rescan waits for a later
 	// mount), and without one Open fails with ErrNoCatalog.
 	Offline bool
+	// FirstID, if set, is the ID the entry IDs are given out after (the
+	// root's is FirstID+1): tests start past 2^32 to see IDs that the
+	// entry cannot hold in its 32 bits (Entry.ID). 0: the root's ID is 1.
+	FirstID uint64
 }
 
 // StaleCopy is a tier copy a rescan found out of date, or one a record
@@ -175,6 +179,7 @@ func Open(ctx context.Context, o Options) (*Catalog, error) {
 		o.Workers = 8
 	}
 	c := &Catalog{log: o.Logger, tiers: o.Tiers, walkDone: make(chan struct{})}
+	c.nextID.Store(o.FirstID)
 	if err := c.openDB(o); err != nil {
 		return nil, err
 	}
