@@ -472,7 +472,24 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 			run.removeLater(c)
 		}
 	}
+	// What is new joins the directory in batches (catalog.AddAll): one
+	// copy of its children a batch, not one a file. A batch waits at most
+	// addWait (and an entry that replaced one of another kind not at all).
+	var batch []*catalog.Entry
+	var since time.Time
+	flush := func() {
+		for _, n := range p.addEntries(d, batch, run) {
+			if n.Kind == catalog.KindDir {
+				subdirs = append(subdirs, n)
+			}
+		}
+		batch = batch[:0]
+	}
+	defer flush()
 	for _, de := range des {
+		if len(batch) > 0 && time.Since(since) >= addWait {
+			flush()
+		}
 		if p.ctx.Err() != nil || p.scrubWait() != nil {
 			return subdirs
 		}
@@ -488,7 +505,8 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 			continue
 		}
 		k := kindOf(fi)
-		if c != nil && c.Kind != k {
+		replaced := c != nil && c.Kind != k
+		if replaced {
 			// Replaced by something else: no outage, not guarded.
 			run.removed.Add(countFiles(c))
 			p.val.removeEntry(c)
@@ -505,38 +523,23 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 					continue
 				}
 			}
-			n := catalog.NewEntry(rel, fi, target)
-			if !p.addEntry(n, run) {
-				continue
+			if n := catalog.NewEntry(rel, fi, target); n != nil {
+				if len(batch) == 0 {
+					since = time.Now()
+				}
+				batch = append(batch, n)
 			}
-			c = n
-			if k != catalog.KindDir {
-				continue
+			if replaced || len(batch) >= addBatch {
+				flush()
 			}
-		} else {
-			p.refreshSame(c, fi, run)
+			continue
 		}
+		p.refreshSame(c, fi, run)
 		if c.Kind == catalog.KindDir {
 			subdirs = append(subdirs, c)
 		}
 	}
 	return subdirs
-}
-
-// addEntry adds a new entry found on the source.
-func (p *Scrubber) addEntry(e *catalog.Entry, run *scrubRun) bool {
-	if err := p.cat.Add(e); err != nil {
-		run.fail(err)
-		return false
-	}
-	if e.Kind == catalog.KindFile {
-		e.Residency().SetValidated(true)
-		run.added.Add(1)
-		p.enqueueIfWarm(e)
-	}
-	p.log.Info("added on the source; added to the dataset", zap.String("path", e.Path()))
-	p.notify(EntryAdded, e, false)
-	return true
 }
 
 // enqueueIfWarm queues a new or changed file when the whole dataset was

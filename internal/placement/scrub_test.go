@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -273,4 +274,84 @@ func TestARefreshAddsBeforeItRemoves(t *testing.T) {
 	if fewest < 4 {
 		t.Fatalf("the dataset had %d files at one point of the refresh (events %v); the source always had 4", fewest, events)
 	}
+}
+
+// TestARefreshAddsThousandsOfFilesToADirectoryInBatches: more new files
+// in one directory than a batch holds (addBatch), and a new directory
+// beside them, all join the dataset, each numbered once and announced;
+// and a new file waits for its batch at most addWait, not for the end of
+// a scan of its directory that the refresh rate makes longer.
+func TestARefreshAddsThousandsOfFilesToADirectoryInBatches(t *testing.T) {
+	d := sizedDataset()
+	e := newEnv(t, d, oneTier(1<<30), Options{RefreshRate: 1e6})
+	var mu sync.Mutex
+	announced := 0
+	e.p.SetNotify(func(ev Event) {
+		if ev.Kind == EntryAdded {
+			mu.Lock()
+			announced++
+			mu.Unlock()
+		}
+	})
+	const n = addBatch + 100
+	for i := range n {
+		p := fmt.Sprintf("train/a/new-%05d", i)
+		b := content(p, i%300)
+		if err := os.WriteFile(filepath.Join(e.src, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d[p] = b
+	}
+	if err := os.MkdirAll(filepath.Join(e.src, "train/a/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d["train/a/sub/x"] = content("x", 10)
+	if err := os.WriteFile(filepath.Join(e.src, "train/a/sub/x"), d["train/a/sub/x"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := e.scrub(ScrubRequest{Kind: ScrubRefresh})
+	if s.Errors != 0 || s.Added != n+1 {
+		t.Fatalf("refresh: %+v; want %d added, no error", s, n+1)
+	}
+	if got, want := treePaths(e.cat), sourcePaths(t, e.src); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the tree after the refresh has %d entries, the source %d", len(got), len(want))
+	}
+	if e.cat.Files() != int64(len(d)) || e.cat.Bytes() != d.Bytes() {
+		t.Errorf("catalog counts %d files %d bytes, want %d, %d", e.cat.Files(), e.cat.Bytes(), len(d), d.Bytes())
+	}
+	seen := map[int32]bool{}
+	e.cat.Root().Files(func(x *catalog.Entry) bool {
+		if seen[x.Index] || e.cat.ByIndex(int(x.Index)) != x {
+			t.Errorf("%s: Index %d given twice or not found", x.Path(), x.Index)
+		}
+		seen[x.Index] = true
+		return true
+	})
+	mu.Lock()
+	if announced != n+2 { // the files, the directory and its file
+		t.Errorf("%d additions announced, want %d", announced, n+2)
+	}
+	mu.Unlock()
+
+	// A slow scan: 400 entries at 200 a second, the new one first.
+	sd := sizedDataset()
+	for i := range 400 {
+		sd[fmt.Sprintf("z/old-%03d", i)] = nil
+	}
+	slow := newEnv(t, sd, oneTier(1<<30), Options{RefreshRate: 200})
+	if err := os.WriteFile(filepath.Join(slow.src, "z/a-new"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.p.Scrubber().Request(ScrubRequest{Kind: ScrubRefresh, Paths: []string{"z"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new file to join while its directory is scanned", func() bool {
+		if slow.cat.Find("z/a-new") != nil {
+			if st := slow.p.Scrubber().Status(); !st.Running && st.Pending == 0 {
+				t.Fatal("z/a-new joined only once the scan of z ended")
+			}
+			return true
+		}
+		return false
+	})
 }

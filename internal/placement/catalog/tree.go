@@ -1,10 +1,10 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -46,11 +46,44 @@ func (c *Catalog) Add(e *Entry) error {
 	if parent == nil {
 		return fmt.Errorf("catalog: add %s: no parent directory in the dataset", e.Path())
 	}
-	old := parent.Children()
-	name := e.Name()
-	i := sort.Search(len(old), func(i int) bool { return old[i].Name() >= name })
-	if i < len(old) && old[i].Name() == name {
-		return fmt.Errorf("catalog: add %s: already in the dataset", e.Path())
+	_, err := c.addLocked(parent, []*Entry{e})
+	return err
+}
+
+// AddAll inserts es, new entries of the directory dir (each with its
+// subtree), as Add does, with one copy of dir's children for all of them:
+// a refresh that adds thousands of files to a directory of a million
+// copies its children once, not once a file. It returns the entries it
+// added; one whose name dir holds already, or named twice, or not a child
+// of dir, is left out, and the error names it.
+func (c *Catalog) AddAll(dir *Entry, es []*Entry) ([]*Entry, error) {
+	c.treeMu.Lock()
+	defer c.treeMu.Unlock()
+	if dir.Kind != KindDir || dir.Gone() || c.Find(dir.Path()) != dir {
+		return nil, fmt.Errorf("catalog: add to %s: not a directory of the dataset", dir.Path())
+	}
+	return c.addLocked(dir, es)
+}
+
+// addLocked is AddAll with treeMu held and dir a directory of the tree.
+func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
+	old := dir.Children()
+	es = slices.Clone(es)
+	slices.SortStableFunc(es, func(a, b *Entry) int { return strings.Compare(a.Name(), b.Name()) })
+	var errs []error
+	add := es[:0]
+	for i, e := range es {
+		switch {
+		case ChildPath(dir.Path(), e.Name()) != e.Path():
+			errs = append(errs, fmt.Errorf("catalog: add %s: not an entry of %q", e.Path(), dir.Path()))
+		case lookupIn(old, e.Name()) != nil, i > 0 && es[i-1].Name() == e.Name():
+			errs = append(errs, fmt.Errorf("catalog: add %s: already in the dataset", e.Path()))
+		default:
+			add = append(add, e)
+		}
+	}
+	if len(add) == 0 {
+		return nil, errors.Join(errs...)
 	}
 	var files, bytes int64
 	var number func(x *Entry)
@@ -69,23 +102,40 @@ func (c *Catalog) Add(e *Entry) error {
 			number(ch)
 		}
 	}
-	number(e)
+	for _, e := range add {
+		number(e)
+	}
 	if t := c.byIndex.Load(); t != nil {
 		nt := grownTable(*t, int(c.nextIndex.Load()))
-		e.Files(func(x *Entry) bool { nt[x.Index] = x; return true })
+		for _, e := range add {
+			e.Files(func(x *Entry) bool { nt[x.Index] = x; return true })
+		}
 		c.byIndex.Store(&nt)
 	}
-	kids := make([]*Entry, 0, len(old)+1)
-	kids = append(append(append(kids, old[:i]...), e), old[i:]...)
-	parent.setChildren(kids)
+	// Both are sorted by name: one merge.
+	kids := make([]*Entry, 0, len(old)+len(add))
+	i := 0
+	for _, e := range add {
+		for i < len(old) && old[i].Name() < e.Name() {
+			kids = append(kids, old[i])
+			i++
+		}
+		kids = append(kids, e)
+	}
+	kids = append(kids, old[i:]...)
+	dir.setChildren(kids)
 	c.files.Add(files)
 	c.bytes.Add(bytes)
-	var err error
-	e.Walk(func(x *Entry) bool {
-		err = c.Persist(x)
-		return err == nil
-	})
-	return err
+	for _, e := range add {
+		e.Walk(func(x *Entry) bool {
+			if err := c.Persist(x); err != nil {
+				errs = append(errs, err)
+				return false
+			}
+			return true
+		})
+	}
+	return slices.Clip(add), errors.Join(errs...)
 }
 
 // Remove detaches e (and its subtree) from its parent, marks every

@@ -1,0 +1,250 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestAddGrowsTheTableOfFilesInPlace: files a refresh adds one at a time
+// take the numbers after the others, each found by ByIndex at once; a
+// table handed out before (Numbered) keeps what it held; and the table is
+// copied a few times for 2,000 files, not once a file (grownTable).
+func TestAddGrowsTheTableOfFilesInPlace(t *testing.T) {
+	src := catalogTree(t)
+	c := openCat(t, Options{StateDir: fastDir(t), Source: src})
+	defer c.Close()
+	before := c.Numbered()
+	held := append([]*Entry(nil), before...)
+	if err := os.Mkdir(filepath.Join(src, "added"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(src, "added"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add(NewEntry("added", fi, "")); err != nil {
+		t.Fatal(err)
+	}
+	arrays := map[**Entry]bool{unsafe.SliceData(*c.byIndex.Load()): true}
+	// A reader of the table while it grows (the jobs take in added files
+	// this way): under -race, no read meets a write.
+	stop, readerDone := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				readerDone <- nil
+				return
+			default:
+			}
+			all := c.Numbered()
+			for i, e := range all {
+				if e == nil || int(e.Index) != i {
+					readerDone <- fmt.Errorf("a reader of the growing table: [%d] = %v", i, e)
+					return
+				}
+			}
+			if e := c.ByIndex(len(all) - 1); e != all[len(all)-1] {
+				readerDone <- fmt.Errorf("ByIndex(%d) is not the table's last file", len(all)-1)
+				return
+			}
+		}
+	}()
+	const n = 2000
+	for i := range n {
+		p := fmt.Sprintf("added/f%04d", i)
+		if err := os.WriteFile(filepath.Join(src, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(filepath.Join(src, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewEntry(p, fi, "")
+		if err := c.Add(e); err != nil {
+			t.Fatal(err)
+		}
+		if want := len(held) + i; int(e.Index) != want || c.ByIndex(want) != e || c.Indexed() != want+1 {
+			t.Fatalf("%s: Index %d, ByIndex(%d) = %v, Indexed %d; want it numbered %d and found", p, e.Index, want, c.ByIndex(want), c.Indexed(), want)
+		}
+		arrays[unsafe.SliceData(*c.byIndex.Load())] = true
+	}
+	close(stop)
+	if err := <-readerDone; err != nil {
+		t.Fatal(err)
+	}
+	if len(arrays) > 3 {
+		t.Errorf("the table was copied %d times for %d files added one at a time", len(arrays)-1, n)
+	}
+	for i, e := range held {
+		if before[i] != e || c.ByIndex(i) != e {
+			t.Fatalf("number %d changed under a holder of the table", i)
+		}
+	}
+	if len(before) != len(held) || cap(before) != len(held) {
+		t.Fatalf("a table handed out grew: len %d cap %d, was %d", len(before), cap(before), len(held))
+	}
+	all := c.Numbered()
+	if len(all) != len(held)+n {
+		t.Fatalf("Numbered: %d files, want %d", len(all), len(held)+n)
+	}
+	for i, e := range all {
+		if e == nil || int(e.Index) != i {
+			t.Fatalf("Numbered()[%d] = %v", i, e)
+		}
+	}
+}
+
+// BenchmarkAddToAMillionFiles: a refresh adding a file to a catalog of a
+// million (the table of files by Index used to be copied whole each time).
+func BenchmarkAddToAMillionFiles(b *testing.B) {
+	const dirs, per = 1000, 1000
+	top := make([]*Entry, dirs)
+	for d := range dirs {
+		kids := make([]*Entry, per)
+		for f := range per {
+			kids[f] = NewFile(fmt.Sprintf("d%04d/f%04d", d, f), Attr{Size: 1, Mode: 0o100644, Nlink: 1})
+		}
+		top[d] = NewDir(fmt.Sprintf("d%04d", d), kids)
+	}
+	c := NewTree(NewDir("", top), nil)
+	c.w.pending, c.w.kick = map[string]*Entry{}, make(chan struct{}, 1)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := c.Add(NewFile(fmt.Sprintf("d0000/new%09d", i), Attr{Size: 1, Mode: 0o100644, Nlink: 1})); err != nil {
+			b.Fatal(err)
+		}
+		if i%1000 == 999 {
+			clear(c.w.pending) // no writer here
+		}
+	}
+}
+
+// TestAddAllMergesNewEntriesIntoADirectory: entries a refresh found new in
+// one directory, in any order, join it in one merge: sorted among the old
+// ones, numbered, counted and stored (a reopen loads them); a name the
+// directory holds already, a name given twice, an entry of another
+// directory and a directory no longer in the tree are refused by name,
+// and the rest is added.
+func TestAddAllMergesNewEntriesIntoADirectory(t *testing.T) {
+	src := catalogTree(t)
+	state := fastDir(t)
+	c := openCat(t, Options{StateDir: state, Source: src})
+	files, bytes := c.Files(), c.Bytes()
+	dir := c.Find("a/b")
+	var es []*Entry
+	for _, name := range []string{"zeta", "b0", "c/new", "m", "sibling", "m", "aa", "new-dir"} {
+		p := filepath.Join(src, "a/b", name)
+		switch name {
+		case "sibling", "c/new":
+		case "new-dir":
+			if err := os.MkdirAll(filepath.Join(p, "inner"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if name == "c/new" || name == "sibling" {
+			p = filepath.Join(src, "a/b/sibling") // a file that exists
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, NewEntry("a/b/"+name, fi, ""))
+	}
+	added, err := c.AddAll(dir, es)
+	var names []string
+	for _, e := range added {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "aa b0 m new-dir zeta" {
+		t.Fatalf("added %q, want aa b0 m new-dir zeta", got)
+	}
+	for _, want := range []string{"a/b/c/new: not an entry of", "a/b/sibling: already in the dataset", "a/b/m: already in the dataset"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("AddAll's error %v does not name %q", err, want)
+		}
+	}
+	checkTreeSorted(t, c)
+	var kids []string
+	for _, k := range dir.Children() {
+		kids = append(kids, k.Name())
+	}
+	if got := strings.Join(kids, " "); got != "aa b0 c m new-dir sibling zeta" {
+		t.Fatalf("a/b holds %q", got)
+	}
+	if c.Files() != files+4 || c.Bytes() != bytes+int64(len("zeta")+len("b0")+len("m")+len("aa")) {
+		t.Errorf("counts %d files %d bytes after adding 4 files, were %d and %d", c.Files(), c.Bytes(), files, bytes)
+	}
+	for _, e := range added {
+		if e.Kind == KindFile && (e.Index < 0 || c.ByIndex(int(e.Index)) != e) || e.ID() == 0 {
+			t.Errorf("%s: Index %d ID %d not given", e.Path(), e.Index, e.ID())
+		}
+	}
+	if nd := c.Find("a/b/new-dir"); nd == nil || !nd.Listed() {
+		t.Error("the added directory is not listed")
+	}
+	if _, err := c.AddAll(dir, nil); err != nil {
+		t.Errorf("AddAll of nothing: %v", err)
+	}
+	gone := c.Find("a/b/c")
+	if _, ok := c.Remove(gone); !ok {
+		t.Fatal("Remove(a/b/c)")
+	}
+	fi, _ := os.Lstat(filepath.Join(src, "top.txt"))
+	if _, err := c.AddAll(gone, []*Entry{NewEntry("a/b/c/late", fi, "")}); err == nil || !strings.Contains(err.Error(), "not a directory of the dataset") {
+		t.Errorf("AddAll to a removed directory: %v", err)
+	}
+	if err := c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = openCat(t, Options{StateDir: state, Source: src})
+	defer c.Close()
+	for _, p := range []string{"a/b/aa", "a/b/b0", "a/b/m", "a/b/zeta", "a/b/new-dir"} {
+		if c.Find(p) == nil {
+			t.Errorf("%s was not stored", p)
+		}
+	}
+}
+
+// BenchmarkAddToAFlatDirectory: a refresh adding files to one directory of
+// a million, one at a time (Add: a copy of the directory's children each)
+// and 4,096 at a time (AddAll, as a refresh does). The time is per file.
+func BenchmarkAddToAFlatDirectory(b *testing.B) {
+	const files, batch = 1_000_000, 4096
+	for _, bc := range []struct {
+		name string
+		n    int
+	}{{"one-at-a-time", 1}, {"batches-of-4096", batch}} {
+		b.Run(bc.name, func(b *testing.B) {
+			kids := make([]*Entry, files)
+			for f := range files {
+				kids[f] = NewFile(fmt.Sprintf("flat/f%07d", f), Attr{Size: 1, Mode: 0o100644, Nlink: 1})
+			}
+			dir := NewDir("flat", kids)
+			c := NewTree(NewDir("", []*Entry{dir}), nil)
+			c.w.pending, c.w.kick = map[string]*Entry{}, make(chan struct{}, 1)
+			es := make([]*Entry, 0, bc.n)
+			b.ResetTimer()
+			for i := 0; i < b.N; i += bc.n {
+				es = es[:0]
+				for j := i; j < min(i+bc.n, b.N); j++ {
+					es = append(es, NewFile(fmt.Sprintf("flat/g%09d", j), Attr{Size: 1, Mode: 0o100644, Nlink: 1}))
+				}
+				if _, err := c.AddAll(dir, es); err != nil {
+					b.Fatal(err)
+				}
+				clear(c.w.pending) // no writer here
+			}
+		})
+	}
+}
