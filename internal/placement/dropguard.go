@@ -16,6 +16,7 @@ package placement
 // gone, whatever the count, and resets the opens' budget.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync"
@@ -77,17 +78,47 @@ func (p *validator) dropEntry(e *catalog.Entry, g *dropGuard, cause error) error
 		p.removeEntry(e)
 		return nil
 	}
-	n := countFiles(e)
-	if !g.take(n) {
-		p.dropsHeld.Add(n)
-		g.once.Do(func() {
-			p.log.Error("the source no longer has more than placement.max_drop of the dataset's files; keeping them (check the source, then `epochfs refresh --allow-drop`)",
-				zap.String("path", e.Path()), zap.Int64("limit", g.limit), zap.Float64("max_drop", p.o.MaxDrop))
-		})
-		return fmt.Errorf("%w: %s (%d files)", ErrDropHeld, e.Path(), n)
+	if err := p.takeDrop(e, g); err != nil {
+		return err
 	}
 	p.removeEntry(e)
 	return nil
+}
+
+// dropEntries is dropEntry for entries of the directory dir that its
+// listing no longer has, removed together (removeEntries). Those g's
+// budget does not cover stay, and the error names the first. It returns
+// the files removed.
+func (p *validator) dropEntries(dir *catalog.Entry, es []*catalog.Entry, g *dropGuard) (int64, error) {
+	var drop []*catalog.Entry
+	var held error
+	for _, e := range es {
+		if err := p.takeDrop(e, g); err != nil {
+			held = cmp.Or(held, err)
+			continue
+		}
+		drop = append(drop, e)
+	}
+	if len(drop) == 0 {
+		return 0, held
+	}
+	return p.removeEntries(dir, drop), held
+}
+
+// takeDrop takes e's files from g's budget, or says that e must stay:
+// ErrDropHeld (the first time a pass's guard refuses, it says so in the
+// log).
+func (p *validator) takeDrop(e *catalog.Entry, g *dropGuard) error {
+	n := countFiles(e)
+	if g.take(n) {
+		return nil
+	}
+	p.dropsHeld.Add(n)
+	g.once.Do(func() {
+		p.log.Error("the source no longer has more than placement.max_drop of the dataset's files; keeping them (check the source, then `epochfs refresh --allow-drop`)",
+			zap.String("path", e.Path()), zap.Int64("limit", g.limit), zap.Float64("max_drop", p.o.MaxDrop))
+	})
+	return fmt.Errorf("%w: %s (%d files)", ErrDropHeld, e.Path(), n)
 }
 
 // openGuard is the opens' validations' budget, renewed by each refresh

@@ -155,12 +155,30 @@ func (p *Scrubber) removeMissing(run *scrubRun) {
 	missing := run.missing
 	run.missing = nil
 	run.missingMu.Unlock()
+	// A directory's missing entries are removed together
+	// (catalog.RemoveAll: one copy of its children).
+	byDir := map[string][]*catalog.Entry{}
+	var dirs []string
 	for _, e := range missing {
+		d := path.Dir(e.Path())
+		if byDir[d] == nil {
+			dirs = append(dirs, d)
+		}
+		byDir[d] = append(byDir[d], e)
+	}
+	for _, d := range dirs {
 		if p.ctx.Err() != nil {
 			return // unmounting: the next mount's refresh removes them
 		}
-		if !e.Gone() { // (under a directory removed before it)
-			p.remove(e, run, nil)
+		es := byDir[d]
+		dir := p.cat.ParentOf(es[0].Path())
+		if dir == nil {
+			continue // (under a directory removed before them)
+		}
+		files, err := p.val.dropEntries(dir, es, run.guard)
+		run.removed.Add(files)
+		if err != nil {
+			run.heldOnce.Do(func() { run.fail(err) })
 		}
 	}
 }

@@ -279,11 +279,12 @@ func TestARefreshAddsBeforeItRemoves(t *testing.T) {
 // TestARefreshAddsThousandsOfFilesToADirectoryInBatches: more new files
 // in one directory than a batch holds (addBatch), and a new directory
 // beside them, all join the dataset, each numbered once and announced;
-// and a new file waits for its batch at most addWait, not for the end of
+// removed from the source, they leave it together, within max_drop; and
+// a new file waits for its batch at most addWait, not for the end of
 // a scan of its directory that the refresh rate makes longer.
 func TestARefreshAddsThousandsOfFilesToADirectoryInBatches(t *testing.T) {
 	d := sizedDataset()
-	e := newEnv(t, d, oneTier(1<<30), Options{RefreshRate: 1e6})
+	e := newEnv(t, d, oneTier(1<<30), Options{RefreshRate: 1e6, MaxDrop: DefaultMaxDrop})
 	var mu sync.Mutex
 	announced := 0
 	e.p.SetNotify(func(ev Event) {
@@ -332,6 +333,31 @@ func TestARefreshAddsThousandsOfFilesToADirectoryInBatches(t *testing.T) {
 		t.Errorf("%d additions announced, want %d", announced, n+2)
 	}
 	mu.Unlock()
+
+	// Removed from the source, they leave together (catalog.RemoveAll):
+	// past max_drop the refresh keeps them, unless asked to drop them.
+	files := e.cat.Files()
+	for i := range n {
+		p := fmt.Sprintf("train/a/new-%05d", i)
+		if err := os.Remove(filepath.Join(e.src, p)); err != nil {
+			t.Fatal(err)
+		}
+		delete(d, p)
+	}
+	s = e.scrub(ScrubRequest{Kind: ScrubRefresh})
+	if s.Removed >= n || s.Held == 0 || !strings.Contains(s.LastErr, "train/a/new-") || e.cat.Files() <= files-n {
+		t.Fatalf("a refresh past max_drop: %+v, %d files of %d; want most kept and the error naming one", s, e.cat.Files(), files)
+	}
+	s = e.scrub(ScrubRequest{Kind: ScrubRefresh, AllowDrop: true})
+	if s.Errors != 0 || e.cat.Files() != files-n {
+		t.Fatalf("a refresh allowed to drop: %+v, %d files; want %d", s, e.cat.Files(), files-n)
+	}
+	if got, want := treePaths(e.cat), sourcePaths(t, e.src); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the tree after the removal has %d entries, the source %d", len(got), len(want))
+	}
+	if e.cat.Bytes() != d.Bytes() {
+		t.Errorf("catalog counts %d bytes, want %d", e.cat.Bytes(), d.Bytes())
+	}
 
 	// A slow scan: 400 entries at 200 a second, the new one first.
 	sd := sizedDataset()

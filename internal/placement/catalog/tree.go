@@ -145,33 +145,59 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 func (c *Catalog) Remove(e *Entry) ([]*Entry, bool) {
 	c.treeMu.Lock()
 	defer c.treeMu.Unlock()
-	var files []*Entry
 	parent := c.ParentOf(e.Path())
-	if parent == nil || e.Gone() {
+	if parent == nil {
 		return nil, false
 	}
-	old := parent.Children()
+	files, removed := c.removeLocked(parent, []*Entry{e})
+	return files, len(removed) > 0
+}
+
+// RemoveAll is Remove for entries of the directory dir, with one copy of
+// its children for all of them: a refresh that removes thousands of files
+// from a directory of a million copies its children once, not once a
+// file. It returns the files removed and the entries of es it removed
+// (not those that are not dir's, or were removed already).
+func (c *Catalog) RemoveAll(dir *Entry, es []*Entry) (files, removed []*Entry) {
+	c.treeMu.Lock()
+	defer c.treeMu.Unlock()
+	return c.removeLocked(dir, es)
+}
+
+// removeLocked is RemoveAll with treeMu held.
+func (c *Catalog) removeLocked(dir *Entry, es []*Entry) (files, removed []*Entry) {
+	drop := make(map[*Entry]bool, len(es))
+	for _, e := range es {
+		if !e.Gone() {
+			drop[e] = true
+		}
+	}
+	old := dir.Children()
 	kids := make([]*Entry, 0, len(old))
 	for _, x := range old {
-		if x != e {
+		if drop[x] {
+			removed = append(removed, x)
+		} else {
 			kids = append(kids, x)
 		}
 	}
-	if len(kids) == len(old) {
-		return nil, false // not in the tree
+	if len(removed) == 0 {
+		return nil, nil // not in the tree
 	}
-	parent.setChildren(kids)
-	e.Walk(func(x *Entry) bool {
-		x.setGone()
-		if x.Kind == KindFile {
-			files = append(files, x)
-			c.files.Add(-1)
-			c.bytes.Add(-x.Attr().Size)
-		}
-		c.forget(x.Path()) // the guarded writer (writer.go)
-		return true
-	})
-	return files, true
+	dir.setChildren(kids)
+	for _, e := range removed {
+		e.Walk(func(x *Entry) bool {
+			x.setGone()
+			if x.Kind == KindFile {
+				files = append(files, x)
+				c.files.Add(-1)
+				c.bytes.Add(-x.Attr().Size)
+			}
+			c.forget(x.Path()) // the guarded writer (writer.go)
+			return true
+		})
+	}
+	return files, removed
 }
 
 // Walk calls fn for e and every entry under it, parents first, until fn

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -244,6 +245,82 @@ func BenchmarkAddToAFlatDirectory(b *testing.B) {
 					b.Fatal(err)
 				}
 				clear(c.w.pending) // no writer here
+			}
+		})
+	}
+}
+
+// TestRemoveAllTakesADirectorysEntriesInOneCopy: entries of one directory
+// leave it together, with everything under them (files returned for
+// their copies, marked gone, uncounted, their records deleted); one that
+// is not the directory's, or is gone already, is left alone.
+func TestRemoveAllTakesADirectorysEntriesInOneCopy(t *testing.T) {
+	src := catalogTree(t)
+	state := fastDir(t)
+	c := openCat(t, Options{StateDir: state, Source: src})
+	files, bytes := c.Files(), c.Bytes()
+	dir, sub, sibling, other := c.Find("a/b"), c.Find("a/b/c"), c.Find("a/b/sibling"), c.Find("top.txt")
+	deep := c.Find("a/b/c/deep.bin")
+	gone := c.Find("z/zz/zzz")
+	if _, ok := c.Remove(gone); !ok {
+		t.Fatal("Remove(z/zz/zzz)")
+	}
+	removedFiles, removed := c.RemoveAll(dir, []*Entry{sibling, other, gone, sub})
+	if len(removed) != 2 || removed[0] != sub || removed[1] != sibling {
+		t.Fatalf("removed %v, want a/b/c and a/b/sibling", removed)
+	}
+	if len(removedFiles) != 2 || !slices.Contains(removedFiles, deep) || !slices.Contains(removedFiles, sibling) {
+		t.Fatalf("files removed %v, want a/b/c/deep.bin and a/b/sibling", removedFiles)
+	}
+	if len(dir.Children()) != 0 || c.Find("a/b/sibling") != nil || !deep.Gone() || other.Gone() || c.Find("top.txt") != other {
+		t.Fatal("the tree after RemoveAll is not a/b emptied and the rest kept")
+	}
+	if want := files - 3; c.Files() != want || c.Bytes() != bytes-4096-1000-12 {
+		t.Errorf("counts %d files %d bytes, want %d and %d", c.Files(), c.Bytes(), want, bytes-4096-1000-12)
+	}
+	if f, r := c.RemoveAll(dir, []*Entry{sibling}); f != nil || r != nil {
+		t.Errorf("a second RemoveAll removed %v %v", f, r)
+	}
+	if err := c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = openCat(t, Options{StateDir: state, Source: src})
+	defer c.Close()
+	for _, p := range []string{"a/b/c", "a/b/c/deep.bin", "a/b/sibling", "z/zz/zzz"} {
+		if c.Find(p) != nil {
+			t.Errorf("%s is stored still", p)
+		}
+	}
+	if c.Find("a/b") == nil || c.Find("top.txt") == nil {
+		t.Error("a/b or top.txt was not kept")
+	}
+}
+
+// BenchmarkRemoveFromAFlatDirectory: a refresh removing files from one
+// directory of a million, one at a time (Remove) and all of a run's at
+// once (RemoveAll, as a refresh does). The time is per file.
+func BenchmarkRemoveFromAFlatDirectory(b *testing.B) {
+	const files = 1_000_000
+	for _, one := range []bool{true, false} {
+		b.Run(map[bool]string{true: "one-at-a-time", false: "together"}[one], func(b *testing.B) {
+			kids := make([]*Entry, files+b.N)
+			for f := range kids {
+				kids[f] = NewFile(fmt.Sprintf("flat/f%09d", f), Attr{Size: 1, Mode: 0o100644, Nlink: 1})
+			}
+			dir := NewDir("flat", kids)
+			c := NewTree(NewDir("", []*Entry{dir}), nil)
+			c.w.pending, c.w.kick = map[string]*Entry{}, make(chan struct{}, 1)
+			gone := kids[files/2 : files/2+b.N]
+			b.ResetTimer()
+			if one {
+				for _, e := range gone {
+					if _, ok := c.Remove(e); !ok {
+						b.Fatal("not removed")
+					}
+				}
+			} else if _, r := c.RemoveAll(dir, gone); len(r) != b.N {
+				b.Fatalf("%d removed of %d", len(r), b.N)
 			}
 		})
 	}
