@@ -222,6 +222,13 @@ bench-firstepoch: bench-deps build
 
 # Listings of many small files (docs/benchmarks.md, "Ten million files"):
 # mount, walk, remount, RSS per file, and ls -R, find, os.walk and
+# A refresh adding and removing files in one directory of 500,000
+# (docs/benchmarks.md, "A refresh that adds files"). BASE=<binary> to
+# compare. Needs root; ~5 minutes.
+.PHONY: bench-refresh
+bench-refresh: build
+	bash test/bench/refresh.sh
+
 # ImageFolder through the mount against the source and a local copy, on
 # tmpfs and on the emulated PFS. FILES="1000000 10000000" for both sizes.
 .PHONY: bench-listing
