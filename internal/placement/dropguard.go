@@ -133,3 +133,62 @@ func (p *validator) openGuard() *dropGuard {
 
 // heldDrops is how many files the guard kept since the mount.
 func (p *validator) heldDrops() int64 { return p.dropsHeld.Load() }
+
+// removeEntry drops e (a file or a directory with everything under it)
+// from the dataset: tier copies, records, the tree. It logs once.
+func (p *validator) removeEntry(e *catalog.Entry) {
+	p.refreshMu.Lock()
+	files, ok := p.cat.Remove(e)
+	p.dropRemoved(files)
+	p.refreshMu.Unlock()
+	if !ok {
+		return // removed already
+	}
+	p.removed.Add(int64(len(files)))
+	p.log.Info("gone from the source; removed from the dataset", zap.String("path", e.Path()), zap.Int("files", len(files)))
+	p.notify(EntryRemoved, e, false)
+}
+
+// removeEntries is removeEntry for entries of the directory dir, removed
+// from the tree together (catalog.RemoveAll). It returns the files
+// removed.
+func (p *validator) removeEntries(dir *catalog.Entry, es []*catalog.Entry) int64 {
+	p.refreshMu.Lock()
+	files, removed := p.cat.RemoveAll(dir, es)
+	p.dropRemoved(files)
+	p.refreshMu.Unlock()
+	p.removed.Add(int64(len(files)))
+	const msg = "gone from the source; removed from the dataset"
+	level := zap.DebugLevel // the batch has its line (logBatch)
+	if len(removed) == 1 {
+		level = zap.InfoLevel
+	}
+	for _, e := range removed {
+		if ce := p.log.Check(level, msg); ce != nil {
+			ce.Write(zap.String("path", e.Path()), zap.Int64("files", countFiles(e)))
+		}
+		p.notify(EntryRemoved, e, false)
+	}
+	if len(removed) > 1 {
+		logBatch(p.log, msg, dir, removed, len(files))
+	}
+	return int64(len(files))
+}
+
+// dropRemoved drops what the placer knows of files removed from the
+// tree, and their tier copies. Called with refreshMu held.
+func (p *validator) dropRemoved(files []*catalog.Entry) {
+	for _, f := range files {
+		if f.Residency().SetRecheck(false) {
+			p.rechecks.Add(-1)
+		}
+		if i := f.Tier(); i >= 0 {
+			f.SetTier(-1)
+			p.forgetResident(f)
+			p.o.dropped(f, f.Attr())
+			if err := p.removeCopy(i, f.Path(), f.Attr().Size); err != nil {
+				p.log.Warn("drop copy of a removed file", zap.String("path", f.Path()), zap.Error(err))
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/epochfs/epochfs/internal/placement/catalog"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // scrub runs one request and waits for it.
@@ -380,4 +384,66 @@ func TestARefreshAddsThousandsOfFilesToADirectoryInBatches(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A refresh logs what it adds to or removes from a directory in one Info
+// line a batch, naming the directory and the count, not one a file; a
+// single entry keeps its line with its path.
+func TestARefreshLogsADirectorysNewAndGoneEntriesOnceABatch(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := newEnv(t, sizedDataset(), oneTier(1<<30), Options{RefreshRate: 1e6, Logger: zap.New(core)})
+	const n = 300
+	write := func(p string) {
+		if err := os.WriteFile(filepath.Join(e.src, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		write(fmt.Sprintf("train/a/new-%03d", i))
+	}
+	write("train/b/alone")
+	// lines returns the Info lines of msg, and the entries they cover.
+	lines := func(msg string) (batches []observer.LoggedEntry, single []string, entries int64) {
+		for _, l := range logs.FilterMessage(msg).TakeAll() {
+			f := l.ContextMap()
+			if p, ok := f["path"].(string); ok {
+				single = append(single, p)
+				entries++
+				continue
+			}
+			if f["dir"] != "train/a" || f["entries"] != f["files"] {
+				t.Errorf("%s: %v; want the directory train/a, all files", msg, f)
+			}
+			batches = append(batches, l)
+			entries += f["entries"].(int64)
+		}
+		return batches, single, entries
+	}
+	if s := e.scrub(ScrubRequest{Kind: ScrubRefresh}); s.Errors != 0 || s.Added != n+1 {
+		t.Fatalf("refresh: %+v; want %d added", s, n+1)
+	}
+	batches, single, entries := lines("added on the source; added to the dataset")
+	if len(batches) == 0 || len(batches) > 5 || entries != n+1 || !slices.Contains(single, "train/b/alone") {
+		t.Fatalf("additions logged in %d batch lines and %d single ones (%v…) for %d entries; want a few batches, train/b/alone alone, %d entries",
+			len(batches), len(single), single[:min(3, len(single))], entries, n+1)
+	}
+	for i := range n {
+		if err := os.Remove(filepath.Join(e.src, fmt.Sprintf("train/a/new-%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(e.src, "train/b/alone")); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.scrub(ScrubRequest{Kind: ScrubRefresh, AllowDrop: true}); s.Errors != 0 || s.Removed != n+1 {
+		t.Fatalf("refresh: %+v; want %d removed", s, n+1)
+	}
+	batches, single, entries = lines("gone from the source; removed from the dataset")
+	if len(batches) != 1 || entries != n+1 || !slices.Equal(single, []string{"train/b/alone"}) {
+		t.Fatalf("removals logged in %d batch lines and %d single ones (%v…) for %d entries; want one batch and train/b/alone alone, %d entries",
+			len(batches), len(single), single[:min(3, len(single))], entries, n+1)
+	}
+	if f := batches[0].ContextMap(); f["first"] != "train/a/new-000" || f["last"] != fmt.Sprintf("train/a/new-%03d", n-1) {
+		t.Errorf("the batch line names %v … %v; want the first and last removed", f["first"], f["last"])
+	}
 }

@@ -217,6 +217,20 @@ func TestAddAllMergesNewEntriesIntoADirectory(t *testing.T) {
 	}
 }
 
+// flatCatalog is a catalog of one directory, "flat", of n files, with a
+// writer that only collects (the benchmarks clear it); it returns the
+// directory and its files.
+func flatCatalog(n int) (*Catalog, *Entry, []*Entry) {
+	kids := make([]*Entry, n)
+	for f := range kids {
+		kids[f] = NewFile(fmt.Sprintf("flat/f%09d", f), Attr{Size: 1, Mode: 0o100644, Nlink: 1})
+	}
+	dir := NewDir("flat", kids)
+	c := NewTree(NewDir("", []*Entry{dir}), nil)
+	c.w.pending, c.w.kick = map[string]*Entry{}, make(chan struct{}, 1)
+	return c, dir, kids
+}
+
 // BenchmarkAddToAFlatDirectory: a refresh adding files to one directory of
 // a million, one at a time (Add: a copy of the directory's children each)
 // and 4,096 at a time (AddAll, as a refresh does). The time is per file.
@@ -227,13 +241,7 @@ func BenchmarkAddToAFlatDirectory(b *testing.B) {
 		n    int
 	}{{"one-at-a-time", 1}, {"batches-of-4096", batch}} {
 		b.Run(bc.name, func(b *testing.B) {
-			kids := make([]*Entry, files)
-			for f := range files {
-				kids[f] = NewFile(fmt.Sprintf("flat/f%07d", f), Attr{Size: 1, Mode: 0o100644, Nlink: 1})
-			}
-			dir := NewDir("flat", kids)
-			c := NewTree(NewDir("", []*Entry{dir}), nil)
-			c.w.pending, c.w.kick = map[string]*Entry{}, make(chan struct{}, 1)
+			c, dir, _ := flatCatalog(files)
 			es := make([]*Entry, 0, bc.n)
 			b.ResetTimer()
 			for i := 0; i < b.N; i += bc.n {
@@ -304,13 +312,7 @@ func BenchmarkRemoveFromAFlatDirectory(b *testing.B) {
 	const files = 1_000_000
 	for _, one := range []bool{true, false} {
 		b.Run(map[bool]string{true: "one-at-a-time", false: "together"}[one], func(b *testing.B) {
-			kids := make([]*Entry, files+b.N)
-			for f := range kids {
-				kids[f] = NewFile(fmt.Sprintf("flat/f%09d", f), Attr{Size: 1, Mode: 0o100644, Nlink: 1})
-			}
-			dir := NewDir("flat", kids)
-			c := NewTree(NewDir("", []*Entry{dir}), nil)
-			c.w.pending, c.w.kick = map[string]*Entry{}, make(chan struct{}, 1)
+			c, dir, kids := flatCatalog(files + b.N)
 			gone := kids[files/2 : files/2+b.N]
 			b.ResetTimer()
 			if one {
