@@ -16,11 +16,12 @@
 # each repetition):
 #
 #   mount   a first mount on a fresh state: mount-to-usable (the command
-#           returns), walk complete (catalog=ok), daemon RSS per file once
-#           the walk is done; on the PFS, the walk against `find -type f`
+#           returns), walk complete (catalog=ok), daemon RSS per file 12 s
+#           after the walk is done and at IDLE_S s, idle; on the PFS, the walk against `find -type f`
 #           over a fresh sshfs mount of the same tree
 #   remount the same state mounted again: mount-to-usable (the command
-#           returns), its catalog loaded (catalog=ok), RSS per file
+#           returns), its catalog loaded (catalog=ok), RSS per file (the same
+#           two)
 #   walks   `ls -R`, `find -type f`, `os.walk` and torchvision's
 #           `ImageFolder(root)` construction, each on a freshly remounted
 #           mount (first) and again (second: the kernel's cached
@@ -37,7 +38,8 @@
 #      DELAY_MS (1) RATE (100) TMPFS_SIZE (16g) WALKS ("ls-R find os.walk
 #      imagefolder"; "" measures the mount, walk, remount and RSS only and
 #      makes no local copy of the tmpfs trees) WORK (/var/tmp/epochfs-listing)
-#      OUT (- = stdout)
+#      OUT (- = stdout) IDLE_S (60: when the idle RSS is read, after the
+#      catalog is whole)
 #      EPOCHFS (bin/epochfs: another binary to measure)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,6 +48,7 @@ PFS_FILES=${PFS_FILES-1000000}
 PER_DIR=${PER_DIR:-1000}
 REPS=${REPS:-3}
 DELAY_MS=${DELAY_MS:-1}
+IDLE_S=${IDLE_S:-60}
 RATE=${RATE:-100}
 TMPFS_SIZE=${TMPFS_SIZE:-16g}
 WALKS=${WALKS-ls-R find os.walk imagefolder}
@@ -104,9 +107,12 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 stat_of() { "$EPOCHFS" status --raw "$1" | sed -n "s/^$2=//p"; }
 rss_of() { awk '/^VmRSS/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status"; }
-# settled_rss MNT: the daemon's RSS once it has returned a burst's garbage
-# (within 10 s of its end).
+# settled_rss MNT: the daemon's RSS 12 s after the catalog is whole, once
+# it has returned the walk's or the load's garbage; idle_rss MNT: its RSS
+# at IDLE_S (60) s, once it has been quiet long enough to return what
+# the catalog database's compactions left (docs/admin.md).
 settled_rss() { sleep 12; rss_of "$(stat_of "$1" pid)"; }
+idle_rss() { sleep $((IDLE_S - 12)); rss_of "$(stat_of "$1" pid)"; }
 ep_mount() { # SRC MNT STATE [ARGS]
   local src=$1 mnt=$2 state=$3; shift 3
   mkdir -p "$mnt"
@@ -148,12 +154,12 @@ bench() {
   fi
   t0=$(now); ep_mount "$src" "$mnt" "$state"; tmount=$(since "$t0")
   wait_walk "$mnt"; twalk=$(since "$t0")
-  local rss_walk; rss_walk=$(settled_rss "$mnt")
+  local rss_walk rss_walk_idle; rss_walk=$(settled_rss "$mnt"); rss_walk_idle=$(idle_rss "$mnt")
   ep_down "$mnt"
   t0=$(now); ep_mount "$src" "$mnt" "$state"; local tremount tload; tremount=$(since "$t0")
   wait_walk "$mnt"; tload=$(since "$t0")
-  local rss_remount; rss_remount=$(settled_rss "$mnt")
-  emit "{\"case\":\"mount\",\"kind\":\"$kind\",\"files\":$n,\"rep\":$rep,\"mount_s\":$tmount,\"walk_s\":$twalk,\"find_s\":$tfind,\"remount_s\":$tremount,\"load_s\":$tload,\"rss_walk\":$rss_walk,\"rss_remount\":$rss_remount}"
+  local rss_remount rss_remount_idle; rss_remount=$(settled_rss "$mnt"); rss_remount_idle=$(idle_rss "$mnt")
+  emit "{\"case\":\"mount\",\"kind\":\"$kind\",\"files\":$n,\"rep\":$rep,\"mount_s\":$tmount,\"walk_s\":$twalk,\"find_s\":$tfind,\"remount_s\":$tremount,\"load_s\":$tload,\"rss_walk\":$rss_walk,\"rss_remount\":$rss_remount,\"rss_walk_idle\":$rss_walk_idle,\"rss_remount_idle\":$rss_remount_idle}"
   for w in $WALKS; do
     # A fresh daemon and kernel state for each tool's first walk, its
     # catalog loaded (as the figures before the load ran in the
@@ -202,7 +208,7 @@ for rep in $(seq "$REPS"); do
 done
 [ -n "$PFS_FILES" ] && pfs_cleanup
 
-"$PY" - "$RESULTS" "$DELAY_MS" <<'EOF' | { [ "$OUT" = - ] && cat || tee "$OUT"; }
+"$PY" - "$RESULTS" "$DELAY_MS" "$IDLE_S" <<'EOF' | { [ "$OUT" = - ] && cat || tee "$OUT"; }
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def med(xs, f="%.2f"):
@@ -220,6 +226,11 @@ for kind in ("tmpfs", "pfs"):
                 med([r["walk_s"] / r["find_s"] for r in m]), med([r["find_s"] for r in m])))
         print("  daemon RSS per file: after the walk %s B, after a remount %s B" % (
             med([r["rss_walk"] / n for r in m], "%.0f"), med([r["rss_remount"] / n for r in m], "%.0f")))
+        idle = [r for r in m if "rss_walk_idle" in r]
+        if idle:
+            print("  daemon RSS per file at %s s, idle: after the walk %s B, after a remount %s B" % (
+                sys.argv[3], med([r["rss_walk_idle"] / n for r in idle], "%.0f"),
+                med([r["rss_remount_idle"] / n for r in idle], "%.0f")))
         for tool in ("ls-R", "find", "os.walk", "imagefolder"):
             w = [r for r in rows if r["case"] == "walk" and r["kind"] == kind and r["files"] == n and r["tool"] == tool]
             if not w:
