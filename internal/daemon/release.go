@@ -128,7 +128,8 @@ func readHeap() heapSample {
 }
 
 // quietWithGarbage reports that between samples prev and cur the daemon
-// allocated little and holds enough for nothing to be worth a release.
+// allocated little, while holding enough garbage and free pages to be
+// worth a release.
 func quietWithGarbage(prev, cur heapSample) bool {
 	return cur.allocs-prev.allocs < quietAllocs && cur.held >= max(quietHeld, cur.live/32)
 }
