@@ -473,7 +473,9 @@ func (m *Mount) statusDoc() *status.Doc {
 const sourceProbe = 2 * time.Second
 
 // holderCheck is how often the daemon looks whether its mount left its
-// mount namespace while the kernel still serves it elsewhere.
+// mount namespace while the kernel still serves it elsewhere, when it
+// cannot watch the mount table (mounts.WatchTable); with the watch, it
+// looks when the table changed.
 const holderCheck = 2 * time.Second
 
 // watchHolders logs, once, that the mount was unmounted in the daemon's
@@ -481,13 +483,40 @@ const holderCheck = 2 * time.Second
 // serves that namespace (and keeps its state directory) until the mount
 // is unmounted there, and the log says who holds it.
 func (m *Mount) watchHolders() {
+	w, err := mounts.WatchTable()
+	if err != nil {
+		m.log.Warn("cannot watch the mount table; reading it every 2 s instead", zap.Error(err))
+	}
+	unwatch := func() {
+		if w != nil {
+			w.Close()
+			w = nil
+		}
+	}
+	defer unwatch()
 	t := time.NewTicker(holderCheck)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.done:
 			return
-		case <-t.C:
+		default:
+		}
+		if w != nil {
+			changed, err := w.Wait(holderCheck)
+			if err != nil {
+				m.log.Warn("cannot watch the mount table; reading it every 2 s instead", zap.Error(err))
+				unwatch()
+			}
+			if !changed {
+				continue
+			}
+		} else {
+			select {
+			case <-m.done:
+				return
+			case <-t.C:
+			}
 		}
 		if cur, ok := mounts.MountDev(m.o.Mountpoint); m.dev == "" || ok && cur == m.dev {
 			continue
@@ -497,6 +526,9 @@ func (m *Mount) watchHolders() {
 				zap.String("mountpoint", m.o.Mountpoint), zap.String("holders", mounts.HoldersText(hs)))
 			return
 		}
+		// Gone here, held nowhere yet that Holders saw: the table here
+		// may not change again, so look every holderCheck from now on.
+		unwatch()
 	}
 }
 
