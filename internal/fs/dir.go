@@ -26,7 +26,7 @@ const dirOpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 // the snapshot stays valid while it is read), with the kernel's readdir
 // cache on.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if n.e.Kind != catalog.KindDir {
+	if n.e.Kind() != catalog.KindDir {
 		return nil, 0, syscall.ENOTDIR
 	}
 	if err := n.fsys.listed(ctx, n.e); err != nil {
@@ -69,7 +69,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	c := d.kids[d.next]
 	d.next++
 	d.n.fsys.dirEntries.Add(1)
-	d.cur = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind), Ino: fileIno(c.ID(), c.Version()), Off: uint64(d.next)}
+	d.cur = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind()), Ino: fileIno(c.ID(), c.Version()), Off: uint64(d.next)}
 	return &d.cur, 0
 }
 

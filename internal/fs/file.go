@@ -56,7 +56,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	if n.e.Kind != catalog.KindFile {
+	if n.e.Kind() != catalog.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
 	rctx, release := reqCtx(ctx, n.fsys.budget())

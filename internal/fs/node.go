@@ -90,7 +90,7 @@ func (n *node) attr() catalog.Attr {
 func (n *node) stale() bool { return n.e.Version() != n.ver }
 
 func fillAttr(e *catalog.Entry, out *fuse.Attr) {
-	fillFrom(e.Kind, e.Attr(), out)
+	fillFrom(e.Kind(), e.Attr(), out)
 	out.Ino = e.ID()
 }
 
@@ -142,21 +142,21 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 		return nil, syscall.ENOENT
 	}
 	a, ver := c.Snapshot()
-	fillFrom(c.Kind, a, &out.Attr)
+	fillFrom(c.Kind(), a, &out.Attr)
 	out.SetEntryTimeout(n.fsys.o.Timeout)
 	out.SetAttrTimeout(n.fsys.o.Timeout)
 	ch := newNode(n.fsys, c, a, ver)
-	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: fileIno(c.ID(), ver)}), 0
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind()), Ino: fileIno(c.ID(), ver)}), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fillFrom(n.e.Kind, n.attr(), &out.Attr)
+	fillFrom(n.e.Kind(), n.attr(), &out.Attr)
 	out.SetTimeout(n.fsys.o.Timeout)
 	return 0
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	if n.e.Kind != catalog.KindSymlink {
+	if n.e.Kind() != catalog.KindSymlink {
 		return nil, syscall.EINVAL
 	}
 	return []byte(n.e.Target()), 0
@@ -175,7 +175,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	n.fsys.xattrs.Add(1)
 	var v []byte
 	switch {
-	case attr == xattrTier && n.e.Kind == catalog.KindFile:
+	case attr == xattrTier && n.e.Kind() == catalog.KindFile:
 		v = []byte(n.fsys.p.Catalog().TierName(n.e.Tier()))
 	case attr == xattrTier || !strings.HasPrefix(attr, source.UserXattrPrefix):
 		return 0, absentXattr(attr)
@@ -215,7 +215,7 @@ func absentXattr(name string) syscall.Errno {
 // mount do not stamp it on their copies.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	n.fsys.xattrs.Add(1)
-	if n.e.Kind == catalog.KindSymlink {
+	if n.e.Kind() == catalog.KindSymlink {
 		return 0, 0
 	}
 	rctx, release := reqCtx(ctx, n.fsys.budget())

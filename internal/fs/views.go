@@ -124,13 +124,13 @@ func (n *viewNode) ino() uint64 {
 func (n *viewNode) fillAttr(out *fuse.Attr) {
 	fillAttr(n.e, out)
 	out.Ino = n.ino()
-	if n.e.Kind == catalog.KindFile {
+	if n.e.Kind() == catalog.KindFile {
 		out.Mode = syscall.S_IFREG | n.e.Attr().Mode&0o444
 		out.Size, out.Blocks = 0, 0
 	}
 	if o := n.tree.owner; o != nil {
 		out.Uid, out.Gid = o.uid, o.gid
-		if n.e.Kind == catalog.KindFile {
+		if n.e.Kind() == catalog.KindFile {
 			out.Mode = syscall.S_IFREG | 0o400
 		} else {
 			out.Mode = syscall.S_IFDIR | 0o500
@@ -156,19 +156,19 @@ func (n *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.A
 }
 
 func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if n.e.Kind != catalog.KindDir {
+	if n.e.Kind() != catalog.KindDir {
 		return nil, syscall.ENOTDIR
 	}
 	c := n.e.Lookup(name)
 	if !n.tree.live() {
 		return nil, syscall.ENOENT
 	}
-	if c == nil || c.Kind != catalog.KindDir {
+	if c == nil || c.Kind() != catalog.KindDir {
 		base, ok := strings.CutSuffix(name, viewSuffix)
 		if !ok {
 			return nil, syscall.ENOENT
 		}
-		if c = n.e.Lookup(base); c == nil || c.Kind != catalog.KindFile {
+		if c = n.e.Lookup(base); c == nil || c.Kind() != catalog.KindFile {
 			return nil, syscall.ENOENT
 		}
 	}
@@ -179,7 +179,7 @@ func (n *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	ch.fillAttr(&out.Attr)
 	out.SetEntryTimeout(n.timeout())
 	out.SetAttrTimeout(n.timeout())
-	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind), Ino: ch.ino()}), 0
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: modeType(c.Kind()), Ino: ch.ino()}), 0
 }
 
 func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
@@ -191,7 +191,7 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 		if !n.shows(c) {
 			continue
 		}
-		switch c.Kind {
+		switch c.Kind() {
 		case catalog.KindDir:
 			list = append(list, fuse.DirEntry{Name: c.Name(), Mode: syscall.S_IFDIR, Ino: n.tree.inoBase + c.ID()})
 		case catalog.KindFile:
@@ -211,13 +211,13 @@ func (n *viewNode) shows(c *catalog.Entry) bool {
 	if !n.fsys.p.Catalog().ReachableAs(who, c) {
 		return false
 	}
-	return c.Kind != catalog.KindFile || who.MayRead(c.Attr())
+	return c.Kind() != catalog.KindFile || who.MayRead(c.Attr())
 }
 
 // Open makes the view (decodes, or augments, or takes it from a cache) and
 // serves it as .npy bytes.
 func (n *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if n.e.Kind != catalog.KindFile {
+	if n.e.Kind() != catalog.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {

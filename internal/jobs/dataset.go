@@ -59,7 +59,7 @@ func (m *Manager) grow() {
 // under one of its subset's paths (any, without one) and readable by its
 // owner as the whole path is.
 func (m *Manager) joins(j *job, e *catalog.Entry) bool {
-	if e.Gone() || e.Kind != catalog.KindFile {
+	if e.Gone() || e.Kind() != catalog.KindFile {
 		return false
 	}
 	if !underSubset(e.Path(), j.cfg.Subset) {

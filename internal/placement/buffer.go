@@ -194,7 +194,7 @@ func (b *Buffer) Fetch(e *catalog.Entry, done func(error)) {
 		go done(fmt.Errorf("%w: no buffer", ErrBufferFull))
 		return
 	}
-	if e.Kind != catalog.KindFile {
+	if e.Kind() != catalog.KindFile {
 		go done(ErrNotFile)
 		return
 	}

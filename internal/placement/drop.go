@@ -24,7 +24,7 @@ func (s *Scrubber) Drop(files []*catalog.Entry) (n, bytes int64) {
 	p := s
 	for _, e := range files {
 		i := e.Tier()
-		if i < 0 || e.Kind != catalog.KindFile {
+		if i < 0 || e.Kind() != catalog.KindFile {
 			continue
 		}
 		size := e.Attr().Size

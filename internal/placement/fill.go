@@ -121,7 +121,7 @@ func (p *copier) noteFill(ctx context.Context, e *catalog.Entry) {
 // copy, in path order, from a goroutine.
 func (p *copier) fillTree(dir string, who *catalog.Cred) {
 	root := p.cat.Find(dir)
-	if root == nil || root.Kind != catalog.KindDir {
+	if root == nil || root.Kind() != catalog.KindDir {
 		return
 	}
 	p.fills.Add(1)

@@ -520,7 +520,7 @@ func (p *copier) enqueueCounted(ctx context.Context, e *catalog.Entry) error {
 // wants reports whether e still needs a copy: a file of this node's
 // share, or one beyond it that the room beyond the share takes (share.go).
 func (p *copier) wants(e *catalog.Entry) bool {
-	if e.Kind != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() || !p.placeable(e) {
+	if e.Kind() != catalog.KindFile || e.Tier() >= 0 || e.Residency().NoSpace() || !p.placeable(e) {
 		return false
 	}
 	_, busy := p.flights.Load(e)

@@ -15,7 +15,7 @@ import (
 // memory already and costs one open.
 func (b *Buffer) Readahead(e *catalog.Entry) {
 	i := e.Tier()
-	if i < 0 || e.Kind != catalog.KindFile {
+	if i < 0 || e.Kind() != catalog.KindFile {
 		return
 	}
 	fd, _, err := b.tiers[i].OpenFD(e.Path())

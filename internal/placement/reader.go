@@ -76,7 +76,7 @@ func (p *opener) Open(ctx context.Context, e *catalog.Entry) (r *Reader, err err
 			}
 		}()
 	}
-	if e.Kind != catalog.KindFile {
+	if e.Kind() != catalog.KindFile {
 		return nil, ErrNotFile
 	}
 	if p.ctx.Err() != nil {

@@ -10,7 +10,7 @@ import (
 // given, and swapping to nil leaves the entry none.
 func TestKeptResidentsByEntry(t *testing.T) {
 	rc := newResidentCache(8, 4)
-	e, f := &catalog.Entry{Kind: catalog.KindFile}, &catalog.Entry{Kind: catalog.KindFile}
+	e, f := catalog.NewFile("f", catalog.Attr{}), catalog.NewFile("f", catalog.Attr{})
 	a, b := &Resident{e: e}, &Resident{e: e}
 	if rc.keptOf(e) != nil {
 		t.Fatal("a new cache keeps a Resident")

@@ -382,7 +382,7 @@ func (p *Scrubber) refreshPath(pool *pool, rel string, run *scrubRun) {
 		cur := p.cat.Root()
 		for _, name := range strings.Split(rel, "/") {
 			next := cur.Lookup(name)
-			if next == nil && cur.Kind == catalog.KindDir {
+			if next == nil && cur.Kind() == catalog.KindDir {
 				p.refreshDir(cur, run) // one level: adds what is new
 				next = cur.Lookup(name)
 			}
@@ -393,11 +393,11 @@ func (p *Scrubber) refreshPath(pool *pool, rel string, run *scrubRun) {
 			cur = next
 		}
 		e = cur
-		if e.Kind != catalog.KindDir {
+		if e.Kind() != catalog.KindDir {
 			return // just added: nothing more to check
 		}
 	}
-	if e.Kind == catalog.KindDir {
+	if e.Kind() == catalog.KindDir {
 		catalog.Descend(p.ctx, e, scrubWorkers, func(d *catalog.Entry) []*catalog.Entry { return p.refreshDir(d, run) })
 		return
 	}
@@ -414,7 +414,7 @@ func (p *Scrubber) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 		run.fail(err)
 		return
 	}
-	if err == nil && kindOf(fi) == e.Kind {
+	if err == nil && kindOf(fi) == e.Kind() {
 		p.refreshSame(e, fi, run)
 		return
 	}
@@ -432,7 +432,7 @@ func (p *Scrubber) refreshLeaf(e *catalog.Entry, run *scrubRun) {
 
 // refreshSame updates an entry whose source is still of the same kind.
 func (p *Scrubber) refreshSame(e *catalog.Entry, fi os.FileInfo, run *scrubRun) {
-	switch e.Kind {
+	switch e.Kind() {
 	case catalog.KindFile:
 		run.checked.Add(1)
 		p.val.checkedNow(e)
@@ -497,7 +497,7 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 	var since time.Time
 	flush := func() {
 		for _, n := range p.addEntries(d, batch, run) {
-			if n.Kind == catalog.KindDir {
+			if n.Kind() == catalog.KindDir {
 				subdirs = append(subdirs, n)
 			}
 		}
@@ -523,7 +523,7 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 			continue
 		}
 		k := kindOf(fi)
-		replaced := c != nil && c.Kind != k
+		replaced := c != nil && c.Kind() != k
 		if replaced {
 			// Replaced by something else: no outage, not guarded.
 			run.removed.Add(countFiles(c))
@@ -553,7 +553,7 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 			continue
 		}
 		p.refreshSame(c, fi, run)
-		if c.Kind == catalog.KindDir {
+		if c.Kind() == catalog.KindDir {
 			subdirs = append(subdirs, c)
 		}
 	}

@@ -32,7 +32,7 @@ func (p *Scrubber) addEntries(d *catalog.Entry, es []*catalog.Entry, run *scrubR
 	if len(added) > 1 {
 		files := 0
 		for _, e := range added {
-			if e.Kind == catalog.KindFile {
+			if e.Kind() == catalog.KindFile {
 				files++
 			}
 		}
@@ -55,7 +55,7 @@ func (p *Scrubber) addEntry(e *catalog.Entry, run *scrubRun) bool {
 // be queued, and the mount is told. An entry added alone is logged at
 // Info; one of a batch at Debug (the batch has its line: logBatch).
 func (p *Scrubber) added(e *catalog.Entry, run *scrubRun, alone bool) {
-	if e.Kind == catalog.KindFile {
+	if e.Kind() == catalog.KindFile {
 		e.Residency().SetValidated(true)
 		run.added.Add(1)
 		p.enqueueIfWarm(e)

@@ -30,7 +30,7 @@ func (s *Scrubber) CheckPath(who *catalog.Cred, kind ScrubKind, path string) err
 	next := path
 	for k := len(parts) - 1; k > 0; k-- {
 		if d := cat.Find(strings.Join(parts[:k], "/")); d != nil {
-			if d.Kind != catalog.KindDir {
+			if d.Kind() != catalog.KindDir {
 				return fmt.Errorf("%w: %q (%s is not a directory)", ErrNoEntry, path, d.Path())
 			}
 			next = strings.Join(parts[:k+1], "/")

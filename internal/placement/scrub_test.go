@@ -115,7 +115,7 @@ func TestRefreshPicksUpAddedRemovedAndChangedFilesWithoutARemount(t *testing.T) 
 	if e.cat.Files() != int64(len(d)) || e.cat.Bytes() != d.Bytes() {
 		t.Errorf("catalog counts %d files %d bytes, want %d, %d", e.cat.Files(), e.cat.Bytes(), len(d), d.Bytes())
 	}
-	if l := e.cat.Find("link"); l == nil || l.Kind != catalog.KindSymlink || l.Target() != "train/a/page" {
+	if l := e.cat.Find("link"); l == nil || l.Kind() != catalog.KindSymlink || l.Target() != "train/a/page" {
 		t.Errorf("symlink: %+v", l)
 	}
 	e.readEveryFileOnce()

@@ -27,7 +27,7 @@ var (
 // when the dataset has no such file or another version of it.
 func (p *Placer) entryOf(k RemoteKey) (*catalog.Entry, catalog.Attr, error) {
 	e := p.cat.Find(k.Path)
-	if e == nil || e.Kind != catalog.KindFile || e.Gone() {
+	if e == nil || e.Kind() != catalog.KindFile || e.Gone() {
 		return nil, catalog.Attr{}, fmt.Errorf("%w: %q", ErrNoEntry, k.Path)
 	}
 	a := e.Attr()
@@ -220,7 +220,7 @@ func (p *Placer) CopyShare(ctx context.Context) (int, error) {
 // shareWants reports whether e is a file of this node's share with no
 // copy yet and a chance of one.
 func (p *Placer) shareWants(e *catalog.Entry) bool {
-	return e.Kind == catalog.KindFile && e.Tier() < 0 && !e.Residency().NoSpace() && p.o.keeps(e, e.Attr())
+	return e.Kind() == catalog.KindFile && e.Tier() < 0 && !e.Residency().NoSpace() && p.o.keeps(e, e.Attr())
 }
 
 // ranks calls fn with the files of each rank (Sharer.Rank) from first
@@ -229,7 +229,7 @@ func (p *Placer) shareWants(e *catalog.Entry) bool {
 func (p *Placer) ranks(ctx context.Context, s Sharer, first int, down bool, fn func(e *catalog.Entry) bool) error {
 	top := -1
 	for i := range p.cat.Indexed() {
-		if e := p.cat.ByIndex(i); e != nil && e.Kind == catalog.KindFile {
+		if e := p.cat.ByIndex(i); e != nil && e.Kind() == catalog.KindFile {
 			top = max(top, s.Rank(remoteKey(e, e.Attr())))
 		}
 	}
@@ -243,7 +243,7 @@ func (p *Placer) ranks(ctx context.Context, s Sharer, first int, down bool, fn f
 				return err
 			}
 			e := p.cat.ByIndex(i)
-			if e == nil || e.Gone() || e.Kind != catalog.KindFile || s.Rank(remoteKey(e, e.Attr())) != r {
+			if e == nil || e.Gone() || e.Kind() != catalog.KindFile || s.Rank(remoteKey(e, e.Attr())) != r {
 				continue
 			}
 			if !fn(e) {

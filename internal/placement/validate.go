@@ -506,11 +506,11 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 			p.log.Warn("drop stale copy", zap.String("path", e.Path()), zap.Error(err))
 		}
 	}
-	if changed && e.Kind == catalog.KindFile {
+	if changed && e.Kind() == catalog.KindFile {
 		e.Residency().SetNoSpace(false)
 		p.cat.AddBytes(a.Size - old.Size)
 	}
-	if changed && e.Kind == catalog.KindFile {
+	if changed && e.Kind() == catalog.KindFile {
 		// A new content: a new inode of the mount (internal/fs/ino.go).
 		e.SetContent(a)
 	} else {
@@ -520,7 +520,7 @@ func (p *validator) setAttr(e *catalog.Entry, a catalog.Attr, sync bool) (change
 		p.log.Warn("catalog update failed", zap.String("path", e.Path()), zap.Error(err))
 	}
 	p.refreshMu.Unlock()
-	if changed && e.Kind == catalog.KindFile {
+	if changed && e.Kind() == catalog.KindFile {
 		p.log.Info("source file changed; its copy was dropped", zap.String("path", e.Path()),
 			zap.Int64("old_size", old.Size), zap.Int64("size", a.Size))
 	}

@@ -374,13 +374,13 @@ func (s *Set) classesOf(subset []string) (string, map[string]int) {
 	cat := s.o.Placer.Catalog()
 	root := cat.Root()
 	if len(subset) == 1 {
-		if e := cat.Find(subset[0]); e != nil && e.Kind == catalog.KindDir {
+		if e := cat.Find(subset[0]); e != nil && e.Kind() == catalog.KindDir {
 			root = e
 		}
 	}
 	classes := map[string]int{}
 	for _, c := range root.Children() { // sorted by name, as ImageFolder sorts
-		if c.Kind == catalog.KindDir {
+		if c.Kind() == catalog.KindDir {
 			classes[c.Name()] = len(classes)
 		}
 	}

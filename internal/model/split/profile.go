@@ -54,7 +54,7 @@ func profileViews(ctx context.Context, o Options, obs *model.Observed) {
 	var entries []*catalog.Entry
 	for i := 0; i < profileFiles && i < n; i++ {
 		e := o.Catalog.ByIndex(int(int64(i) * int64(n) / int64(min(n, profileFiles))))
-		if e != nil && e.Kind == catalog.KindFile {
+		if e != nil && e.Kind() == catalog.KindFile {
 			entries = append(entries, e)
 		}
 	}

@@ -24,7 +24,7 @@ func (c *Catalog) LookupAs(who *Cred, rel string) (*Entry, error) {
 	e := c.Root()
 	if rel != "" {
 		for _, name := range strings.Split(rel, "/") {
-			if e.Kind != KindDir || !who.May(e.Attr(), PermSearch) {
+			if e.Kind() != KindDir || !who.May(e.Attr(), PermSearch) {
 				e = nil
 				break
 			}
@@ -48,14 +48,14 @@ func (c *Catalog) ReachableAs(who *Cred, e *Entry) bool {
 	d := c.Root()
 	names := strings.Split(e.Path(), "/")
 	for _, name := range names[:len(names)-1] {
-		if d.Kind != KindDir || !who.May(d.Attr(), PermSearch) {
+		if d.Kind() != KindDir || !who.May(d.Attr(), PermSearch) {
 			return false
 		}
 		if d = d.Lookup(name); d == nil {
 			return false
 		}
 	}
-	return d.Kind == KindDir && who.May(d.Attr(), PermSearch)
+	return d.Kind() == KindDir && who.May(d.Attr(), PermSearch)
 }
 
 // FilesUnderAs calls fn for the regular files under e that who could find and
@@ -65,14 +65,14 @@ func FilesUnderAs(who *Cred, e *Entry, fn func(*Entry) bool) bool {
 	if who.Root() {
 		return e.Files(fn)
 	}
-	if e.Kind == KindFile {
+	if e.Kind() == KindFile {
 		return fn(e)
 	}
-	if e.Kind != KindDir || !who.May(e.Attr(), PermRead|PermSearch) {
+	if e.Kind() != KindDir || !who.May(e.Attr(), PermRead|PermSearch) {
 		return true
 	}
 	for _, ch := range e.Children() {
-		if ch.Kind == KindFile && !who.May(ch.Attr(), PermRead) {
+		if ch.Kind() == KindFile && !who.May(ch.Attr(), PermRead) {
 			continue
 		}
 		if !FilesUnderAs(who, ch, fn) {
@@ -136,7 +136,7 @@ func (o *Opener) searchable(dir string) bool {
 		return ok
 	}
 	ok := false
-	if d := o.c.Find(dir); d != nil && d.Kind == KindDir && o.who.May(d.Attr(), PermSearch) {
+	if d := o.c.Find(dir); d != nil && d.Kind() == KindDir && o.who.May(d.Attr(), PermSearch) {
 		ok = true
 		if dir != "" {
 			parent := ""

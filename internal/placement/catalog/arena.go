@@ -1,6 +1,9 @@
 package catalog
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Paths in shared blocks.
 //
@@ -23,8 +26,8 @@ const (
 	arenaMax = 16 << 10
 )
 
-// pathArena hands out strings copied into its blocks. Not safe for
-// concurrent use; the strings are.
+// pathArena stores paths (storedpath.go) in its blocks. Not safe for
+// concurrent use; the paths are.
 type pathArena struct {
 	buf  []byte // the current block: its bytes up to len are handed out, never written again
 	next int    // the next block's size
@@ -38,11 +41,11 @@ func sizedArena(n int) pathArena { return pathArena{buf: make([]byte, 0, n), nex
 func compactPaths(kids []*Entry) {
 	n := 0
 	for _, k := range kids {
-		n += len(k.Path())
+		n += storedLen(k.Path())
 	}
 	a := sizedArena(n)
 	for _, k := range kids {
-		k.setPath(a.str(k.Path()))
+		k.setStored(a.str(k.Path()))
 	}
 }
 
@@ -60,34 +63,30 @@ func (a *pathArena) alloc(n int) []byte {
 	return b
 }
 
-// bytes returns b as a string in a's blocks.
-func (a *pathArena) bytes(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	s := a.alloc(len(b))
-	copy(s, b)
-	return unsafe.String(unsafe.SliceData(s), len(s))
-}
+// bytes stores b in a's blocks (storedpath.go).
+func (a *pathArena) bytes(b []byte) *byte { return a.str(unsafe.String(unsafe.SliceData(b), len(b))) }
 
-// join returns dir + "/" + name (name alone when dir is the root, "") in
+// join stores dir + "/" + name (name alone when dir is the root, "") in
 // a's blocks.
-func (a *pathArena) join(dir, name string) string {
+func (a *pathArena) join(dir, name string) *byte {
 	if dir == "" {
 		return a.str(name)
 	}
-	s := a.alloc(len(dir) + 1 + len(name))
-	copy(s[copy(s, dir):], "/")
-	copy(s[len(dir)+1:], name)
-	return unsafe.String(unsafe.SliceData(s), len(s))
+	n := len(dir) + 1 + len(name)
+	var l [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(l[:], uint64(n))
+	s := a.alloc(k + n)
+	copy(s, l[:k])
+	copy(s[k:], dir)
+	s[k+len(dir)] = '/'
+	copy(s[k+len(dir)+1:], name)
+	return &s[0]
 }
 
-// str returns a copy of s in a's blocks.
-func (a *pathArena) str(s string) string {
+// str stores s in a's blocks.
+func (a *pathArena) str(s string) *byte {
 	if s == "" {
-		return ""
+		return nil
 	}
-	b := a.alloc(len(s))
-	copy(b, s)
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return storePath(a.alloc(storedLen(s)), s)
 }

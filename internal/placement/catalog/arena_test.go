@@ -7,7 +7,8 @@ import (
 	"unsafe"
 )
 
-// Strings from an arena read back as given, each its own bytes, however
+// Paths stored in an arena (storedpath.go: a length, then the bytes; two
+// bytes of length from 128 bytes) read back as given, each its own bytes, however
 // long and however many: later ones never write over earlier ones.
 func TestPathArenaKeepsEveryString(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -24,14 +25,14 @@ func TestPathArenaKeepsEveryString(t *testing.T) {
 		}
 		switch i % 3 {
 		case 0:
-			got = append(got, a.bytes(b))
+			got = append(got, storedString(a.bytes(b)))
 			want = append(want, string(b))
 		case 1:
-			got = append(got, a.str(string(b)))
+			got = append(got, storedString(a.str(string(b))))
 			want = append(want, string(b))
 		default:
 			dir := strings.Repeat("d", r.IntN(3)*5)
-			got = append(got, a.join(dir, string(b)))
+			got = append(got, storedString(a.join(dir, string(b))))
 			if dir == "" {
 				want = append(want, string(b))
 			} else {
@@ -55,21 +56,21 @@ func TestPathArenaKeepsEveryString(t *testing.T) {
 // A sized arena takes one block; compactPaths moves paths into one block
 // of their size and keeps them equal.
 func TestSizedArenaAndCompactPaths(t *testing.T) {
-	a := sizedArena(3 + 5 + 6)
-	x, y, z := a.str("abc"), a.join("d", "efg"), a.bytes([]byte("hijklm"))
+	a := sizedArena(1 + 3 + 1 + 5 + 1 + 6) // each path after its one byte of length
+	x, y, z := storedString(a.str("abc")), storedString(a.join("d", "efg")), storedString(a.bytes([]byte("hijklm")))
 	if x != "abc" || y != "d/efg" || z != "hijklm" || len(a.buf) != cap(a.buf) {
 		t.Fatalf("%q %q %q, block %d of %d", x, y, z, len(a.buf), cap(a.buf))
 	}
-	if unsafe.Pointer(unsafe.StringData(y)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(x)), 3) || unsafe.Pointer(unsafe.StringData(z)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(y)), 5) {
+	if unsafe.Pointer(unsafe.StringData(y)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(x)), 3+1) || unsafe.Pointer(unsafe.StringData(z)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(y)), 5+1) {
 		t.Fatal("a sized arena's strings are not in one block")
 	}
 	var b pathArena
-	kids := []*Entry{NewFile(b.str("d/one"), Attr{}), NewFile("", Attr{}), NewFile(b.str("d/three"), Attr{})}
+	kids := []*Entry{NewFile(storedString(b.str("d/one")), Attr{}), NewFile("", Attr{}), NewFile(storedString(b.str("d/three")), Attr{})}
 	compactPaths(kids)
 	if kids[0].Path() != "d/one" || kids[1].Path() != "" || kids[2].Path() != "d/three" {
 		t.Fatalf("paths after compaction: %q %q %q", kids[0].Path(), kids[1].Path(), kids[2].Path())
 	}
-	if unsafe.Pointer(unsafe.StringData(kids[2].Path())) != unsafe.Add(unsafe.Pointer(unsafe.StringData(kids[0].Path())), 5) {
+	if unsafe.Pointer(unsafe.StringData(kids[2].Path())) != unsafe.Add(unsafe.Pointer(unsafe.StringData(kids[0].Path())), 5+1) {
 		t.Fatal("compacted paths are not in one block")
 	}
 }

@@ -93,7 +93,7 @@ func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	if !st.IsDir() {
 		return fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
 	}
-	root := entryFromInfo("", st)
+	root := rootFromInfo(st)
 	root.setID(c.newID(root))
 	root.Index = -1
 	wctx, cancel := context.WithCancel(context.Background())
@@ -222,7 +222,7 @@ func (c *Catalog) List(ctx context.Context, d *Entry) error {
 	}
 	bg := c.bg.Load()
 	if bg == nil {
-		if err := c.LoadFailed(); err != nil && d.Kind == KindDir {
+		if err := c.LoadFailed(); err != nil && d.Kind() == KindDir {
 			return err
 		}
 		return nil
@@ -275,7 +275,7 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	for _, k := range kids {
 		k.setID(c.newID(k))
 		k.Index = -1
-		switch k.Kind {
+		switch k.Kind() {
 		case KindFile:
 			files++
 			bytes += k.Attr().Size

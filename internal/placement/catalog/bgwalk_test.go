@@ -58,7 +58,7 @@ func readers(n int, fn func(g int)) {
 func listing(root *Entry) []string {
 	var out []string
 	root.Walk(func(e *Entry) bool {
-		out = append(out, fmt.Sprintf("%s %d %d %d", e.Path(), e.Kind, e.Attr().Size, e.Index))
+		out = append(out, fmt.Sprintf("%s %d %d %d", e.Path(), e.Kind(), e.Attr().Size, e.Index))
 		return true
 	})
 	return out

@@ -282,7 +282,7 @@ func (c *Catalog) setRoot(root *Entry) {
 			e.setID(c.newID(e))
 		}
 		e.Index = -1
-		if e.Kind == KindFile {
+		if e.Kind() == KindFile {
 			e.Index = int32(files)
 			files++
 			bytes += e.Attr().Size
@@ -350,7 +350,7 @@ func (c *Catalog) TierName(i int) string {
 
 // Files calls fn for every regular file under e, in path order.
 func (e *Entry) Files(fn func(*Entry) bool) bool {
-	if e.Kind == KindFile {
+	if e.Kind() == KindFile {
 		return fn(e)
 	}
 	for _, ch := range e.Children() {

@@ -147,7 +147,7 @@ func dump(c *Catalog) map[string]dumpEntry {
 	out := map[string]dumpEntry{}
 	var visit func(e *Entry)
 	visit = func(e *Entry) {
-		d := dumpEntry{ID: e.ID(), Kind: e.Kind, Attr: e.Attr(), Target: e.Target(), Tier: e.Tier()}
+		d := dumpEntry{ID: e.ID(), Kind: e.Kind(), Attr: e.Attr(), Target: e.Target(), Tier: e.Tier()}
 		d.Attr.Atime = 0 // a walk's readdir moves a directory's atime
 		for _, ch := range e.Children() {
 			d.Kids = append(d.Kids, ch.Name())
@@ -196,7 +196,7 @@ func TestCatalogWalkRecordsEveryEntryWithItsAttributes(t *testing.T) {
 	if c.Files() != files || c.Bytes() != bytes {
 		t.Errorf("Files()=%d Bytes()=%d, want %d %d", c.Files(), c.Bytes(), files, bytes)
 	}
-	if e := c.Find("link"); e == nil || e.Kind != KindSymlink || e.Target() != "a/b/c/deep.bin" {
+	if e := c.Find("link"); e == nil || e.Kind() != KindSymlink || e.Target() != "a/b/c/deep.bin" {
 		t.Errorf("link: %+v", e)
 	}
 	if e := c.Find("a/b/sibling"); e == nil || e.Attr().Mtime != time.Date(2021, 3, 4, 5, 6, 7, 123456789, time.UTC).UnixNano() {
@@ -213,7 +213,7 @@ func TestCatalogWalkRecordsEveryEntryWithItsAttributes(t *testing.T) {
 			t.Errorf("link owner %d:%d, want the symlink's own 4321:8765", a.UID, a.GID)
 		}
 	}
-	if e := c.Find("really-empty"); e == nil || e.Kind != KindDir || len(e.Children()) != 0 {
+	if e := c.Find("really-empty"); e == nil || e.Kind() != KindDir || len(e.Children()) != 0 {
 		t.Errorf("really-empty: %+v", e)
 	}
 }
@@ -228,7 +228,7 @@ func TestCatalogLookupFindChildrenSorted(t *testing.T) {
 			t.Errorf("Find(%q) = %v", p, e)
 		}
 	}
-	if e := c.Find("ñandú/ça va/日本.dat"); e == nil || e.Kind != KindFile || e.Name() != "日本.dat" {
+	if e := c.Find("ñandú/ça va/日本.dat"); e == nil || e.Kind() != KindFile || e.Name() != "日本.dat" {
 		t.Errorf("non-ASCII Find: %+v", e)
 	}
 	for _, p := range []string{"nope", "a/b/nope", "top.txt/x", "a/b/fifo", "../etc/passwd"} {
@@ -236,7 +236,7 @@ func TestCatalogLookupFindChildrenSorted(t *testing.T) {
 			t.Errorf("Find(%q) = %q, want nil", p, e.Path())
 		}
 	}
-	if e := c.Find(""); e != c.Root() || e.ID() != 1 || e.Kind != KindDir {
+	if e := c.Find(""); e != c.Root() || e.ID() != 1 || e.Kind() != KindDir {
 		t.Errorf("Find(\"\") is not the root with ID 1: %+v", e)
 	}
 	a := c.Find("a")
@@ -432,7 +432,7 @@ func TestCatalogRescanCarriesOverUnchangedResidency(t *testing.T) {
 	if c.Find("a/b/sibling") != nil {
 		t.Error("deleted file still in the catalog")
 	}
-	if e := c.Find("ñandú/ça va/日本.dat"); e == nil || e.Kind != KindDir {
+	if e := c.Find("ñandú/ça va/日本.dat"); e == nil || e.Kind() != KindDir {
 		t.Error("file replaced by a directory not rescanned")
 	}
 	if c.Find("new-file") == nil {
@@ -665,7 +665,7 @@ func TestCatalogParallelWalkOfAWideTree(t *testing.T) {
 // content's attributes with another content's version, while contents
 // change as fast as they can (the k-th content has size k).
 func TestSnapshotReadsAttributesAndVersionAsOne(t *testing.T) {
-	e := &Entry{Kind: KindFile}
+	e := newOfKind(KindFile)
 	e.initAttr(Attr{})
 	const n = 20000
 	done := make(chan struct{})

@@ -61,7 +61,7 @@ func Descend(ctx context.Context, root *Entry, workers int, list func(d *Entry) 
 func dirsOf(es []*Entry) []*Entry {
 	var dirs []*Entry
 	for _, e := range es {
-		if e.Kind == KindDir {
+		if e.Kind() == KindDir {
 			dirs = append(dirs, e)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // tree builds a directory tree of the given fan-out and depth, its
 // directories only, and returns the root and how many directories it has.
 func tree(fanout, depth int) (*Entry, int) {
-	root := &Entry{Kind: KindDir}
+	root := newOfKind(KindDir)
 	n := 1
 	var grow func(d *Entry, level int)
 	grow = func(d *Entry, level int) {
@@ -47,7 +47,7 @@ func TestDescendListsEveryDirectoryOnceWithinItsWorkers(t *testing.T) {
 				peak.Store(n)
 			}
 			defer now.Add(-1)
-			if d.Kind != KindDir {
+			if d.Kind() != KindDir {
 				t.Errorf("listed %s, not a directory", d.Path())
 			}
 			mu.Lock()

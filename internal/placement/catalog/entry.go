@@ -17,42 +17,41 @@ import (
 // write), so readers never lock.
 //
 // An entry is held per dataset file for the life of the mount (1.28 M of
-// them for ImageNet), so its layout is kept small (80 bytes, a size class
-// of Go's allocator): the first attributes are stored in the entry itself
-// in a compact form (the mode, owner and link count as the number of a
-// class most files share: attrclass.go), what few entries have (a
-// directory's children, a symlink's target, a hard link's key, attributes
-// that changed or do not fit the compact form, the content version once
-// it changed, an ID past 32 bits) is behind one pointer (more), the path
-// is a pointer and a 32-bit length, and the small fields are packed last.
+// them for ImageNet), so its layout is kept small (72 bytes; the entries
+// a walk or a load makes together share a block: slab.go): the first
+// attributes are stored in the entry itself in a compact form (the mode,
+// owner and link count as the number of a class most files share:
+// attrclass.go), what few entries have (a directory's children, a
+// symlink's target, a hard link's key, attributes that changed or do not
+// fit the compact form, the content version once it changed, an ID past
+// 32 bits) is behind one pointer (more), the path is one pointer to its
+// length and bytes (storedpath.go), and the kind and the class share the
+// state word with the tier.
 type Entry struct {
-	// What an open reads (Snapshot) is in the first 48 bytes, together.
-	//
 	// more is what few entries have (*entryMore), nil for most files;
 	// replaced whole (copy on write), never changed in place. It also
 	// holds the attributes and content version once the content changed,
 	// so that Snapshot reads both as one.
 	more                          unsafe.Pointer
 	cSize, cMtime, cAtime, cCtime int64
-	cBlocks                       uint32
-	cClass                        uint16 // the mode, uid, gid and nlink (attrclass.go)
-	Kind                          Kind
+	// path is the path (Path): its length as a uvarint, then its bytes;
+	// nil for the root.
+	path    *byte
+	cBlocks uint32
 	// checked is when the source was last found to agree with the
 	// attributes (unix seconds; 0: unknown), persisted in the record.
 	checked atomic.Uint32
 	// id is the entry's ID (ID) when it fits 32 bits; 0 when it is held
 	// in more (a mount that gave out 2^32 IDs).
 	id uint32
-	// path and pathLen are the path's string (Path): a 32-bit length
-	// spares the 4 bytes a string header's length would take.
-	path    *byte
-	pathLen uint32
 	// Index numbers the regular files 0..Files()-1 in path order (the
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
 	Index int32
 	// state holds the tier of the copy plus one (0: none) in its low
-	// byte and stateGone once the entry is removed from the dataset.
+	// byte, stateGone once the entry is removed from the dataset, the
+	// entry's Kind and its attributes' class (attrclass.go): the last two
+	// are set before the entry is shared and never change.
 	state atomic.Uint32
 	// res is the placer's knowledge of the file this mount, which the
 	// catalog holds and never reads (Residency).
@@ -60,9 +59,35 @@ type Entry struct {
 }
 
 const (
-	stateTier = 0xff
-	stateGone = 1 << 8
+	stateTier  = 0xff
+	stateGone  = 1 << 8
+	kindShift  = 9
+	kindMask   = 0x3 << kindShift
+	classShift = 16
 )
+
+// Kind is what the entry is: a regular file, a directory or a symlink.
+func (e *Entry) Kind() Kind { return Kind(e.state.Load() & kindMask >> kindShift) }
+
+// setKind sets a new entry's kind (before it is shared).
+func (e *Entry) setKind(k Kind) {
+	e.state.Store(e.state.Load()&^kindMask | uint32(k)<<kindShift&kindMask)
+}
+
+// class is the class of the entry's compact attributes (attrclass.go).
+func (e *Entry) class() uint16 { return uint16(e.state.Load() >> classShift) }
+
+// setClass sets a new entry's class (before it is shared).
+func (e *Entry) setClass(c uint16) {
+	e.state.Store(e.state.Load()&(1<<classShift-1) | uint32(c)<<classShift)
+}
+
+// newOfKind is a new entry of kind k, allocated alone.
+func newOfKind(k Kind) *Entry {
+	e := new(Entry)
+	e.setKind(k)
+	return e
+}
 
 // entryMore is what few entries have. An entry's is replaced whole
 // (updateMore), so that a reader holding one sees all of it or none.
@@ -118,7 +143,7 @@ func (e *Entry) Target() string {
 // setTarget sets a new entry's symlink target (before it is shared). A
 // directory has none: a target a record gives one is dropped.
 func (e *Entry) setTarget(t string) {
-	if e.Kind == KindDir || t == "" && e.Target() == "" {
+	if e.Kind() == KindDir || t == "" && e.Target() == "" {
 		return
 	}
 	e.updateMore(func(m *entryMore) { m.target = t })
@@ -135,7 +160,7 @@ func (e *Entry) link() *linkKey {
 // setLink sets a new entry's hard-link key (before it is shared); a
 // directory has none.
 func (e *Entry) setLink(k *linkKey) {
-	if e.Kind == KindDir || k == nil && e.link() == nil {
+	if e.Kind() == KindDir || k == nil && e.link() == nil {
 		return
 	}
 	e.updateMore(func(m *entryMore) { m.link = k })
@@ -153,7 +178,7 @@ func (e *Entry) initAttrIn(t *classTable, a Attr) {
 		return
 	}
 	e.cSize, e.cMtime, e.cAtime, e.cCtime = a.Size, a.Mtime, a.Atime, a.Ctime
-	e.cClass = class
+	e.setClass(class)
 	e.cBlocks = uint32(a.Blocks)
 }
 
@@ -170,7 +195,7 @@ func (e *Entry) Attr() Attr {
 
 // compactAttr is the attributes the entry's compact fields hold.
 func (e *Entry) compactAttr() Attr {
-	k := classes.at(e.cClass)
+	k := classes.at(e.class())
 	return Attr{Size: e.cSize, Mtime: e.cMtime, Mode: k.mode, UID: k.uid, GID: k.gid, Nlink: k.nlink,
 		Blocks: int64(e.cBlocks), Atime: e.cAtime, Ctime: e.cCtime}
 }
@@ -202,15 +227,16 @@ func (e *Entry) Snapshot() (Attr, uint32) {
 
 // Path is the entry's path relative to the source root; "" for the root
 // (its bytes may share a block: arena.go).
-func (e *Entry) Path() string { return unsafe.String(e.path, e.pathLen) }
+func (e *Entry) Path() string { return storedString(e.path) }
 
-// setPath sets a new entry's path (before it is shared).
-func (e *Entry) setPath(p string) {
-	if uint64(len(p)) > 1<<32-1 {
-		panic("catalog: a path of 4 GiB") // a source path is far shorter (PATH_MAX a component)
-	}
-	e.path, e.pathLen = unsafe.StringData(p), uint32(len(p))
-}
+// setPath sets a new entry's path (before it is shared) to a copy of p
+// of its own; a walk and a load set paths stored in a shared block
+// (setStored).
+func (e *Entry) setPath(p string) { e.path = storePath(make([]byte, storedLen(p)), p) }
+
+// setStored sets a new entry's path (before it is shared) to one stored
+// already (storedpath.go).
+func (e *Entry) setStored(p *byte) { e.path = p }
 
 // ID is the entry's ID, stable for the life of the mount (the inode
 // number of its first version); the root's is 1.
@@ -240,7 +266,7 @@ func (e *Entry) Tier() int { return int(e.state.Load()&stateTier) - 1 }
 
 // Children returns a directory's entries sorted by name. Do not modify.
 func (e *Entry) Children() []*Entry {
-	if e.Kind != KindDir {
+	if e.Kind() != KindDir {
 		return nil
 	}
 	if m := e.moreOf(); m != nil {
@@ -252,7 +278,7 @@ func (e *Entry) Children() []*Entry {
 // Listed reports whether e's entries are known (or e is no directory):
 // a background walk lists the others on demand (Catalog.List).
 func (e *Entry) Listed() bool {
-	if e.Kind != KindDir {
+	if e.Kind() != KindDir {
 		return true
 	}
 	m := e.moreOf()

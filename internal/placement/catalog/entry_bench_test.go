@@ -9,7 +9,7 @@ import "testing"
 func BenchmarkEntryReads(b *testing.B) {
 	es := make([]*Entry, 1<<16)
 	for i := range es {
-		e := &Entry{Kind: KindFile}
+		e := newOfKind(KindFile)
 		e.initAttr(Attr{Size: int64(i), Mtime: int64(i) * 1e9, Mode: 0o100644, Nlink: 1, Blocks: 8, Atime: 1, Ctime: 2})
 		e.SetTier(i % 3)
 		es[i] = e

@@ -1,16 +1,22 @@
 package catalog
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"unsafe"
+
+	"github.com/epochfs/epochfs/internal/source"
 )
 
-// An entry stays 80 bytes (a size class of Go's allocator) with the
-// placer's residency in it: every file of a dataset has one entry.
+// An entry stays 72 bytes with the placer's residency in it: every file
+// of a dataset has one entry (in a block of them: slab.go).
 func TestEntrySizeWithResidency(t *testing.T) {
-	if n := unsafe.Sizeof(Entry{}); n > 80 {
-		t.Errorf("catalog.Entry is %d bytes, want at most 80", n)
+	if n := unsafe.Sizeof(Entry{}); n > 72 {
+		t.Errorf("catalog.Entry is %d bytes, want at most 72", n)
 	}
 }
 
@@ -40,7 +46,7 @@ func TestEntryAttributesAreExact(t *testing.T) {
 		Blocks: 1<<32 - 1, Atime: 1_700_000_000_123_456_789, Ctime: 1_800_000_000_987_654_321}
 	for _, blocks := range []int64{0, 8, 1<<32 - 1, 1 << 32, 1 << 50, -1} {
 		a.Blocks = blocks
-		e := &Entry{Kind: KindFile}
+		e := newOfKind(KindFile)
 		e.initAttr(a)
 		if got := e.Attr(); got != a {
 			t.Errorf("blocks %d: attributes %+v, want %+v", blocks, got, a)
@@ -57,13 +63,19 @@ func TestEntryAttributesAreExact(t *testing.T) {
 	}
 }
 
-// The tier, the gone mark and the check time share words of the entry
-// without touching each other.
+// The tier, the gone mark, the kind, the attributes' class and the check
+// time share words of the entry without touching each other.
 func TestEntryStateWords(t *testing.T) {
-	e := &Entry{Kind: KindFile}
+	e := newOfKind(KindFile)
 	if e.Tier() != -1 || e.Gone() {
 		t.Fatalf("new entry: tier %d gone %v", e.Tier(), e.Gone())
 	}
+	e.setClass(1<<16 - 1)
+	defer func() {
+		if e.Kind() != KindFile || e.class() != 1<<16-1 {
+			t.Errorf("after the tier and gone changes: kind %d class %d", e.Kind(), e.class())
+		}
+	}()
 	e.SetTier(3)
 	if e.DropTier(2) || e.Tier() != 3 {
 		t.Fatalf("DropTier(2) of tier 3 dropped it: tier %d", e.Tier())
@@ -86,7 +98,7 @@ func TestEntryStateWords(t *testing.T) {
 			t.Errorf("SetChecked(%d): Checked %d, want %d", c.set, got, c.want)
 		}
 	}
-	d := &Entry{Kind: KindDir}
+	d := newOfKind(KindDir)
 	// A record may name a target or a link for a directory (a damaged
 	// state directory): they are dropped, the children pointer kept.
 	d.setTarget("x")
@@ -98,10 +110,46 @@ func TestEntryStateWords(t *testing.T) {
 	if !d.Listed() || len(d.Children()) != 1 || d.Target() != "" || d.link() != nil {
 		t.Fatalf("directory with a child: listed %v children %d", d.Listed(), len(d.Children()))
 	}
-	s := &Entry{Kind: KindSymlink}
+	s := newOfKind(KindSymlink)
 	s.setTarget("../x")
 	if s.Target() != "../x" || s.Children() != nil || s.Listed() != true {
 		t.Fatalf("symlink: target %q", s.Target())
+	}
+	for _, k := range []Kind{KindFile, KindDir, KindSymlink} {
+		x := newOfKind(k)
+		x.SetTier(254)
+		x.setClass(7)
+		x.setGone()
+		if x.Kind() != k || x.class() != 7 || x.Tier() != 254 || !x.Gone() {
+			t.Errorf("kind %d: read back kind %d class %d tier %d gone %v", k, x.Kind(), x.class(), x.Tier(), x.Gone())
+		}
+	}
+}
+
+// A slab hands out distinct zeroed entries: a sized one from one block of
+// its size, one of unknown size from blocks that grow to slabMax.
+func TestEntrySlabBlocks(t *testing.T) {
+	s := sizedSlab(3)
+	a, b, c := s.alloc(), s.alloc(), s.alloc()
+	if unsafe.Pointer(b) != unsafe.Add(unsafe.Pointer(a), unsafe.Sizeof(Entry{})) || unsafe.Pointer(c) != unsafe.Add(unsafe.Pointer(b), unsafe.Sizeof(Entry{})) {
+		t.Fatal("a sized slab's entries are not in one block")
+	}
+	a.SetTier(1)
+	if b.Tier() != -1 || s.alloc() == c {
+		t.Fatal("entries of a slab share state")
+	}
+	var u entrySlab
+	seen := map[*Entry]bool{}
+	for range 5000 {
+		e := u.alloc()
+		if seen[e] || e.Kind() != 0 || e.Path() != "" {
+			t.Fatalf("entry %p handed out twice or not zeroed", e)
+		}
+		seen[e] = true
+		e.setKind(KindFile)
+	}
+	if u.next != slabMax || cap(u.buf) != slabMax {
+		t.Errorf("blocks grew to %d entries, want %d", u.next, slabMax)
 	}
 }
 
@@ -149,7 +197,7 @@ func TestAttrClassTableIsBounded(t *testing.T) {
 		t.Fatalf("a known class in a full table: %d %v", id, ok)
 	}
 	a := Attr{Size: 5, Mtime: 6, Mode: 0o100600, UID: 77, GID: 78, Nlink: 9, Blocks: 8, Atime: 10, Ctime: 11}
-	e := &Entry{Kind: KindFile}
+	e := newOfKind(KindFile)
 	e.initAttrIn(tab, a)
 	if m := e.moreOf(); m == nil || m.attr == nil {
 		t.Fatal("an entry whose class did not fit was stored compact")
@@ -164,7 +212,7 @@ func TestAttrClassTableIsBounded(t *testing.T) {
 func TestEntriesShareAttrClasses(t *testing.T) {
 	for i := range 1000 {
 		a := Attr{Size: int64(i), Mode: 0o100644 | uint32(i%3)<<6, UID: 4000 + uint32(i%5), GID: 4000, Nlink: 1 + uint32(i%2)}
-		e := &Entry{Kind: KindFile}
+		e := newOfKind(KindFile)
 		e.initAttr(a)
 		if m := e.moreOf(); m != nil && m.attr != nil {
 			t.Fatalf("entry %d kept its attributes whole", i)
@@ -180,7 +228,7 @@ func TestEntriesShareAttrClasses(t *testing.T) {
 // the attributes loses neither.
 func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
 	for range 200 {
-		d := &Entry{Kind: KindDir}
+		d := newOfKind(KindDir)
 		d.initAttr(Attr{Mode: 0o40755, Nlink: 2})
 		kids := make([][]*Entry, 100)
 		var wg sync.WaitGroup
@@ -204,6 +252,71 @@ func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
 		}
 		if a := d.Attr(); a.Mtime != 99 {
 			t.Fatalf("attributes after the race: %+v, want the last set (mtime 99)", a)
+		}
+	}
+}
+
+// A walk and a load make the entries of a directory in one block of
+// entries (slab.go), and their paths in one block of paths (arena.go):
+// the first walk, in the foreground and in the background, and the load
+// at a remount in the background (the daemon's). An eager load reads the
+// whole tree's records in key order into growing blocks: there only the
+// entries are checked.
+func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
+	src := t.TempDir()
+	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(src, "d", fmt.Sprintf("f%03d", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneBlock := func(how string, c *Catalog, contiguous bool) {
+		t.Helper()
+		d := c.Find("d")
+		if d == nil {
+			t.Fatalf("%s: no directory d", how)
+		}
+		if err := c.List(context.Background(), d); err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		kids := d.Children()
+		if len(kids) != n {
+			t.Fatalf("%s: %d entries in d, want %d", how, len(kids), n)
+		}
+		for i := 1; i < n; i++ {
+			if contiguous && unsafe.Pointer(kids[i]) != unsafe.Add(unsafe.Pointer(kids[i-1]), unsafe.Sizeof(Entry{})) {
+				t.Fatalf("%s: entries %d and %d of d are not next to each other", how, i-1, i)
+			}
+			prev := kids[i-1].Path()
+			if contiguous && unsafe.Pointer(unsafe.StringData(kids[i].Path())) != unsafe.Add(unsafe.Pointer(unsafe.StringData(prev)), len(prev)+1) {
+				t.Fatalf("%s: the paths of entries %d and %d are not next to each other", how, i-1, i)
+			}
+			if want := fmt.Sprintf("d/f%03d", i); kids[i].Path() != want || kids[i].Kind() != KindFile || kids[i].Attr().Size != 1 {
+				t.Fatalf("%s: entry %d is %q (kind %d, size %d), want %q", how, i, kids[i].Path(), kids[i].Kind(), kids[i].Attr().Size, want)
+			}
+		}
+	}
+	s := openSource(t, source.Options{Root: src})
+	for _, bg := range []bool{false, true} {
+		state := fastDir(t)
+		c := openCat(t, Options{StateDir: state, Source: src, Walker: s, Background: bg})
+		if err := c.WaitWalk(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		oneBlock(fmt.Sprintf("walk (background %v)", bg), c, true)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c = openCat(t, Options{StateDir: state, Source: src, Walker: s, Background: bg})
+		if err := c.WaitWalk(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		oneBlock(fmt.Sprintf("load (background %v)", bg), c, bg)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

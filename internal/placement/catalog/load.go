@@ -31,8 +31,8 @@ func getValue(txn *badger.Txn, key []byte) []byte {
 
 // eachRecord calls fn with the path and the decoded record of every stored
 // entry, in path order; a record that does not decode fails the walk. The
-// paths share blocks (arena.go).
-func (c *Catalog) eachRecord(fn func(p string, rec record) error) error {
+// paths are stored in shared blocks (arena.go, storedpath.go).
+func (c *Catalog) eachRecord(fn func(p *byte, rec record) error) error {
 	return c.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = keyFilePrefix
@@ -50,7 +50,7 @@ func (c *Catalog) eachRecord(fn func(p string, rec record) error) error {
 				return derr
 			})
 			if err != nil {
-				return fmt.Errorf("catalog: entry %q: %w", p, err)
+				return fmt.Errorf("catalog: entry %q: %w", storedString(p), err)
 			}
 			if err := fn(p, rec); err != nil {
 				return err
@@ -66,10 +66,13 @@ func (c *Catalog) load() (*Entry, error) {
 	kids := map[*Entry][]*Entry{}
 	var root *Entry
 	var orphans []string
-	err := c.eachRecord(func(p string, rec record) error {
-		e := c.newEntry(p, rec)
+	var slab entrySlab
+	err := c.eachRecord(func(sp *byte, rec record) error {
+		e := slab.alloc()
+		c.fillEntry(e, sp, rec)
+		p := e.Path()
 		if p == "" {
-			if e.Kind != KindDir {
+			if e.Kind() != KindDir {
 				return fmt.Errorf("%w: root is not a directory", ErrBadRecord)
 			}
 			root = e
@@ -92,7 +95,7 @@ func (c *Catalog) load() (*Entry, error) {
 			return nil
 		}
 		kids[parent] = append(kids[parent], e)
-		if e.Kind == KindDir {
+		if e.Kind() == KindDir {
 			dirs[p] = e
 		}
 		return nil
@@ -134,8 +137,16 @@ func (c *Catalog) dropOrphans(paths []string) {
 }
 
 func (c *Catalog) newEntry(p string, rec record) *Entry {
-	e := &Entry{Kind: rec.Kind}
-	e.setPath(p)
+	e := new(Entry)
+	c.fillEntry(e, storePath(make([]byte, storedLen(p)), p), rec)
+	return e
+}
+
+// fillEntry makes e, a zeroed entry, the entry of the record rec of the
+// path p (stored: storedpath.go).
+func (c *Catalog) fillEntry(e *Entry, p *byte, rec record) {
+	e.setKind(rec.Kind)
+	e.setStored(p)
 	e.setTarget(rec.Target)
 	e.initAttr(Attr{Size: rec.Size, Mtime: rec.Mtime, Mode: rec.Mode, UID: rec.UID, GID: rec.GID,
 		Nlink: rec.Nlink, Blocks: rec.Blocks, Atime: rec.Atime, Ctime: rec.Ctime})
@@ -150,7 +161,6 @@ func (c *Catalog) newEntry(p string, rec record) *Entry {
 			}
 		}
 	}
-	return e
 }
 
 // copyRecord is a tier copy a stored record says exists.
@@ -165,13 +175,13 @@ type copyRecord struct {
 // two trees and need not form one.
 func (c *Catalog) loadCopies() ([]copyRecord, error) {
 	var out []copyRecord
-	err := c.eachRecord(func(p string, rec record) error {
+	err := c.eachRecord(func(p *byte, rec record) error {
 		if rec.Kind != KindFile || rec.Tier == "" {
 			return nil
 		}
 		for i, t := range c.tiers {
 			if t == rec.Tier {
-				out = append(out, copyRecord{path: p, size: rec.Size, mtime: rec.Mtime, tier: i})
+				out = append(out, copyRecord{path: storedString(p), size: rec.Size, mtime: rec.Mtime, tier: i})
 			}
 		}
 		return nil
@@ -185,7 +195,7 @@ func carryOver(old []copyRecord, cur *Entry, tiers []string) []StaleCopy {
 	var stale []StaleCopy
 	for _, o := range old {
 		n := find(cur, o.path)
-		if n != nil && n.Kind == KindFile && n.Attr().Size == o.size && n.Attr().Mtime == o.mtime {
+		if n != nil && n.Kind() == KindFile && n.Attr().Size == o.size && n.Attr().Mtime == o.mtime {
 			n.SetTier(o.tier)
 		} else {
 			stale = append(stale, StaleCopy{Path: o.path, Size: o.size, Tier: tiers[o.tier]})
@@ -244,7 +254,12 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 		opts.PrefetchValues = false
 		it := txn.NewIterator(opts)
 		defer it.Close()
+		// The records are read first and their entries made after, in one
+		// block of their number (slab.go).
 		var paths pathArena
+		var sps []*byte
+		var recs []record
+		var dirs []string // the names of the directories among them, sorted
 		n := 0
 		for it.Rewind(); it.Valid(); n++ {
 			if n%1024 == 1023 && ctx.Err() != nil {
@@ -259,7 +274,7 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 			p := key[len(keyFilePrefix):]
 			if slash := bytes.IndexByte(rest, '/'); slash >= 0 {
 				name := string(rest[:slash])
-				if k := lookupIn(kids, name); k != nil && k.Kind == KindDir {
+				if _, ok := slices.BinarySearch(dirs, name); ok {
 					// Below a subdirectory: its own read takes it.
 					// '0' follows '/': the first key past the range.
 					it.Seek(append(append(slices.Clip(prefix), rest[:slash]...), '0'))
@@ -276,8 +291,18 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 			if derr != nil {
 				return fmt.Errorf("catalog: entry %q: %w", p, derr)
 			}
-			kids = append(kids, c.newEntry(paths.bytes(p), rec))
+			sp := paths.bytes(p)
+			sps, recs = append(sps, sp), append(recs, rec)
+			if rec.Kind == KindDir {
+				dirs = append(dirs, string(rest))
+			}
 			it.Next()
+		}
+		slab := sizedSlab(len(recs))
+		kids = make([]*Entry, len(recs))
+		for i, rec := range recs {
+			kids[i] = slab.alloc()
+			c.fillEntry(kids[i], sps[i], rec)
 		}
 		compactPaths(kids)
 		return nil

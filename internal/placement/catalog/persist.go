@@ -77,7 +77,7 @@ func (c *Catalog) recordOf(e *Entry) *record {
 // sourceRecord is what the source said of e, as a record.
 func sourceRecord(e *Entry) record {
 	a := e.Attr()
-	r := record{Kind: e.Kind, Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target(),
+	r := record{Kind: e.Kind(), Mode: a.Mode, UID: a.UID, GID: a.GID, Size: a.Size, Mtime: a.Mtime, Target: e.Target(),
 		Nlink: a.Nlink, Blocks: a.Blocks, Atime: a.Atime, Ctime: a.Ctime}
 	if k := e.link(); k != nil && a.Nlink != 0 {
 		r.Dev, r.Ino = k.dev, k.ino

@@ -16,6 +16,9 @@ const (
 	KindSymlink
 )
 
+// valid reports whether k is one of the kinds.
+func (k Kind) valid() bool { return k >= KindFile && k <= KindSymlink }
+
 // ErrBadRecord means a persisted catalog record could not be decoded.
 var ErrBadRecord = errors.New("catalog: bad record")
 

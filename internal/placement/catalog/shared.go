@@ -59,6 +59,8 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 	dirs := map[string]*Entry{}
 	kids := map[*Entry][]*Entry{}
 	var root *Entry
+	var paths pathArena // the paths and entries share blocks (arena.go, slab.go)
+	var slab entrySlab
 	for len(b) > 0 {
 		pb, ok := next()
 		if !ok {
@@ -73,10 +75,11 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 			return nil, fmt.Errorf("shared catalog %q: %w", pb, err)
 		}
 		rec.Tier = ""
-		p := string(pb)
-		e := c.newEntry(p, rec)
+		e := slab.alloc()
+		c.fillEntry(e, paths.bytes(pb), rec)
+		p := e.Path()
 		if p == "" {
-			if root != nil || e.Kind != KindDir {
+			if root != nil || e.Kind() != KindDir {
 				return nil, fmt.Errorf("%w: shared catalog: bad root", ErrBadRecord)
 			}
 			root = e
@@ -98,7 +101,7 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 			return nil, fmt.Errorf("%w: shared catalog: %q out of order", ErrBadRecord, p)
 		}
 		kids[parent] = append(kids[parent], e)
-		if e.Kind == KindDir {
+		if e.Kind() == KindDir {
 			dirs[p] = e
 		}
 	}

@@ -44,7 +44,7 @@ func TestSharedCatalogDocumentGivesTheWalkedTreeWithoutAWalk(t *testing.T) {
 	}
 	first.Root().Walk(func(e *Entry) bool {
 		o := second.Find(e.Path())
-		if o == nil || o.Kind != e.Kind || o.Attr() != e.Attr() || o.Target() != e.Target() {
+		if o == nil || o.Kind() != e.Kind() || o.Attr() != e.Attr() || o.Target() != e.Target() {
 			t.Errorf("%q: not the same entry in the loaded catalog", e.Path())
 		}
 		return true

@@ -30,7 +30,7 @@ func (c *Catalog) ParentOf(p string) *Entry {
 		dir = ""
 	}
 	e := find(c.root, dir)
-	if e == nil || e.Kind != KindDir {
+	if e == nil || e.Kind() != KindDir {
 		return nil
 	}
 	return e
@@ -59,7 +59,7 @@ func (c *Catalog) Add(e *Entry) error {
 func (c *Catalog) AddAll(dir *Entry, es []*Entry) ([]*Entry, error) {
 	c.treeMu.Lock()
 	defer c.treeMu.Unlock()
-	if dir.Kind != KindDir || dir.Gone() || c.Find(dir.Path()) != dir {
+	if dir.Kind() != KindDir || dir.Gone() || c.Find(dir.Path()) != dir {
 		return nil, fmt.Errorf("catalog: add to %s: not a directory of the dataset", dir.Path())
 	}
 	return c.addLocked(dir, es)
@@ -90,7 +90,7 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 	number = func(x *Entry) {
 		x.setID(c.newID(x))
 		x.Index = -1
-		if x.Kind == KindFile {
+		if x.Kind() == KindFile {
 			x.Index = int32(c.nextIndex.Add(1) - 1)
 			files++
 			bytes += x.Attr().Size
@@ -188,7 +188,7 @@ func (c *Catalog) removeLocked(dir *Entry, es []*Entry) (files, removed []*Entry
 	for _, e := range removed {
 		e.Walk(func(x *Entry) bool {
 			x.setGone()
-			if x.Kind == KindFile {
+			if x.Kind() == KindFile {
 				files = append(files, x)
 				c.files.Add(-1)
 				c.bytes.Add(-x.Attr().Size)
@@ -315,7 +315,7 @@ func NewTree(root *Entry, tiers []string) *Catalog {
 // NewFile is a regular file's entry at path with the attributes a (for
 // NewTree, and for tests outside the package).
 func NewFile(path string, a Attr) *Entry {
-	e := &Entry{Kind: KindFile}
+	e := newOfKind(KindFile)
 	e.setPath(path)
 	e.initAttr(a)
 	return e
@@ -324,7 +324,7 @@ func NewFile(path string, a Attr) *Entry {
 // NewDir is a directory entry at path holding kids, sorted by name (for
 // NewTree).
 func NewDir(path string, kids []*Entry) *Entry {
-	d := &Entry{Kind: KindDir}
+	d := newOfKind(KindDir)
 	d.setPath(path)
 	d.initAttr(Attr{Mode: 0o755})
 	d.setChildren(kids)

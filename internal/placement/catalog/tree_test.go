@@ -186,7 +186,7 @@ func TestAddAllMergesNewEntriesIntoADirectory(t *testing.T) {
 		t.Errorf("counts %d files %d bytes after adding 4 files, were %d and %d", c.Files(), c.Bytes(), files, bytes)
 	}
 	for _, e := range added {
-		if e.Kind == KindFile && (e.Index < 0 || c.ByIndex(int(e.Index)) != e) || e.ID() == 0 {
+		if e.Kind() == KindFile && (e.Index < 0 || c.ByIndex(int(e.Index)) != e) || e.ID() == 0 {
 			t.Errorf("%s: Index %d ID %d not given", e.Path(), e.Index, e.ID())
 		}
 	}

@@ -41,7 +41,7 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 	if !st.IsDir() {
 		return nil, fmt.Errorf("catalog: walk: %s is not a directory", src.Root())
 	}
-	root := entryFromInfo("", st)
+	root := rootFromInfo(st)
 	var seen atomic.Int64
 	var progMu sync.Mutex
 	var firstErr error // the root's: the others' are logged
@@ -81,26 +81,29 @@ func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger
 	kids := make([]*Entry, 0, len(des))
 	size := 0
 	for _, de := range des {
-		size += len(d.Path()) + 1 + len(de.Name())
+		size += storedLen(d.Path()) + 1 + len(de.Name())
 	}
 	paths := sizedArena(size)
+	slab := sizedSlab(len(des))
 	for _, de := range des {
-		p := paths.join(d.Path(), de.Name())
+		sp := paths.join(d.Path(), de.Name())
+		p := storedString(sp)
 		info, ierr := de.Info()
 		if ierr != nil {
 			log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
 			continue
 		}
-		e := entryFromInfo(p, info)
-		if e == nil {
+		if !kindOfInfo(info).valid() {
 			log.Debug("walk: skipping special file", zap.String("path", p))
 			continue
 		}
-		if e.Kind == KindSymlink {
+		e := slab.alloc()
+		fillFromInfo(e, sp, info)
+		if e.Kind() == KindSymlink {
 			t, lerr := src.WalkReadlink(ctx, p)
 			if lerr != nil {
 				log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
-				continue
+				continue // its slot stays unused in the block
 			}
 			e.setTarget(t)
 		}
@@ -113,35 +116,47 @@ func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger
 // of a fresh stat of it; target is a symlink's. It is not in the tree
 // until Catalog.Add. nil for a special file (not part of the dataset).
 func NewEntry(p string, info fs.FileInfo, target string) *Entry {
-	e := entryFromInfo(p, info)
-	if e == nil {
+	if !kindOfInfo(info).valid() {
 		return nil
 	}
+	e := new(Entry)
+	fillFromInfo(e, storePath(make([]byte, storedLen(p)), p), info)
 	e.setTarget(target)
-	if e.Kind == KindDir {
+	if e.Kind() == KindDir {
 		e.setChildren(nil)
 	}
 	return e
 }
 
-// entryFromInfo is the entry of a walk's stat of p.
-func entryFromInfo(p string, info fs.FileInfo) *Entry {
-	e := &Entry{}
-	e.setPath(p)
+// rootFromInfo is the entry of a walk's stat of the source root.
+func rootFromInfo(info fs.FileInfo) *Entry {
+	e := new(Entry)
+	fillFromInfo(e, nil, info)
+	return e
+}
+
+// kindOfInfo is the kind of entry a stat describes; 0 for a special file
+// (not part of the dataset).
+func kindOfInfo(info fs.FileInfo) Kind {
 	switch {
 	case info.Mode().IsRegular():
-		e.Kind = KindFile
+		return KindFile
 	case info.IsDir():
-		e.Kind = KindDir
+		return KindDir
 	case info.Mode()&fs.ModeSymlink != 0:
-		e.Kind = KindSymlink
-	default:
-		return nil
+		return KindSymlink
 	}
+	return 0
+}
+
+// fillFromInfo makes e, a zeroed entry of a kind kindOfInfo gives, the
+// entry of a walk's stat of the path p (stored: storedpath.go).
+func fillFromInfo(e *Entry, p *byte, info fs.FileInfo) {
+	e.setStored(p)
+	e.setKind(kindOfInfo(info))
 	e.initAttr(AttrFromInfo(info))
-	e.setLink(linkOf(e.Kind, info))
+	e.setLink(linkOf(e.Kind(), info))
 	e.checked.Store(checkedBits(time.Now().Unix())) // what was just read is the check
-	return e
 }
 
 // AttrFromInfo converts a fresh stat of a source file.
