@@ -42,7 +42,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHand
 type dirHandle struct {
 	n    *node
 	mu   sync.Mutex
-	kids []*catalog.Entry
+	kids catalog.Kids
 	next int
 	// cur is the entry Readdirent returns: go-fuse copies it before the
 	// next call, so one serves the whole listing.
@@ -63,10 +63,10 @@ var (
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.next >= len(d.kids) {
+	if d.next >= d.kids.Len() {
 		return nil, 0
 	}
-	c := d.kids[d.next]
+	c := d.kids.At(d.next)
 	d.next++
 	d.n.fsys.dirEntries.Add(1)
 	d.cur = fuse.DirEntry{Name: c.Name(), Mode: modeType(c.Kind()), Ino: fileIno(c.ID(), c.Version()), Off: uint64(d.next)}
@@ -77,7 +77,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if off > uint64(len(d.kids)) {
+	if off > uint64(d.kids.Len()) {
 		return syscall.EINVAL
 	}
 	d.next = int(off)

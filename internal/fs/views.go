@@ -187,7 +187,7 @@ func (n *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno
 		return nil, syscall.EACCES // as the source directory would answer who
 	}
 	var list []fuse.DirEntry
-	for _, c := range n.e.Children() {
+	for c := range n.e.Children().All() {
 		if !n.shows(c) {
 			continue
 		}

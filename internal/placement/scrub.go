@@ -485,7 +485,7 @@ func (p *Scrubber) refreshDir(d *catalog.Entry, run *scrubRun) (subdirs []*catal
 	for _, de := range des {
 		seen[de.Name()] = true
 	}
-	for _, c := range d.Children() {
+	for c := range d.Children().All() {
 		if !seen[c.Name()] {
 			run.removeLater(c)
 		}

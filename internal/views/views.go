@@ -379,7 +379,7 @@ func (s *Set) classesOf(subset []string) (string, map[string]int) {
 		}
 	}
 	classes := map[string]int{}
-	for _, c := range root.Children() { // sorted by name, as ImageFolder sorts
+	for c := range root.Children().All() { // sorted by name, as ImageFolder sorts
 		if c.Kind() == catalog.KindDir {
 			classes[c.Name()] = len(classes)
 		}

@@ -71,7 +71,7 @@ func FilesUnderAs(who *Cred, e *Entry, fn func(*Entry) bool) bool {
 	if e.Kind() != KindDir || !who.May(e.Attr(), PermRead|PermSearch) {
 		return true
 	}
-	for _, ch := range e.Children() {
+	for ch := range e.Children().All() {
 		if ch.Kind() == KindFile && !who.May(ch.Attr(), PermRead) {
 			continue
 		}

@@ -38,13 +38,13 @@ func sizedArena(n int) pathArena { return pathArena{buf: make([]byte, 0, n), nex
 
 // compactPaths moves the paths of kids, entries not yet shared, into one
 // block of their size, leaving the blocks they were in to the collector.
-func compactPaths(kids []*Entry) {
+func compactPaths(kids Kids) {
 	n := 0
-	for _, k := range kids {
+	for k := range kids.All() {
 		n += storedLen(k.Path())
 	}
 	a := sizedArena(n)
-	for _, k := range kids {
+	for k := range kids.All() {
 		k.setStored(a.str(k.Path()))
 	}
 }

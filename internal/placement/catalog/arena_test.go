@@ -66,7 +66,7 @@ func TestSizedArenaAndCompactPaths(t *testing.T) {
 	}
 	var b pathArena
 	kids := []*Entry{NewFile(storedString(b.str("d/one")), Attr{}), NewFile("", Attr{}), NewFile(storedString(b.str("d/three")), Attr{})}
-	compactPaths(kids)
+	compactPaths(ptrKids(kids))
 	if kids[0].Path() != "d/one" || kids[1].Path() != "" || kids[2].Path() != "d/three" {
 		t.Fatalf("paths after compaction: %q %q %q", kids[0].Path(), kids[1].Path(), kids[2].Path())
 	}

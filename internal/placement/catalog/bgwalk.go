@@ -56,7 +56,7 @@ var ErrWalkStopped = errors.New("catalog: the walk of the source was stopped")
 type bgWalk struct {
 	// read reads directory d: from the source (readKids) or, with load,
 	// from the stored records (readStored).
-	read     func(ctx context.Context, d *Entry) ([]*Entry, error)
+	read     func(ctx context.Context, d *Entry) (Kids, error)
 	load     bool
 	src      *source.Source
 	log      *zap.Logger
@@ -99,7 +99,7 @@ func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	bg := &bgWalk{src: src, log: c.log, workers: o.Workers, progress: o.Progress, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
-	bg.read = func(ctx context.Context, d *Entry) ([]*Entry, error) { return readKids(ctx, src, d, c.log) }
+	bg.read = func(ctx context.Context, d *Entry) (Kids, error) { return readKids(ctx, src, d, c.log) }
 	bg.pending.Store(1)
 	c.root, c.walked = root, true
 	c.bg.Store(bg)
@@ -138,7 +138,7 @@ func (c *Catalog) startLoad(ctx context.Context, o Options) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	bg := &bgWalk{load: true, log: c.log, workers: o.Workers, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
-	bg.read = func(ctx context.Context, d *Entry) ([]*Entry, error) {
+	bg.read = func(ctx context.Context, d *Entry) (Kids, error) {
 		kids, orphans, stale, err := c.readStored(ctx, d)
 		if len(orphans) > 0 {
 			bg.dropMu.Lock()
@@ -272,7 +272,7 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 		bg.log.Warn("walk: cannot read directory; it will look empty", zap.String("path", d.Path()), zap.Error(err))
 	}
 	var files, bytes, dirs int64
-	for _, k := range kids {
+	for k := range kids.All() {
 		k.setID(c.newID(k))
 		k.Index = -1
 		switch k.Kind() {
@@ -293,7 +293,7 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 		bg.demanded.Add(1)
 	}
 	bg.progMu.Lock()
-	if n := bg.entries.Add(int64(len(kids))); bg.progress != nil {
+	if n := bg.entries.Add(int64(kids.Len())); bg.progress != nil {
 		bg.progress(n)
 	}
 	bg.progMu.Unlock()

@@ -99,7 +99,7 @@ func TestBackgroundWalkWithDemandEqualsAWalk(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				for _, b := range a.Children() {
+				for b := range a.Children().All() {
 					if r.IntN(3) == 0 {
 						if err := c.List(context.Background(), b); err != nil {
 							t.Error(err)

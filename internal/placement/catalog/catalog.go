@@ -287,7 +287,7 @@ func (c *Catalog) setRoot(root *Entry) {
 			files++
 			bytes += e.Attr().Size
 		}
-		for _, ch := range e.Children() {
+		for ch := range e.Children().All() {
 			number(ch)
 		}
 	}
@@ -353,7 +353,7 @@ func (e *Entry) Files(fn func(*Entry) bool) bool {
 	if e.Kind() == KindFile {
 		return fn(e)
 	}
-	for _, ch := range e.Children() {
+	for ch := range e.Children().All() {
 		if !ch.Files(fn) {
 			return false
 		}

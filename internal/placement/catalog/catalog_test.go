@@ -149,7 +149,7 @@ func dump(c *Catalog) map[string]dumpEntry {
 	visit = func(e *Entry) {
 		d := dumpEntry{ID: e.ID(), Kind: e.Kind(), Attr: e.Attr(), Target: e.Target(), Tier: e.Tier()}
 		d.Attr.Atime = 0 // a walk's readdir moves a directory's atime
-		for _, ch := range e.Children() {
+		for ch := range e.Children().All() {
 			d.Kids = append(d.Kids, ch.Name())
 			visit(ch)
 		}
@@ -213,7 +213,7 @@ func TestCatalogWalkRecordsEveryEntryWithItsAttributes(t *testing.T) {
 			t.Errorf("link owner %d:%d, want the symlink's own 4321:8765", a.UID, a.GID)
 		}
 	}
-	if e := c.Find("really-empty"); e == nil || e.Kind() != KindDir || len(e.Children()) != 0 {
+	if e := c.Find("really-empty"); e == nil || e.Kind() != KindDir || e.Children().Len() != 0 {
 		t.Errorf("really-empty: %+v", e)
 	}
 }
@@ -257,7 +257,7 @@ func checkTreeSorted(t *testing.T, c *Catalog) {
 	t.Helper()
 	var visit func(e *Entry)
 	visit = func(e *Entry) {
-		kids := e.Children()
+		kids := e.Children().Slice()
 		names := make([]string, len(kids))
 		for i, k := range kids {
 			names[i] = k.Name()

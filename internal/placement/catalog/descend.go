@@ -58,9 +58,9 @@ func Descend(ctx context.Context, root *Entry, workers int, list func(d *Entry) 
 }
 
 // dirsOf is the directories among es.
-func dirsOf(es []*Entry) []*Entry {
+func dirsOf(es Kids) []*Entry {
 	var dirs []*Entry
-	for _, e := range es {
+	for e := range es.All() {
 		if e.Kind() == KindDir {
 			dirs = append(dirs, e)
 		}

@@ -26,7 +26,7 @@ func tree(fanout, depth int) (*Entry, int) {
 			n++
 			grow(k, level+1)
 		}
-		d.setChildren(kids)
+		d.setChildren(ptrKids(kids))
 	}
 	grow(root, 0)
 	return root, n

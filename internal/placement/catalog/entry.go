@@ -93,7 +93,7 @@ func newOfKind(k Kind) *Entry {
 // (updateMore), so that a reader holding one sees all of it or none.
 type entryMore struct {
 	// kids are a directory's children, sorted by name, once listed.
-	kids   []*Entry
+	kids   Kids
 	listed bool
 	// target is a symlink's target.
 	target string
@@ -264,15 +264,16 @@ func (e *Entry) setID(id uint64) {
 // Tier is the index of the tier that holds the entry's copy, or -1.
 func (e *Entry) Tier() int { return int(e.state.Load()&stateTier) - 1 }
 
-// Children returns a directory's entries sorted by name. Do not modify.
-func (e *Entry) Children() []*Entry {
+// Children returns a directory's entries sorted by name (none for other
+// entries).
+func (e *Entry) Children() Kids {
 	if e.Kind() != KindDir {
-		return nil
+		return Kids{}
 	}
 	if m := e.moreOf(); m != nil {
 		return m.kids
 	}
-	return nil
+	return Kids{}
 }
 
 // Listed reports whether e's entries are known (or e is no directory):
@@ -286,7 +287,7 @@ func (e *Entry) Listed() bool {
 }
 
 // setChildren replaces a directory's children.
-func (e *Entry) setChildren(c []*Entry) {
+func (e *Entry) setChildren(c Kids) {
 	e.updateMore(func(m *entryMore) { m.kids, m.listed = c, true })
 }
 
@@ -297,4 +298,4 @@ func (e *Entry) Gone() bool { return e.state.Load()&stateGone != 0 }
 func (e *Entry) setGone() { e.state.Or(stateGone) }
 
 // Lookup finds a child by name.
-func (e *Entry) Lookup(name string) *Entry { return lookupIn(e.Children(), name) }
+func (e *Entry) Lookup(name string) *Entry { return e.Children().Lookup(name) }

@@ -103,16 +103,16 @@ func TestEntryStateWords(t *testing.T) {
 	// state directory): they are dropped, the children pointer kept.
 	d.setTarget("x")
 	d.setLink(&linkKey{ino: 1})
-	if d.Listed() || d.Children() != nil || d.Target() != "" || d.link() != nil {
+	if d.Listed() || d.Children().Len() != 0 || d.Target() != "" || d.link() != nil {
 		t.Fatalf("new directory: listed %v target %q", d.Listed(), d.Target())
 	}
-	d.setChildren([]*Entry{e})
-	if !d.Listed() || len(d.Children()) != 1 || d.Target() != "" || d.link() != nil {
-		t.Fatalf("directory with a child: listed %v children %d", d.Listed(), len(d.Children()))
+	d.setChildren(ptrKids([]*Entry{e}))
+	if !d.Listed() || d.Children().Len() != 1 || d.Target() != "" || d.link() != nil {
+		t.Fatalf("directory with a child: listed %v children %d", d.Listed(), d.Children().Len())
 	}
 	s := newOfKind(KindSymlink)
 	s.setTarget("../x")
-	if s.Target() != "../x" || s.Children() != nil || s.Listed() != true {
+	if s.Target() != "../x" || s.Children().Len() != 0 || s.Listed() != true {
 		t.Fatalf("symlink: target %q", s.Target())
 	}
 	for _, k := range []Kind{KindFile, KindDir, KindSymlink} {
@@ -237,7 +237,7 @@ func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
 			defer wg.Done()
 			for i := range kids {
 				kids[i] = []*Entry{NewFile("k", Attr{})}
-				d.setChildren(kids[i])
+				d.setChildren(ptrKids(kids[i]))
 			}
 		}()
 		go func() {
@@ -247,7 +247,7 @@ func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
 			}
 		}()
 		wg.Wait()
-		if got := d.Children(); len(got) != 1 || got[0] != kids[99][0] || !d.Listed() {
+		if got := d.Children().Slice(); len(got) != 1 || got[0] != kids[99][0] || !d.Listed() {
 			t.Fatalf("children after the race: %v (listed %v), want the last set", got, d.Listed())
 		}
 		if a := d.Attr(); a.Mtime != 99 {
@@ -282,7 +282,10 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 		if err := c.List(context.Background(), d); err != nil {
 			t.Fatalf("%s: %v", how, err)
 		}
-		kids := d.Children()
+		if contiguous && d.Children().block == nil {
+			t.Fatalf("%s: d's entries are pointers, not a block", how)
+		}
+		kids := d.Children().Slice()
 		if len(kids) != n {
 			t.Fatalf("%s: %d entries in d, want %d", how, len(kids), n)
 		}

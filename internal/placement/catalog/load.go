@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -110,7 +109,7 @@ func (c *Catalog) load() (*Entry, error) {
 		c.dropOrphans(orphans)
 	}
 	for _, d := range dirs {
-		d.setChildren(kids[d])
+		d.setChildren(ptrKids(kids[d]))
 	}
 	return root, nil
 }
@@ -243,7 +242,7 @@ func (c *Catalog) StoredTier(p string) (string, error) {
 // with a seek, and a record whose parent d does not have as a directory
 // (a file, or no entry at all) is an orphan, returned for dropOrphans
 // with the stale copy it names.
-func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orphans []string, stale []StaleCopy, err error) {
+func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids Kids, orphans []string, stale []StaleCopy, err error) {
 	prefix := keyFilePrefix
 	if d.Path() != "" {
 		prefix = append(fileKey(d.Path()), '/')
@@ -299,11 +298,10 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids []*Entry, orph
 			it.Next()
 		}
 		slab := sizedSlab(len(recs))
-		kids = make([]*Entry, len(recs))
 		for i, rec := range recs {
-			kids[i] = slab.alloc()
-			c.fillEntry(kids[i], sps[i], rec)
+			c.fillEntry(slab.alloc(), sps[i], rec)
 		}
+		kids = blockKids(slab.block())
 		compactPaths(kids)
 		return nil
 	})
@@ -317,13 +315,4 @@ func (c *Catalog) decodeItem(item *badger.Item) (rec record, err error) {
 		return derr
 	})
 	return rec, err
-}
-
-// lookupIn finds name among kids, sorted by name.
-func lookupIn(kids []*Entry, name string) *Entry {
-	i := sort.Search(len(kids), func(i int) bool { return kids[i].Name() >= name })
-	if i < len(kids) && kids[i].Name() == name {
-		return kids[i]
-	}
-	return nil
 }

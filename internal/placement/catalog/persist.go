@@ -22,7 +22,7 @@ func (c *Catalog) store(root *Entry, source string, keep bool) {
 		if tw.failed() || !tw.set(fileKey(e.Path()), c.recordOf(e).encode(nil)) {
 			return
 		}
-		for _, ch := range e.Children() {
+		for ch := range e.Children().All() {
 			put(ch)
 		}
 	}

@@ -109,7 +109,7 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 		return nil, fmt.Errorf("%w: shared catalog: no root", ErrBadRecord)
 	}
 	for _, d := range dirs {
-		d.setChildren(kids[d])
+		d.setChildren(ptrKids(kids[d]))
 	}
 	return root, nil
 }

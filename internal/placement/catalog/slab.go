@@ -37,3 +37,14 @@ func (s *entrySlab) alloc() *Entry {
 	s.buf = s.buf[:len(s.buf)+1]
 	return &s.buf[len(s.buf)-1]
 }
+
+// unalloc takes back the entry alloc returned last, not yet shared.
+func (s *entrySlab) unalloc() {
+	s.buf[len(s.buf)-1] = Entry{}
+	s.buf = s.buf[:len(s.buf)-1]
+}
+
+// block is the entries of a sized slab, in the order handed out, while
+// they fit the one block it was made with: a directory's entries as one
+// block (kids.go).
+func (s *entrySlab) block() []Entry { return s.buf[:len(s.buf):len(s.buf)] }

@@ -76,7 +76,7 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 		switch {
 		case ChildPath(dir.Path(), e.Name()) != e.Path():
 			errs = append(errs, fmt.Errorf("catalog: add %s: not an entry of %q", e.Path(), dir.Path()))
-		case lookupIn(old, e.Name()) != nil, i > 0 && es[i-1].Name() == e.Name():
+		case old.Lookup(e.Name()) != nil, i > 0 && es[i-1].Name() == e.Name():
 			errs = append(errs, fmt.Errorf("catalog: add %s: already in the dataset", e.Path()))
 		default:
 			add = append(add, e)
@@ -96,9 +96,9 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 			bytes += x.Attr().Size
 		}
 		if !x.Listed() {
-			x.setChildren(nil)
+			x.setChildren(Kids{})
 		}
-		for _, ch := range x.Children() {
+		for ch := range x.Children().All() {
 			number(ch)
 		}
 	}
@@ -113,17 +113,19 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 		c.byIndex.Store(&nt)
 	}
 	// Both are sorted by name: one merge.
-	kids := make([]*Entry, 0, len(old)+len(add))
+	kids := make([]*Entry, 0, old.Len()+len(add))
 	i := 0
 	for _, e := range add {
-		for i < len(old) && old[i].Name() < e.Name() {
-			kids = append(kids, old[i])
+		for i < old.Len() && old.At(i).Name() < e.Name() {
+			kids = append(kids, old.At(i))
 			i++
 		}
 		kids = append(kids, e)
 	}
-	kids = append(kids, old[i:]...)
-	dir.setChildren(kids)
+	for ; i < old.Len(); i++ {
+		kids = append(kids, old.At(i))
+	}
+	dir.setChildren(ptrKids(kids))
 	c.files.Add(files)
 	c.bytes.Add(bytes)
 	for _, e := range add {
@@ -173,8 +175,8 @@ func (c *Catalog) removeLocked(dir *Entry, es []*Entry) (files, removed []*Entry
 		}
 	}
 	old := dir.Children()
-	kids := make([]*Entry, 0, len(old))
-	for _, x := range old {
+	kids := make([]*Entry, 0, old.Len())
+	for x := range old.All() {
 		if drop[x] {
 			removed = append(removed, x)
 		} else {
@@ -184,7 +186,7 @@ func (c *Catalog) removeLocked(dir *Entry, es []*Entry) (files, removed []*Entry
 	if len(removed) == 0 {
 		return nil, nil // not in the tree
 	}
-	dir.setChildren(kids)
+	dir.setChildren(ptrKids(kids))
 	for _, e := range removed {
 		e.Walk(func(x *Entry) bool {
 			x.setGone()
@@ -206,7 +208,7 @@ func (e *Entry) Walk(fn func(*Entry) bool) bool {
 	if !fn(e) {
 		return false
 	}
-	for _, ch := range e.Children() {
+	for ch := range e.Children().All() {
 		if !ch.Walk(fn) {
 			return false
 		}
@@ -327,6 +329,6 @@ func NewDir(path string, kids []*Entry) *Entry {
 	d := newOfKind(KindDir)
 	d.setPath(path)
 	d.initAttr(Attr{Mode: 0o755})
-	d.setChildren(kids)
+	d.setChildren(ptrKids(kids))
 	return d
 }

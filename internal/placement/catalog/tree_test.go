@@ -176,7 +176,7 @@ func TestAddAllMergesNewEntriesIntoADirectory(t *testing.T) {
 	}
 	checkTreeSorted(t, c)
 	var kids []string
-	for _, k := range dir.Children() {
+	for k := range dir.Children().All() {
 		kids = append(kids, k.Name())
 	}
 	if got := strings.Join(kids, " "); got != "aa b0 c m new-dir sibling zeta" {
@@ -280,7 +280,7 @@ func TestRemoveAllTakesADirectorysEntriesInOneCopy(t *testing.T) {
 	if len(removedFiles) != 2 || !slices.Contains(removedFiles, deep) || !slices.Contains(removedFiles, sibling) {
 		t.Fatalf("files removed %v, want a/b/c/deep.bin and a/b/sibling", removedFiles)
 	}
-	if len(dir.Children()) != 0 || c.Find("a/b/sibling") != nil || !deep.Gone() || other.Gone() || c.Find("top.txt") != other {
+	if dir.Children().Len() != 0 || c.Find("a/b/sibling") != nil || !deep.Gone() || other.Gone() || c.Find("top.txt") != other {
 		t.Fatal("the tree after RemoveAll is not a/b emptied and the rest kept")
 	}
 	if want := files - 3; c.Files() != want || c.Bytes() != bytes-4096-1000-12 {

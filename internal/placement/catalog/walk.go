@@ -58,7 +58,7 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 		// One call at a time, with a count that only grows: the callback
 		// need not be safe for concurrent use.
 		progMu.Lock()
-		if n := seen.Add(int64(len(kids))); progress != nil {
+		if n := seen.Add(int64(kids.Len())); progress != nil {
 			progress(n)
 		}
 		progMu.Unlock()
@@ -76,9 +76,8 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 // readKids reads the entries of the source directory d: special files and
 // entries that cannot be read are skipped (logged), symlinks get their
 // targets. An error is the directory's own (it could not be read).
-func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) ([]*Entry, error) {
+func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) (Kids, error) {
 	des, err := src.WalkReadDir(ctx, d.Path())
-	kids := make([]*Entry, 0, len(des))
 	size := 0
 	for _, de := range des {
 		size += storedLen(d.Path()) + 1 + len(de.Name())
@@ -103,13 +102,13 @@ func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger
 			t, lerr := src.WalkReadlink(ctx, p)
 			if lerr != nil {
 				log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
-				continue // its slot stays unused in the block
+				slab.unalloc()
+				continue
 			}
 			e.setTarget(t)
 		}
-		kids = append(kids, e)
 	}
-	return kids, err
+	return blockKids(slab.block()), err
 }
 
 // NewEntry is a new entry for the source's path p (a refresh found it),
@@ -123,7 +122,7 @@ func NewEntry(p string, info fs.FileInfo, target string) *Entry {
 	fillFromInfo(e, storePath(make([]byte, storedLen(p)), p), info)
 	e.setTarget(target)
 	if e.Kind() == KindDir {
-		e.setChildren(nil)
+		e.setChildren(Kids{})
 	}
 	return e
 }

@@ -304,7 +304,7 @@ func (c *Catalog) Health() (state string, pending int) {
 
 func countEntries(e *Entry) int {
 	n := 1
-	for _, ch := range e.Children() {
+	for ch := range e.Children().All() {
 		n += countEntries(ch)
 	}
 	return n

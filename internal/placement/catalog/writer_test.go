@@ -377,7 +377,7 @@ func TestCatalogWalkStoreCutByTheFloorIsRedoneWhole(t *testing.T) {
 	if storedComplete(t, c) {
 		t.Fatal("a cut store marked the catalog complete")
 	}
-	if _, ok := stored(t, c, c.Root().Children()[0].Path()); !ok {
+	if _, ok := stored(t, c, c.Root().Children().At(0).Path()); !ok {
 		t.Fatal("the first batch was not written (the test's premise)")
 	}
 	d.set(roomy)
