@@ -183,7 +183,10 @@ func (e *Entry) initAttrIn(t *classTable, a Attr) {
 }
 
 // Name is the entry's last path element ("" for the root).
-func (e *Entry) Name() string { return e.Path()[strings.LastIndexByte(e.Path(), '/')+1:] }
+func (e *Entry) Name() string {
+	p := e.Path()
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
 
 // Attr returns the entry's attributes.
 func (e *Entry) Attr() Attr {

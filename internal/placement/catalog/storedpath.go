@@ -35,11 +35,17 @@ func storePath(b []byte, p string) *byte {
 
 // storedString is the path stored at p.
 func storedString(p *byte) string {
+	if p != nil && *p < 0x80 { // most paths: a length of one byte
+		return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(p), 1)), *p)
+	}
+	return storedOther(p)
+}
+
+// storedOther is storedString of the root's path (nil) and of a path of
+// 128 bytes or more (kept apart so that storedString is inlined).
+func storedOther(p *byte) string {
 	if p == nil {
 		return ""
-	}
-	if *p < 0x80 { // most paths: a length of one byte
-		return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(p), 1)), int(*p))
 	}
 	n, k := binary.Uvarint(unsafe.Slice(p, binary.MaxVarintLen64))
 	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(p), k)), int(n))
