@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -68,7 +69,7 @@ func (c *Catalog) load() (*Entry, error) {
 	var slab entrySlab
 	err := c.eachRecord(func(sp *byte, rec record) error {
 		e := slab.alloc()
-		c.fillEntry(e, sp, rec)
+		c.fillEntry(e, sp, &rec)
 		p := e.Path()
 		if p == "" {
 			if e.Kind() != KindDir {
@@ -137,13 +138,13 @@ func (c *Catalog) dropOrphans(paths []string) {
 
 func (c *Catalog) newEntry(p string, rec record) *Entry {
 	e := new(Entry)
-	c.fillEntry(e, storePath(make([]byte, storedLen(p)), p), rec)
+	c.fillEntry(e, storePath(make([]byte, storedLen(p)), p), &rec)
 	return e
 }
 
 // fillEntry makes e, a zeroed entry, the entry of the record rec of the
 // path p (stored: storedpath.go).
-func (c *Catalog) fillEntry(e *Entry, p *byte, rec record) {
+func (c *Catalog) fillEntry(e *Entry, p *byte, rec *record) {
 	e.setKind(rec.Kind)
 	e.setStored(p)
 	e.setTarget(rec.Target)
@@ -253,11 +254,12 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids Kids, orphans 
 		opts.PrefetchValues = false
 		it := txn.NewIterator(opts)
 		defer it.Close()
-		// The records are read first and their entries made after, in one
-		// block of their number (slab.go).
+		// The records are read first, into scratch space the loads share,
+		// and their entries made after, in one block of their number
+		// (slab.go).
 		var paths pathArena
-		var sps []*byte
-		var recs []record
+		sc := loadScratch.Get().(*scratch)
+		defer sc.put()
 		var dirs []string // the names of the directories among them, sorted
 		n := 0
 		for it.Rewind(); it.Valid(); n++ {
@@ -291,21 +293,43 @@ func (c *Catalog) readStored(ctx context.Context, d *Entry) (kids Kids, orphans 
 				return fmt.Errorf("catalog: entry %q: %w", p, derr)
 			}
 			sp := paths.bytes(p)
-			sps, recs = append(sps, sp), append(recs, rec)
+			sc.paths, sc.recs = append(sc.paths, sp), append(sc.recs, rec)
 			if rec.Kind == KindDir {
 				dirs = append(dirs, string(rest))
 			}
 			it.Next()
 		}
-		slab := sizedSlab(len(recs))
-		for i, rec := range recs {
-			c.fillEntry(slab.alloc(), sps[i], rec)
+		slab := sizedSlab(len(sc.recs))
+		for i := range sc.recs {
+			c.fillEntry(slab.alloc(), sc.paths[i], &sc.recs[i])
 		}
 		kids = blockKids(slab.block())
 		compactPaths(kids)
 		return nil
 	})
 	return kids, orphans, stale, err
+}
+
+// scratch is where a load of a directory reads its records before it
+// makes their entries: one a worker, reused, so that the records are not
+// copied as a slice of them grows.
+type scratch struct {
+	paths []*byte
+	recs  []record
+}
+
+var loadScratch = sync.Pool{New: func() any { return new(scratch) }}
+
+// put empties s and gives it back to the pool; the space of a directory of
+// more than 64 Ki entries is left to the collector.
+func (s *scratch) put() {
+	if cap(s.recs) > 64<<10 {
+		return
+	}
+	clear(s.paths)
+	clear(s.recs)
+	s.paths, s.recs = s.paths[:0], s.recs[:0]
+	loadScratch.Put(s)
 }
 
 func (c *Catalog) decodeItem(item *badger.Item) (rec record, err error) {

@@ -76,7 +76,7 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 		}
 		rec.Tier = ""
 		e := slab.alloc()
-		c.fillEntry(e, paths.bytes(pb), rec)
+		c.fillEntry(e, paths.bytes(pb), &rec)
 		p := e.Path()
 		if p == "" {
 			if root != nil || e.Kind() != KindDir {
