@@ -18,7 +18,8 @@ import (
 
 // Block sizes: an arena whose size is not known takes blocks of arenaMin
 // bytes at first, then of twice the size each, up to arenaMax; a path
-// longer than arenaMax/4 gets its own. One whose size is known
+// longer than arenaMax/4 that does not fit the current block gets its
+// own. One whose size is known
 // (sizedArena) takes one block of that size; compactPaths moves the paths
 // of a directory read with an arena of unknown size into one such block.
 const (
@@ -51,10 +52,10 @@ func compactPaths(kids Kids) {
 
 // alloc returns n bytes of a block, not handed out before.
 func (a *pathArena) alloc(n int) []byte {
-	if n > arenaMax/4 {
-		return make([]byte, n)
-	}
 	if cap(a.buf)-len(a.buf) < n {
+		if n > arenaMax/4 {
+			return make([]byte, n)
+		}
 		a.next = min(max(2*a.next, arenaMin), arenaMax)
 		a.buf = make([]byte, 0, a.next)
 	}
@@ -65,6 +66,14 @@ func (a *pathArena) alloc(n int) []byte {
 
 // bytes stores b in a's blocks (storedpath.go).
 func (a *pathArena) bytes(b []byte) *byte { return a.str(unsafe.String(unsafe.SliceData(b), len(b))) }
+
+// joinedLen is the bytes join(dir, name) stores.
+func joinedLen(dir, name string) int {
+	if dir == "" {
+		return storedLen(name)
+	}
+	return storedLenOf(len(dir) + 1 + len(name))
+}
 
 // join stores dir + "/" + name (name alone when dir is the root, "") in
 // a's blocks.

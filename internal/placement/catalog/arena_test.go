@@ -74,3 +74,30 @@ func TestSizedArenaAndCompactPaths(t *testing.T) {
 		t.Fatal("compacted paths are not in one block")
 	}
 }
+
+// A stored path takes what storedLen and joinedLen say: a byte of length
+// up to 127 bytes, two from 128, three from 16 Ki.
+func TestStoredLengths(t *testing.T) {
+	for _, n := range []int{1, 127, 128, 16383, 16384, 1 << 21} {
+		p := strings.Repeat("x", n)
+		var a pathArena
+		a.str(p)
+		if got, want := storedLen(p), n+1+btoi(n >= 128)+btoi(n >= 16384)+btoi(n >= 1<<21); got != want {
+			t.Errorf("storedLen of %d bytes: %d, want %d", n, got, want)
+		}
+		s := sizedArena(joinedLen("dir", p))
+		if storedString(s.join("dir", p)) != "dir/"+p || len(s.buf) != cap(s.buf) {
+			t.Errorf("joinedLen(dir, %d bytes) %d: the block holds %d bytes of %d", n, joinedLen("dir", p), len(s.buf), cap(s.buf))
+		}
+	}
+	if storedLen("") != 0 || joinedLen("", "ab") != 3 {
+		t.Errorf("the root's path takes %d bytes, a name at the root %d", storedLen(""), joinedLen("", "ab"))
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 )
 
@@ -18,9 +19,11 @@ func storedLen(p string) int {
 	if p == "" {
 		return 0
 	}
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], uint64(len(p))) + len(p)
+	return storedLenOf(len(p))
 }
+
+// storedLenOf is the bytes a path of n bytes (n > 0) takes stored.
+func storedLenOf(n int) int { return (bits.Len64(uint64(n))+6)/7 + n }
 
 // storePath writes p into b, storedLen(p) bytes, and returns the stored
 // path (nil for "").

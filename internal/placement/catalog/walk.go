@@ -80,7 +80,7 @@ func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger
 	des, err := src.WalkReadDir(ctx, d.Path())
 	size := 0
 	for _, de := range des {
-		size += storedLen(d.Path()) + 1 + len(de.Name())
+		size += joinedLen(d.Path(), de.Name())
 	}
 	paths := sizedArena(size)
 	slab := sizedSlab(len(des))
