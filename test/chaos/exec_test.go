@@ -91,6 +91,9 @@ func (r *runner) readOp(o op) error {
 	if err := r.m.check(o.Path, off, n, a, true); err != nil {
 		return fmt.Errorf("%s: %w", o, err)
 	}
+	if f := r.m.files[o.Path]; f != nil && a.err == nil && o.Kind != "stat" && len(r.m.aliases(o.Path)) == 1 {
+		f.opened = true
+	}
 	return nil
 }
 

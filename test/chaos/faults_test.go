@@ -238,7 +238,7 @@ func (r *runner) crash(o op) error {
 		}
 	}
 	for _, f := range r.m.files {
-		f.resident = false
+		f.resident, f.opened = false, false
 	}
 	r.jobs = map[int64]bool{}
 	start := time.Now()

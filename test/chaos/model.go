@@ -41,6 +41,12 @@ type file struct {
 	// since: a copy the mount shows may be of an older content, which it
 	// drops when it learns of the change (not counted as resident).
 	behind bool
+	// opened: a read through the mount opened this very path after its
+	// last change on the source, and no crash came since. With validate =
+	// "open" the open checked it, so a stat shows the current version
+	// from then on; before it (and before a refresh) a stat may still show
+	// the size the mount last saw (docs/admin.md "How fresh is the mount").
+	opened bool
 	// closedToOthers: a mode without read for others was on the source
 	// at some step (the mount may still show it: EACCES allowed for a
 	// second user from then on).
@@ -86,6 +92,7 @@ func (m *model) write(p string, data []byte, step int) {
 	f.versions = append(f.versions, version{data: append([]byte(nil), data...), at: step})
 	f.present = true
 	f.behind = step > 0
+	f.opened = false
 	m.changed(p)
 	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
 		m.dirs[d] = true
@@ -151,7 +158,7 @@ func (m *model) mayList(dir, name string) bool {
 // remove records p gone from the source.
 func (m *model) remove(p string) {
 	if f := m.files[p]; f != nil {
-		f.present, f.everAbsent = false, true
+		f.present, f.everAbsent, f.opened = false, true, false
 	}
 	m.changed(p)
 }
@@ -234,7 +241,8 @@ func (m *model) aliases(p string) []string {
 // (a.data the file), otherwise a.data the bytes at off of a read of n; a
 // stat has a.size >= 0. strict: a fresh open, which with validate =
 // "open" and the source well reads the current version only (a handle
-// opened earlier may read the version it opened). The reason when not;
+// opened earlier may read the version it opened), or a stat, which does
+// once an open or a refresh has seen the change (before it, any version). The reason when not;
 // nil when p, or a path it reads as, allows it.
 func (m *model) check(p string, off int64, n int, a answer, strict bool) error {
 	var first error
@@ -259,6 +267,10 @@ func (m *model) checkOne(p string, off int64, n int, a answer, strict bool) erro
 		return m.allowedErr(f, a.err)
 	}
 	vs := f.versions
+	if a.size >= 0 && f.behind && !f.opened {
+		// A stat is not an open: the change is seen at the next open.
+		strict = false
+	}
 	if strict && m.validate == "open" && !m.sick() && f.present && !f.unlisted {
 		// Every open checks the source: the current version only.
 		vs = vs[len(vs)-1:]

@@ -66,3 +66,35 @@ func TestTheModelListsWhatTheSourceHadAndNothingElse(t *testing.T) {
 		}
 	}
 }
+
+// With validate = "open" a stat is not an open: after a rewrite on the
+// source it may show the size the mount last saw until an open (or a
+// refresh) sees the change, and only the current size after that. Seed
+// 1796008295816858578 took a stat's walked size for an error.
+func TestTheModelLetsAStatShowTheOldSizeUntilAnOpen(t *testing.T) {
+	m := newModel("open", 0)
+	m.write("d2/f19.bin", []byte("walked content"), 0)
+	m.write("d2/f19.bin", []byte("new"), 12)
+	old, cur := answer{size: int64(len("walked content"))}, answer{size: 3}
+	if err := m.check("d2/f19.bin", -1, 0, old, true); err != nil {
+		t.Fatalf("a stat before any open showed the walked size: %v", err)
+	}
+	if err := m.check("d2/f19.bin", -1, 0, answer{size: 7}, true); err == nil {
+		t.Fatal("a stat showed a size no version had")
+	}
+	m.files["d2/f19.bin"].opened = true // an open saw the change
+	if err := m.check("d2/f19.bin", -1, 0, old, true); err == nil {
+		t.Fatal("a stat after an open showed the old size")
+	}
+	if err := m.check("d2/f19.bin", -1, 0, cur, true); err != nil {
+		t.Fatalf("a stat after an open showed the current size: %v", err)
+	}
+	m.write("d2/f19.bin", []byte("newer one"), 13)
+	if m.files["d2/f19.bin"].opened {
+		t.Fatal("a rewrite kept the open that saw the version before it")
+	}
+	m.files["d2/f19.bin"].behind, m.files["d2/f19.bin"].opened = false, false // a refresh since
+	if err := m.check("d2/f19.bin", -1, 0, cur, true); err == nil {
+		t.Fatal("a stat after a refresh showed an old size")
+	}
+}
