@@ -83,7 +83,7 @@ func (m *Manager) idle() bool {
 
 func (m *Manager) applyReleases() {
 	for _, i := range m.s.Releases(nil) {
-		m.p.Buffer().Release(m.fileList()[i])
+		m.p.Buffer().Release(m.fileList().At(i))
 	}
 }
 
@@ -96,7 +96,7 @@ func (m *Manager) prefetch() {
 	for _, i := range m.s.Prefetch(free) {
 		m.inflight <- struct{}{}
 		m.fetchWG.Add(1)
-		e := m.fileList()[i]
+		e := m.fileList().At(i)
 		m.p.Buffer().Fetch(e, func(err error) {
 			defer m.fetchWG.Done()
 			if err != nil {
@@ -116,12 +116,12 @@ func (m *Manager) prefetch() {
 // no tier: only when a live job still wants e this epoch does the read go
 // through the buffer.
 func (m *Manager) wanted(e *catalog.Entry) bool {
-	return m.built.Load() && e.Index >= 0 && int(e.Index) < len(m.fileList()) && m.s.Wanted(int(e.Index))
+	return m.built.Load() && e.Index >= 0 && int(e.Index) < m.fileList().Len() && m.s.Wanted(int(e.Index))
 }
 
 // onFetched is placement's hook once a demand read buffered a file.
 func (m *Manager) onFetched(e *catalog.Entry) bool {
-	if !m.built.Load() || e.Index < 0 || int(e.Index) >= len(m.fileList()) {
+	if !m.built.Load() || e.Index < 0 || int(e.Index) >= m.fileList().Len() {
 		return false
 	}
 	return m.s.Installed(int(e.Index))

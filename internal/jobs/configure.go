@@ -54,7 +54,7 @@ func (m *Manager) CheckConfig(ref Ref, cfg Config, files int) error {
 		// Every file the owner may open, counted at most once per key
 		// line of the document (only subset lines repeat, and they
 		// give files).
-		files = len(m.fileList())
+		files = m.fileList().Len()
 		if !j.owner.Root() {
 			files = len(m.p.Catalog().FilesAs(j.owner))
 		}
@@ -90,7 +90,7 @@ func (m *Manager) configure(ref Ref, cfg Config) error {
 		if m.o.Cluster == nil {
 			return fmt.Errorf("%w: cluster=true: the mount has no [cluster] section", ErrInvalid)
 		}
-		size := len(m.fileList())
+		size := m.fileList().Len()
 		if sc.Subset != nil {
 			size = len(sc.Subset)
 		}

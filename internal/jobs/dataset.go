@@ -15,7 +15,7 @@ import (
 )
 
 // fileList is the dataset's files by Index.
-func (m *Manager) fileList() []*catalog.Entry { return *m.filesp.Load() }
+func (m *Manager) fileList() *catalog.Numbering { return m.filesp.Load() }
 
 // grow takes in the files refreshes added since the last look (the
 // catalog numbers them after every file it had): the sampler grows, and
@@ -23,36 +23,35 @@ func (m *Manager) fileList() []*catalog.Entry { return *m.filesp.Load() }
 // its owner may read (a job over the whole dataset as root: all of them;
 // a cluster job: none, its nodes must agree on its subset).
 func (m *Manager) grow() {
-	if m.p.Catalog().ByIndex(len(m.fileList())) == nil {
+	if m.p.Catalog().ByIndex(m.fileList().Len()) == nil {
 		return // nothing added: the common case, without a lock
 	}
 	m.growMu.Lock()
 	defer m.growMu.Unlock()
 	files := m.fileList()
 	all := m.p.Catalog().Numbered()
-	if len(all) <= len(files) {
+	if all.Len() <= files.Len() {
 		return
 	}
-	added := all[len(files):]
 	add := map[string][]int{}
 	m.mu.Lock()
 	for _, j := range m.jobs {
 		if j.cfg.Cluster || j.cfg.Fixed {
 			continue
 		}
-		for _, e := range added {
-			if m.joins(j, e) {
+		for i := files.Len(); i < all.Len(); i++ {
+			if e := all.At(i); m.joins(j, e) {
 				add[j.key] = append(add[j.key], int(e.Index))
 			}
 		}
 	}
 	m.mu.Unlock()
 	m.filesp.Store(&all)
-	if err := m.s.Grow(len(all), add); err != nil {
+	if err := m.s.Grow(all.Len(), add); err != nil {
 		m.log.Error("jobs: the files a refresh added cannot join the jobs", zap.Error(err))
 		return
 	}
-	m.log.Info("files a refresh added join the jobs from their next epoch", zap.Int("files", len(added)))
+	m.log.Info("files a refresh added join the jobs from their next epoch", zap.Int("files", all.Len()-files.Len()))
 }
 
 // joins reports whether a file a refresh added belongs to job j's subset:
@@ -94,7 +93,7 @@ func (m *Manager) samplerConfig(name string, cfg Config, who *catalog.Cred) (sam
 	if err != nil {
 		return sampler.JobConfig{}, err
 	}
-	size := len(m.fileList())
+	size := m.fileList().Len()
 	if subset != nil {
 		size = len(subset)
 	}
@@ -113,7 +112,7 @@ func (m *Manager) samplerConfig(name string, cfg Config, who *catalog.Cred) (sam
 func (m *Manager) resolve(prefixes []string, who *catalog.Cred) ([]int, error) {
 	var out []int
 	add := func(e *catalog.Entry) bool {
-		if i := int(e.Index); i >= 0 && i < len(m.fileList()) && m.fileList()[i] == e && !e.Gone() {
+		if i := int(e.Index); i >= 0 && i < m.fileList().Len() && m.fileList().At(i) == e && !e.Gone() {
 			out = append(out, i)
 		}
 		return true
@@ -122,10 +121,10 @@ func (m *Manager) resolve(prefixes []string, who *catalog.Cred) ([]int, error) {
 		if who.Root() {
 			// The whole dataset: every file numbered at the start, less
 			// those a refresh removed since.
-			for _, e := range m.fileList() {
+			for _, e := range m.fileList().All() {
 				add(e)
 			}
-			if len(out) == len(m.fileList()) {
+			if len(out) == m.fileList().Len() {
 				return nil, nil
 			}
 			if len(out) == 0 {

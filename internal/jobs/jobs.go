@@ -116,7 +116,7 @@ type Manager struct {
 	log *zap.Logger
 	// files are the dataset's files by Index (the sampler's samples):
 	// numbered at start, grown by the files refreshes add (grow).
-	filesp atomic.Pointer[[]*catalog.Entry]
+	filesp atomic.Pointer[catalog.Numbering]
 	// base is the number of files numbered at start, in path order;
 	// refreshes number the files they add after them.
 	base   int
@@ -215,10 +215,10 @@ func (m *Manager) start() error {
 	// pointer a file at ten million files).
 	files := cat.Numbered()
 	m.filesp.Store(&files)
-	m.base = len(files)
+	m.base = files.Len()
 	slots := o.Placer.Buffer().Slots()
 	so := sampler.Options{
-		Samples: len(files),
+		Samples: files.Len(),
 		// The catalog's methods: the sampler asks placement, not a
 		// closure of this package (no call goes back up).
 		Residency:   residency(cat, o.PeerHeld),

@@ -55,7 +55,7 @@ func (m *Manager) NextRank(ctx context.Context, ref Ref, rank int) (paths []byte
 	}
 	var b bytes.Buffer
 	for _, i := range batch {
-		b.WriteString(ctlpath.Quote(m.fileList()[i].Path()))
+		b.WriteString(ctlpath.Quote(m.fileList().At(i).Path()))
 		b.WriteByte('\n')
 	}
 	return b.Bytes(), false, nil

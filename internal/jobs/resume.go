@@ -42,7 +42,7 @@ func (m *Manager) State(ref Ref) ([]byte, error) {
 		// (slow ones, carried to the next batch) were not read.
 		files := m.fileList()
 		for _, i := range m.vs.Carried(j.key, sn.WorldSize) {
-			unread = append(unread, files[i].Path())
+			unread = append(unread, files.At(i).Path())
 		}
 	}
 	order, hash := m.epochSamples(sn.Subset, sn.Size)
@@ -87,7 +87,7 @@ func (m *Manager) clusterHanded(name string, j *job, sn *sampler.Snapshot) ([]st
 			if sn.Subset != nil {
 				g = sn.Subset[l]
 			}
-			unread = append(unread, files[g].Path())
+			unread = append(unread, files.At(int(g)).Path())
 		})
 		sn.Epochs[i].Handed = claimed
 	}
@@ -261,13 +261,13 @@ func (m *Manager) Unresume(ref Ref, pt *ResumePoint) error {
 func (m *Manager) numbered(prefixes []string) int { return numberedOf(m.fileList(), prefixes) }
 
 // numberedOf is numbered over files.
-func numberedOf(files []*catalog.Entry, prefixes []string) int {
-	for _, e := range files {
+func numberedOf(files *catalog.Numbering, prefixes []string) int {
+	for _, e := range files.All() {
 		if e.Gone() && underSubset(e.Path(), prefixes) {
 			return 0
 		}
 	}
-	return len(files)
+	return files.Len()
 }
 
 // sameMount rebuilds, on the mount that saved d, the job's epoch samples
@@ -279,7 +279,7 @@ func numberedOf(files []*catalog.Entry, prefixes []string) int {
 // mount, or files were removed before the save).
 func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot) (order []int32, later []uint64, ok bool) {
 	files := m.fileList()
-	if d.Numbered == 0 || d.Numbered > len(files) {
+	if d.Numbered == 0 || d.Numbered > files.Len() {
 		return nil, nil, false
 	}
 	later = make([]uint64, (sn.Size+63)/64)
@@ -295,18 +295,18 @@ func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot)
 		}
 		globals = append(globals, g)
 	}
-	for g, e := range files[:d.Numbered] {
-		if e.Gone() && underSubset(e.Path(), prefixes) {
+	for g := range d.Numbered {
+		if e := files.At(g); e.Gone() && underSubset(e.Path(), prefixes) {
 			globals = append(globals, int32(g))
 		}
 	}
 	if len(globals) != d.Samples {
 		return nil, nil, false
 	}
-	slices.SortFunc(globals, func(a, b int32) int { return pathCompare(files[a].Path(), files[b].Path()) })
+	slices.SortFunc(globals, func(a, b int32) int { return pathCompare(files.At(int(a)).Path(), files.At(int(b)).Path()) })
 	h := xxhash.New()
 	for _, g := range globals {
-		h.WriteString(files[g].Path())
+		h.WriteString(files.At(int(g)).Path())
 		h.Write([]byte{0})
 	}
 	if h.Sum64() != d.Hash {
@@ -315,7 +315,7 @@ func (m *Manager) sameMount(d *stateDoc, prefixes []string, sn sampler.Snapshot)
 	order = make([]int32, len(globals))
 	for p, g := range globals {
 		order[p] = -1
-		if l, ok := localOf(sn.Subset, sn.Size, g); ok && !files[g].Gone() {
+		if l, ok := localOf(sn.Subset, sn.Size, g); ok && !files.At(int(g)).Gone() {
 			order[p] = int32(l)
 		}
 	}
@@ -365,7 +365,7 @@ func (m *Manager) unreadLocals(paths []string, sn sampler.Snapshot) ([]int, erro
 	seen := make(map[int]struct{}, len(paths))
 	for _, p := range paths {
 		e := cat.Find(p)
-		l, ok := 0, e != nil && e.Index >= 0 && int(e.Index) < len(files) && files[e.Index] == e
+		l, ok := 0, e != nil && e.Index >= 0 && int(e.Index) < files.Len() && files.At(int(e.Index)) == e
 		if ok {
 			l, ok = localOf(sn.Subset, sn.Size, e.Index)
 		}
@@ -401,7 +401,7 @@ func (m *Manager) epochSamples(subset []int32, size int) ([]int32, uint64) {
 // indices in path order (the catalog's order of a fresh walk), and the
 // xxhash64 of their paths, each ended by a NUL. files are the dataset's
 // files by index; the first base of them were numbered in path order.
-func epochOrder(files []*catalog.Entry, gone func(int) bool, base int, subset []int32, size int) ([]int32, uint64) {
+func epochOrder(files *catalog.Numbering, gone func(int) bool, base int, subset []int32, size int) ([]int32, uint64) {
 	global := func(l int32) int32 {
 		if subset == nil {
 			return l
@@ -420,11 +420,13 @@ func epochOrder(files []*catalog.Entry, gone func(int) bool, base int, subset []
 	}
 	if !walked {
 		// Files a refresh added are numbered after every other.
-		slices.SortFunc(order, func(a, b int32) int { return pathCompare(files[global(a)].Path(), files[global(b)].Path()) })
+		slices.SortFunc(order, func(a, b int32) int {
+			return pathCompare(files.At(int(global(a))).Path(), files.At(int(global(b))).Path())
+		})
 	}
 	h := xxhash.New()
 	for _, l := range order {
-		h.WriteString(files[global(l)].Path())
+		h.WriteString(files.At(int(global(l))).Path())
 		h.Write([]byte{0})
 	}
 	return order, h.Sum64()

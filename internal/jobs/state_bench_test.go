@@ -21,6 +21,7 @@ func BenchmarkStateOfImageNet(b *testing.B) {
 		class := i / 1282
 		files[i] = catalog.NewFile(fmt.Sprintf("train/n%08d/n%08d_%d.JPEG", 1440000+class, 1440000+class, i), catalog.Attr{})
 	}
+	numbered := catalog.NumberingOf(files)
 	noneGone := func(int) bool { return false }
 	s, err := sampler.New(sampler.Options{Samples: n, Lease: -1})
 	if err != nil {
@@ -44,8 +45,8 @@ func BenchmarkStateOfImageNet(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			order, hash := epochOrder(files, noneGone, n, sn.Subset, sn.Size)
-			if doc, err = stateOf("a", cfg, sn, order, hash, numberedOf(files, nil)); err != nil {
+			order, hash := epochOrder(&numbered, noneGone, n, sn.Subset, sn.Size)
+			if doc, err = stateOf("a", cfg, sn, order, hash, numberedOf(&numbered, nil)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -68,7 +69,7 @@ func BenchmarkStateOfImageNet(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			order, hash := epochOrder(files, noneGone, n, sn.Subset, sn.Size)
+			order, hash := epochOrder(&numbered, noneGone, n, sn.Subset, sn.Size)
 			if hash != d.Hash {
 				b.Fatal("hash differs")
 			}

@@ -133,12 +133,12 @@ type Catalog struct {
 	pendMu sync.Mutex // guards w.pending (writer.go)
 	w      catalogWriter
 
-	treeMu    sync.Mutex               // serialises changes of the tree (tree.go)
-	nextID    atomic.Uint64            // the last entry ID given out
-	linksMu   sync.Mutex               // guards links
-	links     map[linkKey]uint64       // the ID of each hard-linked source file seen (newID)
-	nextIndex atomic.Int64             // the next file Index to give out
-	byIndex   atomic.Pointer[[]*Entry] // files by Index (tree.go: ByIndex)
+	treeMu    sync.Mutex                // serialises changes of the tree (tree.go)
+	nextID    atomic.Uint64             // the last entry ID given out
+	linksMu   sync.Mutex                // guards links
+	links     map[linkKey]uint64        // the ID of each hard-linked source file seen (newID)
+	nextIndex atomic.Int64              // the next file Index to give out
+	byIndex   atomic.Pointer[Numbering] // files by Index (numbering.go)
 
 	// The background walk (bgwalk.go): bg is set while it runs;
 	// walkDone is closed when the tree is whole (at once without one);

@@ -85,6 +85,17 @@ func openCat(t *testing.T, o Options) *Catalog {
 	return c
 }
 
+// openWalked is openCat once the catalog is whole (its walk or its
+// load done, in the foreground or the background).
+func openWalked(t *testing.T, o Options) *Catalog {
+	t.Helper()
+	c := openCat(t, o)
+	if err := c.WaitWalk(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // expectedEntries lstats the source the slow way: path → (kind, attr, target).
 type expEntry struct {
 	Kind   Kind

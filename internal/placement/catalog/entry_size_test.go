@@ -305,18 +305,12 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 	s := openSource(t, source.Options{Root: src})
 	for _, bg := range []bool{false, true} {
 		state := fastDir(t)
-		c := openCat(t, Options{StateDir: state, Source: src, Walker: s, Background: bg})
-		if err := c.WaitWalk(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c := openWalked(t, Options{StateDir: state, Source: src, Walker: s, Background: bg})
 		oneBlock(fmt.Sprintf("walk (background %v)", bg), c, true)
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		c = openCat(t, Options{StateDir: state, Source: src, Walker: s, Background: bg})
-		if err := c.WaitWalk(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c = openWalked(t, Options{StateDir: state, Source: src, Walker: s, Background: bg})
 		oneBlock(fmt.Sprintf("load (background %v)", bg), c, bg)
 		if err := c.Close(); err != nil {
 			t.Fatal(err)

@@ -106,10 +106,7 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 		number(e)
 	}
 	if t := c.byIndex.Load(); t != nil {
-		nt := grownTable(*t, int(c.nextIndex.Load()))
-		for _, e := range add {
-			e.Files(func(x *Entry) bool { nt[x.Index] = x; return true })
-		}
+		nt := numberFiles(*t, add...)
 		c.byIndex.Store(&nt)
 	}
 	// Both are sorted by name: one merge.
@@ -218,54 +215,34 @@ func (e *Entry) Walk(fn func(*Entry) bool) bool {
 
 // indexFiles builds the table of files by Index.
 func (c *Catalog) indexFiles(root *Entry, n int) {
-	t := make([]*Entry, n)
-	root.Files(func(e *Entry) bool {
-		t[e.Index] = e
-		return true
-	})
+	t := numberFiles(Numbering{runs: make([]run, 0, 16), at: make([]int32, 0, n>>atShift+1)}, root)
 	c.byIndex.Store(&t)
-}
-
-// grownTable is the table t of files by Index made n long, for numbers
-// a refresh gave (Add). It grows in place when its array has room, since
-// the readers of the shorter table (ByIndex, Numbered's callers) never
-// look past its end, and otherwise by a copy with room for an eighth more:
-// a refresh that adds files one at a time to ten million copies the
-// table once every 1.25 million files, not once a file.
-func grownTable(t []*Entry, n int) []*Entry {
-	if n > cap(t) {
-		g := make([]*Entry, len(t), n+max(n/8, 1024))
-		copy(g, t)
-		t = g
-	}
-	return t[:n]
 }
 
 // ByIndex returns the file numbered i (Entry.Index), or nil. A removed
 // file keeps its number (and is Gone).
 func (c *Catalog) ByIndex(i int) *Entry {
-	t := c.byIndex.Load()
-	if t == nil || i < 0 || i >= len(*t) {
-		return nil
+	if t := c.byIndex.Load(); t != nil {
+		return t.At(i)
 	}
-	return (*t)[i]
+	return nil
 }
 
 // Numbered is the files by Index (ByIndex of every number given): a
-// table its readers share, never modified once returned (the catalog
-// writes only the numbers past its end: grownTable). Do not modify it.
-func (c *Catalog) Numbered() []*Entry {
+// table its readers share, never changed once returned (the catalog
+// writes only past its end: Numbering).
+func (c *Catalog) Numbered() Numbering {
 	if t := c.byIndex.Load(); t != nil {
-		return slices.Clip(*t)
+		return *t
 	}
-	return nil
+	return Numbering{}
 }
 
 // Indexed is the count of file numbers given (ByIndex takes 0 to it
 // minus one; removed files keep theirs).
 func (c *Catalog) Indexed() int {
 	if t := c.byIndex.Load(); t != nil {
-		return len(*t)
+		return t.Len()
 	}
 	return 0
 }
