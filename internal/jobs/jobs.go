@@ -211,8 +211,7 @@ func New(o Options) (*Manager, error) {
 func (m *Manager) start() error {
 	o := m.o
 	cat := o.Placer.Catalog()
-	// The catalog's table of the files by number, shared (not copied: a
-	// pointer a file at ten million files).
+	// The catalog's table of the files by number, shared, not copied.
 	files := cat.Numbered()
 	m.filesp.Store(&files)
 	m.base = files.Len()

@@ -126,6 +126,7 @@ func numberFiles(t Numbering, es ...*Entry) Numbering {
 	base := len(t.runs) // the runs from here on are not shared yet
 	for _, e := range es {
 		if e.Kind() == KindFile {
+			t.inOrder(e)
 			t.pointer(e, base)
 		} else {
 			t.add(e, base)
@@ -143,16 +144,17 @@ func (t *Numbering) add(e *Entry, base int) {
 			t.add(x, base)
 			continue
 		}
+		t.inOrder(x)
 		block := kids.block != nil
 		last := len(t.runs) - 1
 		switch {
 		case block && j > 0 && kids.At(j-1).Kind() == KindFile && last >= base && t.runs[last].count > 0 && int(t.runs[last].first+t.runs[last].count) == t.n:
 			// File j-1 is the last run's last: x is next to it.
 			t.runs[last].count++
-			t.numbered(x)
+			t.next()
 		case block && j+1 < kids.Len() && kids.At(j+1).Kind() == KindFile:
 			t.runs = append(t.runs, run{first: int32(t.n), count: 1, p: unsafe.Pointer(x)})
-			t.numbered(x)
+			t.next()
 		default:
 			t.pointer(x, base)
 		}
@@ -174,14 +176,19 @@ func (t *Numbering) pointer(x *Entry, base int) {
 	} else {
 		t.runs = append(t.runs, run{first: int32(t.n), count: -1, p: slot})
 	}
-	t.numbered(x)
+	t.next()
 }
 
-// numbered takes file x, just put in the last run, as number t.n.
-func (t *Numbering) numbered(x *Entry) {
+// inOrder checks that file x, about to be put in, is the catalog's
+// number t.n.
+func (t *Numbering) inOrder(x *Entry) {
 	if int(x.Index) != t.n {
 		panic("catalog: files numbered out of order")
 	}
+}
+
+// next takes the file just put in the last run as number t.n.
+func (t *Numbering) next() {
 	if t.n&(1<<atShift-1) == 0 {
 		t.at = append(t.at, int32(len(t.runs)-1))
 	}
@@ -193,17 +200,8 @@ func (t *Numbering) numbered(x *Entry) {
 // not read.
 func NumberingOf(es []*Entry) Numbering {
 	var t Numbering
-	for i, e := range es {
-		if len(t.ptrs) == cap(t.ptrs) {
-			t.ptrs = make([]*Entry, 0, ptrChunk)
-			t.runs = append(t.runs, run{first: int32(i), p: unsafe.Pointer(unsafe.SliceData(t.ptrs[:1]))})
-		}
-		t.ptrs = append(t.ptrs, e)
-		t.runs[len(t.runs)-1].count--
-		if i&(1<<atShift-1) == 0 {
-			t.at = append(t.at, int32(len(t.runs)-1))
-		}
-		t.n++
+	for _, e := range es {
+		t.pointer(e, 0)
 	}
 	return t
 }
