@@ -182,20 +182,22 @@ func New(o Options) (*Manager, error) {
 		ahead:    make(chan *catalog.Entry, 4096),
 		ready:    make(chan struct{}),
 	}
-	cat := o.Placer.Catalog()
 	select {
-	case <-cat.WalkDone():
+	case <-o.Placer.Ready():
 		if err := m.start(); err != nil {
 			cancel()
 			return nil, err
 		}
 	default:
-		// The catalog is walked in the background: the manager starts
-		// once the tree is whole; until then no job can be created.
+		// The catalog is walked or loaded in the background: the
+		// manager starts once the tree is whole and the copies it
+		// records are checked (the placer's gate, status catalog=ok),
+		// so that a job's draws see every good copy; until then no job
+		// can be created.
 		m.starting.Add(1)
 		go func() {
 			defer m.starting.Done()
-			if cat.WaitWalk(ctx) != nil {
+			if o.Placer.WaitReady(ctx) != nil {
 				return
 			}
 			if err := m.start(); err != nil {
@@ -258,7 +260,7 @@ func (m *Manager) start() error {
 	return nil
 }
 
-// WaitReady waits until jobs can be created (the catalog's walk ended and
+// WaitReady waits until jobs can be created (the placer's gate opened and
 // the manager started), or ctx ends.
 func (m *Manager) WaitReady(ctx context.Context) error {
 	select {

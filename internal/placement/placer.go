@@ -340,6 +340,11 @@ func (p *Placer) checkRecorded() {
 	p.warmups.queue(lost)
 }
 
+// Ready is closed once the tree is whole and the copies the catalog
+// records are checked and accounted (the gate WaitReady waits for); it
+// stays open after a background load that failed.
+func (p *Placer) Ready() <-chan struct{} { return p.cp.ready }
+
 // WaitReady waits until the tree is whole and the copies the catalog
 // records are checked and accounted: what a warmup, a refresh or a verify
 // works on. It fails with ctx's error, the walk's (ErrWalkStopped), a
