@@ -33,7 +33,7 @@
 #
 # Usage: bash test/bench/listing.sh   (as root; bin/epochfs built; make
 # bench-deps for sshfs and Debian's torchvision)
-# Env: FILES ("1000000"; "1000000 10000000" for the issue's figures)
+# Env: FILES ("1000000"; "1000000 10000000" for the issue's figures; "" skips tmpfs)
 #      PFS_FILES ("1000000"; "" skips the PFS) PER_DIR (1000) REPS (3)
 #      DELAY_MS (1) RATE (100) TMPFS_SIZE (16g) WALKS ("ls-R find os.walk
 #      imagefolder"; "" measures the mount, walk, remount and RSS only and
@@ -43,7 +43,7 @@
 #      EPOCHFS (bin/epochfs: another binary to measure)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FILES=${FILES:-1000000}
+FILES=${FILES-1000000}
 PFS_FILES=${PFS_FILES-1000000}
 PER_DIR=${PER_DIR:-1000}
 REPS=${REPS:-3}
