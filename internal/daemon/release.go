@@ -56,7 +56,8 @@ func releaseAfterCopies(ctx context.Context, stats func() placement.Stats, pageO
 }
 
 // releaseAfterWalk returns the freed heap to the system once the
-// catalog's tree is whole (done closes): the walk of a source, or a
+// catalog's tree is whole and the placer has checked the copies it
+// records (done closes: the placer's gate): the walk of a source, or a
 // remount's load of the catalog, allocates and frees per entry (directory
 // reads, stat results, records), and left the daemon's RSS at 1.7 times
 // its live heap for a catalog of 1,000,000 files; pageOut then hands back

@@ -64,7 +64,7 @@ func Serve(ctx context.Context, o Options, ready *mounts.Readiness, onReady func
 		}
 	}
 	go releaseAfterCopies(relCtx, m.Placer().Stats, pageOut, log)
-	go releaseAfterWalk(relCtx, m.Catalog().WalkDone(), pageOut, log)
+	go releaseAfterWalk(relCtx, m.Placer().Ready(), pageOut, log)
 	go releaseWhenQuiet(relCtx, releaseEvery, readHeap, pageOut, log)
 	log.Info("mounted", zap.String("source", o.Source), zap.String("mountpoint", o.Mountpoint),
 		zap.Bool("passthrough", m.FS().Passthrough()), zap.String("transport", m.FS().Transport()), zap.Int64("files", m.Catalog().Files()),

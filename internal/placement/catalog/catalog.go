@@ -107,6 +107,10 @@ type Options struct {
 	// root's is FirstID+1): tests start past 2^32 to see IDs that the
 	// entry cannot hold in its 32 bits (Entry.ID). 0: the root's ID is 1.
 	FirstID uint64
+	// streamChunk, for tests, is the bytes of records a walk's store
+	// as a stream hands badger at a time (0: streamChunkSize); -1 stores in
+	// batches (stream.go).
+	streamChunk int
 }
 
 // StaleCopy is a tier copy a rescan found out of date, or one a record

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"go.uber.org/zap"
 )
 
@@ -28,6 +29,18 @@ func catalogOptions(dir string, readOnly bool) badger.Options {
 		WithIndexCacheSize(2 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
+		// Small tables, not compressed: a table builder's memory (the
+		// table and, compressed, its blocks again) goes back to badger's
+		// pool of allocators, which keeps up to 8 of them and frees one
+		// every 2 s. The tables of the bottom level (where a walk's
+		// stream writes, and the deepest compactions) are BaseTableSize ×
+		// 2^5: 2 MiB instead of 64 MiB, whose builders held 384 MB of
+		// the daemon's heap for ~16 s after a stream of 1,000,000 records
+		// (compressed 2 MiB tables: 46 MB; uncompressed: none to speak
+		// of). The catalog on disk is then about 5 times larger (71 MiB
+		// for 1,000,000 files of 20-byte paths, against 14).
+		WithBaseTableSize(catalogBaseTableSize).
+		WithCompression(options.None).
 		WithCompactL0OnClose(false).
 		WithSyncWrites(false).
 		WithReadOnly(readOnly).
@@ -48,6 +61,9 @@ func (c *Catalog) openDB(o Options) error {
 	}
 	if o.MinFree > 0 {
 		c.w.minFree = uint64(o.MinFree)
+	}
+	if c.w.streamChunk = o.streamChunk; c.w.streamChunk == 0 {
+		c.w.streamChunk = streamChunkSize
 	}
 	if c.w.statfs == nil {
 		c.w.statfs = statfs

@@ -16,6 +16,9 @@ import (
 // the store is left, whole, to the catch-up, and until it is done the
 // catalog on disk is incomplete (the next mount walks again).
 func (c *Catalog) store(root *Entry, source string, keep bool) {
+	if !keep && c.streamStore(root, source) {
+		return // stream.go
+	}
 	tw := c.beginTree(root, source, keep)
 	var put func(e *Entry)
 	put = func(e *Entry) {

@@ -19,12 +19,15 @@ package catalog
 //     built size and copies the whole table into a map. A memtable flush
 //     (in the background once a memtable is full, and in DB.Close for the
 //     current one) writes one table no bigger than the memtable's data
-//     (Snappy-compressed entries plus index and bloom filter);
+//     (entries, not compressed, plus index and bloom filter);
 //     compactions write tables whose total is at most the total of their
 //     input tables, and concurrent compactions have disjoint inputs, so
 //     all compactions in flight write at most the catalog's table bytes
-//     before their inputs are deleted. DropPrefix (a first walk's store)
-//     is a memtable flush plus such compactions.
+//     before their inputs are deleted. DropPrefix (a walk's store in
+//     batches) is a memtable flush plus such compactions. A walk's store
+//     as a stream (stream.go) writes the bottom level's tables directly
+//     from the records it is handed, streamChunkSize (4 MiB) at a time,
+//     each table at most BaseTableSize × 2^5 (2 MiB).
 //   - value log (NNNNNN.vlog): created sparse at 2 × ValueLogFileSize at
 //     every open; only its 20-byte header is written, because every value
 //     (a record: tens of bytes, at most ~4.2 KiB) is below ValueThreshold
@@ -50,14 +53,15 @@ package catalog
 // L0 table no bigger than its WAL — the mutable one, the one being flushed
 // and up to NumMemtables queued (db.flushChan), 4 × 8 MiB = 32 MiB; the
 // compactions those tables and earlier ones trigger, at most the table
-// bytes (the second term, which therefore grows with the catalog: ~35 MiB
-// for the 1.28 M records of ImageNet, measured) plus the new L0 tables
-// again (32 MiB); DISCARD (1 MiB) and one page each for the headers of a
-// new WAL and value log. 1 + 32 + 32 + 1 + ε ≈ 66 MiB fits under
-// 160 MiB. The bound is loose: tables are well under the WAL bytes they
-// hold (Snappy, prefix-compressed keys: 35 MiB of tables for ~85 MiB of
-// WAL entries, measured), a flush frees its WAL's pages and a compaction
-// its inputs. MemTableSize,
+// bytes (the second term, which therefore grows with the catalog: about
+// 50 bytes plus the path a record, 71 MiB for a million files of 20-byte
+// paths, measured) plus the new L0 tables again (32 MiB); DISCARD (1 MiB)
+// and one page each for the headers of a new WAL and value log.
+// 1 + 32 + 32 + 1 + ε ≈ 66 MiB fits under 160 MiB. A stream's check
+// comes every 4 MiB of records: those records' tables and the table in
+// flight before them, well under that. The bound is loose: tables are
+// under the WAL bytes they hold (prefix-compressed keys), a flush frees
+// its WAL's pages and a compaction its inputs. MemTableSize,
 // NumMemtables and ValueLogFileSize are those the remount target was
 // measured with.
 //
@@ -99,7 +103,9 @@ package catalog
 //
 // Lock order: Catalog.mu, then Catalog.pendMu. c.mu guards the writer's
 // state and is held across every write, so the writes of the writer
-// goroutine and of a walk's store never interleave. pendMu guards only the
+// goroutine and of a walk's store in batches never interleave; a store as
+// a stream runs before the writer starts and holds c.mu only for its
+// checks of the floor. pendMu guards only the
 // pending updates and is never held across a write: an update is queued
 // while a batch is being written.
 
@@ -126,10 +132,11 @@ const (
 	// DefaultCatalogRetry is how often a degraded catalog checks for room.
 	DefaultCatalogRetry = 5 * time.Second
 
-	catalogMemTableSize = 8 << 20
-	catalogNumMemtables = 2
-	catalogBatchRecords = 4096
-	catalogBatchBytes   = 1 << 20
+	catalogMemTableSize  = 8 << 20
+	catalogNumMemtables  = 2
+	catalogBaseTableSize = 64 << 10
+	catalogBatchRecords  = 4096
+	catalogBatchBytes    = 1 << 20
 )
 
 // Catalog health, as Health reports it.
@@ -156,6 +163,9 @@ type catalogWriter struct {
 	started  atomic.Bool     // the writer runs (after the first walk's store)
 	batches  atomic.Int64    // batches of updates written
 	held     atomic.Int64    // batches held back for catalogBatchGap (a busy catalog)
+	// streamChunk is the bytes of records a walk's store as a stream
+	// hands badger at a time (stream.go); -1 stores in batches.
+	streamChunk int
 
 	// Guarded by Catalog.mu.
 	writable bool // db is open read-write; when false the catalog is degraded

@@ -361,36 +361,57 @@ func TestCatalogCatchUpWritesInBatchesAndResumesWhereTheDiskFilledAgain(t *testi
 	})
 }
 
+// A walk's store that the floor cuts short is left whole to the catch-up,
+// which redoes it: written in batches (the floor after the first batch),
+// and as one stream (stream.go: the floor after a few chunks, then the
+// batches it falls back to find no room either).
 func TestCatalogWalkStoreCutByTheFloorIsRedoneWhole(t *testing.T) {
-	n := 2*catalogBatchRecords + 10
-	src := wideSource(t, n)
-	state := fastDir(t)
-	d := newFakeDisk(roomy)
-	// The open, the clearing of old records and one batch; then full.
-	d.fillAfter(3)
-	c := openCat(t, diskOpts(src, state, d, nil))
-	defer func() { c.Close() }()
-	entries := countEntries(c.Root())
-	if s, p := c.Health(); s != HealthDegraded || p != entries {
-		t.Fatalf("store cut short: %s with %d pending, want degraded with %d", s, p, entries)
-	}
-	if storedComplete(t, c) {
-		t.Fatal("a cut store marked the catalog complete")
-	}
-	if _, ok := stored(t, c, c.Root().Children().At(0).Path()); !ok {
-		t.Fatal("the first batch was not written (the test's premise)")
-	}
-	d.set(roomy)
-	waitHealth(t, c, HealthOK, 0)
-	if !storedComplete(t, c) {
-		t.Fatal("the catch-up did not complete the catalog")
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c = openCat(t, diskOpts(src, state, d, nil))
-	if c.Walked() || c.Files() != int64(n) {
-		t.Errorf("remount walked %v, %d files, want a load of %d", c.Walked(), c.Files(), n)
+	for _, tc := range []struct {
+		name   string
+		chunk  int
+		checks int // the room checks that pass
+	}{
+		// The open, the clearing of old records and one batch; then full.
+		{"batches", -1, 3},
+		// The open, the stream's first check and two chunks'; then full.
+		{"stream", 4 << 10, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 2*catalogBatchRecords + 10
+			src := wideSource(t, n)
+			state := fastDir(t)
+			d := newFakeDisk(roomy)
+			d.fillAfter(tc.checks)
+			o := diskOpts(src, state, d, nil)
+			o.streamChunk = tc.chunk
+			c := openCat(t, o)
+			defer func() { c.Close() }()
+			entries := countEntries(c.Root())
+			if s, p := c.Health(); s != HealthDegraded || p != entries {
+				t.Fatalf("store cut short: %s with %d pending, want degraded with %d", s, p, entries)
+			}
+			if d.leftChecks() != 0 {
+				t.Fatalf("the store was not cut by the floor: %d checks left (the test's premise)", d.leftChecks())
+			}
+			if storedComplete(t, c) {
+				t.Fatal("a cut store marked the catalog complete")
+			}
+			if _, ok := stored(t, c, c.Root().Children().At(0).Path()); tc.chunk < 0 && !ok {
+				t.Fatal("the first batch was not written (the test's premise)")
+			}
+			d.set(roomy)
+			waitHealth(t, c, HealthOK, 0)
+			if !storedComplete(t, c) {
+				t.Fatal("the catch-up did not complete the catalog")
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = openCat(t, o)
+			if c.Walked() || c.Files() != int64(n) {
+				t.Errorf("remount walked %v, %d files, want a load of %d", c.Walked(), c.Files(), n)
+			}
+		})
 	}
 }
 
