@@ -225,12 +225,12 @@ for kind in ("tmpfs", "pfs"):
             print("  walk / find -type f over sshfs: %s (find %s s)" % (
                 med([r["walk_s"] / r["find_s"] for r in m]), med([r["find_s"] for r in m])))
         print("  daemon RSS per file: after the walk %s B, after a remount %s B" % (
-            med([r["rss_walk"] / n for r in m], "%.0f"), med([r["rss_remount"] / n for r in m], "%.0f")))
+            med([r["rss_walk"] / n for r in m], "%.1f"), med([r["rss_remount"] / n for r in m], "%.1f")))
         idle = [r for r in m if "rss_walk_idle" in r]
         if idle:
             print("  daemon RSS per file at %s s, idle: after the walk %s B, after a remount %s B" % (
-                sys.argv[3], med([r["rss_walk_idle"] / n for r in idle], "%.0f"),
-                med([r["rss_remount_idle"] / n for r in idle], "%.0f")))
+                sys.argv[3], med([r["rss_walk_idle"] / n for r in idle], "%.1f"),
+                med([r["rss_remount_idle"] / n for r in idle], "%.1f")))
         for tool in ("ls-R", "find", "os.walk", "imagefolder"):
             w = [r for r in rows if r["case"] == "walk" and r["kind"] == kind and r["files"] == n and r["tool"] == tool]
             if not w:
