@@ -19,6 +19,7 @@ package catalog
 // the batches (persist.go), whose first step drops what a stream wrote.
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -34,6 +35,10 @@ import (
 // time, and how often it checks the state directory's room (the floor
 // leaves 160 MiB for what is written between two checks).
 const streamChunkSize = 4 << 20
+
+// errStreamOrder stops a stream whose next key would not follow the last
+// one (streamOrder is the store's order; this is the check of it).
+var errStreamOrder = errors.New("catalog: a record out of the store's order")
 
 // errStreamRoom stops a stream whose state directory fell below its
 // floor.
@@ -90,7 +95,15 @@ func (c *Catalog) stream(root *Entry, source string) (err error) {
 	chunk := c.w.streamChunk
 	buf := z.NewBuffer(chunk+chunk/4, "catalog.stream")
 	defer buf.Release()
+	var last []byte
 	put := func(key, val []byte) error {
+		// badger's stream panics, in a goroutine of its own, on a key
+		// out of order: a tree that would not stream in order falls back
+		// to the batches instead.
+		if last != nil && bytes.Compare(key, last) <= 0 {
+			return fmt.Errorf("%w: %q after %q", errStreamOrder, key, last)
+		}
+		last = append(last[:0], key...)
 		badger.KVToBuffer(&pb.KV{Key: key, Value: val, Version: 1}, buf)
 		if buf.LenNoPadding() < chunk {
 			return nil
