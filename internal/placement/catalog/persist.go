@@ -1,7 +1,8 @@
 package catalog
 
 // Persisting the catalog: a walk's tree (store) and single entries
-// (persist), both through the guarded writer (writer.go).
+// (persist), both through the guarded writer (writer.go), a first walk's
+// tree as one stream when it can (stream.go).
 
 import (
 	badger "github.com/dgraph-io/badger/v4"
@@ -11,7 +12,9 @@ import (
 // name tier copies) the old records are overwritten and then the ones root
 // no longer has are deleted, under the rescan marker, so that a crash at
 // any point leaves every copy recorded by an old or a new record; without,
-// the records are dropped first. The records go through the catalog's
+// the tree is written as one stream into the emptied store (stream.go), or
+// when that cannot be done the records are dropped first and written in
+// batches. The batches go through the catalog's
 // guarded writes (writer.go): when the state directory has no room
 // the store is left, whole, to the catch-up, and until it is done the
 // catalog on disk is incomplete (the next mount walks again).
