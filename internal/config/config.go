@@ -58,6 +58,10 @@ type Placement struct {
 	Workers         int    `toml:"workers"`
 	SourceBandwidth Rate   `toml:"source_bandwidth"`
 	Validate        string `toml:"validate"` // "once", "open" or "never"
+	// Walk is how a first mount walks the source in the background:
+	// "stat" (each directory's entries with their attributes) or "names"
+	// (every directory's names first, then the attributes).
+	Walk string `toml:"walk"`
 	// ValidateTTL is how long a check of a file against the source is
 	// trusted by later mounts under validate = "once" (a Go duration;
 	// "0s": not at all).
@@ -134,6 +138,7 @@ func Default() Config {
 			Workers:          6,
 			SourceBandwidth:  NewRate("0"),
 			Validate:         "once",
+			Walk:             "stat",
 			ValidateTTL:      "24h",
 			SourceTimeout:    "30s",
 			RefreshRate:      1000,
@@ -288,6 +293,11 @@ func (c *Config) Validate() error {
 	case "once", "open", "never":
 	default:
 		return fmt.Errorf("placement.validate = %q: want \"once\", \"open\" or \"never\"", p.Validate)
+	}
+	switch p.Walk {
+	case "stat", "names":
+	default:
+		return fmt.Errorf("placement.walk = %q: want \"stat\" or \"names\"", p.Walk)
 	}
 	if d, err := time.ParseDuration(p.ValidateTTL); err != nil {
 		return fmt.Errorf("placement.validate_ttl = %q: want a duration such as \"24h\" or \"0s\"", p.ValidateTTL)

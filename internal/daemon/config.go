@@ -65,6 +65,7 @@ func FromConfig(cfg config.Config) (Options, error) {
 			MaxJobsPerUser: cfg.Sampler.MaxJobsPerUser},
 		FUSE:          fs.Options{Prewarm: cfg.Fuse.Prewarm, IoUring: fs.IoUringMode(cfg.Fuse.IoUring)},
 		ModelSettings: &settings,
+		WalkNames:     cfg.Placement.Walk == "names",
 		Views:         viewsOptions(cfg.Preprocess),
 		Metrics:       MetricsOptions{Listen: cfg.Metrics.Listen, Pprof: cfg.Metrics.Pprof},
 		Cluster:       clusterOptions(cfg),

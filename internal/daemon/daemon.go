@@ -83,6 +83,9 @@ type Options struct {
 	// unless the model splits the memory (model.memory_budget), which
 	// needs the dataset's counts.
 	WaitWalk bool
+	// WalkNames makes a first mount's background walk read every
+	// directory's names before the attributes (catalog.Options.NamesFirst).
+	WalkNames bool
 	// LoadHold holds a background load of the stored catalog until it is
 	// closed (catalog.Options.LoadHold; tests).
 	LoadHold <-chan struct{}
@@ -248,7 +251,7 @@ func New(ctx context.Context, o Options) (_ *Mount, err error) {
 		StateDir: o.StateDir, Source: o.Source, Walker: m.src, Tiers: names, Rescan: o.Rescan,
 		Workers: 16, Logger: o.Logger, Progress: o.Progress,
 		Background: !o.WaitWalk && (o.ModelSettings == nil || o.ModelSettings.MemoryBudget == nil),
-		Offline:    !found, LoadHold: o.LoadHold, FirstID: o.FirstID,
+		Offline:    !found, LoadHold: o.LoadHold, FirstID: o.FirstID, NamesFirst: o.WalkNames,
 	}
 	if m.cl != nil {
 		copts.Shared = m.sharedWalk

@@ -194,11 +194,20 @@ func New(o Options) (*Manager, error) {
 		// records are checked (the placer's gate, status catalog=ok),
 		// so that a job's draws see every good copy; until then no job
 		// can be created.
+		// A walk that reads names first numbers the files before
+		// their attributes are read (catalog.Named): there are no
+		// copies yet to see, and the jobs start then.
 		m.starting.Add(1)
 		go func() {
 			defer m.starting.Done()
-			if o.Placer.WaitReady(ctx) != nil {
-				return
+			gate := make(chan error, 1)
+			go func() { gate <- o.Placer.WaitReady(ctx) }()
+			select {
+			case <-o.Placer.Catalog().Named():
+			case err := <-gate:
+				if err != nil {
+					return
+				}
 			}
 			if err := m.start(); err != nil {
 				m.log.Error("jobs cannot start", zap.Error(err))

@@ -334,8 +334,19 @@ func (b *beneath) readDir(rel string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The entries' descriptions are one allocation for the directory (a
-	// walk of ten million files makes no garbage per file here).
+	out, err := statAt(fd, names)
+	if err != nil {
+		return nil, err
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+// statAt lstats names in the directory fd, in their order; a name removed
+// meanwhile is left out. The entries' descriptions are one allocation for
+// the directory (a walk of ten million files makes no garbage per file
+// here).
+func statAt(fd int, names []string) ([]fs.DirEntry, error) {
 	infos := make([]statInfo, 0, len(names))
 	for _, name := range names {
 		var st unix.Stat_t
@@ -352,14 +363,27 @@ func (b *beneath) readDir(rel string) ([]fs.DirEntry, error) {
 	for i := range infos {
 		out[i] = &infos[i]
 	}
-	sortEntries(out)
 	return out, nil
 }
 
 // readNames reads every name of the open directory fd but . and ..
 func readNames(fd int) ([]string, error) {
+	typed, err := readTyped(fd)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(typed))
+	for i, d := range typed {
+		names[i] = d.Name
+	}
+	return names, nil
+}
+
+// readTyped reads every name of the open directory fd but . and .., with
+// the type the listing gives (names.go).
+func readTyped(fd int) ([]DirName, error) {
 	buf := make([]byte, 32<<10)
-	var names []string
+	var out []DirName
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
@@ -369,9 +393,9 @@ func readNames(fd int) ([]string, error) {
 			return nil, err
 		}
 		if n <= 0 {
-			return names, nil
+			return out, nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		out = parseDirents(buf[:n], out)
 	}
 }
 

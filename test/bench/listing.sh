@@ -18,7 +18,9 @@
 #   mount   a first mount on a fresh state: mount-to-usable (the command
 #           returns), walk complete (catalog=ok), daemon RSS per file 12 s
 #           after the walk is done and at IDLE_S s, idle; on the PFS, the walk against `find -type f`
-#           over a fresh sshfs mount of the same tree
+#           over a fresh sshfs mount of the same tree, and a walk of names
+#           first (placement.walk = "names") over another: until a job's
+#           mkdir returns, and until catalog=ok
 #   remount the same state mounted again: mount-to-usable (the command
 #           returns), its catalog loaded (catalog=ok), RSS per file (the same
 #           two)
@@ -144,12 +146,23 @@ emit() { echo "$*" >>"$RESULTS"; }
 # with LOCAL as the local reference.
 bench() {
   local kind=$1 n=$2 src=$3 local=$4 rep=$5 mnt=$RUN/mnt state=$RUN/state t0 tmount twalk tfind="null" w s
+  local tjobs_names="null" twalk_names="null"
   rm -rf "$state" "$state-tier"
   if [ "$kind" = pfs ]; then
     : >"$PFS_DIR/sftp.log"
     # find over a fresh sshfs mount, then the walk over another.
     pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
     t0=$(now); find "$src" -type f >/dev/null; tfind=$(since "$t0")
+    # A walk of names first (placement.walk = "names") over another: until
+    # a job's mkdir returns (the names are numbered), and until catalog=ok
+    # (the attributes read and the catalog stored).
+    pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
+    rm -rf "$state-names" "$state-names-tier"
+    t0=$(now); ep_mount "$src" "$mnt" "$state-names" --config "$WORK/names.toml"
+    mkdir "$mnt/.epochfs/jobs/bench"; tjobs_names=$(since "$t0")
+    wait_walk "$mnt"; twalk_names=$(since "$t0")
+    rmdir "$mnt/.epochfs/jobs/bench"; ep_down "$mnt"
+    rm -rf "$state-names" "$state-names-tier"
     pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
   fi
   t0=$(now); ep_mount "$src" "$mnt" "$state"; tmount=$(since "$t0")
@@ -159,7 +172,7 @@ bench() {
   t0=$(now); ep_mount "$src" "$mnt" "$state"; local tremount tload; tremount=$(since "$t0")
   wait_walk "$mnt"; tload=$(since "$t0")
   local rss_remount rss_remount_idle; rss_remount=$(settled_rss "$mnt"); rss_remount_idle=$(idle_rss "$mnt")
-  emit "{\"case\":\"mount\",\"kind\":\"$kind\",\"files\":$n,\"rep\":$rep,\"mount_s\":$tmount,\"walk_s\":$twalk,\"find_s\":$tfind,\"remount_s\":$tremount,\"load_s\":$tload,\"rss_walk\":$rss_walk,\"rss_remount\":$rss_remount,\"rss_walk_idle\":$rss_walk_idle,\"rss_remount_idle\":$rss_remount_idle}"
+  emit "{\"case\":\"mount\",\"kind\":\"$kind\",\"files\":$n,\"rep\":$rep,\"mount_s\":$tmount,\"walk_s\":$twalk,\"find_s\":$tfind,\"names_jobs_s\":$tjobs_names,\"names_walk_s\":$twalk_names,\"remount_s\":$tremount,\"load_s\":$tload,\"rss_walk\":$rss_walk,\"rss_remount\":$rss_remount,\"rss_walk_idle\":$rss_walk_idle,\"rss_remount_idle\":$rss_remount_idle}"
   for w in $WALKS; do
     # A fresh daemon and kernel state for each tool's first walk, its
     # catalog loaded (as the figures before the load ran in the
@@ -194,6 +207,7 @@ for n in $FILES; do
 done
 for n in $PFS_FILES; do make_tree "$WORK/local-$n" "$n"; done
 rm -rf "$RUN"; mkdir -p "$RUN"
+printf '[placement]\nwalk = "names"\n' >"$WORK/names.toml"
 for rep in $(seq "$REPS"); do
   for n in $FILES; do
     log "rep $rep/$REPS: tmpfs, $n files"
@@ -224,6 +238,11 @@ for kind in ("tmpfs", "pfs"):
         if kind == "pfs":
             print("  walk / find -type f over sshfs: %s (find %s s)" % (
                 med([r["walk_s"] / r["find_s"] for r in m]), med([r["find_s"] for r in m])))
+            nm = [r for r in m if r.get("names_jobs_s")]
+            if nm:
+                print("  walk of names first (placement.walk = \"names\"): a job's mkdir / find %s, catalog=ok / find %s (%s s, %s s)" % (
+                    med([r["names_jobs_s"] / r["find_s"] for r in nm]), med([r["names_walk_s"] / r["find_s"] for r in nm]),
+                    med([r["names_jobs_s"] for r in nm]), med([r["names_walk_s"] for r in nm])))
         print("  daemon RSS per file: after the walk %s B, after a remount %s B" % (
             med([r["rss_walk"] / n for r in m], "%.1f"), med([r["rss_remount"] / n for r in m], "%.1f")))
         idle = [r for r in m if "rss_walk_idle" in r]

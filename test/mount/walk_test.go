@@ -320,3 +320,73 @@ func TestARemountServesWhileItsCatalogLoads(t *testing.T) {
 		}
 	}
 }
+
+// A walk of names first (placement.walk = "names") on a source whose
+// stats are slow: a job's mkdir returns once the names are numbered,
+// while the attributes are still being read; its batches name files that
+// read right through the mount meanwhile; the walk then ends with the
+// tree a walk with stats builds, stored complete.
+func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
+	requireFUSE(t)
+	// Two directories at the root (a mount reads the root's whole), of
+	// 64 files each.
+	dir, paths := makeWide(t, 2, 64)
+	e, f := faultMount(t, dir, func(f *faultfs.FS, e *env) {
+		// A stat's round trip to the metadata server, which a listing of
+		// names does without: 64 stats a directory take 6 s or more.
+		f.Delay("lookup", 100*time.Millisecond)
+		f.Delay("getattr", 100*time.Millisecond)
+		e.opts.serveWhileWalking, e.opts.walkNames = true, true
+	})
+	jobDir := filepath.Join(e.mnt, ".epochfs", "jobs", "j")
+	if err := os.Mkdir(jobDir, 0o755); err != nil {
+		t.Fatalf("mkdir of a job during the walk: %v", err)
+	}
+	st := e.status()
+	if !e.cat.Walking() || st["catalog"] != "walking" || st["walk_attrs_pending"] == "0" {
+		t.Fatalf("after the job's mkdir: walking %v, catalog=%s walk_attrs_pending=%s; want the attributes still read",
+			e.cat.Walking(), st["catalog"], st["walk_attrs_pending"])
+	}
+	out, err := exec.Command("bash", "-c", fmt.Sprintf(
+		"cd %s && printf 'batch_size=4\\nseed=3\\n' > config && head -n 4 next", jobDir)).Output()
+	if err != nil {
+		t.Fatalf("a job's batch during the walk: %v", err)
+	}
+	batch := strings.Fields(string(out))
+	if len(batch) != 4 {
+		t.Fatalf("batch %q: want 4 paths", out)
+	}
+	// A read waits for its directory's attributes (read first, on
+	// demand): the stats are made quick again for the rest.
+	f.Delay("lookup", 0)
+	f.Delay("getattr", 0)
+	for _, p := range batch {
+		rel := strings.TrimPrefix(p, e.mnt+"/")
+		got, err := os.ReadFile(filepath.Join(e.mnt, rel))
+		if err != nil || string(got) != rel {
+			t.Errorf("read %s during the walk of attributes: %q, %v", rel, got, err)
+		}
+	}
+	if err := e.cat.WaitWalk(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st = e.status()
+	if st["catalog"] != "ok" || st["walk_attrs_pending"] != "0" || st["files_total"] != fmt.Sprint(len(paths)) {
+		t.Errorf("status after the walk: catalog=%s walk_attrs_pending=%s files_total=%s, want ok, 0, %d",
+			st["catalog"], st["walk_attrs_pending"], st["files_total"], len(paths))
+	}
+	named := treeOf(e.cat)
+	e.unmount()
+	w := newEnv(t, f.Mnt(), 1<<30)
+	w.mount()
+	if first := treeOf(w.cat); !slices.Equal(named, first) {
+		t.Errorf("the catalog of names first differs from a walk with stats:\n%v\n%v", named, first)
+	}
+	w.unmount()
+	e2 := newEnv(t, f.Mnt(), 1<<30)
+	e2.state = e.state
+	e2.mount()
+	if e2.cat.Walked() || e2.cat.Files() != int64(len(paths)) {
+		t.Errorf("remount: walked again %v, %d files (want %d)", e2.cat.Walked(), e2.cat.Files(), len(paths))
+	}
+}

@@ -71,6 +71,13 @@ type bgWalk struct {
 	listing  *xsync.MapOf[*Entry, chan struct{}]
 	progMu   sync.Mutex
 
+	// A walk that reads names first (names.go): the directories named
+	// and not yet filled, with their names; the entries among them.
+	namesFirst   bool
+	namesHold    <-chan struct{}
+	named        *xsync.MapOf[*Entry, Kids]
+	attrsPending atomic.Int64
+
 	// A load's findings (guarded by dropMu): records without a directory,
 	// the copies they name, the error that stopped it.
 	dropMu  sync.Mutex
@@ -100,6 +107,10 @@ func (c *Catalog) startBackground(ctx context.Context, o Options) error {
 	bg := &bgWalk{src: src, log: c.log, workers: o.Workers, progress: o.Progress, ctx: wctx, cancel: cancel,
 		start: time.Now(), listing: xsync.NewMapOf[*Entry, chan struct{}]()}
 	bg.read = func(ctx context.Context, d *Entry) (Kids, error) { return readKids(ctx, src, d, c.log) }
+	if o.NamesFirst {
+		bg.namesFirst, bg.namesHold, bg.named = true, o.namesHold, xsync.NewMapOf[*Entry, Kids]()
+		c.named = make(chan struct{})
+	}
 	bg.pending.Store(1)
 	c.root, c.walked = root, true
 	c.bg.Store(bg)
@@ -237,21 +248,18 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	if d.Listed() {
 		return nil
 	}
-	ch := make(chan struct{})
-	if prev, loaded := bg.listing.LoadOrStore(d, ch); loaded {
-		select {
-		case <-prev:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	release, err := bg.lock(ctx, d)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		bg.listing.Delete(d)
-		close(ch)
-	}()
+	defer release()
 	if d.Listed() {
 		return nil // read between the two looks
+	}
+	if bg.namesFirst {
+		if named, ok := bg.named.Load(d); ok {
+			return bg.fill(c, d, named, demand)
+		}
 	}
 	kids, err := bg.read(bg.ctx, d)
 	if err != nil && bg.load {
@@ -300,6 +308,63 @@ func (bg *bgWalk) list(ctx context.Context, c *Catalog, d *Entry, demand bool) e
 	return nil
 }
 
+// lock waits for d's turn to be read (or named): one reader of a
+// directory at a time. It fails when ctx ends first.
+func (bg *bgWalk) lock(ctx context.Context, d *Entry) (release func(), err error) {
+	for {
+		ch := make(chan struct{})
+		prev, loaded := bg.listing.LoadOrStore(d, ch)
+		if !loaded {
+			return func() {
+				bg.listing.Delete(d)
+				close(ch)
+			}, nil
+		}
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// fill reads the attributes of d's names (names.go) and puts its entries
+// in the tree; a directory whose attributes cannot be read looks empty.
+func (bg *bgWalk) fill(c *Catalog, d *Entry, named Kids, demand bool) error {
+	kids, gone, err := fillNamed(bg.ctx, bg.src, d, named, bg.log)
+	bg.attrsPending.Add(-int64(named.Len()))
+	for _, g := range gone {
+		bg.drop(g)
+	}
+	if err != nil {
+		if bg.ctx.Err() != nil {
+			return nil // stopped: the tree is not stored
+		}
+		bg.log.Warn("walk: cannot read the attributes of a directory's entries; it will look empty",
+			zap.String("path", d.Path()), zap.Error(err))
+	}
+	var files, bytes int64
+	for k := range kids.All() {
+		k.setID(c.newID(k))
+		if k.Kind() == KindFile {
+			files++
+			bytes += k.Attr().Size
+		}
+	}
+	c.treeMu.Lock()
+	d.setChildren(kids)
+	c.treeMu.Unlock()
+	// Out of named only now: the numbering finds d's names in one place
+	// or the other at any time.
+	bg.named.Delete(d)
+	c.files.Add(files)
+	c.bytes.Add(bytes)
+	if demand {
+		bg.demanded.Add(1)
+	}
+	return nil
+}
+
 // fail stops a load at its first error.
 func (bg *bgWalk) fail(err error) {
 	bg.dropMu.Lock()
@@ -313,6 +378,10 @@ func (bg *bgWalk) fail(err error) {
 // run walks the tree below root, skipping what was read on demand, then
 // stores it whole and starts the catalog's writer.
 func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
+	if bg.namesFirst && !bg.runNames(c, root) {
+		bg.stopped(c)
+		return
+	}
 	Descend(bg.ctx, root, bg.workers, func(d *Entry) []*Entry {
 		bg.list(bg.ctx, c, d, false)
 		return dirsOf(d.Children())
@@ -322,20 +391,27 @@ func (bg *bgWalk) run(c *Catalog, source string, root *Entry) {
 		return
 	}
 	if bg.ctx.Err() != nil {
-		c.walkErr = ErrWalkStopped
-		c.log.Info("walk of the source stopped before its end; the next mount walks again",
-			zap.Int64("entries", bg.entries.Load()+1))
-		close(c.walkDone)
+		bg.stopped(c)
 		return
 	}
 	c.store(root, source, false)
-	c.setRoot(root)
+	if !bg.namesFirst {
+		c.setRoot(root) // numbered before the attributes otherwise (Named)
+	}
 	c.bg.Store(nil)
 	bg.cancel()
 	c.startWriter()
 	c.log.Info("source walked", zap.Bool("here", true), zap.Bool("background", true),
 		zap.Int64("files", c.Files()), zap.Int64("bytes", c.Bytes()),
 		zap.Int64("read_on_demand", bg.demanded.Load()), zap.Duration("took", time.Since(bg.start)))
+	close(c.walkDone)
+}
+
+// stopped ends a walk stopped before its end.
+func (bg *bgWalk) stopped(c *Catalog) {
+	c.walkErr = ErrWalkStopped
+	c.log.Info("walk of the source stopped before its end; the next mount walks again",
+		zap.Int64("entries", bg.entries.Load()+1))
 	close(c.walkDone)
 }
 
@@ -402,5 +478,6 @@ func (c *Catalog) Status(d *status.Doc, settled bool) {
 	d.Text("catalog", state)
 	d.Int("walk_entries", entries)
 	d.Int("walk_dirs_pending", dirs)
+	d.Int("walk_attrs_pending", c.AttrsPending())
 	d.Int("catalog_pending", int64(pending))
 }

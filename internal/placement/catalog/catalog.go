@@ -94,6 +94,10 @@ type Options struct {
 	// A rescan and a Shared walk still walk before it returns. Needs
 	// Walker.
 	Background bool
+	// NamesFirst makes a background walk read every directory's names
+	// before any file's attributes (names.go): the files are numbered,
+	// and Named closed, after the listings alone.
+	NamesFirst bool
 	// LoadHold, if set, holds a background load of a stored catalog
 	// before it reads anything below the root until it is closed (or the
 	// catalog is): directories are read only on demand meanwhile. Tests
@@ -111,6 +115,10 @@ type Options struct {
 	// as a stream hands badger at a time (0: streamChunkSize); -1 stores in
 	// batches (stream.go).
 	streamChunk int
+	// namesHold, for tests, holds a walk that reads names first after
+	// the files are numbered (Named) until it is closed (or the catalog
+	// is): attributes are read only on demand meanwhile.
+	namesHold <-chan struct{}
 }
 
 // StaleCopy is a tier copy a rescan found out of date, or one a record
@@ -150,6 +158,7 @@ type Catalog struct {
 	// startWalk, set by init, is started by Open.
 	bg        atomic.Pointer[bgWalk]
 	walkDone  chan struct{}
+	named     chan struct{} // closed when a walk that reads names first has numbered the files (names.go)
 	walkErr   error
 	loadErr   atomic.Pointer[error] // a background load's failure (LoadFailed)
 	startWalk func()

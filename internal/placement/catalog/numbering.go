@@ -123,25 +123,32 @@ func (t *Numbering) All() iter.Seq2[int, *Entry] {
 // which are numbered from t.Len() on in the order Files visits them. t
 // is not changed; the result may share its arrays.
 func numberFiles(t Numbering, es ...*Entry) Numbering {
+	return numberFilesOf(t, (*Entry).Children, es...)
+}
+
+// numberFilesOf is numberFiles with a directory's entries as kidsOf
+// gives them (a walk that reads names first numbers names not yet in the
+// tree: names.go).
+func numberFilesOf(t Numbering, kidsOf func(*Entry) Kids, es ...*Entry) Numbering {
 	base := len(t.runs) // the runs from here on are not shared yet
 	for _, e := range es {
 		if e.Kind() == KindFile {
 			t.inOrder(e)
 			t.pointer(e, base)
 		} else {
-			t.add(e, base)
+			t.add(e, base, kidsOf)
 		}
 	}
 	return t
 }
 
 // add appends the files under directory e.
-func (t *Numbering) add(e *Entry, base int) {
-	kids := e.Children()
+func (t *Numbering) add(e *Entry, base int, kidsOf func(*Entry) Kids) {
+	kids := kidsOf(e)
 	for j := range kids.Len() {
 		x := kids.At(j)
 		if x.Kind() != KindFile {
-			t.add(x, base)
+			t.add(x, base, kidsOf)
 			continue
 		}
 		t.inOrder(x)
