@@ -65,7 +65,7 @@ var errnos = []struct {
 	{errs: []error{jobs.ErrNoJob}, errno: syscall.ENOENT},
 	{errs: []error{jobs.ErrTooMany, views.ErrTooMany}, errno: syscall.ENOSPC},
 	// Not yet: the source is still walked.
-	{errs: []error{jobs.ErrNotReady}, errno: syscall.EAGAIN},
+	{errs: []error{jobs.ErrNotReady, jobs.ErrAttrsPending}, errno: syscall.EAGAIN},
 	{errs: []error{catalog.ErrWalkStopped}, errno: syscall.EIO},
 	{errs: []error{placement.ErrWarmupQuota, errDocBudget}, errno: syscall.EDQUOT},
 	{errs: []error{placement.ErrNoEntry, catalog.ErrNoEntry, placement.ErrVanished}, errno: syscall.ENOENT},

@@ -262,7 +262,7 @@ func (d *jobsDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno)
 func (d *jobsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	// A job numbers the dataset's files: while the source is walked,
 	// the mkdir waits for the walk (interruptible).
-	if err := d.fsys.o.Jobs.WaitReady(ctx); err != nil {
+	if err := d.fsys.o.Jobs.WaitReadyAs(ctx, callerCred(ctx)); err != nil {
 		return nil, d.fsys.ctlError(ctx, "jobs/"+name, err)
 	}
 	in, err := d.fsys.o.Jobs.Register(name, callerCred(ctx))

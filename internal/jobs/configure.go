@@ -3,6 +3,7 @@ package jobs
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/epochfs/epochfs/internal/sampler"
 )
@@ -32,6 +33,11 @@ func (m *Manager) CheckSubset(ref Ref, prefix string) (int, error) {
 	j, err := m.jobOf(ref)
 	if err != nil {
 		return 0, err
+	}
+	if prefix != subsetAll {
+		if err := m.attrsRead(); err != nil {
+			return 0, err
+		}
 	}
 	idx, err := m.resolve([]string{prefix}, j.owner)
 	return len(idx), err
@@ -72,6 +78,11 @@ func (m *Manager) CheckConfig(ref Ref, cfg Config, files int) error {
 // configure is Configure of a parsed config.
 func (m *Manager) configure(ref Ref, cfg Config) error {
 	name := ref.Name
+	if len(cfg.Subset) > 0 && !slices.Equal(cfg.Subset, []string{subsetAll}) {
+		if err := m.attrsRead(); err != nil {
+			return err
+		}
+	}
 	// The subset is resolved over every file refreshes added so far, and
 	// none joins the dataset until the job is registered with it (grow).
 	m.grow()

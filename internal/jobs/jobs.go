@@ -154,6 +154,12 @@ type Manager struct {
 // dataset's files, which needs the whole tree.
 var ErrNotReady = errors.New("jobs: the source is still being walked; jobs can be created once it is (status: catalog=walking)")
 
+// ErrAttrsPending means a walk of names first (placement.walk = "names")
+// is still reading the files' attributes: what needs them (a subset, a
+// resumed state) can be given once it is over.
+var ErrAttrsPending = errors.New("jobs: the files' attributes are still being read (status: walk_attrs_pending); " +
+	"a subset or a resumed state can be given once status says catalog=ok")
+
 // readaheadWorkers read files ahead in parallel: a cold file costs a few
 // synchronous metadata reads before its data is even asked for, and one
 // after another they would be slower than the batches they feed.
@@ -282,6 +288,30 @@ func (m *Manager) WaitReady(ctx context.Context) error {
 	}
 }
 
+// WaitReadyAs is WaitReady for a job of who: a user other than root also
+// waits for the files' attributes (a walk of names first reads them after
+// the jobs start), by which the files who may read are known.
+func (m *Manager) WaitReadyAs(ctx context.Context, who *catalog.Cred) error {
+	if err := m.WaitReady(ctx); err != nil {
+		return err
+	}
+	if who.Root() {
+		return nil
+	}
+	return m.o.Placer.WaitReady(ctx)
+}
+
+// attrsRead fails while a walk of names first reads the files'
+// attributes (the jobs start before: catalog.Named): a subset, another
+// user's files and a resumed state's paths are resolved on the tree with
+// its attributes.
+func (m *Manager) attrsRead() error {
+	if m.p.Catalog().Walking() {
+		return ErrAttrsPending
+	}
+	return nil
+}
+
 // readahead queues e to be read ahead; when the queue is full it is not.
 func (m *Manager) readahead(e *catalog.Entry) {
 	select {
@@ -323,6 +353,11 @@ func (m *Manager) Register(name string, who *catalog.Cred) (Info, error) {
 	}
 	if !m.built.Load() {
 		return Info{}, ErrNotReady
+	}
+	if !who.Root() {
+		if err := m.attrsRead(); err != nil {
+			return Info{}, err // WaitReadyAs waits for them
+		}
 	}
 	cfg := DefaultConfig()
 	// Over every file refreshes added so far (a refresh may have

@@ -133,6 +133,9 @@ func (m *Manager) Resume(ref Ref, doc []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := m.attrsRead(); err != nil {
+		return err
+	}
 	if d.Kind != j.cfg.Sampler || d.Seed != j.cfg.Seed {
 		return stateError("of a sampler=%s seed=%d job; job %q is sampler=%s seed=%d", d.Kind, d.Seed, name, j.cfg.Sampler, j.cfg.Seed)
 	}

@@ -356,6 +356,35 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 	if len(batch) != 4 {
 		t.Fatalf("batch %q: want 4 paths", out)
 	}
+	// A subset needs the attributes (who may read what): refused until
+	// catalog=ok, and the job's config is as it was.
+	out, err = exec.Command("bash", "-c", fmt.Sprintf("printf 'subset=d000\\n' > %s/config", jobDir)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Resource temporarily unavailable") {
+		t.Errorf("a subset during the walk of attributes: %v %s; want EAGAIN", err, out)
+	}
+	if cfg, err := os.ReadFile(filepath.Join(jobDir, "config")); err != nil || strings.Contains(string(cfg), "subset=d000") {
+		t.Errorf("the refused subset changed the config: %q, %v", cfg, err)
+	}
+	// So does a state to resume from (its paths).
+	out, err = exec.Command("bash", "-c", fmt.Sprintf("cat %[1]s/state > %[1]s/resume", jobDir)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Resource temporarily unavailable") {
+		t.Errorf("a resume during the walk of attributes: %v %s; want EAGAIN", err, out)
+	}
+	// Another user's job waits for the attributes (its files are the
+	// ones it may read).
+	u := newUsers(t, 1)
+	openTempDirs(t, filepath.Dir(e.mnt))
+	userJob := make(chan error, 1)
+	go func() {
+		out, err := u.as(0, "mkdir "+filepath.Join(e.mnt, ".epochfs", "jobs", "u"))
+		if err == nil && e.cat.Walking() {
+			err = fmt.Errorf("another user's job was made before the attributes were read")
+		} else if err != nil {
+			err = fmt.Errorf("%v: %s", err, out)
+		}
+		userJob <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // for the user's mkdir to come while the stats are slow
 	// A read waits for its directory's attributes (read first, on
 	// demand): the stats are made quick again for the rest.
 	f.Delay("lookup", 0)
@@ -369,6 +398,14 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 	}
 	if err := e.cat.WaitWalk(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-userJob:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("another user's mkdir of a job did not return after the walk")
 	}
 	st = e.status()
 	if st["catalog"] != "ok" || st["walk_attrs_pending"] != "0" || st["files_total"] != fmt.Sprint(len(paths)) {
