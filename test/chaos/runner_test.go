@@ -88,7 +88,10 @@ func newRunner(t testing.TB, seed uint64, validate string) *runner {
 	}
 	r.f = faultfs.Start(t, r.src)
 	cfg := filepath.Join(base, "c.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("[placement]\nvalidate = %q\nsource_timeout = %q\nfill_after = 0\n", validate, sourceTimeout)), 0o644)
+	// Half the seeds walk names first (placement.walk): odd ones.
+	walk := [...]string{"stat", "names"}[seed%2]
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[placement]\nvalidate = %q\nsource_timeout = %q\nfill_after = 0\nwalk = %q\n",
+		validate, sourceTimeout, walk)), 0o644)
 	r.args = []string{"mount", "--state", filepath.Join(base, "state"), "--config", cfg,
 		"--tier=mem=" + r.tierDir + ":1MiB", r.f.Mnt(), r.mnt}
 	if code, out := r.cli(30*time.Second, r.args...); code != 0 {
