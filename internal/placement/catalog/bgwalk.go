@@ -332,14 +332,14 @@ func (bg *bgWalk) lock(ctx context.Context, d *Entry) (release func(), err error
 // in the tree; a directory whose attributes cannot be read looks empty.
 func (bg *bgWalk) fill(c *Catalog, d *Entry, named Kids, demand bool) error {
 	kids, gone, err := fillNamed(bg.ctx, bg.src, d, named, bg.log)
+	if err != nil && bg.ctx.Err() != nil {
+		return nil // stopped: the tree is not stored, and nothing is gone
+	}
 	bg.attrsPending.Add(-int64(named.Len()))
 	for _, g := range gone {
 		bg.drop(g)
 	}
 	if err != nil {
-		if bg.ctx.Err() != nil {
-			return nil // stopped: the tree is not stored
-		}
 		bg.log.Warn("walk: cannot read the attributes of a directory's entries; it will look empty",
 			zap.String("path", d.Path()), zap.Error(err))
 	}
