@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,6 +44,11 @@ type ctlSpec struct {
 	// made for (a job, a rank): an error once it is gone, whatever
 	// took its name since. Every open, stat and write checks it first.
 	check func() error
+	// attrs, if set, tells whether the document's lines in pending (its
+	// unfinished line and a write's bytes) need the files' attributes:
+	// while a walk of names first reads them, the write (or the close
+	// that ends the line) waits for them, interruptibly.
+	attrs func(pending []byte) bool
 }
 
 // always is a read that cannot fail.
@@ -328,6 +334,10 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	if h.doc == nil {
 		return 0, syscall.EBADF
 	}
+	// The wait first: the identity is checked after it.
+	if err := h.waitAttrs(ctx, data); err != nil {
+		return 0, h.f.fsys.ctlError(ctx, h.f.spec.name, err)
+	}
 	if err := h.f.identity(); err != nil {
 		return 0, h.f.fsys.toErrno(err)
 	}
@@ -341,24 +351,44 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	return uint32(len(data)), 0
 }
 
+// waitAttrs waits, when the lines of the document's unfinished line and
+// data need the files' attributes (ctlSpec.attrs), until a walk of names
+// first has read them.
+func (h *ctlHandle) waitAttrs(ctx context.Context, data []byte) error {
+	if h.f.spec.attrs == nil || h.doc.err != nil || h.f.fsys.o.Jobs == nil {
+		return nil
+	}
+	pending := data
+	if len(h.doc.tail) > 0 {
+		pending = append(slices.Clip(h.doc.tail), data...)
+	}
+	if len(pending) == 0 || !h.f.spec.attrs(pending) {
+		return nil
+	}
+	return h.f.fsys.o.Jobs.WaitAttrs(ctx)
+}
+
 // Flush is a close(2) of a descriptor: the document so far takes effect
 // (or its error is returned to close).
 func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
-	return h.end((*document).close)
+	return h.end(ctx, (*document).close)
 }
 
 // Release is the last close: it applies what no flush did and makes the
 // document final. Its error reaches no one but the log and
 // .epochfs/errors.
 func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
-	return h.end((*document).release)
+	return h.end(ctx, (*document).release)
 }
 
-func (h *ctlHandle) end(close func(*document) error) syscall.Errno {
+func (h *ctlHandle) end(ctx context.Context, close func(*document) error) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.doc == nil {
 		return 0
+	}
+	if err := h.waitAttrs(ctx, nil); err != nil {
+		return h.f.fsys.ctlError(ctx, h.f.spec.name, err)
 	}
 	first := h.doc.err == nil
 	err := close(h.doc)

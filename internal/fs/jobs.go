@@ -94,7 +94,9 @@ var jobEntries = []jobEntry{
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "config"), ino: ino, mode: 0o600, owner: ref.owner, max: maxConfigDoc,
 			check: ref.check,
 			read:  func() ([]byte, error) { return m.Config(ref.job()) },
-			doc:   func(*catalog.Cred) docSink { return newConfigDoc(m, ref) }}}
+			doc:   func(*catalog.Cred) docSink { return newConfigDoc(m, ref) },
+			// A subset names files by who may read them.
+			attrs: func(pending []byte) bool { return bytes.Contains(pending, []byte("subset")) }}}
 	}},
 	{name: "next", mode: syscall.S_IFREG, node: newNextFile},
 	{name: "status", mode: syscall.S_IFREG, node: func(ref jobRef, _ int, ino uint64) fusefs.InodeEmbedder {
@@ -107,6 +109,8 @@ var jobEntries = []jobEntry{
 		m := ref.fsys.o.Jobs
 		return &ctlFile{fsys: ref.fsys, spec: ctlSpec{name: ref.label(-1, "resume"), ino: ino, mode: 0o600, owner: ref.owner, max: maxStateDoc,
 			check: ref.check,
+			// A state names its samples by their paths.
+			attrs: func([]byte) bool { return true },
 			doc: func(*catalog.Cred) docSink {
 				return &resumeDoc{
 					apply:    func(text []byte) error { return m.Resume(ref.job(), text) },

@@ -13,7 +13,8 @@ import (
 
 // ErrAttrsPending means a walk of names first (placement.walk = "names")
 // is still reading the files' attributes: what needs them (a subset, a
-// resumed state) can be given once it is over.
+// resumed state, another user's job) is refused with it unless its caller
+// waited (WaitAttrs, WaitReadyAs: the mount's ctl files do).
 var ErrAttrsPending = errors.New("jobs: the files' attributes are still being read (status: walk_attrs_pending); " +
 	"a subset or a resumed state can be given once status says catalog=ok")
 
@@ -38,6 +39,16 @@ func (m *Manager) WaitReadyAs(ctx context.Context, who *catalog.Cred) error {
 		return err
 	}
 	if who.Root() {
+		return nil
+	}
+	return m.WaitAttrs(ctx)
+}
+
+// WaitAttrs waits until the files' attributes are read (a walk of names
+// first reads them after the jobs start), or ctx ends: a subset, another
+// user's files and a resumed state's paths are resolved on them.
+func (m *Manager) WaitAttrs(ctx context.Context) error {
+	if !m.p.Catalog().Walking() {
 		return nil
 	}
 	return m.o.Placer.WaitReady(ctx)

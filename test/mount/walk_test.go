@@ -356,35 +356,44 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 	if len(batch) != 4 {
 		t.Fatalf("batch %q: want 4 paths", out)
 	}
-	// A subset needs the attributes (who may read what): refused until
-	// catalog=ok, and the job's config is as it was.
-	out, err = exec.Command("bash", "-c", fmt.Sprintf("printf 'subset=d000\\n' > %s/config", jobDir)).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "Resource temporarily unavailable") {
-		t.Errorf("a subset during the walk of attributes: %v %s; want EAGAIN", err, out)
+	// What needs the attributes waits for them, as the shell drives it:
+	// a subset (the files who may read), a resume (a state's paths) and
+	// another user's job (its files are those it may read).
+	state := filepath.Join(t.TempDir(), "state")
+	if out, err := exec.Command("bash", "-c", fmt.Sprintf(
+		"cat %[1]s/state > %[2]s && mkdir %[1]s/../k && printf 'batch_size=4\\nseed=3\\n' > %[1]s/../k/config",
+		jobDir, state)).CombinedOutput(); err != nil {
+		t.Fatalf("a job's state, and a second job, during the walk of attributes: %v %s", err, out)
 	}
-	if cfg, err := os.ReadFile(filepath.Join(jobDir, "config")); err != nil || strings.Contains(string(cfg), "subset=d000") {
-		t.Errorf("the refused subset changed the config: %q, %v", cfg, err)
-	}
-	// So does a state to resume from (its paths).
-	out, err = exec.Command("bash", "-c", fmt.Sprintf("cat %[1]s/state > %[1]s/resume", jobDir)).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "Resource temporarily unavailable") {
-		t.Errorf("a resume during the walk of attributes: %v %s; want EAGAIN", err, out)
-	}
-	// Another user's job waits for the attributes (its files are the
-	// ones it may read).
 	u := newUsers(t, 1)
 	openTempDirs(t, filepath.Dir(e.mnt))
-	userJob := make(chan error, 1)
-	go func() {
-		out, err := u.as(0, "mkdir "+filepath.Join(e.mnt, ".epochfs", "jobs", "u"))
-		if err == nil && e.cat.Walking() {
-			err = fmt.Errorf("another user's job was made before the attributes were read")
-		} else if err != nil {
-			err = fmt.Errorf("%v: %s", err, out)
-		}
-		userJob <- err
-	}()
-	time.Sleep(500 * time.Millisecond) // for the user's mkdir to come while the stats are slow
+	waiters := map[string]func() (string, error){
+		"a subset": func() (string, error) {
+			out, err := exec.Command("bash", "-c", fmt.Sprintf("printf 'subset=d000\\n' >> %s/config", jobDir)).CombinedOutput()
+			return string(out), err
+		},
+		"a resume": func() (string, error) {
+			out, err := exec.Command("bash", "-c", fmt.Sprintf("cat %s > %s/../k/resume", state, jobDir)).CombinedOutput()
+			return string(out), err
+		},
+		"another user's job": func() (string, error) {
+			return u.as(0, "mkdir "+filepath.Join(e.mnt, ".epochfs", "jobs", "u"))
+		},
+	}
+	waited := make(chan error, len(waiters))
+	for what, run := range waiters {
+		go func() {
+			out, err := run()
+			switch {
+			case err != nil:
+				err = fmt.Errorf("%s during the walk of attributes: %v: %s", what, err, out)
+			case e.cat.Walking():
+				err = fmt.Errorf("%s was taken before the attributes were read", what)
+			}
+			waited <- err
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // for them to come while the stats are slow
 	// A read waits for its directory's attributes (read first, on
 	// demand): the stats are made quick again for the rest.
 	f.Delay("lookup", 0)
@@ -399,13 +408,18 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 	if err := e.cat.WaitWalk(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-userJob:
-		if err != nil {
-			t.Error(err)
+	for range waiters {
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("what waits for the attributes did not return after the walk")
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("another user's mkdir of a job did not return after the walk")
+	}
+	if cfg, err := os.ReadFile(filepath.Join(jobDir, "config")); err != nil || !strings.Contains(string(cfg), "subset=d000") {
+		t.Errorf("the subset written during the walk is not the job's: %q, %v", cfg, err)
 	}
 	st = e.status()
 	if st["catalog"] != "ok" || st["walk_attrs_pending"] != "0" || st["files_total"] != fmt.Sprint(len(paths)) {
