@@ -387,10 +387,12 @@ func (h *ctlHandle) end(ctx context.Context, close func(*document) error) syscal
 	if h.doc == nil {
 		return 0
 	}
-	if err := h.waitAttrs(ctx, nil); err != nil {
-		return h.f.fsys.ctlError(ctx, h.f.spec.name, err)
-	}
 	first := h.doc.err == nil
+	if err := h.waitAttrs(ctx, nil); err != nil {
+		// Its unfinished line cannot be taken: the document is
+		// rejected, and still closed (what it holds is handed back).
+		h.doc.fail(err)
+	}
 	err := close(h.doc)
 	if n := h.doc.takeRefused(); n > 0 {
 		h.f.fsys.ctlErrorAs(h.uid, h.f.spec.name, invalid("%d later writes of the rejected document refused", n))

@@ -365,11 +365,30 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 		jobDir, state)).CombinedOutput(); err != nil {
 		t.Fatalf("a job's state, and a second job, during the walk of attributes: %v %s", err, out)
 	}
+	// The wait is interrupted by a signal: the write fails and the
+	// config is as it was.
+	mJob := filepath.Join(e.mnt, ".epochfs", "jobs", "m")
+	if err := os.Mkdir(mJob, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command("timeout", "0.3", "bash", "-c", fmt.Sprintf("printf 'subset=d001\\n' > %s/config", mJob)).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 124 || !e.cat.Walking() {
+		t.Errorf("a subset write interrupted during the walk of attributes: exit %d (%s), walking %v; want 124 while walking",
+			code, out, e.cat.Walking())
+	}
 	u := newUsers(t, 1)
 	openTempDirs(t, filepath.Dir(e.mnt))
 	waiters := map[string]func() (string, error){
 		"a subset": func() (string, error) {
 			out, err := exec.Command("bash", "-c", fmt.Sprintf("printf 'subset=d000\\n' >> %s/config", jobDir)).CombinedOutput()
+			return string(out), err
+		},
+		"a subset line ended by the close": func() (string, error) {
+			out, err := exec.Command("bash", "-c", fmt.Sprintf("printf 'batch_size=2\\nsubset=d001' > %s/config", mJob)).CombinedOutput()
 			return string(out), err
 		},
 		"a resume": func() (string, error) {
@@ -420,6 +439,10 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 	}
 	if cfg, err := os.ReadFile(filepath.Join(jobDir, "config")); err != nil || !strings.Contains(string(cfg), "subset=d000") {
 		t.Errorf("the subset written during the walk is not the job's: %q, %v", cfg, err)
+	}
+	if cfg, err := os.ReadFile(filepath.Join(mJob, "config")); err != nil || !strings.Contains(string(cfg), "subset=d001") ||
+		!strings.Contains(string(cfg), "batch_size=2") {
+		t.Errorf("the config ended by its close during the walk: %q, %v", cfg, err)
 	}
 	st = e.status()
 	if st["catalog"] != "ok" || st["walk_attrs_pending"] != "0" || st["files_total"] != fmt.Sprint(len(paths)) {
