@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/binary"
+	"strings"
 	"unsafe"
 )
 
@@ -27,27 +28,73 @@ const (
 	arenaMax = 16 << 10
 )
 
-// pathArena stores paths (storedpath.go) in its blocks. Not safe for
+// pathArena stores paths (storedpath.go) in its blocks: a directory's
+// entries as its path, once a block, and their names. Not safe for
 // concurrent use; the paths are.
 type pathArena struct {
 	buf  []byte // the current block: its bytes up to len are handed out, never written again
 	next int    // the next block's size
+	// dir is the path of the full record at dirAt in buf, the directory
+	// whose children join stores as names; "" when buf has none.
+	dir   string
+	dirAt int
 }
 
 // sizedArena is an arena of one block of n bytes (more if more is asked).
 func sizedArena(n int) pathArena { return pathArena{buf: make([]byte, 0, n), next: arenaMax / 2} }
 
-// compactPaths moves the paths of kids, entries not yet shared, into one
-// block of their size, leaving the blocks they were in to the collector.
+// dirPaths sums the bytes join stores for the entries of one directory,
+// in a sized arena that holds only those (walk.go, names.go).
+type dirPaths struct {
+	dir   string
+	n     int
+	dirAt int // where dir's full record is, -1 before it
+}
+
+func newDirPaths(dir string) dirPaths { return dirPaths{dir: dir, dirAt: -1} }
+
+// add counts the entry name, stored after those added before.
+func (d *dirPaths) add(name string) {
+	if !asChild(d.dir, name) {
+		d.n += joinedLen(d.dir, name)
+		return
+	}
+	if d.dirAt < 0 {
+		d.dirAt = d.n
+		d.n += storedLen(d.dir)
+	}
+	d.n += childLen(len(name), d.n-d.dirAt)
+}
+
+// asChild reports whether join stores name in dir as a child's record: a
+// name in a directory other than the root, both short enough to share a
+// block.
+func asChild(dir, name string) bool { return dir != "" && len(dir)+len(name) <= arenaMax/8 }
+
+// compactPaths moves the paths of kids, entries of one directory not yet
+// shared, into one block of their size, leaving the blocks they were in
+// to the collector.
 func compactPaths(kids Kids) {
-	n := 0
-	for k := range kids.All() {
-		n += storedLen(k.Path())
+	if kids.Len() == 0 {
+		return
 	}
-	a := sizedArena(n)
+	dir := parentOf(kids.At(0).Path())
+	size := newDirPaths(dir)
 	for k := range kids.All() {
-		k.setStored(a.str(k.Path()))
+		size.add(k.Name())
 	}
+	a := sizedArena(size.n)
+	for k := range kids.All() {
+		k.setStored(a.join(dir, k.Name()))
+	}
+}
+
+// parentOf is the path of p's directory ("" at the root).
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 // alloc returns n bytes of a block, not handed out before.
@@ -56,18 +103,32 @@ func (a *pathArena) alloc(n int) []byte {
 		if n > arenaMax/4 {
 			return make([]byte, n)
 		}
-		a.next = min(max(2*a.next, arenaMin), arenaMax)
-		a.buf = make([]byte, 0, a.next)
+		a.newBlock()
 	}
 	b := a.buf[len(a.buf) : len(a.buf)+n : len(a.buf)+n]
 	a.buf = a.buf[:len(a.buf)+n]
 	return b
 }
 
-// bytes stores b in a's blocks (storedpath.go).
-func (a *pathArena) bytes(b []byte) *byte { return a.str(unsafe.String(unsafe.SliceData(b), len(b))) }
+// newBlock makes the current block a new one, without a directory's
+// record.
+func (a *pathArena) newBlock() {
+	a.next = min(max(2*a.next, arenaMin), arenaMax)
+	a.buf = make([]byte, 0, a.next)
+	a.dir = ""
+}
 
-// joinedLen is the bytes join(dir, name) stores.
+// bytes stores the path b in a's blocks.
+func (a *pathArena) bytes(b []byte) *byte {
+	p := unsafe.String(unsafe.SliceData(b), len(b))
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return a.str(p)
+	}
+	return a.join(p[:i], p[i+1:])
+}
+
+// joinedLen is the bytes join(dir, name) stores as a full record.
 func joinedLen(dir, name string) int {
 	if dir == "" {
 		return storedLen(name)
@@ -76,23 +137,40 @@ func joinedLen(dir, name string) int {
 }
 
 // join stores dir + "/" + name (name alone when dir is the root, "") in
-// a's blocks.
+// a's blocks: as a child's record after dir's full record in the current
+// block, stored first if the block has none.
 func (a *pathArena) join(dir, name string) *byte {
-	if dir == "" {
-		return a.str(name)
+	if !asChild(dir, name) {
+		if dir == "" {
+			return a.str(name)
+		}
+		n := len(dir) + 1 + len(name)
+		s := a.alloc(storedLenOf(n))
+		k := binary.PutUvarint(s, uint64(2*n))
+		copy(s[k:], dir)
+		s[k+len(dir)] = '/'
+		copy(s[k+len(dir)+1:], name)
+		return &s[0]
 	}
-	n := len(dir) + 1 + len(name)
-	var l [binary.MaxVarintLen64]byte
-	k := binary.PutUvarint(l[:], uint64(n))
-	s := a.alloc(k + n)
-	copy(s, l[:k])
-	copy(s[k:], dir)
-	s[k+len(dir)] = '/'
-	copy(s[k+len(dir)+1:], name)
-	return &s[0]
+	for {
+		if a.dir != dir {
+			// dir's record and one child's fit a new block (asChild).
+			if cap(a.buf)-len(a.buf) < storedLen(dir)+childLen(len(name), storedLen(dir)) {
+				a.newBlock()
+			}
+			a.dirAt = len(a.buf)
+			d := a.alloc(storedLen(dir))
+			a.dir = storedString(storePath(d, dir))
+		}
+		back := len(a.buf) - a.dirAt
+		if n := childLen(len(name), back); cap(a.buf)-len(a.buf) >= n {
+			return storeChild(a.alloc(n), name, back)
+		}
+		a.newBlock() // no room after dir's record: dir's record again, in a new block
+	}
 }
 
-// str stores s in a's blocks.
+// str stores s in a's blocks, as a full record.
 func (a *pathArena) str(s string) *byte {
 	if s == "" {
 		return nil

@@ -1,15 +1,17 @@
 package catalog
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"unsafe"
 )
 
-// Paths stored in an arena (storedpath.go: a length, then the bytes; two
-// bytes of length from 128 bytes) read back as given, each its own bytes, however
-// long and however many: later ones never write over earlier ones.
+// Paths stored in an arena (storedpath.go: whole, or as a name after its
+// directory's path) read back as given, however long and however many,
+// whatever the directories they are joined to, one after the other:
+// later ones never write over earlier ones.
 func TestPathArenaKeepsEveryString(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var a pathArena
@@ -32,7 +34,11 @@ func TestPathArenaKeepsEveryString(t *testing.T) {
 			want = append(want, string(b))
 		default:
 			dir := strings.Repeat("d", r.IntN(3)*5)
-			got = append(got, storedString(a.join(dir, string(b))))
+			rec := a.join(dir, string(b))
+			if storedName(rec) != string(b) {
+				t.Fatalf("string %d: name %q, want %q", i, storedName(rec), b)
+			}
+			got = append(got, storedString(rec))
 			if dir == "" {
 				want = append(want, string(b))
 			} else {
@@ -53,41 +59,86 @@ func TestPathArenaKeepsEveryString(t *testing.T) {
 	}
 }
 
-// A sized arena takes one block; compactPaths moves paths into one block
-// of their size and keeps them equal.
+// A sized arena takes one block of what dirPaths counts: a directory's
+// path once, then its entries' names, each a name after it; paths at the
+// root and names too long to share a block are stored whole. compactPaths
+// moves paths into one block of their size and keeps them equal.
 func TestSizedArenaAndCompactPaths(t *testing.T) {
-	a := sizedArena(1 + 3 + 1 + 5 + 1 + 6) // each path after its one byte of length
-	x, y, z := storedString(a.str("abc")), storedString(a.join("d", "efg")), storedString(a.bytes([]byte("hijklm")))
-	if x != "abc" || y != "d/efg" || z != "hijklm" || len(a.buf) != cap(a.buf) {
-		t.Fatalf("%q %q %q, block %d of %d", x, y, z, len(a.buf), cap(a.buf))
-	}
-	if unsafe.Pointer(unsafe.StringData(y)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(x)), 3+1) || unsafe.Pointer(unsafe.StringData(z)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(y)), 5+1) {
-		t.Fatal("a sized arena's strings are not in one block")
+	long := strings.Repeat("n", arenaMax/8)
+	for _, tc := range []struct {
+		dir   string
+		names []string
+	}{
+		{"", []string{"abc", "d", "efgh"}},
+		{"d", []string{"efg"}},
+		{"d/e", []string{"a", "bb", long, "ccc"}},
+		{"dir", []string{long, "x"}},
+		{"dd", manyNames(300)}, // the back reference grows to two bytes
+	} {
+		size := newDirPaths(tc.dir)
+		for _, n := range tc.names {
+			size.add(n)
+		}
+		a := sizedArena(size.n)
+		var recs []*byte
+		for _, n := range tc.names {
+			recs = append(recs, a.join(tc.dir, n))
+		}
+		if len(a.buf) != cap(a.buf) {
+			t.Errorf("dir %q: the block holds %d bytes of %d", tc.dir, len(a.buf), cap(a.buf))
+		}
+		for i, n := range tc.names {
+			if got, want := storedString(recs[i]), ChildPath(tc.dir, n); got != want {
+				t.Fatalf("dir %q: path %d %q, want %q", tc.dir, i, got, want)
+			}
+			if got := storedName(recs[i]); got != n {
+				t.Fatalf("dir %q: name %d %q, want %q", tc.dir, i, got, n)
+			}
+			h, _ := uvarintAt(recs[i])
+			if child := h&1 == 1; child != asChild(tc.dir, n) {
+				t.Errorf("dir %q, name %d: stored as a child %v", tc.dir, i, child)
+			}
+		}
 	}
 	var b pathArena
-	kids := []*Entry{NewFile(storedString(b.str("d/one")), Attr{}), NewFile("", Attr{}), NewFile(storedString(b.str("d/three")), Attr{})}
+	kids := []*Entry{NewFile(storedString(b.str("d/one")), Attr{}), NewFile(storedString(b.str("d/three")), Attr{})}
 	compactPaths(ptrKids(kids))
-	if kids[0].Path() != "d/one" || kids[1].Path() != "" || kids[2].Path() != "d/three" {
-		t.Fatalf("paths after compaction: %q %q %q", kids[0].Path(), kids[1].Path(), kids[2].Path())
+	if kids[0].Path() != "d/one" || kids[1].Path() != "d/three" || kids[1].Name() != "three" {
+		t.Fatalf("paths after compaction: %q %q", kids[0].Path(), kids[1].Path())
 	}
-	if unsafe.Pointer(unsafe.StringData(kids[2].Path())) != unsafe.Add(unsafe.Pointer(unsafe.StringData(kids[0].Path())), 5+1) {
+	if unsafe.Pointer(storedOf(kids[1])) != unsafe.Add(unsafe.Pointer(storedOf(kids[0])), childLen(3, storedLen("d"))) {
 		t.Fatal("compacted paths are not in one block")
 	}
 }
 
-// A stored path takes what storedLen and joinedLen say: a byte of length
-// up to 127 bytes, two from 128, three from 16 Ki.
+func manyNames(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("f%04d", i))
+	}
+	return out
+}
+
+// A full record takes what storedLen says: a byte of length up to 63
+// bytes, two from 64, three from 8 Ki; a child's what childLen says.
 func TestStoredLengths(t *testing.T) {
-	for _, n := range []int{1, 127, 128, 16383, 16384, 1 << 21} {
+	for _, n := range []int{1, 63, 64, 8191, 8192, 1 << 20} {
 		p := strings.Repeat("x", n)
 		var a pathArena
-		a.str(p)
-		if got, want := storedLen(p), n+1+btoi(n >= 128)+btoi(n >= 16384)+btoi(n >= 1<<21); got != want {
+		if got, want := storedLen(p), n+1+btoi(n >= 64)+btoi(n >= 8192)+btoi(n >= 1<<20); got != want {
 			t.Errorf("storedLen of %d bytes: %d, want %d", n, got, want)
 		}
+		if storedString(a.str(p)) != p {
+			t.Errorf("a full record of %d bytes reads back otherwise", n)
+		}
 		s := sizedArena(joinedLen("dir", p))
-		if storedString(s.join("dir", p)) != "dir/"+p || len(s.buf) != cap(s.buf) {
+		if n > arenaMax/8 && (storedString(s.join("dir", p)) != "dir/"+p || len(s.buf) != cap(s.buf)) {
 			t.Errorf("joinedLen(dir, %d bytes) %d: the block holds %d bytes of %d", n, joinedLen("dir", p), len(s.buf), cap(s.buf))
+		}
+	}
+	for _, tc := range []struct{ n, back, want int }{{1, 1, 3}, {63, 127, 65}, {64, 128, 68}, {8191, 16383, 8195}} {
+		if got := childLen(tc.n, tc.back); got != tc.want {
+			t.Errorf("childLen(%d, %d) = %d, want %d", tc.n, tc.back, got, tc.want)
 		}
 	}
 	if storedLen("") != 0 || joinedLen("", "ab") != 3 {

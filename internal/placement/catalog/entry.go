@@ -3,7 +3,6 @@ package catalog
 // An entry of the tree, and its layout in memory.
 
 import (
-	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -17,32 +16,34 @@ import (
 // write), so readers never lock.
 //
 // An entry is held per dataset file for the life of the mount (1.28 M of
-// them for ImageNet), so its layout is kept small (72 bytes; the entries
+// them for ImageNet), so its layout is kept small (64 bytes; the entries
 // a walk or a load makes together share a block: slab.go): the first
 // attributes are stored in the entry itself in a compact form (the mode,
 // owner and link count as the number of a class most files share:
 // attrclass.go), what few entries have (a directory's children, a
 // symlink's target, a hard link's key, attributes that changed or do not
 // fit the compact form, the content version once it changed, an ID past
-// 32 bits) is behind one pointer (more), the path is one pointer to its
-// length and bytes (storedpath.go), and the kind and the class share the
-// state word with the tier.
+// 32 bits) is behind the one pointer that is the path of the others (pm;
+// a path is stored as its length and bytes: storedpath.go), and the kind
+// and the class share the state word with the tier.
 type Entry struct {
-	// more is what few entries have (*entryMore), nil for most files;
+	// pm is the entry's path (Path) or, for the few entries that have
+	// more (an *entryMore, which then holds the path), that: one pointer
+	// for both. A path is stored as its length, a uvarint, then its bytes
+	// (storedpath.go), so its first byte is never 0, and an entryMore's
+	// first byte always is (its tag): pm's first byte tells which it
+	// points to. nil is the root with nothing more. An entryMore is
 	// replaced whole (copy on write), never changed in place. It also
 	// holds the attributes and content version once the content changed,
 	// so that Snapshot reads both as one.
-	more                          unsafe.Pointer
+	pm                            unsafe.Pointer
 	cSize, cMtime, cAtime, cCtime int64
-	// path is the path (Path): its length as a uvarint, then its bytes;
-	// nil for the root.
-	path    *byte
-	cBlocks uint32
+	cBlocks                       uint32
 	// checked is when the source was last found to agree with the
 	// attributes (unix seconds; 0: unknown), persisted in the record.
 	checked atomic.Uint32
 	// id is the entry's ID (ID) when it fits 32 bits; 0 when it is held
-	// in more (a mount that gave out 2^32 IDs).
+	// in its entryMore (a mount that gave out 2^32 IDs).
 	id uint32
 	// Index numbers the regular files 0..Files()-1 in path order (the
 	// order of Files); -1 for directories and symlinks. The sampler's
@@ -92,6 +93,11 @@ func newOfKind(k Kind) *Entry {
 // entryMore is what few entries have. An entry's is replaced whole
 // (updateMore), so that a reader holding one sees all of it or none.
 type entryMore struct {
+	// tag is always 0: the byte that tells an entryMore from a stored
+	// path (Entry.pm). It must stay the first field.
+	tag byte
+	// path is the entry's path, stored (storedpath.go); nil for the root.
+	path *byte
 	// kids are a directory's children, sorted by name, once listed.
 	kids   Kids
 	listed bool
@@ -112,7 +118,15 @@ type entryMore struct {
 }
 
 // moreOf is e's entryMore, or nil.
-func (e *Entry) moreOf() *entryMore { return (*entryMore)(atomic.LoadPointer(&e.more)) }
+func (e *Entry) moreOf() *entryMore { return moreAt(atomic.LoadPointer(&e.pm)) }
+
+// moreAt is the entryMore pm points to, or nil when it is a path.
+func moreAt(pm unsafe.Pointer) *entryMore {
+	if pm == nil || *(*byte)(pm) != 0 {
+		return nil
+	}
+	return (*entryMore)(pm)
+}
 
 // updateMore replaces e's entryMore by a copy that change changed. Callers
 // that change the same field are serialised by the caller; ones changing
@@ -120,13 +134,15 @@ func (e *Entry) moreOf() *entryMore { return (*entryMore)(atomic.LoadPointer(&e.
 // each retries on the other's copy.
 func (e *Entry) updateMore(change func(m *entryMore)) {
 	for {
-		old := atomic.LoadPointer(&e.more)
+		old := atomic.LoadPointer(&e.pm)
 		m := new(entryMore)
-		if old != nil {
-			*m = *(*entryMore)(old)
+		if o := moreAt(old); o != nil {
+			*m = *o
+		} else {
+			m.path = (*byte)(old)
 		}
 		change(m)
-		if atomic.CompareAndSwapPointer(&e.more, old, unsafe.Pointer(m)) {
+		if atomic.CompareAndSwapPointer(&e.pm, old, unsafe.Pointer(m)) {
 			return
 		}
 	}
@@ -184,8 +200,11 @@ func (e *Entry) initAttrIn(t *classTable, a Attr) {
 
 // Name is the entry's last path element ("" for the root).
 func (e *Entry) Name() string {
-	p := e.Path()
-	return p[strings.LastIndexByte(p, '/')+1:]
+	pm := atomic.LoadPointer(&e.pm)
+	if m := moreAt(pm); m != nil {
+		return storedName(m.path)
+	}
+	return storedName((*byte)(pm))
 }
 
 // Attr returns the entry's attributes.
@@ -230,16 +249,28 @@ func (e *Entry) Snapshot() (Attr, uint32) {
 
 // Path is the entry's path relative to the source root; "" for the root
 // (its bytes may share a block: arena.go).
-func (e *Entry) Path() string { return storedString(e.path) }
+func (e *Entry) Path() string {
+	pm := atomic.LoadPointer(&e.pm)
+	if m := moreAt(pm); m != nil {
+		return storedString(m.path)
+	}
+	return storedString((*byte)(pm))
+}
 
 // setPath sets a new entry's path (before it is shared) to a copy of p
 // of its own; a walk and a load set paths stored in a shared block
 // (setStored).
-func (e *Entry) setPath(p string) { e.path = storePath(make([]byte, storedLen(p)), p) }
+func (e *Entry) setPath(p string) { e.setStored(storePath(make([]byte, storedLen(p)), p)) }
 
 // setStored sets a new entry's path (before it is shared) to one stored
 // already (storedpath.go).
-func (e *Entry) setStored(p *byte) { e.path = p }
+func (e *Entry) setStored(p *byte) {
+	if e.moreOf() != nil {
+		e.updateMore(func(m *entryMore) { m.path = p })
+		return
+	}
+	atomic.StorePointer(&e.pm, unsafe.Pointer(p))
+}
 
 // ID is the entry's ID, stable for the life of the mount (the inode
 // number of its first version); the root's is 1.

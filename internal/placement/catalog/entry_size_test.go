@@ -5,18 +5,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
 	"github.com/epochfs/epochfs/internal/source"
 )
 
-// An entry stays 72 bytes with the placer's residency in it: every file
-// of a dataset has one entry (in a block of them: slab.go).
+// An entry stays 64 bytes with the placer's residency in it: every file
+// of a dataset has one entry (in a block of them: slab.go). An
+// entryMore's tag is its first byte (Entry.pm).
 func TestEntrySizeWithResidency(t *testing.T) {
-	if n := unsafe.Sizeof(Entry{}); n > 72 {
-		t.Errorf("catalog.Entry is %d bytes, want at most 72", n)
+	if n := unsafe.Sizeof(Entry{}); n > 64 {
+		t.Errorf("catalog.Entry is %d bytes, want at most 64", n)
+	}
+	if o := unsafe.Offsetof(entryMore{}.tag); o != 0 {
+		t.Errorf("entryMore's tag is at offset %d, want 0", o)
 	}
 }
 
@@ -256,8 +262,51 @@ func TestEntryMoreKeepsConcurrentChanges(t *testing.T) {
 	}
 }
 
+// A file's path and its entryMore share one pointer: readers of the path
+// and the attributes while a file gets its first entryMore (a new content)
+// see the path whole and the attributes old or new, never a mix, for
+// paths whose length takes one byte and two, and for the root's.
+func TestAPathReadsTheSameWhileTheEntryGetsMore(t *testing.T) {
+	for _, p := range []string{"", "f", "d/" + strings.Repeat("x", 125), "d/" + strings.Repeat("y", 126), strings.Repeat("z/", 300) + "f"} {
+		for range 50 {
+			a := Attr{Size: 1, Mtime: 10, Mode: 0o100644, Nlink: 1}
+			e := NewFile(p, a)
+			b := a
+			b.Size, b.Mtime = 2, 20
+			var wg sync.WaitGroup
+			errs := make(chan string, 4)
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 200 {
+						if got := e.Path(); got != p {
+							errs <- fmt.Sprintf("path %q, want %q", got, p)
+							return
+						}
+						if got, v := e.Snapshot(); !(got == a && v == 0 || got == b && v == 1) {
+							errs <- fmt.Sprintf("snapshot %+v version %d", got, v)
+							return
+						}
+					}
+				}()
+			}
+			e.SetContent(b)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("path %q: %s", p, err)
+			}
+			if e.moreOf() == nil || e.Path() != p || e.Attr() != b {
+				t.Fatalf("path %q after the change: more %v, path %q, attributes %+v", p, e.moreOf() != nil, e.Path(), e.Attr())
+			}
+		}
+	}
+}
+
 // A walk and a load make the entries of a directory in one block of
-// entries (slab.go), and their paths in one block of paths (arena.go):
+// entries (slab.go), and their paths in one block of paths (arena.go),
+// as their names after the directory's path:
 // the first walk, in the foreground and in the background, and the load
 // at a remount in the background (the daemon's). An eager load reads the
 // whole tree's records in key order into growing blocks: there only the
@@ -293,8 +342,17 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 			if contiguous && unsafe.Pointer(kids[i]) != unsafe.Add(unsafe.Pointer(kids[i-1]), unsafe.Sizeof(Entry{})) {
 				t.Fatalf("%s: entries %d and %d of d are not next to each other", how, i-1, i)
 			}
-			prev := kids[i-1].Path()
-			if contiguous && unsafe.Pointer(unsafe.StringData(kids[i].Path())) != unsafe.Add(unsafe.Pointer(unsafe.StringData(prev)), len(prev)+1) {
+			prev, rec := storedOf(kids[i-1]), storedOf(kids[i])
+			h, k := uvarintAt(rec)
+			if h&1 == 0 {
+				t.Fatalf("%s: entry %d's path is stored whole, not as a name after its directory's", how, i)
+			}
+			if back, _ := childOf(rec, h, k); storedString((*byte)(unsafe.Add(unsafe.Pointer(rec), -back))) != "d" {
+				t.Fatalf("%s: entry %d's directory record is not d's", how, i)
+			}
+			ph, pk := uvarintAt(prev)
+			pback, pname := childOf(prev, ph, pk)
+			if contiguous && unsafe.Pointer(rec) != unsafe.Add(unsafe.Pointer(prev), childLen(len(pname), pback)) {
 				t.Fatalf("%s: the paths of entries %d and %d are not next to each other", how, i-1, i)
 			}
 			if want := fmt.Sprintf("d/f%03d", i); kids[i].Path() != want || kids[i].Kind() != KindFile || kids[i].Attr().Size != 1 {
@@ -316,4 +374,13 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// storedOf is the record of e's path.
+func storedOf(e *Entry) *byte {
+	pm := atomic.LoadPointer(&e.pm)
+	if m := moreAt(pm); m != nil {
+		return m.path
+	}
+	return (*byte)(pm)
 }

@@ -48,14 +48,14 @@ func kindOfType(t fs.FileMode) Kind {
 // skipped. An error is the directory's own.
 func readNamed(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) (Kids, error) {
 	dns, err := src.WalkReadNames(ctx, d.Path())
-	size, n := 0, 0
+	size, n := newDirPaths(d.Path()), 0
 	for _, dn := range dns {
 		if kindOfType(dn.Type).valid() {
-			size += joinedLen(d.Path(), dn.Name)
+			size.add(dn.Name)
 			n++
 		}
 	}
-	paths := sizedArena(size)
+	paths := sizedArena(size.n)
 	slab := sizedSlab(n)
 	for _, dn := range dns {
 		k := kindOfType(dn.Type)

@@ -2,8 +2,7 @@ package catalog
 
 // Entries in shared blocks.
 //
-// An entry allocated alone takes 80 bytes (the size class of Go's
-// allocator above its 72) and is one more object for the collector; the
+// An entry allocated alone is one more object for the collector; the
 // entries a walk makes of one directory, and those a load makes of the
 // stored records, are made together and allocated in blocks instead, as
 // their paths are (arena.go). A block lives while any of its entries

@@ -78,11 +78,11 @@ func walk(ctx context.Context, src *source.Source, workers int, log *zap.Logger,
 // targets. An error is the directory's own (it could not be read).
 func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger) (Kids, error) {
 	des, err := src.WalkReadDir(ctx, d.Path())
-	size := 0
+	size := newDirPaths(d.Path())
 	for _, de := range des {
-		size += joinedLen(d.Path(), de.Name())
+		size.add(de.Name())
 	}
-	paths := sizedArena(size)
+	paths := sizedArena(size.n)
 	slab := sizedSlab(len(des))
 	for _, de := range des {
 		sp := paths.join(d.Path(), de.Name())
