@@ -3,6 +3,7 @@ package catalog
 // An entry of the tree, and its layout in memory.
 
 import (
+	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -16,7 +17,7 @@ import (
 // write), so readers never lock.
 //
 // An entry is held per dataset file for the life of the mount (1.28 M of
-// them for ImageNet), so its layout is kept small (64 bytes; the entries
+// them for ImageNet), so its layout is kept small (56 bytes; the entries
 // a walk or a load makes together share a block: slab.go): the first
 // attributes are stored in the entry itself in a compact form (the mode,
 // owner and link count as the number of a class most files share:
@@ -24,21 +25,28 @@ import (
 // symlink's target, a hard link's key, attributes that changed or do not
 // fit the compact form, the content version once it changed, an ID past
 // 32 bits) is behind the one pointer that is the path of the others (pm;
-// a path is stored as its length and bytes: storedpath.go), and the kind
-// and the class share the state word with the tier.
+// a directory's entries store their names after its path: storedpath.go),
+// and the tier, the kind and whether the entry is gone share the word of
+// the placer's residency.
 type Entry struct {
 	// pm is the entry's path (Path) or, for the few entries that have
 	// more (an *entryMore, which then holds the path), that: one pointer
-	// for both. A path is stored as its length, a uvarint, then its bytes
-	// (storedpath.go), so its first byte is never 0, and an entryMore's
-	// first byte always is (its tag): pm's first byte tells which it
-	// points to. nil is the root with nothing more. An entryMore is
-	// replaced whole (copy on write), never changed in place. It also
+	// for both. A path's record (storedpath.go) never begins with a 0
+	// byte and an entryMore always does (its tag): pm's first byte tells
+	// which it points to. nil is the root with nothing more. An entryMore
+	// is replaced whole (copy on write), never changed in place. It also
 	// holds the attributes and content version once the content changed,
 	// so that Snapshot reads both as one.
-	pm                            unsafe.Pointer
-	cSize, cMtime, cAtime, cCtime int64
-	cBlocks                       uint32
+	pm                     unsafe.Pointer
+	cMtime, cAtime, cCtime int64
+	// cSize, cClass and cBlocks are the rest of the compact attributes:
+	// the size when it fits 32 bits, the class of the mode, owner and
+	// link count (attrclass.go), and the 512-byte blocks as their
+	// difference from the size's (blocksOf). Set before the entry is
+	// shared, never changed.
+	cSize   uint32
+	cClass  uint16
+	cBlocks int16
 	// checked is when the source was last found to agree with the
 	// attributes (unix seconds; 0: unknown), persisted in the record.
 	checked atomic.Uint32
@@ -49,38 +57,34 @@ type Entry struct {
 	// order of Files); -1 for directories and symlinks. The sampler's
 	// sample indices are these.
 	Index int32
-	// state holds the tier of the copy plus one (0: none) in its low
-	// byte, stateGone once the entry is removed from the dataset, the
-	// entry's Kind and its attributes' class (attrclass.go): the last two
-	// are set before the entry is shared and never change.
-	state atomic.Uint32
 	// res is the placer's knowledge of the file this mount, which the
-	// catalog holds and never reads (Residency).
+	// catalog never reads (Residency). The low residency.HolderBits bits
+	// of its word are the entry's state: the tier of the copy plus one
+	// (0: none) in the low byte, stateGone once the entry is removed from
+	// the dataset, and the entry's Kind, set before the entry is shared
+	// and never changed.
 	res residency.State
 }
 
 const (
-	stateTier  = 0xff
-	stateGone  = 1 << 8
-	kindShift  = 9
-	kindMask   = 0x3 << kindShift
-	classShift = 16
+	stateTier = 0xff
+	stateGone = 1 << 8
+	kindShift = 9
+	kindMask  = 0x3 << kindShift
 )
 
+// state is the word that holds the entry's state (res's word: only the
+// bits below residency.HolderBits are the catalog's, and every change
+// leaves the others as they are).
+func (e *Entry) state() *atomic.Uint32 { return e.res.Word() }
+
 // Kind is what the entry is: a regular file, a directory or a symlink.
-func (e *Entry) Kind() Kind { return Kind(e.state.Load() & kindMask >> kindShift) }
+func (e *Entry) Kind() Kind { return Kind(e.state().Load() & kindMask >> kindShift) }
 
 // setKind sets a new entry's kind (before it is shared).
 func (e *Entry) setKind(k Kind) {
-	e.state.Store(e.state.Load()&^kindMask | uint32(k)<<kindShift&kindMask)
-}
-
-// class is the class of the entry's compact attributes (attrclass.go).
-func (e *Entry) class() uint16 { return uint16(e.state.Load() >> classShift) }
-
-// setClass sets a new entry's class (before it is shared).
-func (e *Entry) setClass(c uint16) {
-	e.state.Store(e.state.Load()&(1<<classShift-1) | uint32(c)<<classShift)
+	e.state().And(^uint32(kindMask))
+	e.state().Or(uint32(k) << kindShift & kindMask)
 }
 
 // newOfKind is a new entry of kind k, allocated alone.
@@ -189,14 +193,20 @@ func (e *Entry) initAttr(a Attr) { e.initAttrIn(classes, a) }
 // initAttrIn is initAttr with the class table t.
 func (e *Entry) initAttrIn(t *classTable, a Attr) {
 	class, ok := t.of(attrClass{mode: a.Mode, uid: a.UID, gid: a.GID, nlink: a.Nlink})
-	if !ok || a.Blocks < 0 || a.Blocks > 1<<32-1 {
+	d := a.Blocks - sizeBlocks(a.Size)
+	if !ok || a.Size < 0 || a.Size > math.MaxUint32 || d < math.MinInt16 || d > math.MaxInt16 {
 		e.setWhole(a)
 		return
 	}
-	e.cSize, e.cMtime, e.cAtime, e.cCtime = a.Size, a.Mtime, a.Atime, a.Ctime
-	e.setClass(class)
-	e.cBlocks = uint32(a.Blocks)
+	e.cMtime, e.cAtime, e.cCtime = a.Mtime, a.Atime, a.Ctime
+	e.cSize, e.cClass, e.cBlocks = uint32(a.Size), class, int16(d)
 }
+
+// sizeBlocks is the 512-byte blocks a file of size bytes fills; an
+// entry holds its blocks as their difference from these (most sources
+// allocate a few more, to their block size, or fewer, compressed or
+// sparse).
+func sizeBlocks(size int64) int64 { return (size + 511) / 512 }
 
 // Name is the entry's last path element ("" for the root).
 func (e *Entry) Name() string {
@@ -217,9 +227,10 @@ func (e *Entry) Attr() Attr {
 
 // compactAttr is the attributes the entry's compact fields hold.
 func (e *Entry) compactAttr() Attr {
-	k := classes.at(e.class())
-	return Attr{Size: e.cSize, Mtime: e.cMtime, Mode: k.mode, UID: k.uid, GID: k.gid, Nlink: k.nlink,
-		Blocks: int64(e.cBlocks), Atime: e.cAtime, Ctime: e.cCtime}
+	k := classes.at(e.cClass)
+	size := int64(e.cSize)
+	return Attr{Size: size, Mtime: e.cMtime, Mode: k.mode, UID: k.uid, GID: k.gid, Nlink: k.nlink,
+		Blocks: sizeBlocks(size) + int64(e.cBlocks), Atime: e.cAtime, Ctime: e.cCtime}
 }
 
 // Version is the entry's content version: 0 at mount, one more at every
@@ -296,7 +307,7 @@ func (e *Entry) setID(id uint64) {
 }
 
 // Tier is the index of the tier that holds the entry's copy, or -1.
-func (e *Entry) Tier() int { return int(e.state.Load()&stateTier) - 1 }
+func (e *Entry) Tier() int { return int(e.state().Load()&stateTier) - 1 }
 
 // Children returns a directory's entries sorted by name (none for other
 // entries).
@@ -326,10 +337,10 @@ func (e *Entry) setChildren(c Kids) {
 }
 
 // Gone reports that the entry was removed from the dataset.
-func (e *Entry) Gone() bool { return e.state.Load()&stateGone != 0 }
+func (e *Entry) Gone() bool { return e.state().Load()&stateGone != 0 }
 
 // setGone marks the entry removed from the dataset.
-func (e *Entry) setGone() { e.state.Or(stateGone) }
+func (e *Entry) setGone() { e.state().Or(stateGone) }
 
 // Lookup finds a child by name.
 func (e *Entry) Lookup(name string) *Entry { return e.Children().Lookup(name) }

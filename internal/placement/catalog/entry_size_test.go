@@ -14,12 +14,12 @@ import (
 	"github.com/epochfs/epochfs/internal/source"
 )
 
-// An entry stays 64 bytes with the placer's residency in it: every file
+// An entry stays 56 bytes with the placer's residency in it: every file
 // of a dataset has one entry (in a block of them: slab.go). An
 // entryMore's tag is its first byte (Entry.pm).
 func TestEntrySizeWithResidency(t *testing.T) {
-	if n := unsafe.Sizeof(Entry{}); n > 64 {
-		t.Errorf("catalog.Entry is %d bytes, want at most 64", n)
+	if n := unsafe.Sizeof(Entry{}); n > 56 {
+		t.Errorf("catalog.Entry is %d bytes, want at most 56", n)
 	}
 	if o := unsafe.Offsetof(entryMore{}.tag); o != 0 {
 		t.Errorf("entryMore's tag is at offset %d, want 0", o)
@@ -50,12 +50,24 @@ func TestEntryIDAndPathRoundTrip(t *testing.T) {
 func TestEntryAttributesAreExact(t *testing.T) {
 	a := Attr{Size: 1 << 40, Mtime: -12345, Mode: 0o100644, UID: 1<<32 - 1, GID: 7, Nlink: 3,
 		Blocks: 1<<32 - 1, Atime: 1_700_000_000_123_456_789, Ctime: 1_800_000_000_987_654_321}
-	for _, blocks := range []int64{0, 8, 1<<32 - 1, 1 << 32, 1 << 50, -1} {
-		a.Blocks = blocks
+	for _, c := range []struct {
+		size, blocks int64
+		compact      bool
+	}{
+		{0, 0, true}, {1, 8, true}, {4096, 8, true}, {1 << 20, 1<<20/512 - 100, true}, // a compressed file
+		{100, 1 << 15, true}, {100, 1<<15 + 1, false}, {1 << 30, 1<<21 - 1<<15, true}, {1 << 30, 1<<21 - 1<<15 - 1, false},
+		{1<<32 - 1, 1 << 23, true}, {1 << 32, 1 << 23, false}, {1 << 40, 1<<32 - 1, false}, {1 << 40, 1 << 50, false},
+		{5, -1, true}, {-1, 0, false},
+	} {
+		a.Size, a.Blocks = c.size, c.blocks
+		blocks := c.blocks
 		e := newOfKind(KindFile)
 		e.initAttr(a)
 		if got := e.Attr(); got != a {
-			t.Errorf("blocks %d: attributes %+v, want %+v", blocks, got, a)
+			t.Errorf("size %d blocks %d: attributes %+v, want %+v", c.size, blocks, got, a)
+		}
+		if compact := e.moreOf() == nil; compact != c.compact {
+			t.Errorf("size %d blocks %d: held in the entry's compact fields %v, want %v", c.size, blocks, compact, c.compact)
 		}
 		if got, v := e.Snapshot(); got != a || v != 0 {
 			t.Errorf("blocks %d: snapshot %+v version %d", blocks, got, v)
@@ -69,17 +81,19 @@ func TestEntryAttributesAreExact(t *testing.T) {
 	}
 }
 
-// The tier, the gone mark, the kind, the attributes' class and the check
-// time share words of the entry without touching each other.
+// The tier, the gone mark and the kind share the word of the placer's
+// residency without touching each other or it, and the check time is
+// apart.
 func TestEntryStateWords(t *testing.T) {
 	e := newOfKind(KindFile)
 	if e.Tier() != -1 || e.Gone() {
 		t.Fatalf("new entry: tier %d gone %v", e.Tier(), e.Gone())
 	}
-	e.setClass(1<<16 - 1)
+	e.Residency().SetRecheck(true)
+	e.Residency().BumpCopyGen()
 	defer func() {
-		if e.Kind() != KindFile || e.class() != 1<<16-1 {
-			t.Errorf("after the tier and gone changes: kind %d class %d", e.Kind(), e.class())
+		if e.Kind() != KindFile || !e.Residency().Recheck() || e.Residency().Validated() || e.Residency().CopyGen() != 1 {
+			t.Errorf("after the tier and gone changes: kind %d, recheck %v, generation %d", e.Kind(), e.Residency().Recheck(), e.Residency().CopyGen())
 		}
 	}()
 	e.SetTier(3)
@@ -123,11 +137,12 @@ func TestEntryStateWords(t *testing.T) {
 	}
 	for _, k := range []Kind{KindFile, KindDir, KindSymlink} {
 		x := newOfKind(k)
+		x.Residency().SetNoSpace(true)
 		x.SetTier(254)
-		x.setClass(7)
 		x.setGone()
-		if x.Kind() != k || x.class() != 7 || x.Tier() != 254 || !x.Gone() {
-			t.Errorf("kind %d: read back kind %d class %d tier %d gone %v", k, x.Kind(), x.class(), x.Tier(), x.Gone())
+		x.Residency().BumpCopyGen()
+		if x.Kind() != k || x.Tier() != 254 || !x.Gone() || !x.Residency().NoSpace() || x.Residency().CopyGen() != 1 {
+			t.Errorf("kind %d: read back kind %d tier %d gone %v nospace %v", k, x.Kind(), x.Tier(), x.Gone(), x.Residency().NoSpace())
 		}
 	}
 }

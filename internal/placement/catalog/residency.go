@@ -11,8 +11,8 @@ import "github.com/epochfs/epochfs/internal/placement/residency"
 // SetTier records the tier holding the copy (-1: none).
 func (e *Entry) SetTier(i int) {
 	for {
-		s := e.state.Load()
-		if e.state.CompareAndSwap(s, s&^stateTier|tierBits(i)) {
+		s := e.state().Load()
+		if e.state().CompareAndSwap(s, s&^stateTier|tierBits(i)) {
 			return
 		}
 	}
@@ -21,11 +21,11 @@ func (e *Entry) SetTier(i int) {
 // DropTier clears the tier if it is still i, and reports whether it was.
 func (e *Entry) DropTier(i int) bool {
 	for {
-		s := e.state.Load()
+		s := e.state().Load()
 		if s&stateTier != tierBits(i) {
 			return false
 		}
-		if e.state.CompareAndSwap(s, s&^stateTier) {
+		if e.state().CompareAndSwap(s, s&^stateTier) {
 			return true
 		}
 	}

@@ -14,27 +14,37 @@ import "sync/atomic"
 // State is one file's residency this mount. The zero value is a file
 // nothing is known of yet.
 //
-// It is 4 bytes, one of every entry of the catalog: the marks are the low
-// bits of one word and the copy generation the 29 above them (a file's
-// copy would have to be dropped 2²⁹ times within one placer's read for
-// two generations to meet).
+// It is 4 bytes, one of every entry of the catalog, and shares them with
+// the entry's own state: the low HolderBits bits of the word are the
+// holder's (Word), the marks the bits above them and the copy generation
+// the 13 at the top (a file's copy would have to be dropped 2¹³ times
+// within one placer's read for two generations to meet).
 // The placer's kept copies of the few files it keeps open are its own
 // (internal/placement/resident.go).
 type State struct {
-	// word holds the marks in its low markBits bits and the copy
-	// generation, bumped at every drop of a copy
-	// (internal/placement/resident.go), above them.
+	// word holds the holder's bits in its low HolderBits bits, the marks
+	// above them and the copy generation, bumped at every drop of a copy
+	// (internal/placement/resident.go), at the top.
 	word atomic.Uint32
 }
 
+// HolderBits is how many of the word's low bits are the holder's.
+const HolderBits = 16
+
 // The marks.
 const (
-	noSpace   uint32 = 1 << iota // did not fit any tier this mount
-	validated                    // source attributes checked this mount, or within the TTL (internal/placement/validate.go)
-	recheck                      // resident, its last check older than the TTL: revalidated in the background
+	noSpace   uint32 = 1 << (HolderBits + iota) // did not fit any tier this mount
+	validated                                   // source attributes checked this mount, or within the TTL (internal/placement/validate.go)
+	recheck                                     // resident, its last check older than the TTL: revalidated in the background
 
-	markBits = 3 // the marks' bits at the bottom of the word; the copy generation is above
+	genShift = HolderBits + 3 // the copy generation's bits, above the marks
 )
+
+// Word is the word the state is kept in, for the holder's bits: the
+// holder changes only those, with atomic operations that leave the others
+// as they are (Or, And, a compare-and-swap of the word read), and State
+// changes only the others.
+func (s *State) Word() *atomic.Uint32 { return &s.word }
 
 func (s *State) has(m uint32) bool { return s.word.Load()&m != 0 }
 
@@ -68,7 +78,7 @@ func (s *State) Recheck() bool { return s.has(recheck) }
 func (s *State) SetRecheck(v bool) (was bool) { return s.set(recheck, v) }
 
 // CopyGen is the file's copy generation, bumped at every drop of a copy.
-func (s *State) CopyGen() uint64 { return uint64(s.word.Load() >> markBits) }
+func (s *State) CopyGen() uint64 { return uint64(s.word.Load() >> genShift) }
 
 // BumpCopyGen starts a new copy generation.
-func (s *State) BumpCopyGen() { s.word.Add(1 << markBits) }
+func (s *State) BumpCopyGen() { s.word.Add(1 << genShift) }

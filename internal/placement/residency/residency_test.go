@@ -62,17 +62,57 @@ func TestMarksAreIndependent(t *testing.T) {
 	}
 }
 
-// The copy generation wraps within its bits and leaves the marks alone.
+// The copy generation wraps within its bits and leaves the marks and the
+// holder's bits alone.
 func TestCopyGenWrapsWithoutTouchingTheMarks(t *testing.T) {
 	var s State
 	s.SetRecheck(true)
-	s.word.Add(uint32(1<<(32-markBits)-1) << markBits) // the last generation
-	if got := s.CopyGen(); got != 1<<(32-markBits)-1 {
-		t.Fatalf("copy generation %d, want %d", got, 1<<(32-markBits)-1)
+	s.Word().Or(1<<HolderBits - 1)
+	s.word.Add(uint32(1<<(32-genShift)-1) << genShift) // the last generation
+	if got := s.CopyGen(); got != 1<<(32-genShift)-1 {
+		t.Fatalf("copy generation %d, want %d", got, 1<<(32-genShift)-1)
 	}
 	s.BumpCopyGen()
-	if s.CopyGen() != 0 || !s.Recheck() || s.Validated() || s.NoSpace() {
-		t.Errorf("after the wrap: generation %d, recheck %v, validated %v, nospace %v",
-			s.CopyGen(), s.Recheck(), s.Validated(), s.NoSpace())
+	if s.CopyGen() != 0 || !s.Recheck() || s.Validated() || s.NoSpace() || s.Word().Load()&(1<<HolderBits-1) != 1<<HolderBits-1 {
+		t.Errorf("after the wrap: generation %d, recheck %v, validated %v, nospace %v, word %#x",
+			s.CopyGen(), s.Recheck(), s.Validated(), s.NoSpace(), s.Word().Load())
+	}
+}
+
+// The holder's bits and the State's share the word: a holder changing its
+// bits (a compare-and-swap of its low byte, as the catalog sets a tier,
+// and an Or) while the marks and the generation change loses nothing of
+// either.
+func TestTheHoldersBitsAndTheStatesShareTheWord(t *testing.T) {
+	var s State
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 2000 {
+			s.SetValidated(true)
+			s.BumpCopyGen()
+			s.SetValidated(false)
+		}
+	}()
+	w := s.Word()
+	for i := range 2000 {
+		for {
+			old := w.Load()
+			if w.CompareAndSwap(old, old&^0xff|uint32(i&0xff)) {
+				break
+			}
+		}
+		if got := w.Load() & 0xff; got != uint32(i&0xff) {
+			t.Fatalf("holder's byte %d, want %d", got, i&0xff)
+		}
+	}
+	w.Or(1 << 8)
+	wg.Wait()
+	if got := w.Load() & (1<<HolderBits - 1); got != 1<<8|uint32(1999&0xff) {
+		t.Errorf("holder's bits %#x, want %#x", got, 1<<8|1999&0xff)
+	}
+	if s.CopyGen() != 2000 || s.Validated() || s.NoSpace() || s.Recheck() {
+		t.Errorf("generation %d (want 2000), marks %v %v %v", s.CopyGen(), s.Validated(), s.NoSpace(), s.Recheck())
 	}
 }
