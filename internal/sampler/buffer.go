@@ -37,8 +37,23 @@ type Stats struct {
 	ClaimFallbacks int
 }
 
-func (s *Sampler) state(e int32) uint8 { return s.status[e] & stateMask }
-func (s *Sampler) ref(e int32) int     { return int(s.status[e] >> 2) }
+// The status of every sample is kept from the first sample buffered on
+// (bufAdd): until then every sample's is stNone with no reference, and a
+// mount whose jobs never buffer holds no byte a file for it.
+func (s *Sampler) state(e int32) uint8 {
+	if s.status == nil {
+		return stNone
+	}
+	return s.status[e] & stateMask
+}
+
+func (s *Sampler) ref(e int32) int {
+	if s.status == nil {
+		return 0
+	}
+	return int(s.status[e] >> 2)
+}
+
 func (s *Sampler) setRef(e int32, r int) {
 	s.status[e] = s.status[e]&stateMask | uint8(min(r, maxRef))<<2
 }
@@ -55,6 +70,9 @@ func (s *Sampler) wantCount(e int32) int {
 }
 
 func (s *Sampler) bufAdd(e int32, st uint8, ref int) {
+	if s.status == nil {
+		s.status = make([]uint8, s.n)
+	}
 	s.status[e] = st
 	s.setRef(e, ref)
 	s.bufPos[e] = len(s.buf)

@@ -94,7 +94,7 @@ type Sampler struct {
 	expired map[string]time.Time
 
 	// Shared buffer index (buffer.go).
-	status   []uint8 // per sample: state (2 bits) | refcount << 2
+	status   []uint8 // per sample: state (2 bits) | refcount << 2; nil until a sample is buffered (bufAdd)
 	buf      []int32 // samples with state != stNone
 	bufPos   map[int32]int
 	releases []int
@@ -137,7 +137,6 @@ func New(opt Options) (*Sampler, error) {
 		rng:     rand.New(rand.NewPCG(opt.Seed, 0x6570_6f63_6866_73)),
 		jobs:    map[string]*job{},
 		expired: map[string]time.Time{},
-		status:  make([]uint8, opt.Samples),
 		bufPos:  map[int32]int{},
 	}, nil
 }
@@ -179,7 +178,9 @@ func (s *Sampler) Grow(n int, add map[string][]int) error {
 	if n == s.n {
 		return nil
 	}
-	s.status = append(s.status, make([]uint8, n-s.n)...)
+	if s.status != nil {
+		s.status = append(s.status, make([]uint8, n-s.n)...)
+	}
 	s.n = n
 	s.invalidateDSA()
 	return nil

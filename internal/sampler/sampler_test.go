@@ -506,6 +506,14 @@ func TestMemoryFor1280kSamplesAnd8Jobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The byte a sample of the buffer's status is kept from the first
+	// sample buffered on.
+	if m := s.MemoryUsage(); m.Status != 0 || m.ODS != 8*(n/64)*8 {
+		t.Fatalf("before any sample is buffered: status %d B, ODS metadata %d B, want 0 and 8 × 1 bit a sample", m.Status, m.ODS)
+	}
+	if got := s.Prefetch(16); len(got) == 0 {
+		t.Fatal("Prefetch buffered no sample")
+	}
 	m := s.MemoryUsage()
 	t.Logf("1.28 M samples × 8 jobs: ODS metadata %d B (seen bits %d + status %d) = %.2f MB; draw index %d B; plans/buffer index %d B; total %.2f MB",
 		m.ODS, m.SeenBits, m.Status, float64(m.ODS)/1e6, m.DrawIndex, m.Plans, float64(m.Total)/1e6)
