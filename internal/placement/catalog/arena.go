@@ -35,9 +35,10 @@ type pathArena struct {
 	buf  []byte // the current block: its bytes up to len are handed out, never written again
 	next int    // the next block's size
 	// dir is the path of the full record at dirAt in buf, the directory
-	// whose children join stores as names; "" when buf has none.
-	dir   string
-	dirAt int
+	// whose children join stores as names; "" when buf has none. suffix
+	// is the block's suffix, in the full record after dir's.
+	dir, suffix string
+	dirAt       int
 }
 
 // sizedArena is an arena of one block of n bytes (more if more is asked).
@@ -46,9 +47,9 @@ func sizedArena(n int) pathArena { return pathArena{buf: make([]byte, 0, n), nex
 // dirPaths sums the bytes join stores for the entries of one directory,
 // in a sized arena that holds only those (walk.go, names.go).
 type dirPaths struct {
-	dir   string
-	n     int
-	dirAt int // where dir's full record is, -1 before it
+	dir, suffix string
+	n           int
+	dirAt       int // where dir's full record is, -1 before it
 }
 
 func newDirPaths(dir string) dirPaths { return dirPaths{dir: dir, dirAt: -1} }
@@ -60,16 +61,37 @@ func (d *dirPaths) add(name string) {
 		return
 	}
 	if d.dirAt < 0 {
-		d.dirAt = d.n
-		d.n += storedLen(d.dir)
+		d.dirAt, d.suffix = d.n, suffixOf(name)
+		d.n += storedLen(d.dir) + suffixLen(d.suffix)
 	}
-	d.n += childLen(len(name), d.n-d.dirAt)
+	d.n += childLen(len(stemOf(name, d.suffix)), d.n-d.dirAt)
 }
 
 // asChild reports whether join stores name in dir as a child's record: a
 // name in a directory other than the root, both short enough to share a
 // block.
 func asChild(dir, name string) bool { return dir != "" && len(dir)+len(name) <= arenaMax/8 }
+
+// suffixOf is the suffix a block whose first child's name is name stores
+// once for all its children: the name's extension (".JPEG"), of at most
+// maxSuffix bytes, or "".
+func suffixOf(name string) string {
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 || len(name)-i > maxSuffix {
+		return ""
+	}
+	return name[i:]
+}
+
+const maxSuffix = 16
+
+// stemOf is name without suffix if it ends with it, else name whole.
+func stemOf(name, suffix string) string {
+	if suffix != "" && strings.HasSuffix(name, suffix) {
+		return name[:len(name)-len(suffix)]
+	}
+	return name
+}
 
 // compactPaths moves the paths of kids, entries of one directory not yet
 // shared, into one block of their size, leaving the blocks they were in
@@ -154,19 +176,26 @@ func (a *pathArena) join(dir, name string) *byte {
 	}
 	for {
 		if a.dir != dir {
-			// dir's record and one child's fit a new block (asChild).
-			if cap(a.buf)-len(a.buf) < storedLen(dir)+childLen(len(name), storedLen(dir)) {
+			// dir's records and one child's fit a new block (asChild,
+			// maxSuffix).
+			suffix := suffixOf(name)
+			head := storedLen(dir) + suffixLen(suffix)
+			if cap(a.buf)-len(a.buf) < head+childLen(len(name), head) {
 				a.newBlock()
 			}
 			a.dirAt = len(a.buf)
-			d := a.alloc(storedLen(dir))
-			a.dir = storedString(storePath(d, dir))
+			b := a.alloc(head)
+			n := storeFull(b, dir)
+			storeFull(b[n:], suffix)
+			a.dir, _ = fullAt(&b[0])
+			a.suffix, _ = fullAt(&b[n])
 		}
+		stem := stemOf(name, a.suffix)
 		back := len(a.buf) - a.dirAt
-		if n := childLen(len(name), back); cap(a.buf)-len(a.buf) >= n {
-			return storeChild(a.alloc(n), name, back)
+		if n := childLen(len(stem), back); cap(a.buf)-len(a.buf) >= n {
+			return storeChild(a.alloc(n), stem, len(stem) < len(name), back)
 		}
-		a.newBlock() // no room after dir's record: dir's record again, in a new block
+		a.newBlock() // no room after dir's records: dir's records again, in a new block
 	}
 }
 

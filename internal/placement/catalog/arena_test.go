@@ -25,6 +25,9 @@ func TestPathArenaKeepsEveryString(t *testing.T) {
 		for j := range b {
 			b[j] = byte('a' + r.IntN(26))
 		}
+		if ext := []string{".jpg", ".png", ""}[r.IntN(3)]; n > len(ext) {
+			copy(b[n-len(ext):], ext) // blocks share a suffix, or their names are suffixed otherwise
+		}
 		switch i % 3 {
 		case 0:
 			got = append(got, storedString(a.bytes(b)))
@@ -74,6 +77,9 @@ func TestSizedArenaAndCompactPaths(t *testing.T) {
 		{"d/e", []string{"a", "bb", long, "ccc"}},
 		{"dir", []string{long, "x"}},
 		{"dd", manyNames(300)}, // the back reference grows to two bytes
+		{"img", []string{"a.jpg", "b.png", ".jpg", "c.jpg", "noext", "x.jpgx", "y.JPG", "z.jpg"}},
+		{"e", []string{"first", "a.jpg", "b.jpg"}},           // no suffix: the first name has none
+		{"f", []string{"a." + strings.Repeat("x", 16), "b"}}, // an extension too long to share
 	} {
 		size := newDirPaths(tc.dir)
 		for _, n := range tc.names {
@@ -98,6 +104,16 @@ func TestSizedArenaAndCompactPaths(t *testing.T) {
 			if child := h&1 == 1; child != asChild(tc.dir, n) {
 				t.Errorf("dir %q, name %d: stored as a child %v", tc.dir, i, child)
 			}
+			sfx := suffixOf(tc.names[0])
+			if suffixed := h&3 == 3; suffixed != (h&1 == 1 && sfx != "" && strings.HasSuffix(n, sfx)) {
+				t.Errorf("dir %q, name %q: stored with the block's suffix %q: %v", tc.dir, n, sfx, suffixed)
+			}
+			for _, o := range []string{"", n, n + "a", n[:len(n)/2], "~", "\x00"} {
+				a, b := storedNameParts(recs[i])
+				if got, want := compareName(a, b, o), strings.Compare(n, o); got != want {
+					t.Errorf("dir %q: name %q against %q: %d, want %d", tc.dir, n, o, got, want)
+				}
+			}
 		}
 	}
 	var b pathArena
@@ -106,7 +122,7 @@ func TestSizedArenaAndCompactPaths(t *testing.T) {
 	if kids[0].Path() != "d/one" || kids[1].Path() != "d/three" || kids[1].Name() != "three" {
 		t.Fatalf("paths after compaction: %q %q", kids[0].Path(), kids[1].Path())
 	}
-	if unsafe.Pointer(storedOf(kids[1])) != unsafe.Add(unsafe.Pointer(storedOf(kids[0])), childLen(3, storedLen("d"))) {
+	if unsafe.Pointer(storedOf(kids[1])) != unsafe.Add(unsafe.Pointer(storedOf(kids[0])), childLen(3, storedLen("d")+suffixLen(""))) {
 		t.Fatal("compacted paths are not in one block")
 	}
 }
@@ -136,7 +152,7 @@ func TestStoredLengths(t *testing.T) {
 			t.Errorf("joinedLen(dir, %d bytes) %d: the block holds %d bytes of %d", n, joinedLen("dir", p), len(s.buf), cap(s.buf))
 		}
 	}
-	for _, tc := range []struct{ n, back, want int }{{1, 1, 3}, {63, 127, 65}, {64, 128, 68}, {8191, 16383, 8195}} {
+	for _, tc := range []struct{ n, back, want int }{{1, 1, 3}, {31, 127, 33}, {32, 128, 36}, {8191, 16383, 8196}} {
 		if got := childLen(tc.n, tc.back); got != tc.want {
 			t.Errorf("childLen(%d, %d) = %d, want %d", tc.n, tc.back, got, tc.want)
 		}

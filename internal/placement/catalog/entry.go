@@ -209,12 +209,22 @@ func (e *Entry) initAttrIn(t *classTable, a Attr) {
 func sizeBlocks(size int64) int64 { return (size + 511) / 512 }
 
 // Name is the entry's last path element ("" for the root).
-func (e *Entry) Name() string {
+func (e *Entry) Name() string { return storedName(e.stored()) }
+
+// compareName compares e's name with s, as strings.Compare would
+// (e.Name(), s), without making the name.
+func (e *Entry) compareName(s string) int {
+	a, b := storedNameParts(e.stored())
+	return compareName(a, b, s)
+}
+
+// stored is the record of e's path (storedpath.go).
+func (e *Entry) stored() *byte {
 	pm := atomic.LoadPointer(&e.pm)
 	if m := moreAt(pm); m != nil {
-		return storedName(m.path)
+		return m.path
 	}
-	return storedName((*byte)(pm))
+	return (*byte)(pm)
 }
 
 // Attr returns the entry's attributes.
@@ -260,13 +270,7 @@ func (e *Entry) Snapshot() (Attr, uint32) {
 
 // Path is the entry's path relative to the source root; "" for the root
 // (its bytes may share a block: arena.go).
-func (e *Entry) Path() string {
-	pm := atomic.LoadPointer(&e.pm)
-	if m := moreAt(pm); m != nil {
-		return storedString(m.path)
-	}
-	return storedString((*byte)(pm))
-}
+func (e *Entry) Path() string { return storedString(e.stored()) }
 
 // setPath sets a new entry's path (before it is shared) to a copy of p
 // of its own; a walk and a load set paths stored in a shared block

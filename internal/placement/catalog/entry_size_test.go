@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -333,7 +332,7 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 	}
 	const n = 40
 	for i := range n {
-		if err := os.WriteFile(filepath.Join(src, "d", fmt.Sprintf("f%03d", i)), []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(src, "d", fmt.Sprintf("f%03d.jpg", i)), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -362,15 +361,13 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 			if h&1 == 0 {
 				t.Fatalf("%s: entry %d's path is stored whole, not as a name after its directory's", how, i)
 			}
-			if back, _ := childOf(rec, h, k); storedString((*byte)(unsafe.Add(unsafe.Pointer(rec), -back))) != "d" {
-				t.Fatalf("%s: entry %d's directory record is not d's", how, i)
+			if dir, stem, suffix := childOf(rec, h, k); dir != "d" || stem != fmt.Sprintf("f%03d", i) || suffix != ".jpg" {
+				t.Fatalf("%s: entry %d's record: directory %q, stem %q, suffix %q", how, i, dir, stem, suffix)
 			}
-			ph, pk := uvarintAt(prev)
-			pback, pname := childOf(prev, ph, pk)
-			if contiguous && unsafe.Pointer(rec) != unsafe.Add(unsafe.Pointer(prev), childLen(len(pname), pback)) {
+			if contiguous && unsafe.Pointer(rec) != unsafe.Add(unsafe.Pointer(prev), recordLen(prev)) {
 				t.Fatalf("%s: the paths of entries %d and %d are not next to each other", how, i-1, i)
 			}
-			if want := fmt.Sprintf("d/f%03d", i); kids[i].Path() != want || kids[i].Kind() != KindFile || kids[i].Attr().Size != 1 {
+			if want := fmt.Sprintf("d/f%03d.jpg", i); kids[i].Path() != want || kids[i].Kind() != KindFile || kids[i].Attr().Size != 1 {
 				t.Fatalf("%s: entry %d is %q (kind %d, size %d), want %q", how, i, kids[i].Path(), kids[i].Kind(), kids[i].Attr().Size, want)
 			}
 		}
@@ -392,10 +389,11 @@ func TestAWalkAndALoadMakeADirectorysEntriesInOneBlock(t *testing.T) {
 }
 
 // storedOf is the record of e's path.
-func storedOf(e *Entry) *byte {
-	pm := atomic.LoadPointer(&e.pm)
-	if m := moreAt(pm); m != nil {
-		return m.path
-	}
-	return (*byte)(pm)
+func storedOf(e *Entry) *byte { return e.stored() }
+
+// recordLen is the bytes the child's record at p takes.
+func recordLen(p *byte) int {
+	h, k := uvarintAt(p)
+	_, j := uvarintAt((*byte)(unsafe.Add(unsafe.Pointer(p), k)))
+	return k + j + int(h>>2)
 }

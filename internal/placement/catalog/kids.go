@@ -63,8 +63,8 @@ func (k Kids) Lookup(name string) *Entry {
 		return lookupIn(k.ptrs, name)
 	}
 	b := k.block
-	i := sort.Search(len(b), func(i int) bool { return b[i].Name() >= name })
-	if i < len(b) && b[i].Name() == name {
+	i := sort.Search(len(b), func(i int) bool { return b[i].compareName(name) >= 0 })
+	if i < len(b) && b[i].compareName(name) == 0 {
 		return &b[i]
 	}
 	return nil
@@ -72,8 +72,8 @@ func (k Kids) Lookup(name string) *Entry {
 
 // lookupIn finds name among kids, sorted by name.
 func lookupIn(kids []*Entry, name string) *Entry {
-	i := sort.Search(len(kids), func(i int) bool { return kids[i].Name() >= name })
-	if i < len(kids) && kids[i].Name() == name {
+	i := sort.Search(len(kids), func(i int) bool { return kids[i].compareName(name) >= 0 })
+	if i < len(kids) && kids[i].compareName(name) == 0 {
 		return kids[i]
 	}
 	return nil
