@@ -168,3 +168,25 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Names in two parts compare as the names whole, however they are split.
+func TestCompareParts(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	word := func() string {
+		b := make([]byte, r.IntN(6))
+		for i := range b {
+			b[i] = "ab./"[r.IntN(4)]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		a, b := word(), word()
+		i, j := r.IntN(len(a)+1), r.IntN(len(b)+1)
+		if got, want := compareParts(a[:i], a[i:], b[:j], b[j:]), strings.Compare(a, b); got != want {
+			t.Fatalf("compareParts(%q, %q, %q, %q) = %d, want %d", a[:i], a[i:], b[:j], b[j:], got, want)
+		}
+		if got, want := compareName(a[:i], a[i:], b), strings.Compare(a, b); got != want {
+			t.Fatalf("compareName(%q, %q, %q) = %d, want %d", a[:i], a[i:], b, got, want)
+		}
+	}
+}

@@ -218,6 +218,14 @@ func (e *Entry) compareName(s string) int {
 	return compareName(a, b, s)
 }
 
+// compareNames compares e's name with o's, as strings.Compare would,
+// without making them.
+func (e *Entry) compareNames(o *Entry) int {
+	a1, a2 := storedNameParts(e.stored())
+	b1, b2 := storedNameParts(o.stored())
+	return compareParts(a1, a2, b1, b2)
+}
+
 // stored is the record of e's path (storedpath.go).
 func (e *Entry) stored() *byte {
 	pm := atomic.LoadPointer(&e.pm)

@@ -97,7 +97,7 @@ func (c *Catalog) decodeTree(doc []byte) (*Entry, error) {
 		if parent == nil {
 			return nil, fmt.Errorf("%w: shared catalog: %q has no parent before it", ErrBadRecord, p)
 		}
-		if k := kids[parent]; len(k) > 0 && k[len(k)-1].Name() >= e.Name() {
+		if k := kids[parent]; len(k) > 0 && k[len(k)-1].compareNames(e) >= 0 {
 			return nil, fmt.Errorf("%w: shared catalog: %q out of order", ErrBadRecord, p)
 		}
 		kids[parent] = append(kids[parent], e)

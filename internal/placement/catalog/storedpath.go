@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"strings"
 	"unsafe"
@@ -163,6 +164,27 @@ func compareName(a, b, s string) int {
 		return c
 	}
 	return strings.Compare(b, s[len(a):])
+}
+
+// compareParts compares a1 + a2 with b1 + b2, as strings.Compare would,
+// without making either.
+func compareParts(a1, a2, b1, b2 string) int {
+	for {
+		if a1 == "" {
+			a1, a2 = a2, ""
+		}
+		if b1 == "" {
+			b1, b2 = b2, ""
+		}
+		if a1 == "" || b1 == "" {
+			return cmp.Compare(len(a1), len(b1)) // one has ended (or both)
+		}
+		n := min(len(a1), len(b1))
+		if c := strings.Compare(a1[:n], b1[:n]); c != 0 {
+			return c
+		}
+		a1, b1 = a1[n:], b1[n:]
+	}
 }
 
 // uvarintAt reads the uvarint stored at p (one the catalog wrote), byte

@@ -159,11 +159,12 @@ func streamOrder(root *Entry) func(yield func(*Entry) bool) {
 // record, or (below) the records of a directory's entries.
 type streamItem struct {
 	e     *Entry
+	name  string // e's, made once for the sort (storedpath.go)
 	below bool
 }
 
 func (it streamItem) cmp(o streamItem) int {
-	a, b := it.e.Name(), o.e.Name()
+	a, b := it.name, o.name
 	n := min(len(a), len(b))
 	if c := cmp.Compare(a[:n], b[:n]); c != 0 {
 		return c
@@ -188,9 +189,10 @@ func streamBelow(d *Entry, yield func(*Entry) bool) bool {
 	kids := d.Children()
 	items := make([]streamItem, 0, kids.Len())
 	for k := range kids.All() {
-		items = append(items, streamItem{e: k})
+		name := k.Name()
+		items = append(items, streamItem{e: k, name: name})
 		if k.Kind() == KindDir {
-			items = append(items, streamItem{e: k, below: true})
+			items = append(items, streamItem{e: k, name: name, below: true})
 		}
 	}
 	slices.SortStableFunc(items, streamItem.cmp)

@@ -69,14 +69,14 @@ func (c *Catalog) AddAll(dir *Entry, es []*Entry) ([]*Entry, error) {
 func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 	old := dir.Children()
 	es = slices.Clone(es)
-	slices.SortStableFunc(es, func(a, b *Entry) int { return strings.Compare(a.Name(), b.Name()) })
+	slices.SortStableFunc(es, func(a, b *Entry) int { return a.compareNames(b) })
 	var errs []error
 	add := es[:0]
 	for i, e := range es {
 		switch {
 		case ChildPath(dir.Path(), e.Name()) != e.Path():
 			errs = append(errs, fmt.Errorf("catalog: add %s: not an entry of %q", e.Path(), dir.Path()))
-		case old.Lookup(e.Name()) != nil, i > 0 && es[i-1].Name() == e.Name():
+		case old.Lookup(e.Name()) != nil, i > 0 && es[i-1].compareNames(e) == 0:
 			errs = append(errs, fmt.Errorf("catalog: add %s: already in the dataset", e.Path()))
 		default:
 			add = append(add, e)
@@ -113,7 +113,7 @@ func (c *Catalog) addLocked(dir *Entry, es []*Entry) ([]*Entry, error) {
 	kids := make([]*Entry, 0, old.Len()+len(add))
 	i := 0
 	for _, e := range add {
-		for i < old.Len() && old.At(i).Name() < e.Name() {
+		for i < old.Len() && old.At(i).compareNames(e) < 0 {
 			kids = append(kids, old.At(i))
 			i++
 		}
