@@ -42,7 +42,7 @@ type Entry struct {
 	// cSize, cClass and cBlocks are the rest of the compact attributes:
 	// the size when it fits 32 bits, the class of the mode, owner and
 	// link count (attrclass.go), and the 512-byte blocks as their
-	// difference from the size's (blocksOf). Set before the entry is
+	// difference from the size's (sizeBlocks). Set before the entry is
 	// shared, never changed.
 	cSize   uint32
 	cClass  uint16
