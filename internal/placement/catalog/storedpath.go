@@ -153,18 +153,7 @@ func storedName(p *byte) string {
 
 // compareName compares the name a + b with s, as strings.Compare would
 // (a + b, s), without making a + b.
-func compareName(a, b, s string) int {
-	if len(s) < len(a) {
-		if c := strings.Compare(a[:len(s)], s); c != 0 {
-			return c
-		}
-		return 1
-	}
-	if c := strings.Compare(a, s[:len(a)]); c != 0 {
-		return c
-	}
-	return strings.Compare(b, s[len(a):])
-}
+func compareName(a, b, s string) int { return compareParts(a, b, s, "") }
 
 // compareParts compares a1 + a2 with b1 + b2, as strings.Compare would,
 // without making either.

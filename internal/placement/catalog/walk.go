@@ -86,19 +86,19 @@ func readKids(ctx context.Context, src *source.Source, d *Entry, log *zap.Logger
 	slab := sizedSlab(len(des))
 	for _, de := range des {
 		sp := paths.join(d.Path(), de.Name())
-		p := storedString(sp)
 		info, ierr := de.Info()
 		if ierr != nil {
-			log.Warn("walk: skipping entry", zap.String("path", p), zap.Error(ierr))
+			log.Warn("walk: skipping entry", zap.String("path", storedString(sp)), zap.Error(ierr))
 			continue
 		}
 		if !kindOfInfo(info).valid() {
-			log.Debug("walk: skipping special file", zap.String("path", p))
+			log.Debug("walk: skipping special file", zap.String("path", storedString(sp)))
 			continue
 		}
 		e := slab.alloc()
 		fillFromInfo(e, sp, info)
 		if e.Kind() == KindSymlink {
+			p := storedString(sp) // made only here: a child's path is made when asked for
 			t, lerr := src.WalkReadlink(ctx, p)
 			if lerr != nil {
 				log.Warn("walk: skipping symlink", zap.String("path", p), zap.Error(lerr))
