@@ -169,6 +169,13 @@ func TestPoolStuckSampleDoesNotDelayFastOnes(t *testing.T) {
 	if p.IsReady("stuck0") || p.IsReady("stuck1") {
 		t.Fatal("a stuck sample is ready before its release")
 	}
+	// Both are held inside their step until their timers run: released
+	// before the second timer ran, the second would end fast.
+	for deadline := time.Now().Add(10 * time.Second); p.Stats().DetachedInStep < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the stuck samples were not moved to the background", p.Stats())
+		}
+	}
 	close(release)
 	for _, key := range []string{"stuck0", "stuck1"} {
 		r, err := p.Take(ctx, key)
@@ -180,9 +187,8 @@ func TestPoolStuckSampleDoesNotDelayFastOnes(t *testing.T) {
 		}
 	}
 	// Both stuck samples held both fast workers, so the fast ones could
-	// only flow once at least one was detached inside its step; the other
-	// may have been released before its timer ran, then moved at the
-	// step boundary.
+	// only flow once at least one was detached inside its step; the test
+	// released them once both were.
 	if st := p.Stats(); st.DetachedInStep < 1 || st.DetachedInStep+st.MovedAtBoundary != 2 {
 		t.Errorf("stats %+v: want both stuck samples moved to the background, at least one inside its step", st)
 	}
