@@ -31,7 +31,8 @@ printf 'epochfs (%s) unstable; urgency=medium\n\n  * Built from %s; the changes 
 (cd tools && "$GO" build -o ../bin/nfpm github.com/goreleaser/nfpm/v2/cmd/nfpm)
 export VERSION
 deb="dist/epochfs_${VERSION}_amd64.deb" rpm="dist/epochfs-${VERSION}.x86_64.rpm"
-rm -f "$deb" "$rpm"
+# Only this build's packages in dist/ (make test-package installs the one .deb there).
+rm -f dist/epochfs_*_amd64.deb dist/epochfs-*.x86_64.rpm
 bin/nfpm package --config packaging/nfpm.yaml --packager deb --target "$deb" >/dev/null
 bin/nfpm package --config packaging/nfpm.yaml --packager rpm --target "$rpm" >/dev/null
 echo "$deb"

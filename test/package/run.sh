@@ -140,7 +140,12 @@ say "6: /etc/fstab and mount -a through /usr/sbin/mount.epochfs"
 echo "none $MNT epochfs config=$CFG,_netdev,nofail 0 0" >>/etc/fstab
 mount -a -t epochfs >"$W/mount.out" 2>&1 || die "mount -a: $(cat "$W/mount.out")"
 grep -qs " $MNT fuse.epochfs " /proc/mounts || die "mount -a mounted nothing at $MNT: $(cat "$W/mount.out")"
-pid=$(/usr/bin/epochfs list --json | sed -n 's/.*"pid": \([0-9]*\).*/\1/p' | head -1)
+# The row of this mount point: the node may have other epochfs mounts, dead ones too.
+pid=$(/usr/bin/epochfs list --json | awk -v m="\"mountpoint\": \"$MNT\"," '
+	index($0, m) { mine = 1 }
+	/^  }/ { mine = 0 }
+	mine && /"pid":/ { gsub(/[^0-9]/, ""); print }')
+[ -n "$pid" ] || die "epochfs list names no daemon of $MNT: $(/usr/bin/epochfs list --json)"
 [ "$(readlink "/proc/$pid/exe")" = /usr/bin/epochfs ] || die "the daemon (pid $pid) is $(readlink "/proc/$pid/exe"), not the installed binary"
 cmp "$W/src/train/cat/2.bin" "$MNT/train/cat/2.bin" || die "the mount serves another file"
 complete_words "epochfs status " | grep -x "$MNT" >/dev/null || die "completing 'epochfs status ': $(complete_words "epochfs status ")"
