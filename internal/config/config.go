@@ -138,7 +138,7 @@ func Default() Config {
 			Workers:          6,
 			SourceBandwidth:  NewRate("0"),
 			Validate:         "once",
-			Walk:             "stat",
+			Walk:             "names",
 			ValidateTTL:      "24h",
 			SourceTimeout:    "30s",
 			RefreshRate:      1000,

@@ -15,12 +15,15 @@
 # and, interleaved over REPS repetitions (the order of the setups turns
 # each repetition):
 #
-#   mount   a first mount on a fresh state: mount-to-usable (the command
-#           returns), walk complete (catalog=ok), daemon RSS per file 12 s
-#           after the walk is done and at IDLE_S s, idle; on the PFS, the walk against `find -type f`
-#           over a fresh sshfs mount of the same tree, and a walk of names
-#           first (placement.walk = "names") over another: until a job's
-#           mkdir returns, and until catalog=ok
+#   mount   a first mount on a fresh state (placement.walk = "names", the
+#           default): mount-to-usable (the command returns), a job's mkdir
+#           (the names numbered; the job is removed at once), walk complete
+#           (catalog=ok), daemon RSS per file 12 s after the walk is done
+#           and at IDLE_S s, idle; on the PFS, against `find -type f` and
+#           `find -type f -printf '%s %T@'` (a stat a file: what the
+#           catalog holds), each over a fresh sshfs mount of the same tree,
+#           and a walk with stats (placement.walk = "stat") over another:
+#           until a job's mkdir returns, and until catalog=ok
 #   remount the same state mounted again: mount-to-usable (the command
 #           returns), its catalog loaded (catalog=ok), RSS per file (the same
 #           two)
@@ -146,33 +149,37 @@ emit() { echo "$*" >>"$RESULTS"; }
 # with LOCAL as the local reference.
 bench() {
   local kind=$1 n=$2 src=$3 local=$4 rep=$5 mnt=$RUN/mnt state=$RUN/state t0 tmount twalk tfind="null" w s
-  local tjobs_names="null" twalk_names="null"
+  local tjobs_stat="null" twalk_stat="null" tfindstat="null" tjobs
   rm -rf "$state" "$state-tier"
   if [ "$kind" = pfs ]; then
     : >"$PFS_DIR/sftp.log"
     # find over a fresh sshfs mount, then the walk over another.
     pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
     t0=$(now); find "$src" -type f >/dev/null; tfind=$(since "$t0")
-    # A walk of names first (placement.walk = "names") over another: until
-    # a job's mkdir returns (the names are numbered), and until catalog=ok
-    # (the attributes read and the catalog stored).
+    # What a walk with attributes gathers: a stat a file.
     pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
-    rm -rf "$state-names" "$state-names-tier"
-    t0=$(now); ep_mount "$src" "$mnt" "$state-names" --config "$WORK/names.toml"
-    mkdir "$mnt/.epochfs/jobs/bench"; tjobs_names=$(since "$t0")
-    wait_walk "$mnt"; twalk_names=$(since "$t0")
+    t0=$(now); find "$src" -type f -printf '%s %T@\n' >/dev/null; tfindstat=$(since "$t0")
+    # A walk with stats (placement.walk = "stat") over another: a job's
+    # mkdir waits for catalog=ok (the attributes read and the catalog
+    # stored).
+    pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
+    rm -rf "$state-stat" "$state-stat-tier"
+    t0=$(now); ep_mount "$src" "$mnt" "$state-stat" --config "$WORK/stat.toml"
+    mkdir "$mnt/.epochfs/jobs/bench"; tjobs_stat=$(since "$t0")
+    wait_walk "$mnt"; twalk_stat=$(since "$t0")
     rmdir "$mnt/.epochfs/jobs/bench"; ep_down "$mnt"
-    rm -rf "$state-names" "$state-names-tier"
+    rm -rf "$state-stat" "$state-stat-tier"
     pfs_unmount "$src" "$SSHFS_PID"; sshfs_up "$local" "$src"
   fi
   t0=$(now); ep_mount "$src" "$mnt" "$state"; tmount=$(since "$t0")
+  mkdir "$mnt/.epochfs/jobs/bench"; tjobs=$(since "$t0"); rmdir "$mnt/.epochfs/jobs/bench"
   wait_walk "$mnt"; twalk=$(since "$t0")
   local rss_walk rss_walk_idle; rss_walk=$(settled_rss "$mnt"); rss_walk_idle=$(idle_rss "$mnt")
   ep_down "$mnt"
   t0=$(now); ep_mount "$src" "$mnt" "$state"; local tremount tload; tremount=$(since "$t0")
   wait_walk "$mnt"; tload=$(since "$t0")
   local rss_remount rss_remount_idle; rss_remount=$(settled_rss "$mnt"); rss_remount_idle=$(idle_rss "$mnt")
-  emit "{\"case\":\"mount\",\"kind\":\"$kind\",\"files\":$n,\"rep\":$rep,\"mount_s\":$tmount,\"walk_s\":$twalk,\"find_s\":$tfind,\"names_jobs_s\":$tjobs_names,\"names_walk_s\":$twalk_names,\"remount_s\":$tremount,\"load_s\":$tload,\"rss_walk\":$rss_walk,\"rss_remount\":$rss_remount,\"rss_walk_idle\":$rss_walk_idle,\"rss_remount_idle\":$rss_remount_idle}"
+  emit "{\"case\":\"mount\",\"kind\":\"$kind\",\"files\":$n,\"rep\":$rep,\"mount_s\":$tmount,\"walk_s\":$twalk,\"jobs_s\":$tjobs,\"find_s\":$tfind,\"findstat_s\":$tfindstat,\"stat_jobs_s\":$tjobs_stat,\"stat_walk_s\":$twalk_stat,\"remount_s\":$tremount,\"load_s\":$tload,\"rss_walk\":$rss_walk,\"rss_remount\":$rss_remount,\"rss_walk_idle\":$rss_walk_idle,\"rss_remount_idle\":$rss_remount_idle}"
   for w in $WALKS; do
     # A fresh daemon and kernel state for each tool's first walk, its
     # catalog loaded (as the figures before the load ran in the
@@ -207,7 +214,7 @@ for n in $FILES; do
 done
 for n in $PFS_FILES; do make_tree "$WORK/local-$n" "$n"; done
 rm -rf "$RUN"; mkdir -p "$RUN"
-printf '[placement]\nwalk = "names"\n' >"$WORK/names.toml"
+printf '[placement]\nwalk = "stat"\n' >"$WORK/stat.toml"
 for rep in $(seq "$REPS"); do
   for n in $FILES; do
     log "rep $rep/$REPS: tmpfs, $n files"
@@ -232,17 +239,18 @@ for kind in ("tmpfs", "pfs"):
         m = [r for r in rows if r["case"] == "mount" and r["kind"] == kind and r["files"] == n]
         src = "tmpfs" if kind == "tmpfs" else "the emulated PFS (%s ms each way)" % sys.argv[2]
         print("%d files on %s:" % (n, src))
-        print("  mount usable %s s, walk complete %s s; remount usable %s s, loaded %s s" % (
-            med([r["mount_s"] for r in m]), med([r["walk_s"] for r in m]), med([r["remount_s"] for r in m]),
-            med([r.get("load_s", r["remount_s"]) for r in m])))
+        print("  mount usable %s s, a job's mkdir %s s, walk complete %s s; remount usable %s s, loaded %s s" % (
+            med([r["mount_s"] for r in m]), med([r["jobs_s"] for r in m]), med([r["walk_s"] for r in m]),
+            med([r["remount_s"] for r in m]), med([r.get("load_s", r["remount_s"]) for r in m])))
         if kind == "pfs":
-            print("  walk / find -type f over sshfs: %s (find %s s)" % (
-                med([r["walk_s"] / r["find_s"] for r in m]), med([r["find_s"] for r in m])))
-            nm = [r for r in m if r.get("names_jobs_s")]
-            if nm:
-                print("  walk of names first (placement.walk = \"names\"): a job's mkdir / find %s, catalog=ok / find %s (%s s, %s s)" % (
-                    med([r["names_jobs_s"] / r["find_s"] for r in nm]), med([r["names_walk_s"] / r["find_s"] for r in nm]),
-                    med([r["names_jobs_s"] for r in nm]), med([r["names_walk_s"] for r in nm])))
+            print("  over sshfs, against find -type f (%s s): a job's mkdir %s, walk complete (catalog=ok) %s" % (
+                med([r["find_s"] for r in m]), med([r["jobs_s"] / r["find_s"] for r in m]),
+                med([r["walk_s"] / r["find_s"] for r in m])))
+            print("  walk complete / find -type f -printf '%%s %%T@' (a stat a file, %s s): %s" % (
+                med([r["findstat_s"] for r in m]), med([r["walk_s"] / r["findstat_s"] for r in m])))
+            print("  placement.walk = \"stat\": a job's mkdir / find -type f %s, catalog=ok / find -type f %s (%s s, %s s)" % (
+                med([r["stat_jobs_s"] / r["find_s"] for r in m]), med([r["stat_walk_s"] / r["find_s"] for r in m]),
+                med([r["stat_jobs_s"] for r in m]), med([r["stat_walk_s"] for r in m])))
         print("  daemon RSS per file: after the walk %s B, after a remount %s B" % (
             med([r["rss_walk"] / n for r in m], "%.1f"), med([r["rss_remount"] / n for r in m], "%.1f")))
         idle = [r for r in m if "rss_walk_idle" in r]

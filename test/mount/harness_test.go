@@ -214,8 +214,9 @@ type envOpts struct {
 	// CLI's default); the tests' default is the walk first, so that they
 	// see the whole catalog at once.
 	serveWhileWalking bool
-	// walkNames walks names first (placement.walk = "names").
-	walkNames bool
+	// walkStat walks each directory with its entries' attributes
+	// (placement.walk = "stat"); the default is names first, as the CLI's.
+	walkStat bool
 	// loadHold holds a background load of the stored catalog until it is
 	// closed (with serveWhileWalking).
 	loadHold chan struct{}
@@ -265,7 +266,7 @@ func (e *env) mount() {
 		Metrics: epochd.MetricsOptions{Listen: e.opts.metricsListen}, Logger: log,
 		Views: e.opts.views, ModelSettings: e.opts.model,
 		Cluster: e.opts.cluster, PeerListen: e.opts.peerListen, PeerTLS: e.opts.peerTLS,
-		WaitWalk: !e.opts.serveWhileWalking, LoadHold: e.opts.loadHold, FirstID: e.opts.firstID, WalkNames: e.opts.walkNames,
+		WaitWalk: !e.opts.serveWhileWalking, LoadHold: e.opts.loadHold, FirstID: e.opts.firstID, WalkNames: !e.opts.walkStat,
 	})
 	if err != nil {
 		t.Fatal(err)

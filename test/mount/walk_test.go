@@ -45,12 +45,17 @@ func makeWide(t *testing.T, dirs, files int) (string, []string) {
 // walk could have read its 60 directories (16 at a time), an unwalked directory lists and
 // reads correctly (read from the source on demand), status answers with the
 // walk's progress, a job's mkdir waits for the walk, and the finished
-// catalog is the one a walk-first mount builds.
+// catalog is the one a walk-first mount builds. The walk is the one with
+// stats (placement.walk = "stat"), where a job waits for the whole walk;
+// a walk of names first is TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes.
 func TestTheMountServesWhileTheSourceIsWalked(t *testing.T) {
 	requireFUSE(t)
 	dir, paths := makeWide(t, 60, 10)
 	start := time.Now()
-	e, f := faultMount(t, dir, walkSlowly(200*time.Millisecond))
+	e, f := faultMount(t, dir, func(f *faultfs.FS, e *env) {
+		walkSlowly(200*time.Millisecond)(f, e)
+		e.opts.walkStat = true
+	})
 	up := time.Since(start)
 	t.Logf("source and mount up in %v", up)
 	if !e.cat.Walking() {
@@ -336,7 +341,7 @@ func TestAWalkOfNamesFirstStartsJobsBeforeTheAttributes(t *testing.T) {
 		// names does without: 64 stats a directory take 6 s or more.
 		f.Delay("lookup", 100*time.Millisecond)
 		f.Delay("getattr", 100*time.Millisecond)
-		e.opts.serveWhileWalking, e.opts.walkNames = true, true
+		e.opts.serveWhileWalking = true
 	})
 	jobDir := filepath.Join(e.mnt, ".epochfs", "jobs", "j")
 	if err := os.Mkdir(jobDir, 0o755); err != nil {
