@@ -150,18 +150,41 @@ func direntType(t byte) fs.FileMode {
 	return typeUnknown
 }
 
-// statNames lstats names of directory rel on its descriptor.
+// statNames lstats names (sorted) of directory rel on its descriptor. It lists
+// the directory first, as a walk with stats does: on a network file
+// system the stats that follow a listing are answered from the
+// attributes the listing brought (NFS's READDIRPLUS, sshfs's cache of its
+// READDIR, Lustre's statahead), whereas names listed minutes before cost
+// a round trip each once those attributes have expired. A name the
+// listing no longer has is left out without a stat.
 func (b *beneath) statNames(rel string, names []string) ([]fs.DirEntry, error) {
 	fd, err := b.open(rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	invalid := func(n string) bool { return !validName(n) }
-	if slices.ContainsFunc(names, invalid) {
-		names = slices.DeleteFunc(slices.Clone(names), invalid)
+	listed, err := readNames(fd)
+	if err != nil {
+		return nil, err
 	}
-	return statAt(fd, names)
+	slices.Sort(listed)
+	return statAt(fd, listedNames(names, listed))
+}
+
+// listedNames returns the names that are in listed and name one entry
+// each (validName); both are sorted (names as WalkReadNames gives them).
+func listedNames(names, listed []string) []string {
+	out := make([]string, 0, len(names))
+	j := 0
+	for _, n := range names {
+		for j < len(listed) && listed[j] < n {
+			j++
+		}
+		if j < len(listed) && listed[j] == n && validName(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // validName reports whether name is one entry's name: fstatat on the

@@ -71,6 +71,23 @@ func TestWalkReadNamesGivesTypesAndStatNamesTheAttributes(t *testing.T) {
 	})
 }
 
+// The names stated are those the directory still lists, in their order:
+// one removed since, one added since, and one not an entry's name.
+func TestListedNames(t *testing.T) {
+	for _, c := range []struct{ names, listed, want []string }{
+		{[]string{"a", "b", "c"}, []string{"a", "b", "c"}, []string{"a", "b", "c"}},
+		{[]string{"a", "b", "c"}, []string{"a", "c"}, []string{"a", "c"}},
+		{[]string{"a", "c"}, []string{"a", "b", "c", "d"}, []string{"a", "c"}},
+		{[]string{"..", "a", "a/b"}, []string{"..", "a", "a/b"}, []string{"a"}},
+		{[]string{"a", "b"}, nil, []string{}},
+		{nil, []string{"a"}, []string{}},
+	} {
+		if got := listedNames(c.names, c.listed); !slices.Equal(got, c.want) {
+			t.Errorf("listedNames(%q, %q) = %q, want %q", c.names, c.listed, got, c.want)
+		}
+	}
+}
+
 // dirent is one linux_dirent64 record.
 func dirent(ino uint64, typ byte, name string) []byte {
 	reclen := (19 + len(name) + 1 + 7) &^ 7

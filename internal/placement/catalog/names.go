@@ -9,7 +9,8 @@ package catalog
 //     named the files are numbered (Entry.Index, Numbered) and Named is
 //     closed: jobs can be created, their epochs drawn from the numbers.
 //  2. the attributes of its names, one lstat each on the directory's
-//     descriptor (WalkStatNames), in the background or when someone asks
+//     descriptor just after the directory is listed again (WalkStatNames),
+//     in the background or when someone asks
 //     for the directory (List) first; only then do its entries go into
 //     the tree, with their IDs, so that nothing the mount shows lacks its
 //     attributes (a hard link's ID needs its stat).
