@@ -74,8 +74,11 @@ func flagArgs(f *pflag.FlagSet, pos []string) []string {
 func runMount(ma *mountArgs, args []string, stdout, stderr io.Writer) error {
 	if ma.readyFD >= 0 {
 		// The daemon started by mounts.Daemonize: its parent holds the locks
-		// and has done the checks.
-		return serve(ma, stderr, nil)
+		// and has done the checks. Unmounted by umount(8) rather than
+		// `epochfs unmount`, it removes the mount point's lock file itself.
+		err := serve(ma, stderr, nil)
+		mounts.TidyMountpoint(ma.cfg.Mountpoint)
+		return err
 	}
 	mnt := ma.cfg.Mountpoint
 	lk, err := lockMountpoint(mnt, stderr)

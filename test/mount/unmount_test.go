@@ -18,6 +18,8 @@ import (
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/epochfs/epochfs/internal/mounts"
 )
 
 // daemonRunning reports whether some thread of process pid is not a
@@ -506,4 +508,32 @@ func (d *foregroundDaemon) wait() error {
 	err := d.cmd.Wait()
 	d.exited = true
 	return err
+}
+
+// TestAMountPointsLockFileGoesWithItsMount: the lock file a mount and an
+// unmount of a mount point serialize on (RUNTIME/KEY.lock) is removed once
+// the mount is gone, whether `epochfs unmount` or umount(8) ended it; a
+// node whose jobs mount at new paths does not gather them.
+func TestAMountPointsLockFileGoesWithItsMount(t *testing.T) {
+	src, paths, base, mnt := binDirs(t, 1<<10)
+	lock := filepath.Join(mounts.RuntimeDir(), mounts.Key(mnt)+".lock")
+	for _, how := range []string{"epochfs unmount", "umount"} {
+		binMount(t, src, mnt, filepath.Join(base, "state"), "--tier=mem="+filepath.Join(base, "tier")+":64MiB")
+		checkAll(t, src, mnt, paths)
+		if _, err := os.Stat(lock); err != nil {
+			t.Fatalf("mounted: the mount point's lock file: %v", err)
+		}
+		pid := daemonPID(t, mnt)
+		if how == "umount" {
+			if err := syscall.Unmount(mnt, 0); err != nil {
+				t.Fatalf("umount: %v", err)
+			}
+		} else if code, out := cli(t, "unmount", mnt); code != 0 {
+			t.Fatalf("unmount: exit %d: %s", code, out)
+		}
+		waitFor(t, func() bool { return !daemonRunning(pid) })
+		if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("after %s and the daemon's exit, the lock file %s: %v (want it removed)", how, lock, err)
+		}
+	}
 }

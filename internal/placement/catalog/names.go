@@ -10,10 +10,10 @@ package catalog
 //     closed: jobs can be created, their epochs drawn from the numbers.
 //  2. the attributes of its names, one lstat each on the directory's
 //     descriptor just after the directory is listed again (WalkStatNames),
-//     in the background or when someone asks
-//     for the directory (List) first; only then do its entries go into
-//     the tree, with their IDs, so that nothing the mount shows lacks its
-//     attributes (a hard link's ID needs its stat).
+//     in the background or when someone asks for the directory (List)
+//     first; only then do its entries go into the tree, with their IDs,
+//     so that nothing the mount shows lacks its attributes (a hard link's
+//     ID needs its stat).
 //
 // A name gone from the source (or of another kind) by its stat is marked
 // gone (Entry.Gone), with whatever was named below it: a number once
