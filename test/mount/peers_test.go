@@ -240,6 +240,22 @@ func killAndWipeMidEpoch(t *testing.T, replicas int) {
 	})
 	a.settle()
 	b.settle()
+	// Every file is kept by 1+replicas nodes before the kill: a copy still
+	// in flight from the victim would be finished from the source. A
+	// node's queue can be empty before its pass for the third member has
+	// queued anything, so the copies are counted, not the queues.
+	waitFor(t, func() bool {
+		victim := statusOf(t, mnt)
+		here, _ := strconv.ParseInt(victim["cluster.files_here"], 10, 64)
+		due, _ := strconv.ParseInt(victim["cluster.share_due_bytes"], 10, 64)
+		for _, n := range []*env{a, b} {
+			here += n.num("cluster.files_here")
+			due += n.num("cluster.share_due_bytes")
+		}
+		return due == 0 && here >= int64((1+replicas)*len(paths))
+	})
+	a.settle()
+	b.settle()
 	pid, _ := strconv.Atoi(statusOf(t, mnt)["pid"])
 	if pid <= 0 {
 		t.Fatal("no pid in the victim's status")
